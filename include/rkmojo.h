@@ -1,0 +1,188 @@
+/*
+ * rkmojo.h - the one public header of librkmojo.
+ *
+ * What an embedding program (the CLI, the HTTP server, a user's program)
+ * needs: error codes, opening a converted .rkmojo model directory, sessions
+ * (one KV cache + sampler state each; many sessions share one model),
+ * prompt evaluation, token-by-token generation with a stopping callback,
+ * cancellation from another thread, statistics, and the tokenizer.
+ *
+ * Threads: a model is read-only after rkm_model_open and may be shared by
+ * sessions on different threads; one session must be driven by one thread at
+ * a time, except rkm_session_cancel, which any thread may call.
+ *
+ * Ownership: every _open/_new function has a _close/_free that accepts NULL.
+ * Functions return 0 or a negative RKM_E* code; the message of the last
+ * failure on the calling thread is rkm_last_error().
+ */
+#ifndef RKMOJO_H
+#define RKMOJO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKM_VERSION_STRING "0.1.0"
+
+/* Error codes: X(name, value, text). rkm_strerror() is generated from it. */
+#define RKM_ERRORS(X)                                           \
+    X(RKM_OK, 0, "success")                                     \
+    X(RKM_EINVAL, -1, "invalid argument")                       \
+    X(RKM_ENOMEM, -2, "out of memory")                          \
+    X(RKM_EIO, -3, "input/output error")                        \
+    X(RKM_EFORMAT, -4, "malformed or corrupt file")             \
+    X(RKM_ECHECKSUM, -5, "checksum mismatch")                   \
+    X(RKM_EUNSUPPORTED, -6, "unsupported")                      \
+    X(RKM_ENOENT, -7, "not found")                              \
+    X(RKM_ECTXFULL, -8, "context is full")                      \
+    X(RKM_ECANCELED, -9, "canceled")                            \
+    X(RKM_EBUDGET, -10, "memory budget too small")              \
+    X(RKM_ENOSPC, -11, "no space left on device")
+
+enum rkm_error {
+#define RKM__ENUM(name, val, text) name = val,
+    RKM_ERRORS(RKM__ENUM)
+#undef RKM__ENUM
+};
+
+const char *rkm_strerror(int code);
+/* Message of the last error set on this thread ("" if none). */
+const char *rkm_last_error(void);
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct rkm_model rkm_model;
+typedef struct rkm_session rkm_session;
+
+typedef struct rkm_model_params {
+    int n_threads;               /* 0: the performance cores */
+    uint64_t mem_budget_bytes;   /* 0: no budget (experts stay resident) */
+    int expert_cache_slots;      /* per MoE layer; 0: from the budget */
+    int cache_policy;            /* 0 LFU (recency tie-break), 1 LRU */
+    int prefetch;                /* -1 default, 0 off, 1 on */
+    int io_threads;              /* 0: default */
+} rkm_model_params;
+
+void rkm_model_params_default(rkm_model_params *p);
+
+/* Opens a .rkmojo directory. NULL on failure, reason in rkm_last_error(). */
+rkm_model *rkm_model_open(const char *dir, const rkm_model_params *p);
+void rkm_model_close(rkm_model *m);
+
+/* Hyper-parameters an embedder may want. */
+int rkm_model_n_vocab(const rkm_model *m);
+int rkm_model_n_embd(const rkm_model *m);
+int rkm_model_n_ctx_train(const rkm_model *m);
+const char *rkm_model_arch(const rkm_model *m);
+/* The model's chat template (Jinja source) or NULL if it has none. */
+const char *rkm_model_chat_template(const rkm_model *m);
+
+/* ------------------------------------------------------------- tokens */
+
+/* Tokenizes text. Writes at most cap ids, returns the number needed (may be
+ * > cap; call again with a larger buffer) or a negative error.
+ * parse_special: recognise special-token text (never for untrusted user
+ * text). add_bos: prepend BOS if the model's tokenizer says so. */
+int rkm_tokenize(const rkm_model *m, const char *text, size_t len,
+                 int32_t *ids, int cap, int add_bos, int parse_special);
+/* Appends the text of one token to buf; returns bytes written, or the
+ * negative size needed. */
+int rkm_token_to_piece(const rkm_model *m, int32_t id, char *buf, int cap);
+int rkm_token_bos(const rkm_model *m);
+int rkm_token_eos(const rkm_model *m);
+int rkm_token_is_eog(const rkm_model *m, int32_t id);
+
+/* ----------------------------------------------------------- sessions */
+
+typedef struct rkm_sampler_params {
+    float temperature;       /* 0: greedy */
+    int top_k;               /* 0: off */
+    float top_p;             /* 1: off */
+    float min_p;             /* 0: off */
+    float repeat_penalty;    /* 1: off */
+    int repeat_last_n;       /* window of the repeat penalty */
+    float presence_penalty;  /* OpenAI semantics, 0: off */
+    float frequency_penalty; /* OpenAI semantics, 0: off */
+    uint64_t seed;
+} rkm_sampler_params;
+
+void rkm_sampler_params_default(rkm_sampler_params *p);
+
+typedef struct rkm_session_params {
+    int n_ctx;         /* KV capacity in tokens; 0: min(4096, trained) */
+    int n_chunk;       /* prefill chunk rows; 0: 128 */
+    rkm_sampler_params sampler;
+} rkm_session_params;
+
+void rkm_session_params_default(rkm_session_params *p);
+
+rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p);
+void rkm_session_free(rkm_session *s);
+
+/* Number of tokens held in the KV cache. */
+int rkm_session_n_past(const rkm_session *s);
+/* Drops KV rows from position n on (n <= n_past). */
+int rkm_session_truncate(rkm_session *s, int n);
+
+/* Appends tokens to the context (chunked prefill). When logits is non-NULL
+ * it receives the logits after the last token (n_vocab floats). */
+int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits);
+
+/* Logits of every position of ids (n * n_vocab floats), for perplexity. */
+int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n,
+                         float *logits_all);
+
+/* Samples the next id from the current logits with the session's sampler. */
+int rkm_session_sample(rkm_session *s, int32_t *out_id);
+
+/* Called for each generated token; return non-zero to stop. */
+typedef int (*rkm_token_cb)(int32_t id, void *user);
+
+/* Generates up to n_max tokens after what has been evaluated: sample, call
+ * cb, feed the token back. Stops at an end-of-generation token (not passed
+ * to cb), when cb returns non-zero, or on cancel (RKM_ECANCELED). */
+int rkm_session_generate(rkm_session *s, int n_max, rkm_token_cb cb,
+                         void *user);
+
+/* Thread-safe: the running eval/generate returns RKM_ECANCELED soon. */
+void rkm_session_cancel(rkm_session *s);
+
+/* Token ids held in the KV cache (n_past of them); valid until the next
+ * call that changes the session. */
+const int32_t *rkm_session_tokens(const rkm_session *s, int *n);
+
+/* Saves the KV state (tokens + K/V rows) to path: written to a temporary
+ * file, checksummed, fsynced and renamed. */
+int rkm_session_save(const rkm_session *s, const char *path);
+/* Restores a saved state into a session of the same model; verifies the
+ * model identity and the checksum (RKM_EFORMAT / RKM_ECHECKSUM). */
+int rkm_session_load(rkm_session *s, const char *path);
+
+/* Last hidden state (after the final norm) of the last evaluated token,
+ * n_embd floats. */
+int rkm_session_embedding(const rkm_session *s, float *out);
+
+typedef struct rkm_stats {
+    int n_prompt;              /* tokens evaluated by eval calls */
+    int n_gen;                 /* tokens generated */
+    double t_prompt_s;         /* wall time of prompt evaluation */
+    double t_gen_s;            /* wall time of generation */
+    double ttft_s;             /* first eval start to first token sampled */
+    uint64_t expert_hits, expert_misses;
+    uint64_t bytes_read;       /* expert bytes read from disk */
+    double io_wait_s;          /* time the compute threads waited for IO */
+} rkm_stats;
+
+void rkm_session_stats(const rkm_session *s, rkm_stats *out);
+void rkm_session_stats_reset(rkm_session *s);
+
+/* Peak resident set size of the process, in bytes. */
+uint64_t rkm_peak_rss_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RKMOJO_H */

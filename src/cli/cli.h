@@ -1,0 +1,23 @@
+/*
+ * cli.h - the rkmojo command-line tool: one function per subcommand, each
+ * in its own file (cmd_<name>.c), dispatched by main.c. Each returns the
+ * process exit status; only main() calls exit().
+ */
+#ifndef RKM_CLI_H
+#define RKM_CLI_H
+
+int rkm_cmd_synth(int argc, char **argv);
+int rkm_cmd_convert(int argc, char **argv);
+int rkm_cmd_inspect(int argc, char **argv);
+int rkm_cmd_tokenize(int argc, char **argv);
+int rkm_cmd_detokenize(int argc, char **argv);
+int rkm_cmd_run(int argc, char **argv);
+int rkm_cmd_chat(int argc, char **argv);
+int rkm_cmd_perplexity(int argc, char **argv);
+int rkm_cmd_demo(int argc, char **argv);
+int rkm_cmd_serve(int argc, char **argv);
+int rkm_cmd_bench(int argc, char **argv);
+int rkm_cmd_trace_sim(int argc, char **argv);
+int rkm_cmd_template(int argc, char **argv);
+
+#endif

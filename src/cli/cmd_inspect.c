@@ -1,0 +1,133 @@
+/* cmd_inspect.c - `rkmojo inspect MODEL.rkmojo [--verify]`: what a model
+ * holds, and with --verify, whether every checksum still matches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "format/gguf.h"
+#include "format/model_dir.h"
+#include "kernels/quant.h"
+#include "util/common.h"
+
+static void tokenizer_summary(const rkm_model_dir *md)
+{
+    if (!md->tokenizer_file) {
+        printf("tokenizer:        none\n");
+        return;
+    }
+    char *p = rkm_path_join(md->path, md->tokenizer_file);
+    if (p && strstr(md->tokenizer_file, ".gguf")) {
+        rkm_gguf *g = rkm_gguf_open(p);
+        if (g) {
+            const char *model = rkm_gguf_get_str(g, "tokenizer.ggml.model");
+            const char *pre = rkm_gguf_get_str(g, "tokenizer.ggml.pre");
+            int ti = rkm_gguf_find(g, "tokenizer.ggml.tokens");
+            int64_t bos = -1, eos = -1;
+            rkm_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &bos);
+            rkm_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos);
+            printf("tokenizer:        %s (%s, pre %s), %llu tokens, bos %lld, eos %lld\n", md->tokenizer_file,
+                   model ? model : "?", pre ? pre : "default", (unsigned long long)rkm_gguf_arr_n(g, ti),
+                   (long long)bos, (long long)eos);
+            rkm_gguf_close(g);
+        } else {
+            printf("tokenizer:        %s (unreadable: %s)\n", md->tokenizer_file, rkm_last_error());
+        }
+    } else {
+        printf("tokenizer:        %s%s%s\n", md->tokenizer_file, md->tokenizer_config_file ? " + " : "",
+               md->tokenizer_config_file ? md->tokenizer_config_file : "");
+    }
+    free(p);
+    printf("chat template:    %s\n", md->chat_template_file ? md->chat_template_file : "none (built-in fallback)");
+}
+
+int rkm_cmd_inspect(int argc, char **argv)
+{
+    const char *dir = NULL;
+    int verify = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--verify")) verify = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: rkmojo inspect MODEL.rkmojo [--verify]\n");
+            return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "rkmojo inspect: unknown option '%s'\n", argv[i]);
+            return 2;
+        } else dir = argv[i];
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: rkmojo inspect MODEL.rkmojo [--verify]\n");
+        return 2;
+    }
+    rkm_model_dir *md = verify ? rkm_model_dir_open(dir) : rkm_model_dir_load_manifest(dir);
+    if (!md) {
+        fprintf(stderr, "rkmojo inspect: %s\n", rkm_last_error());
+        return 1;
+    }
+    const rkm_hparams *hp = &md->hp;
+    char b1[32], b2[32], b3[32];
+    printf("model:            %s (format version %d)\n", dir, md->version);
+    printf("source:           %s, quant %s\n", md->source ? md->source : "?", md->quant ? md->quant : "?");
+    printf("architecture:     %s\n", hp->arch_name);
+    printf("layers:           %d (%d with routed experts)\n", hp->n_layer, md->n_expert_layers);
+    printf("hidden:           %d, vocab %d, trained context %d\n", hp->n_embd, hp->n_vocab, hp->n_ctx_train);
+    printf("attention:        %d heads, head dim %d (v %d", hp->n_head, hp->head_dim, hp->head_dim_v);
+    if (hp->sliding_window) printf(", sliding layers %d", hp->head_dim_swa);
+    printf("), kv heads");
+    for (int i = 0; i < hp->n_layer && i < 8; i++) printf(" %d", hp->n_head_kv[i]);
+    printf("%s\n", hp->n_layer > 8 ? " ..." : "");
+    printf("rope:             %s, theta %g", hp->rope_neox ? "neox" : "normal", hp->rope_theta);
+    if (hp->sliding_window) printf(" (sliding %g)", hp->rope_theta_swa);
+    printf(", dims %d%s\n", hp->rope_dim, hp->has_rope_freqs ? ", rope_freqs" : "");
+    if (hp->sliding_window) {
+        int n = 0;
+        for (int i = 0; i < hp->n_layer; i++) n += hp->swa_layer[i];
+        printf("sliding window:   %d tokens on %d of %d layers\n", hp->sliding_window, n, hp->n_layer);
+    }
+    printf("norms:            rms eps %g, qk-norm %s%s\n", hp->rms_eps,
+           hp->qk_norm == RKM_QK_NORM_HEAD ? "per head" : hp->qk_norm == RKM_QK_NORM_FULL ? "full" : "none",
+           hp->gemma4_norms ? ", gemma4 sandwich norms" : "");
+    if (hp->n_expert)
+        printf("experts:          %d routed, top-%d%s, FFN %d%s", hp->n_expert, hp->n_expert_used,
+               hp->expert_norm_topk ? " renormalised" : "", hp->n_ff_exp, hp->act == RKM_ACT_GELU_TANH ? " (GeGLU)" : " (SwiGLU)");
+    if (hp->n_ff_shexp) printf(", shared expert %d%s", hp->n_ff_shexp, hp->shexp_gate ? " (sigmoid gate)" : "");
+    if (hp->n_expert) printf("\n");
+    if (hp->n_ff) printf("dense FFN:        %d\n", hp->n_ff);
+    if (hp->final_softcap) printf("logit soft-cap:   %g\n", hp->final_softcap);
+    int counts[RKM_TYPE_COUNT] = {0};
+    for (int i = 0; i < md->n_tensors; i++) counts[md->tensors[i].type]++;
+    printf("resident:         %s in %d tensors (", rkm_fmt_bytes(md->resident_bytes, b1, sizeof b1), md->n_tensors);
+    for (int t = 0, first = 1; t < RKM_TYPE_COUNT; t++)
+        if (counts[t]) {
+            printf("%s%d %s", first ? "" : ", ", counts[t], rkm_type_name(t));
+            first = 0;
+        }
+    printf(")\n");
+    uint64_t total_exp = 0;
+    for (int i = 0; i < md->n_expert_layers; i++) total_exp += md->experts[i].blob_stride * (uint64_t)md->experts[i].n_expert;
+    if (md->n_expert_layers) {
+        const rkm_expert_layer *el = &md->experts[0];
+        printf("routed experts:   %s on disk: %d layers x %d experts, %s per expert (blob %s; gate %s, up %s, down %s)\n",
+               rkm_fmt_bytes(total_exp, b1, sizeof b1), md->n_expert_layers, el->n_expert,
+               rkm_fmt_bytes(el->blob_bytes, b2, sizeof b2), rkm_fmt_bytes(el->blob_stride, b3, sizeof b3),
+               rkm_type_name(el->part[0].type), rkm_type_name(el->part[1].type), rkm_type_name(el->part[2].type));
+        printf("per layer:        %s of experts, %s active per token (top-%d)\n",
+               rkm_fmt_bytes(el->blob_stride * (uint64_t)el->n_expert, b1, sizeof b1),
+               rkm_fmt_bytes(el->blob_stride * (uint64_t)hp->n_expert_used, b2, sizeof b2), hp->n_expert_used);
+    }
+    tokenizer_summary(md);
+    int rc = 0;
+    if (verify) {
+        printf("verify:           ");
+        fflush(stdout);
+        if (rkm_model_dir_verify(md) != 0) {
+            printf("FAILED\n");
+            fprintf(stderr, "rkmojo inspect: %s\n", rkm_last_error());
+            rc = 1;
+        } else {
+            printf("ok (%d resident tensors, %d expert blobs)\n", md->n_tensors,
+                   md->n_expert_layers ? md->n_expert_layers * md->experts[0].n_expert : 0);
+        }
+    }
+    rkm_model_dir_close(md);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/*
+ * main.c - the rkmojo command-line entry point: dispatches to the
+ * subcommands (one file each, cmd_<name>.c). Only this file calls exit().
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rkmojo.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"synth", rkm_cmd_synth, "write a synthetic GGUF checkpoint (random weights, real shapes)"},
+    {"convert", rkm_cmd_convert, "convert a GGUF file or Hugging Face directory to .rkmojo"},
+    {"inspect", rkm_cmd_inspect, "describe a .rkmojo model; --verify checks every checksum"},
+    {"run", rkm_cmd_run, "generate text from a prompt (or token ids)"},
+    {"perplexity", rkm_cmd_perplexity, "perplexity of a text or id sequence (teacher forcing)"},
+    {"trace-sim", rkm_cmd_trace_sim, "replay a routing trace under LRU, LFU and Belady; expert-cache hit rates"},
+    {"template", rkm_cmd_template, "render a chat template for a conversation (debugging aid)"},
+    {"serve", rkm_cmd_serve, "OpenAI- and Ollama-compatible HTTP server (docs/SERVER.md)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "rkmojo %s - MoE inference with streamed experts\n\nusage: rkmojo COMMAND [options]\n\ncommands:\n",
+            RKM_VERSION_STRING);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'rkmojo COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("rkmojo %s\n", RKM_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "rkmojo: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

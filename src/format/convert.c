@@ -1,0 +1,496 @@
+/*
+ * convert.c - the converter (see convert.h).
+ *
+ * Type rules (target T = q8_0 or q4_0; "keep" keeps F32/F16/Q8_0/Q4_0):
+ *   - 1-D tensors (norms, biases, scales) and rows not a multiple of 32:
+ *     f32;
+ *   - routers (ffn_gate_inp*): f32, since top-k choices flip on small
+ *     errors and they are tiny;
+ *   - output.weight: q8_0 when T is q4_0 (the logits are sensitive);
+ *   - every other matrix, experts included: T; with keep, BF16 becomes f32
+ *     and other block types (k-quants, q4_1, q5_*) become q8_0.
+ * Each expert blob is gate | up | down, each part 64-byte aligned inside
+ * the blob, the blob padded to 4096 bytes.
+ *
+ * Memory: at most one expert blob plus a few MiB of row buffers.
+ * Single-threaded.
+ */
+#include "format/convert.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/gguf.h"
+#include "format/model_dir.h"
+#include "format/source.h"
+#include "kernels/quant.h"
+#include "util/common.h"
+#include "util/progress.h"
+
+#define CHUNK_BYTES (4u << 20)
+
+typedef struct {
+    const rkm_source *src;
+    const char *quant; /* normalized */
+    int keep;
+    int target;
+    rkm_progress prog;
+    /* scratch */
+    uint8_t *in;
+    float *f32;
+    size_t in_cap, f32_cap;
+} conv;
+
+/* Routed-expert tensors go to the expert files, not resident.bin:
+ * blk.N.ffn_{gate,up,down,gate_up}_exps.weight and blk.N.ffn_{gate,up,down}.E.weight. */
+static int is_expert_tensor(const char *name)
+{
+    static const char *fused[] = {"gate_exps.weight", "up_exps.weight", "down_exps.weight", "gate_up_exps.weight"};
+    static const char *split[] = {"gate", "up", "down"};
+    const char *p = strstr(name, ".ffn_");
+    if (strncmp(name, "blk.", 4) || !p) return 0;
+    p += 5;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fused); i++)
+        if (!strcmp(p, fused[i])) return 1;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(split); i++) {
+        size_t n = strlen(split[i]);
+        if (strncmp(p, split[i], n) || p[n] != '.' || p[n + 1] < '0' || p[n + 1] > '9') continue;
+        const char *q = p + n + 1;
+        while (*q >= '0' && *q <= '9') q++;
+        if (!strcmp(q, ".weight")) return 1;
+    }
+    return 0;
+}
+
+static int pick_type(const conv *c, const char *name, int src_type, int n_dims, int64_t ne0)
+{
+    if (n_dims == 1 || ne0 % 32 || strstr(name, "ffn_gate_inp")) return RKM_TYPE_F32;
+    if (c->keep) {
+        if (src_type == RKM_TYPE_F32 || src_type == RKM_TYPE_F16 || src_type == RKM_TYPE_Q8_0 || src_type == RKM_TYPE_Q4_0)
+            return src_type;
+        return src_type == RKM_TYPE_BF16 ? RKM_TYPE_F32 : RKM_TYPE_Q8_0;
+    }
+    if (!strcmp(name, "output.weight") && c->target == RKM_TYPE_Q4_0) return RKM_TYPE_Q8_0;
+    return c->target;
+}
+
+static int grow(conv *c, size_t in_bytes, size_t n_f32)
+{
+    if (in_bytes > c->in_cap) {
+        free(c->in);
+        c->in = malloc(in_bytes);
+        c->in_cap = c->in ? in_bytes : 0;
+    }
+    if (n_f32 > c->f32_cap) {
+        free(c->f32);
+        c->f32 = malloc(n_f32 * sizeof(float));
+        c->f32_cap = c->f32 ? n_f32 : 0;
+    }
+    return c->in && c->f32 ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+}
+
+/* Converts rows [r0, r0+nr) of t into dst (dtype dt), in chunks. */
+static int convert_rows(conv *c, const rkm_src_tensor *t, int64_t r0, int64_t nr, int dt, uint8_t *dst)
+{
+    if (!rkm_type_readable(t->type))
+        return rkm_err(RKM_EUNSUPPORTED, "tensor '%s' has type %s, which rkmojo cannot read", t->name,
+                       rkm_type_name(t->type) ? rkm_type_name(t->type) : "?");
+    const int64_t n = t->ne[0];
+    size_t in_row = rkm_type_row_bytes(t->type, n), out_row = rkm_type_row_bytes(dt, n);
+    if (!out_row) return rkm_err(RKM_EFORMAT, "tensor '%s': %lld is not a multiple of the %s block", t->name, (long long)n, rkm_type_name(dt));
+    int64_t per = RKM_MAX(1, (int64_t)(CHUNK_BYTES / RKM_MAX(in_row, 1)));
+    for (int64_t r = r0; r < r0 + nr; r += per) {
+        int64_t k = RKM_MIN(per, r0 + nr - r);
+        uint8_t *out = dst + (size_t)(r - r0) * out_row;
+        int rc;
+        if (t->type == dt) {
+            if ((rc = rkm_source_read_rows(c->src, t, r, k, out))) return rc;
+        } else {
+            if ((rc = grow(c, (size_t)k * in_row, (size_t)n)) || (rc = rkm_source_read_rows(c->src, t, r, k, c->in))) return rc;
+            for (int64_t i = 0; i < k; i++) {
+                rkm_dequantize_row(t->type, c->in + (size_t)i * in_row, c->f32, n);
+                for (int64_t j = 0; j < n; j++)
+                    if (c->f32[j] != c->f32[j] || c->f32[j] > 3.0e38f || c->f32[j] < -3.0e38f)
+                        return rkm_err(RKM_EFORMAT, "tensor '%s' row %lld holds NaN or infinity", t->name, (long long)(r + i));
+                rkm_quantize_row(dt, c->f32, out + (size_t)i * out_row, n);
+            }
+        }
+        rkm_progress_add(&c->prog, (uint64_t)k * in_row);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------ shape checks */
+
+static int expect(const rkm_source *s, const char *name, int optional, int n_dims, int64_t a, int64_t b, int64_t cc)
+{
+    const rkm_src_tensor *t = rkm_source_find(s, name);
+    if (!t) return optional ? 0 : rkm_err(RKM_EFORMAT, "tensor '%s' is missing", name);
+    int64_t want[3] = {a, b, cc};
+    int nd = t->n_dims;
+    while (nd > 1 && t->ne[nd - 1] == 1) nd--;
+    int ok = nd == n_dims;
+    for (int d = 0; d < n_dims && ok; d++) ok = t->ne[d] == want[d];
+    if (!ok)
+        return rkm_err(RKM_EFORMAT, "tensor '%s' has shape [%lld, %lld, %lld], the hyper-parameters imply [%lld, %lld, %lld]",
+                       name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                       (long long)(t->n_dims > 2 ? t->ne[2] : 1), (long long)a, (long long)(n_dims > 1 ? b : 1),
+                       (long long)(n_dims > 2 ? cc : 1));
+    return 0;
+}
+
+typedef struct {
+    const rkm_src_tensor *t[RKM_PART_COUNT]; /* fused tensors, or NULL if split */
+    int64_t row_off[RKM_PART_COUNT];         /* rows into an expert's slice */
+    int64_t stride[RKM_PART_COUNT];          /* rows per expert in the fused tensor */
+    int64_t rows[RKM_PART_COUNT], cols[RKM_PART_COUNT];
+} layer_parts;
+
+static int layer_sources(const rkm_source *s, int il, layer_parts *lp)
+{
+    const rkm_hparams *hp = &s->hp;
+    char nm[128];
+    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
+    memset(lp, 0, sizeof *lp);
+    for (int p = 0; p < RKM_PART_COUNT; p++) {
+        lp->rows[p] = p == RKM_PART_DOWN ? hp->n_embd : hp->n_ff_exp;
+        lp->cols[p] = p == RKM_PART_DOWN ? hp->n_ff_exp : hp->n_embd;
+    }
+    snprintf(nm, sizeof nm, "blk.%d.ffn_gate_up_exps.weight", il);
+    const rkm_src_tensor *gu = rkm_source_find(s, nm);
+    int rc;
+    if (gu) {
+        if ((rc = expect(s, nm, 0, 3, hp->n_embd, 2 * hp->n_ff_exp, hp->n_expert))) return rc;
+        lp->t[RKM_PART_GATE] = lp->t[RKM_PART_UP] = gu;
+        lp->stride[RKM_PART_GATE] = lp->stride[RKM_PART_UP] = 2 * hp->n_ff_exp;
+        lp->row_off[RKM_PART_UP] = hp->n_ff_exp;
+    }
+    for (int p = 0; p < RKM_PART_COUNT; p++) {
+        if (lp->t[p]) continue;
+        snprintf(nm, sizeof nm, "blk.%d.ffn_%s_exps.weight", il, pn[p]);
+        lp->t[p] = rkm_source_find(s, nm);
+        if (lp->t[p]) {
+            if ((rc = expect(s, nm, 0, 3, lp->cols[p], lp->rows[p], hp->n_expert))) return rc;
+            lp->stride[p] = lp->rows[p];
+            continue;
+        }
+        for (int e = 0; e < hp->n_expert; e++) {
+            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, pn[p], e);
+            if ((rc = expect(s, nm, 0, 2, lp->cols[p], lp->rows[p], 1)))
+                return rkm_err_prefix(rc, "layer %d expert %s", il, pn[p]);
+        }
+    }
+    return 0;
+}
+
+static int check_shapes(const rkm_source *s)
+{
+    const rkm_hparams *hp = &s->hp;
+    char nm[128];
+    int rc;
+    if ((rc = expect(s, "token_embd.weight", 0, 2, hp->n_embd, hp->n_vocab, 1)) ||
+        (rc = expect(s, "output_norm.weight", 0, 1, hp->n_embd, 1, 1)) ||
+        (rc = expect(s, "output.weight", hp->tied_output, 2, hp->n_embd, hp->n_vocab, 1)))
+        return rc;
+    for (int il = 0; il < hp->n_layer; il++) {
+        int swa = hp->swa_layer[il];
+        int hd = swa ? hp->head_dim_swa : hp->head_dim, hdv = swa ? hp->head_dim_swa : hp->head_dim_v;
+        int kv = hp->n_head_kv[il];
+#define EXP(suffix, opt, nd, a, b, c3) \
+    (snprintf(nm, sizeof nm, "blk.%d." suffix, il), expect(s, nm, opt, nd, a, b, c3))
+        if ((rc = EXP("attn_norm.weight", 0, 1, hp->n_embd, 1, 1)) ||
+            (rc = EXP("attn_q.weight", 0, 2, hp->n_embd, (int64_t)hp->n_head * hd, 1)) ||
+            (rc = EXP("attn_k.weight", 0, 2, hp->n_embd, (int64_t)kv * hd, 1)) ||
+            (rc = EXP("attn_v.weight", hp->v_from_k_full && !swa, 2, hp->n_embd, (int64_t)kv * hdv, 1)) ||
+            (rc = EXP("attn_output.weight", 0, 2, (int64_t)hp->n_head * hdv, hp->n_embd, 1)))
+            return rc;
+        if (rkm_hparams_is_moe_layer(hp, il)) {
+            layer_parts lp;
+            if ((rc = EXP("ffn_gate_inp.weight", 0, 2, hp->n_embd, hp->n_expert, 1)) || (rc = layer_sources(s, il, &lp)))
+                return rc;
+        }
+        if (!rkm_hparams_is_moe_layer(hp, il) || hp->gemma4_norms) {
+            if ((rc = EXP("ffn_gate.weight", 0, 2, hp->n_embd, hp->n_ff, 1)) ||
+                (rc = EXP("ffn_up.weight", 0, 2, hp->n_embd, hp->n_ff, 1)) ||
+                (rc = EXP("ffn_down.weight", 0, 2, hp->n_ff, hp->n_embd, 1)))
+                return rc;
+        }
+#undef EXP
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- outputs */
+
+static int write_resident(conv *c, const char *out, rkm_model_dir *md)
+{
+    const rkm_source *s = c->src;
+    char *path = rkm_path_join(out, "resident.bin");
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        int rc = rkm_err(RKM_EIO, "%s: %s", path ? path : out, strerror(errno));
+        free(path);
+        return rc;
+    }
+    md->tensors = calloc((size_t)s->n_tensors + 1, sizeof *md->tensors);
+    if (!md->tensors) {
+        close(fd);
+        free(path);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    uint64_t off = 0;
+    int rc = 0;
+    uint8_t *buf = NULL;
+    size_t buf_cap = 0;
+    rkm_hasher *h = rkm_hasher_new();
+    if (!h) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < s->n_tensors && !rc; i++) {
+        const rkm_src_tensor *t = &s->tensors[i];
+        if (is_expert_tensor(t->name)) continue;
+        rkm_tensor_view *tv = &md->tensors[md->n_tensors++];
+        tv->name = strdup(t->name);
+        tv->n_dims = t->n_dims;
+        memcpy(tv->ne, t->ne, sizeof tv->ne);
+        while (tv->n_dims > 1 && tv->ne[tv->n_dims - 1] == 1) tv->n_dims--;
+        tv->type = pick_type(c, t->name, t->type, tv->n_dims, t->ne[0]);
+        int64_t rows = (int64_t)(t->nbytes / rkm_type_row_bytes(t->type, t->ne[0]));
+        size_t out_row = rkm_type_row_bytes(tv->type, t->ne[0]);
+        tv->nbytes = out_row * (uint64_t)rows;
+        off = RKM_ALIGN_UP(off, RKM_RESIDENT_ALIGN);
+        tv->offset = off;
+        rkm_hasher_free(h);
+        h = rkm_hasher_new();
+        if (!h || !tv->name) {
+            rc = rkm_err(RKM_ENOMEM, "out of memory");
+            break;
+        }
+        int64_t per = RKM_MAX(1, (int64_t)(CHUNK_BYTES / out_row));
+        if ((size_t)per * out_row > buf_cap) {
+            free(buf);
+            buf_cap = (size_t)per * out_row;
+            buf = malloc(buf_cap);
+            if (!buf) {
+                rc = rkm_err(RKM_ENOMEM, "out of memory");
+                break;
+            }
+        }
+        for (int64_t r = 0; r < rows && !rc; r += per) {
+            int64_t k = RKM_MIN(per, rows - r);
+            rc = convert_rows(c, t, r, k, tv->type, buf);
+            if (!rc) {
+                rkm_hasher_update(h, buf, (size_t)k * out_row);
+                rc = rkm_pwrite_all(fd, buf, (size_t)k * out_row, off + (uint64_t)r * out_row, path);
+            }
+        }
+        tv->checksum = rkm_hasher_digest(h);
+        off += tv->nbytes;
+    }
+    md->resident_bytes = off;
+    if (!rc && ftruncate(fd, (off_t)off) != 0) rc = rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
+    if (!rc && fsync(fd) != 0) rc = rkm_err(RKM_EIO, "%s: fsync: %s", path, strerror(errno));
+    close(fd);
+    rkm_hasher_free(h);
+    free(buf);
+    free(path);
+    return rc;
+}
+
+static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer *el)
+{
+    const rkm_source *s = c->src;
+    const rkm_hparams *hp = &s->hp;
+    layer_parts lp;
+    int rc = layer_sources(s, il, &lp);
+    if (rc) return rc;
+    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
+    char nm[128];
+    uint64_t off = 0;
+    for (int p = 0; p < RKM_PART_COUNT; p++) {
+        const rkm_src_tensor *t = lp.t[p];
+        if (!t) {
+            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.0.weight", il, pn[p]);
+            t = rkm_source_find(s, nm);
+        }
+        rkm_expert_part *ep = &el->part[p];
+        ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
+        ep->ne[0] = lp.cols[p];
+        ep->ne[1] = lp.rows[p];
+        ep->nbytes = rkm_type_row_bytes(ep->type, ep->ne[0]) * (uint64_t)ep->ne[1];
+        off = RKM_ALIGN_UP(off, RKM_RESIDENT_ALIGN);
+        ep->offset = off;
+        off += ep->nbytes;
+    }
+    el->layer = il;
+    el->n_expert = hp->n_expert;
+    el->blob_bytes = off;
+    el->blob_stride = RKM_ALIGN_UP(off, RKM_EXPERT_ALIGN);
+    snprintf(nm, sizeof nm, "experts/blk.%d.bin", il);
+    el->file = strdup(nm);
+    el->checksums = calloc((size_t)hp->n_expert, sizeof(uint64_t));
+    uint8_t *blob = rkm_alloc_aligned((size_t)el->blob_stride, RKM_EXPERT_ALIGN);
+    char *path = el->file ? rkm_path_join(out, el->file) : NULL;
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (!blob || !el->checksums || fd < 0) {
+        rc = fd < 0 && path ? rkm_err(RKM_EIO, "%s: %s", path, strerror(errno)) : rkm_err(RKM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int e = 0; e < hp->n_expert && !rc; e++) {
+        memset(blob, 0, (size_t)el->blob_stride);
+        for (int p = 0; p < RKM_PART_COUNT && !rc; p++) {
+            const rkm_src_tensor *t = lp.t[p];
+            int64_t r0 = 0;
+            if (t) {
+                r0 = (int64_t)e * lp.stride[p] + lp.row_off[p];
+            } else {
+                snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, pn[p], e);
+                t = rkm_source_find(s, nm);
+            }
+            rc = convert_rows(c, t, r0, lp.rows[p], el->part[p].type, blob + el->part[p].offset);
+        }
+        if (rc) break;
+        el->checksums[e] = rkm_hash(blob, (size_t)el->blob_bytes);
+        rc = rkm_pwrite_all(fd, blob, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, path);
+    }
+    if (!rc && fsync(fd) != 0) rc = rkm_err(RKM_EIO, "%s: fsync: %s", path, strerror(errno));
+out:
+    if (fd >= 0) close(fd);
+    free(path);
+    rkm_free_aligned(blob);
+    return rc;
+}
+
+static int write_text(const char *out, const char *name, const char *data, size_t n)
+{
+    char *p = rkm_path_join(out, name);
+    int rc = p ? rkm_write_file_atomic(p, data, n) : rkm_err(RKM_ENOMEM, "out of memory");
+    free(p);
+    return rc;
+}
+
+static int write_tokenizer(conv *c, const char *out, rkm_model_dir *md)
+{
+    const rkm_source *s = c->src;
+    int rc = 0;
+    if (s->kind == 0) {
+        if (rkm_gguf_find(s->gguf, "tokenizer.ggml.model") < 0) return 0;
+        rkm_gguf_writer *w = rkm_gguf_writer_new();
+        if (!w) return rkm_err(RKM_ENOMEM, "out of memory");
+        for (int i = 0; i < rkm_gguf_n_kv(s->gguf); i++)
+            if (!strncmp(rkm_gguf_key(s->gguf, i), "tokenizer.", 10) || !strcmp(rkm_gguf_key(s->gguf, i), "general.architecture"))
+                rkm_gguf_writer_copy_kv(w, s->gguf, i);
+        char *p = rkm_path_join(out, "tokenizer.gguf");
+        rc = p ? rkm_gguf_writer_begin(w, p) : rkm_err(RKM_ENOMEM, "out of memory");
+        if (!rc) rc = rkm_gguf_writer_finish(w);
+        free(p);
+        rkm_gguf_writer_free(w);
+        if (!rc) md->tokenizer_file = strdup("tokenizer.gguf");
+    } else {
+        static const char *files[2] = {"tokenizer.json", "tokenizer_config.json"};
+        for (int i = 0; i < 2 && !rc; i++) {
+            char *p = rkm_path_join(s->hf_dir, files[i]);
+            size_t n;
+            char *data = p ? rkm_read_file(p, &n) : NULL;
+            free(p);
+            if (!data) {
+                if (i == 0) fprintf(stderr, "warning: %s has no tokenizer.json; the model will have no tokenizer\n", s->hf_dir);
+                break;
+            }
+            rc = write_text(out, files[i], data, n);
+            free(data);
+            if (!rc) *(i == 0 ? &md->tokenizer_file : &md->tokenizer_config_file) = strdup(files[i]);
+        }
+    }
+    if (!rc && s->chat_template) {
+        rc = write_text(out, "chat_template.jinja", s->chat_template, strlen(s->chat_template));
+        if (!rc) md->chat_template_file = strdup("chat_template.jinja");
+    }
+    return rc;
+}
+
+static void remove_outputs(const char *out, const rkm_model_dir *md)
+{
+    static const char *files[] = {"manifest.json", "resident.bin", "tokenizer.gguf", "tokenizer.json",
+                                  "tokenizer_config.json", "chat_template.jinja"};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(files); i++) {
+        char *p = rkm_path_join(out, files[i]);
+        if (p) unlink(p);
+        free(p);
+    }
+    for (int il = 0; il < md->hp.n_layer; il++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "experts/blk.%d.bin", il);
+        char *p = rkm_path_join(out, nm);
+        if (p) unlink(p);
+        free(p);
+    }
+    char *p = rkm_path_join(out, "experts");
+    if (p) rmdir(p);
+    free(p);
+}
+
+int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
+{
+    conv c;
+    memset(&c, 0, sizeof c);
+    const char *q = o && o->quant ? o->quant : "q8_0";
+    if (!strcmp(q, "keep")) c.keep = 1;
+    else if (!strcmp(q, "q8_0")) c.target = RKM_TYPE_Q8_0;
+    else if (!strcmp(q, "q4_0")) c.target = RKM_TYPE_Q4_0;
+    else return rkm_err(RKM_EINVAL, "--quant must be q8_0, q4_0 or keep (got '%s')", q);
+    rkm_source *s = rkm_source_open(input);
+    if (!s) return rkm_err_prefix(RKM_EFORMAT, "cannot read %s", input);
+    c.src = s;
+    rkm_model_dir *md = calloc(1, sizeof *md);
+    if (!md) {
+        rkm_source_close(s);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    md->hp = s->hp;
+    md->source = strdup(s->desc ? s->desc : input);
+    md->quant = strdup(q);
+    int rc = check_shapes(s);
+    int created = 0;
+    if (!rc) {
+        char *ed = rkm_path_join(out, "experts");
+        rc = ed ? rkm_mkdir_p(ed) : rkm_err(RKM_ENOMEM, "out of memory");
+        free(ed);
+        created = 1;
+    }
+    if (!rc) {
+        /* a stale manifest would make a half-rewritten model look complete */
+        char *mp = rkm_path_join(out, "manifest.json");
+        if (mp) unlink(mp);
+        free(mp);
+        rkm_progress_init(&c.prog, o ? o->progress : NULL, "convert", s->total_bytes);
+        rc = write_resident(&c, out, md);
+    }
+    if (!rc) {
+        int n_moe = 0;
+        for (int il = 0; il < s->hp.n_layer; il++) n_moe += rkm_hparams_is_moe_layer(&s->hp, il);
+        md->experts = calloc((size_t)n_moe + 1, sizeof *md->experts);
+        if (!md->experts) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        for (int il = 0; il < s->hp.n_layer && !rc; il++) {
+            if (!rkm_hparams_is_moe_layer(&s->hp, il)) continue;
+            md->experts[md->n_expert_layers].fd = -1;
+            rc = write_expert_layer(&c, out, il, &md->experts[md->n_expert_layers++]);
+        }
+    }
+    if (!rc) rc = write_tokenizer(&c, out, md);
+    if (!rc) rc = rkm_model_dir_write_manifest(md, out);
+    if (!rc) rkm_progress_done(&c.prog);
+    else if (c.prog.out && c.prog.tty) fputc('\n', c.prog.out);
+    if (rc && created) {
+        int saved = rc;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rkm_last_error());
+        remove_outputs(out, md);
+        rc = rkm_err(saved, "%s (partial output removed; no manifest written)", msg);
+    }
+    rkm_model_dir_close(md);
+    rkm_source_close(s);
+    free(c.in);
+    free(c.f32);
+    return rc;
+}

@@ -1,0 +1,19 @@
+/*
+ * convert.h - GGUF / Hugging Face checkpoint -> .rkmojo model directory.
+ * Streams tensors (bounded memory whatever the model size), writes the
+ * manifest last (temp + fsync + rename), removes its partial outputs on
+ * failure. See docs/FORMAT.md for the output and the type rules.
+ */
+#ifndef RKM_CONVERT_H
+#define RKM_CONVERT_H
+
+#include <stdio.h>
+
+typedef struct rkm_convert_opts {
+    const char *quant;  /* "q8_0" (default), "q4_0" or "keep" */
+    FILE *progress;     /* NULL: silent */
+} rkm_convert_opts;
+
+int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);
+
+#endif

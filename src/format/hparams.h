@@ -1,0 +1,115 @@
+/*
+ * hparams.h - the architecture and hyper-parameters of a model: everything
+ * the forward pass needs besides the weights. Filled from GGUF metadata or
+ * a Hugging Face config.json by the converter, stored in manifest.json,
+ * read back at load. Immutable after load.
+ *
+ * Tensor names inside a .rkmojo follow llama.cpp's GGUF names
+ * (token_embd.weight, blk.N.attn_q.weight, ...); see docs/FORMAT.md.
+ */
+#ifndef RKM_HPARAMS_H
+#define RKM_HPARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RKM_MAX_LAYERS 256
+
+enum rkm_arch {
+    RKM_ARCH_UNKNOWN = 0,
+    RKM_ARCH_LLAMA,    /* dense llama, and mixtral (llama + experts) */
+    RKM_ARCH_MIXTRAL,  /* llama with routed experts (GGUF arch "llama") */
+    RKM_ARCH_QWEN2,
+    RKM_ARCH_QWEN3,
+    RKM_ARCH_QWEN2MOE,
+    RKM_ARCH_QWEN3MOE,
+    RKM_ARCH_OLMOE,
+    RKM_ARCH_GEMMA4,
+    RKM_ARCH_COUNT
+};
+
+enum rkm_qk_norm {
+    RKM_QK_NORM_NONE = 0,
+    RKM_QK_NORM_HEAD,  /* RMSNorm per head, weight of size head_dim (qwen3, gemma4) */
+    RKM_QK_NORM_FULL   /* RMSNorm over the whole projection (olmoe) */
+};
+
+enum rkm_act {
+    RKM_ACT_SILU = 0,      /* SwiGLU: silu(gate) * up */
+    RKM_ACT_GELU_TANH      /* GeGLU with the tanh approximation */
+};
+
+typedef struct rkm_hparams {
+    int arch;                 /* enum rkm_arch */
+    char arch_name[32];       /* "qwen3moe", "mixtral", ... */
+    int n_layer;
+    int n_embd;
+    int n_head;               /* query heads (all layers) */
+    int n_head_kv[RKM_MAX_LAYERS]; /* per layer */
+    int head_dim;             /* q/k head dim of full-attention layers */
+    int head_dim_v;           /* v head dim of full-attention layers */
+    int head_dim_swa;         /* q/k/v head dim of sliding layers (= head_dim if none) */
+    int n_vocab;
+    int n_ctx_train;
+    int n_ff;                 /* dense FFN width (dense archs, gemma4 dense MLP) */
+    int n_expert;             /* routed experts per MoE layer (0: dense model) */
+    int n_expert_used;        /* top-k */
+    int n_ff_exp;             /* routed expert FFN width */
+    int n_ff_shexp;           /* shared expert width (qwen2moe), 0 if none */
+    int n_layer_dense_lead;   /* leading layers with a dense FFN instead of experts */
+    int expert_norm_topk;     /* renormalise top-k weights to sum 1 */
+    int expert_gating;        /* 0 softmax over all then top-k */
+    int shexp_gate;           /* shared expert scaled by sigmoid(gate . x) (qwen2moe) */
+    int act;                  /* enum rkm_act */
+    float rms_eps;
+    int qk_norm;              /* enum rkm_qk_norm */
+    int has_qkv_bias;
+    int rope_neox;            /* 1: NeoX (halves) ordering, 0: interleaved pairs */
+    float rope_theta;         /* full-attention layers */
+    float rope_theta_swa;     /* sliding layers */
+    int rope_dim;             /* rotated dims of full layers (<= head_dim) */
+    int rope_dim_swa;         /* rotated dims of sliding layers */
+    int has_rope_freqs;       /* rope_freqs.weight divides the frequencies (full layers) */
+    int sliding_window;       /* 0: none */
+    uint8_t swa_layer[RKM_MAX_LAYERS]; /* 1: sliding-window layer */
+    float attn_scale;         /* 0: 1/sqrt(head_dim) */
+    float attn_softcap;       /* 0: none */
+    float final_softcap;      /* 0: none; logits = c * tanh(logits / c) */
+    float embed_scale;        /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
+    int tied_output;          /* output projection is token_embd.weight */
+    int v_from_k_full;        /* gemma4: full layers have no attn_v; V = normed raw K */
+    int v_norm;               /* RMSNorm (no weight) on V (gemma4) */
+    int gemma4_norms;         /* gemma4's sandwich norms, dense MLP + experts, layer scalar */
+} rkm_hparams;
+
+/* Architecture name <-> enum. */
+int rkm_arch_from_name(const char *name);
+const char *rkm_arch_name(int arch);
+/* Sets every default that depends only on the arch (call before filling). */
+void rkm_hparams_init(rkm_hparams *hp, int arch);
+/* Checks ranges and consistency; RKM_EFORMAT with a message if wrong. */
+int rkm_hparams_validate(const rkm_hparams *hp);
+struct rkm_gguf;
+/* Reads the hyper-parameters from GGUF metadata (and tensor shapes);
+ * RKM_EUNSUPPORTED names an unsupported architecture. */
+int rkm_hparams_from_gguf(const struct rkm_gguf *g, rkm_hparams *hp);
+/* The scalar fields, by name, for the manifest and `synth --set`. */
+enum { RKM_HP_INT = 0, RKM_HP_FLOAT, RKM_HP_BOOL };
+typedef struct rkm_hparams_field {
+    const char *name;
+    size_t off;
+    int kind;
+} rkm_hparams_field;
+int rkm_hparams_n_fields(void);
+const rkm_hparams_field *rkm_hparams_field_at(int i);
+/* Sets field key from text ("n_layer", "4"); also "n_head_kv" (all
+ * layers). RKM_EINVAL with a message if unknown or not a number. */
+int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value);
+
+/* Is layer il an MoE layer (has routed experts)? */
+static inline int rkm_hparams_is_moe_layer(const rkm_hparams *hp, int il)
+{
+    return hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
+}
+
+#endif

@@ -1,0 +1,525 @@
+/*
+ * model_dir.c - reading and writing a .rkmojo model directory's manifest,
+ * mapping resident.bin, reading and verifying expert blobs (layout in
+ * model_dir.h and docs/FORMAT.md).
+ *
+ * The manifest is untrusted input: every field is type- and range-checked,
+ * every offset checked against the file sizes, file names must stay inside
+ * the directory. Threads: immutable after open; reads use pread.
+ * Ownership: rkm_model_dir_close frees the manifest, the mapping and fds.
+ */
+#include "format/model_dir.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/quant.h"
+#include "util/common.h"
+
+/* ------------------------------------------------ hparams <-> JSON table */
+
+static cJSON *hparams_to_json(const rkm_hparams *hp)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "arch", hp->arch_name);
+    for (int i = 0; i < rkm_hparams_n_fields(); i++) {
+        const rkm_hparams_field *f = rkm_hparams_field_at(i);
+        const char *p = (const char *)hp + f->off;
+        if (f->kind == RKM_HP_FLOAT) cJSON_AddNumberToObject(o, f->name, (double)*(const float *)p);
+        else if (f->kind == RKM_HP_BOOL) cJSON_AddBoolToObject(o, f->name, *(const int *)p);
+        else cJSON_AddNumberToObject(o, f->name, *(const int *)p);
+    }
+    cJSON *kv = cJSON_AddArrayToObject(o, "n_head_kv");
+    cJSON *swa = cJSON_AddArrayToObject(o, "swa_layer");
+    for (int i = 0; i < hp->n_layer; i++) {
+        cJSON_AddItemToArray(kv, cJSON_CreateNumber(hp->n_head_kv[i]));
+        cJSON_AddItemToArray(swa, cJSON_CreateBool(hp->swa_layer[i]));
+    }
+    return o;
+}
+
+static int hparams_from_json(const cJSON *o, rkm_hparams *hp)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "arch");
+    if (!cJSON_IsString(a)) return rkm_err(RKM_EFORMAT, "manifest: hparams.arch missing");
+    int arch = rkm_arch_from_name(a->valuestring);
+    if (!arch) return rkm_err(RKM_EUNSUPPORTED, "manifest: unsupported architecture '%s'", a->valuestring);
+    rkm_hparams_init(hp, arch);
+    for (int i = 0; i < rkm_hparams_n_fields(); i++) {
+        const rkm_hparams_field *f = rkm_hparams_field_at(i);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->name);
+        char *p = (char *)hp + f->off;
+        if (f->kind == RKM_HP_BOOL) {
+            if (!cJSON_IsBool(v)) return rkm_err(RKM_EFORMAT, "manifest: hparams.%s must be a boolean", f->name);
+            *(int *)p = cJSON_IsTrue(v);
+        } else {
+            if (!cJSON_IsNumber(v)) return rkm_err(RKM_EFORMAT, "manifest: hparams.%s must be a number", f->name);
+            if (f->kind == RKM_HP_FLOAT) *(float *)p = (float)v->valuedouble;
+            else {
+                if (v->valuedouble < -1e9 || v->valuedouble > 1e9 || v->valuedouble != (double)(int)v->valuedouble)
+                    return rkm_err(RKM_EFORMAT, "manifest: hparams.%s is not a valid integer", f->name);
+                *(int *)p = (int)v->valuedouble;
+            }
+        }
+    }
+    if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS) return rkm_err(RKM_EFORMAT, "manifest: bad n_layer");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(o, "n_head_kv");
+    const cJSON *swa = cJSON_GetObjectItemCaseSensitive(o, "swa_layer");
+    if (!cJSON_IsArray(kv) || cJSON_GetArraySize(kv) != hp->n_layer || !cJSON_IsArray(swa) ||
+        cJSON_GetArraySize(swa) != hp->n_layer)
+        return rkm_err(RKM_EFORMAT, "manifest: n_head_kv and swa_layer need one entry per layer");
+    for (int i = 0; i < hp->n_layer; i++) {
+        const cJSON *k = cJSON_GetArrayItem(kv, i), *s = cJSON_GetArrayItem(swa, i);
+        if (!cJSON_IsNumber(k) || !cJSON_IsBool(s)) return rkm_err(RKM_EFORMAT, "manifest: bad per-layer entry");
+        hp->n_head_kv[i] = (int)k->valuedouble;
+        hp->swa_layer[i] = (uint8_t)cJSON_IsTrue(s);
+    }
+    return rkm_hparams_validate(hp);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int get_u64(const cJSON *o, const char *k, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15 ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble)
+        return rkm_err(RKM_EFORMAT, "manifest: '%s' must be a non-negative integer", k);
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+static int get_hash(const cJSON *v, uint64_t *out)
+{
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 16) return rkm_err(RKM_EFORMAT, "manifest: bad checksum");
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v->valuestring, &end, 16);
+    if (errno || *end) return rkm_err(RKM_EFORMAT, "manifest: bad checksum '%s'", v->valuestring);
+    *out = x;
+    return 0;
+}
+
+static void hash_str(uint64_t h, char out[17]) { snprintf(out, 17, "%016" PRIx64, h); }
+
+/* A relative path that stays inside the directory. */
+static int safe_rel_path(const char *p)
+{
+    if (!p || !*p || p[0] == '/' || strlen(p) > 512) return 0;
+    const char *s = p;
+    while (*s) {
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 0 || (n == 2 && s[0] == '.' && s[1] == '.') || (n == 1 && s[0] == '.')) return 0;
+        s += n;
+        if (*s == '/') s++;
+    }
+    return 1;
+}
+
+static int get_shape(const cJSON *o, int *n_dims, int64_t ne[4], int max_dims)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "shape");
+    int n = cJSON_IsArray(s) ? cJSON_GetArraySize(s) : 0;
+    if (n < 1 || n > max_dims) return rkm_err(RKM_EFORMAT, "manifest: bad shape");
+    for (int d = 0; d < 4; d++) ne[d] = 1;
+    for (int d = 0; d < n; d++) {
+        const cJSON *v = cJSON_GetArrayItem(s, d);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e12) return rkm_err(RKM_EFORMAT, "manifest: bad shape");
+        ne[d] = (int64_t)v->valuedouble;
+    }
+    *n_dims = n;
+    return 0;
+}
+
+static int get_dtype(const cJSON *o, int *type)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+    int t = cJSON_IsString(d) ? rkm_type_from_name(d->valuestring) : -1;
+    if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0)
+        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s'", cJSON_IsString(d) ? d->valuestring : "?");
+    *type = t;
+    return 0;
+}
+
+static uint64_t shape_bytes(int type, int n_dims, const int64_t ne[4])
+{
+    uint64_t rows = 1;
+    for (int d = 1; d < n_dims; d++) rows *= (uint64_t)ne[d];
+    return rkm_type_row_bytes(type, ne[0]) * rows;
+}
+
+static char *dup_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+}
+
+/* ------------------------------------------------------------- parse */
+
+static const char *part_names[RKM_PART_COUNT] = {"gate", "up", "down"};
+
+static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *hp)
+{
+    int rc;
+    uint64_t v;
+    if ((rc = get_u64(l, "layer", &v))) return rc;
+    if (v >= (uint64_t)hp->n_layer) return rkm_err(RKM_EFORMAT, "manifest: expert layer %llu out of range", (unsigned long long)v);
+    el->layer = (int)v;
+    el->file = dup_str(l, "file");
+    if (!safe_rel_path(el->file)) return rkm_err(RKM_EFORMAT, "manifest: bad expert file name in layer %d", el->layer);
+    if ((rc = get_u64(l, "count", &v))) return rc;
+    if (v != (uint64_t)hp->n_expert) return rkm_err(RKM_EFORMAT, "manifest: layer %d has %llu experts, hparams say %d",
+                                                   el->layer, (unsigned long long)v, hp->n_expert);
+    el->n_expert = (int)v;
+    if ((rc = get_u64(l, "blob_stride", &el->blob_stride)) || (rc = get_u64(l, "blob_bytes", &el->blob_bytes))) return rc;
+    if (el->blob_stride == 0 || el->blob_stride % RKM_EXPERT_ALIGN || el->blob_bytes > el->blob_stride)
+        return rkm_err(RKM_EFORMAT, "manifest: layer %d: bad blob stride/size", el->layer);
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(l, "parts");
+    for (int p = 0; p < RKM_PART_COUNT; p++) {
+        const cJSON *po = cJSON_GetObjectItemCaseSensitive(parts, part_names[p]);
+        rkm_expert_part *ep = &el->part[p];
+        int nd;
+        int64_t ne[4];
+        if (!cJSON_IsObject(po)) return rkm_err(RKM_EFORMAT, "manifest: layer %d lacks part '%s'", el->layer, part_names[p]);
+        if ((rc = get_dtype(po, &ep->type)) || (rc = get_shape(po, &nd, ne, 2)) || (rc = get_u64(po, "offset", &ep->offset)) ||
+            (rc = get_u64(po, "bytes", &ep->nbytes)))
+            return rc;
+        ep->ne[0] = ne[0];
+        ep->ne[1] = ne[1];
+        if (ep->nbytes != shape_bytes(ep->type, 2, ne) || ep->nbytes == 0 || ep->offset > el->blob_bytes ||
+            ep->nbytes > el->blob_bytes - ep->offset)
+            return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: size/offset inconsistent", el->layer, part_names[p]);
+    }
+    const cJSON *hs = cJSON_GetObjectItemCaseSensitive(l, "xxh3");
+    if (!cJSON_IsArray(hs) || cJSON_GetArraySize(hs) != el->n_expert)
+        return rkm_err(RKM_EFORMAT, "manifest: layer %d needs %d checksums", el->layer, el->n_expert);
+    el->checksums = calloc((size_t)el->n_expert, sizeof(uint64_t));
+    if (!el->checksums) return rkm_err(RKM_ENOMEM, "out of memory");
+    for (int e = 0; e < el->n_expert; e++)
+        if ((rc = get_hash(cJSON_GetArrayItem(hs, e), &el->checksums[e]))) return rc;
+    return 0;
+}
+
+static int parse_manifest(rkm_model_dir *md, const cJSON *root)
+{
+    int rc;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "rkmojo"))
+        return rkm_err(RKM_EFORMAT, "manifest: not an rkmojo manifest");
+    uint64_t ver;
+    if ((rc = get_u64(root, "version", &ver))) return rc;
+    if (ver != RKM_FORMAT_VERSION)
+        return rkm_err(RKM_EUNSUPPORTED, "manifest: format version %llu, this rkmojo reads version %d",
+                       (unsigned long long)ver, RKM_FORMAT_VERSION);
+    md->version = (int)ver;
+    md->source = dup_str(root, "source");
+    md->quant = dup_str(root, "quant");
+    if ((rc = hparams_from_json(cJSON_GetObjectItemCaseSensitive(root, "hparams"), &md->hp)))
+        return rkm_err_prefix(rc, "manifest");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "resident");
+    const cJSON *tens = cJSON_GetObjectItemCaseSensitive(res, "tensors");
+    if (!cJSON_IsArray(tens)) return rkm_err(RKM_EFORMAT, "manifest: resident.tensors missing");
+    if ((rc = get_u64(res, "bytes", &md->resident_bytes))) return rc;
+    md->n_tensors = cJSON_GetArraySize(tens);
+    md->tensors = calloc((size_t)md->n_tensors + 1, sizeof *md->tensors);
+    if (!md->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < md->n_tensors; i++) {
+        const cJSON *t = cJSON_GetArrayItem(tens, i);
+        rkm_tensor_view *tv = &md->tensors[i];
+        tv->name = dup_str(t, "name");
+        if (!tv->name || !*tv->name) return rkm_err(RKM_EFORMAT, "manifest: tensor %d has no name", i);
+        if ((rc = get_dtype(t, &tv->type)) || (rc = get_shape(t, &tv->n_dims, tv->ne, 4)) ||
+            (rc = get_u64(t, "offset", &tv->offset)) || (rc = get_u64(t, "bytes", &tv->nbytes)) ||
+            (rc = get_hash(cJSON_GetObjectItemCaseSensitive(t, "xxh3"), &tv->checksum)))
+            return rkm_err_prefix(rc, "tensor %s", tv->name);
+        if (tv->nbytes != shape_bytes(tv->type, tv->n_dims, tv->ne) || tv->offset % RKM_RESIDENT_ALIGN ||
+            tv->offset > md->resident_bytes || tv->nbytes > md->resident_bytes - tv->offset)
+            return rkm_err(RKM_EFORMAT, "manifest: tensor %s: size/offset inconsistent", tv->name);
+    }
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "experts");
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(ex, "layers");
+    md->n_expert_layers = cJSON_IsArray(layers) ? cJSON_GetArraySize(layers) : 0;
+    md->experts = calloc((size_t)md->n_expert_layers + 1, sizeof *md->experts);
+    if (!md->experts) return rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < md->n_expert_layers; i++) md->experts[i].fd = -1;
+    for (int i = 0; i < md->n_expert_layers; i++) {
+        if ((rc = parse_layer(cJSON_GetArrayItem(layers, i), &md->experts[i], &md->hp))) return rc;
+        if (i > 0 && md->experts[i].layer <= md->experts[i - 1].layer)
+            return rkm_err(RKM_EFORMAT, "manifest: expert layers not sorted");
+    }
+    int n_moe = 0;
+    for (int il = 0; il < md->hp.n_layer; il++) n_moe += rkm_hparams_is_moe_layer(&md->hp, il);
+    if (n_moe != md->n_expert_layers)
+        return rkm_err(RKM_EFORMAT, "manifest: %d expert layers listed, the hparams imply %d", md->n_expert_layers, n_moe);
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    if (cJSON_IsObject(tok)) {
+        md->tokenizer_file = dup_str(tok, "file");
+        md->tokenizer_config_file = dup_str(tok, "config");
+        if ((md->tokenizer_file && !safe_rel_path(md->tokenizer_file)) ||
+            (md->tokenizer_config_file && !safe_rel_path(md->tokenizer_config_file)))
+            return rkm_err(RKM_EFORMAT, "manifest: bad tokenizer file name");
+    }
+    md->chat_template_file = dup_str(root, "chat_template");
+    if (md->chat_template_file && !safe_rel_path(md->chat_template_file))
+        return rkm_err(RKM_EFORMAT, "manifest: bad chat template file name");
+    return 0;
+}
+
+rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const char *dir)
+{
+    rkm_model_dir *md = calloc(1, sizeof *md);
+    if (!md) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    md->path = strdup(dir ? dir : ".");
+    cJSON *root = cJSON_ParseWithLength(json, n);
+    if (!root) {
+        rkm_err(RKM_EFORMAT, "manifest.json is not valid JSON");
+        rkm_model_dir_close(md);
+        return NULL;
+    }
+    int rc = parse_manifest(md, root);
+    cJSON_Delete(root);
+    if (rc) {
+        rkm_model_dir_close(md);
+        return NULL;
+    }
+    return md;
+}
+
+rkm_model_dir *rkm_model_dir_load_manifest(const char *dir)
+{
+    char *mp = rkm_path_join(dir, "manifest.json");
+    size_t n;
+    char *json = mp ? rkm_read_file(mp, &n) : NULL;
+    if (!json) {
+        if (rkm_last_error()[0] && strstr(rkm_last_error(), "No such file"))
+            rkm_err(RKM_ENOENT, "%s is not a complete .rkmojo model (no manifest.json; an interrupted conversion?)", dir);
+        free(mp);
+        return NULL;
+    }
+    rkm_model_dir *md = rkm_model_dir_parse_manifest(json, n, dir);
+    if (!md) rkm_err_prefix(RKM_EFORMAT, "%s", mp);
+    free(json);
+    free(mp);
+    return md;
+}
+
+static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size)
+{
+    char *p = rkm_path_join(md->path, rel);
+    if (!p) return rkm_err(RKM_ENOMEM, "out of memory");
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rkm_err(RKM_EIO, "%s: %s", p, strerror(errno));
+        free(p);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rkm_err(RKM_EIO, "%s: %s", p, strerror(errno));
+        close(fd);
+        free(p);
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    free(p);
+    return fd;
+}
+
+rkm_model_dir *rkm_model_dir_open(const char *dir)
+{
+    rkm_model_dir *md = rkm_model_dir_load_manifest(dir);
+    if (!md) return NULL;
+    uint64_t size;
+    int fd = open_rel(md, "resident.bin", &size);
+    if (fd < 0) goto fail;
+    if (size != md->resident_bytes) {
+        rkm_err(RKM_EFORMAT, "%s/resident.bin is %llu bytes, the manifest says %llu (truncated?)", dir,
+                (unsigned long long)size, (unsigned long long)md->resident_bytes);
+        close(fd);
+        goto fail;
+    }
+    if (size > 0) {
+        md->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (md->map == MAP_FAILED) {
+            md->map = NULL;
+            rkm_err(RKM_EIO, "mmap resident.bin: %s", strerror(errno));
+            close(fd);
+            goto fail;
+        }
+        md->map_bytes = size;
+    }
+    close(fd);
+    for (int i = 0; i < md->n_tensors; i++) md->tensors[i].data = (const uint8_t *)md->map + md->tensors[i].offset;
+    for (int i = 0; i < md->n_expert_layers; i++) {
+        rkm_expert_layer *el = &md->experts[i];
+        el->fd = open_rel(md, el->file, &size);
+        if (el->fd < 0) goto fail;
+        uint64_t need = (uint64_t)el->n_expert * el->blob_stride;
+        if (size < need) {
+            rkm_err(RKM_EFORMAT, "%s/%s is %llu bytes, %llu expected (truncated?)", dir, el->file,
+                    (unsigned long long)size, (unsigned long long)need);
+            goto fail;
+        }
+    }
+    return md;
+fail:
+    rkm_model_dir_close(md);
+    return NULL;
+}
+
+void rkm_model_dir_close(rkm_model_dir *md)
+{
+    if (!md) return;
+    if (md->map) munmap(md->map, md->map_bytes);
+    for (int i = 0; i < md->n_tensors; i++) free(md->tensors[i].name);
+    free(md->tensors);
+    for (int i = 0; i < md->n_expert_layers; i++) {
+        free(md->experts[i].file);
+        free(md->experts[i].checksums);
+        if (md->experts[i].fd >= 0) close(md->experts[i].fd);
+    }
+    free(md->experts);
+    free(md->path);
+    free(md->source);
+    free(md->quant);
+    free(md->tokenizer_file);
+    free(md->tokenizer_config_file);
+    free(md->chat_template_file);
+    free(md);
+}
+
+const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name)
+{
+    for (int i = 0; i < md->n_tensors; i++)
+        if (!strcmp(md->tensors[i].name, name)) return &md->tensors[i];
+    return NULL;
+}
+
+const rkm_expert_layer *rkm_model_dir_expert_layer(const rkm_model_dir *md, int il)
+{
+    for (int i = 0; i < md->n_expert_layers; i++)
+        if (md->experts[i].layer == il) return &md->experts[i];
+    return NULL;
+}
+
+int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf, int verify)
+{
+    const rkm_expert_layer *el = rkm_model_dir_expert_layer(md, il);
+    if (!el) return rkm_err(RKM_EINVAL, "layer %d has no experts", il);
+    if (e < 0 || e >= el->n_expert) return rkm_err(RKM_EINVAL, "expert %d out of range", e);
+    if (el->fd < 0) return rkm_err(RKM_EINVAL, "expert files are not open");
+    int rc = rkm_pread_all(el->fd, buf, (size_t)el->blob_bytes, (uint64_t)e * el->blob_stride, el->file);
+    if (rc) return rkm_err_prefix(rc, "expert %d of layer %d", e, il);
+    if (verify && rkm_hash(buf, (size_t)el->blob_bytes) != el->checksums[e])
+        return rkm_err(RKM_ECHECKSUM, "checksum mismatch in expert %d of layer %d (%s)", e, il, el->file);
+    return 0;
+}
+
+int rkm_model_dir_verify(const rkm_model_dir *md)
+{
+    for (int i = 0; i < md->n_tensors; i++) {
+        const rkm_tensor_view *t = &md->tensors[i];
+        if (!t->data) return rkm_err(RKM_EINVAL, "model is not mapped");
+        if (rkm_hash(t->data, (size_t)t->nbytes) != t->checksum)
+            return rkm_err(RKM_ECHECKSUM, "checksum mismatch in resident tensor '%s'", t->name);
+    }
+    uint64_t maxb = 0;
+    for (int i = 0; i < md->n_expert_layers; i++) maxb = RKM_MAX(maxb, md->experts[i].blob_stride);
+    void *buf = rkm_alloc_aligned((size_t)RKM_MAX(maxb, 1), RKM_EXPERT_ALIGN);
+    if (!buf) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < md->n_expert_layers && !rc; i++)
+        for (int e = 0; e < md->experts[i].n_expert && !rc; e++)
+            rc = rkm_model_dir_read_expert(md, md->experts[i].layer, e, buf, 1);
+    rkm_free_aligned(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------- write */
+
+static cJSON *shape_json(int n_dims, const int64_t *ne)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int d = 0; d < n_dims; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)ne[d]));
+    return a;
+}
+
+int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
+{
+    char h[17];
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "rkmojo");
+    cJSON_AddNumberToObject(root, "version", RKM_FORMAT_VERSION);
+    cJSON_AddStringToObject(root, "created_by", "rkmojo " RKM_VERSION_STRING);
+    if (md->source) cJSON_AddStringToObject(root, "source", md->source);
+    if (md->quant) cJSON_AddStringToObject(root, "quant", md->quant);
+    cJSON_AddItemToObject(root, "hparams", hparams_to_json(&md->hp));
+    cJSON *res = cJSON_AddObjectToObject(root, "resident");
+    cJSON_AddStringToObject(res, "file", "resident.bin");
+    cJSON_AddNumberToObject(res, "bytes", (double)md->resident_bytes);
+    cJSON_AddNumberToObject(res, "alignment", RKM_RESIDENT_ALIGN);
+    cJSON *tens = cJSON_AddArrayToObject(res, "tensors");
+    for (int i = 0; i < md->n_tensors; i++) {
+        const rkm_tensor_view *t = &md->tensors[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", t->name);
+        cJSON_AddStringToObject(o, "dtype", rkm_type_name(t->type));
+        cJSON_AddItemToObject(o, "shape", shape_json(t->n_dims, t->ne));
+        cJSON_AddNumberToObject(o, "offset", (double)t->offset);
+        cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
+        hash_str(t->checksum, h);
+        cJSON_AddStringToObject(o, "xxh3", h);
+        cJSON_AddItemToArray(tens, o);
+    }
+    cJSON *ex = cJSON_AddObjectToObject(root, "experts");
+    cJSON_AddNumberToObject(ex, "alignment", RKM_EXPERT_ALIGN);
+    cJSON *layers = cJSON_AddArrayToObject(ex, "layers");
+    for (int i = 0; i < md->n_expert_layers; i++) {
+        const rkm_expert_layer *el = &md->experts[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "layer", el->layer);
+        cJSON_AddStringToObject(o, "file", el->file);
+        cJSON_AddNumberToObject(o, "count", el->n_expert);
+        cJSON_AddNumberToObject(o, "blob_stride", (double)el->blob_stride);
+        cJSON_AddNumberToObject(o, "blob_bytes", (double)el->blob_bytes);
+        cJSON *parts = cJSON_AddObjectToObject(o, "parts");
+        for (int p = 0; p < RKM_PART_COUNT; p++) {
+            const rkm_expert_part *ep = &el->part[p];
+            cJSON *po = cJSON_AddObjectToObject(parts, part_names[p]);
+            cJSON_AddStringToObject(po, "dtype", rkm_type_name(ep->type));
+            cJSON_AddItemToObject(po, "shape", shape_json(2, ep->ne));
+            cJSON_AddNumberToObject(po, "offset", (double)ep->offset);
+            cJSON_AddNumberToObject(po, "bytes", (double)ep->nbytes);
+        }
+        cJSON *hs = cJSON_AddArrayToObject(o, "xxh3");
+        for (int e = 0; e < el->n_expert; e++) {
+            hash_str(el->checksums[e], h);
+            cJSON_AddItemToArray(hs, cJSON_CreateString(h));
+        }
+        cJSON_AddItemToArray(layers, o);
+    }
+    if (md->tokenizer_file) {
+        cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
+        cJSON_AddStringToObject(tok, "file", md->tokenizer_file);
+        if (md->tokenizer_config_file) cJSON_AddStringToObject(tok, "config", md->tokenizer_config_file);
+    }
+    if (md->chat_template_file) cJSON_AddStringToObject(root, "chat_template", md->chat_template_file);
+    char *json = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!json) return rkm_err(RKM_ENOMEM, "out of memory");
+    char *path = rkm_path_join(dir, "manifest.json");
+    int rc = path ? rkm_write_file_atomic(path, json, strlen(json)) : rkm_err(RKM_ENOMEM, "out of memory");
+    free(path);
+    free(json);
+    return rc;
+}

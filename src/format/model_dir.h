@@ -1,0 +1,101 @@
+/*
+ * model_dir.h - a .rkmojo model directory: its manifest, its resident
+ * weights and its per-layer expert files (layout in docs/FORMAT.md).
+ *
+ *   manifest.json          format version, hparams, tensor index, experts
+ *   resident.bin           resident tensors, each 64-byte aligned (mmap)
+ *   experts/blk.N.bin      layer N's routed experts: blob e at e*blob_stride,
+ *                          one blob = gate | up | down, padded to 4096
+ *   tokenizer.gguf or tokenizer.json (+ tokenizer_config.json)
+ *   chat_template.jinja    (optional)
+ *
+ * Owns: the parsed manifest, the read-only mapping of resident.bin and the
+ * file descriptors of the expert files. Immutable after open, so any thread
+ * may read tensors and call rkm_model_dir_read_expert concurrently (pread).
+ * rkm_model_dir_close frees everything, views included.
+ */
+#ifndef RKM_MODEL_DIR_H
+#define RKM_MODEL_DIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/hparams.h"
+
+#define RKM_FORMAT_VERSION 1
+#define RKM_RESIDENT_ALIGN 64
+#define RKM_EXPERT_ALIGN 4096
+
+typedef struct rkm_tensor_view {
+    char *name;
+    int type;          /* enum rkm_type */
+    int n_dims;
+    int64_t ne[4];     /* ne[0] contiguous; unused dims 1 */
+    uint64_t offset;   /* in resident.bin */
+    uint64_t nbytes;
+    uint64_t checksum; /* XXH3-64 of the bytes */
+    const void *data;  /* into the mapping (NULL if not mapped) */
+} rkm_tensor_view;
+
+/* One matrix inside an expert blob. */
+typedef struct rkm_expert_part {
+    int type;
+    int64_t ne[2];     /* ne[0] = input dim, ne[1] = output rows */
+    uint64_t offset;   /* inside the blob */
+    uint64_t nbytes;
+} rkm_expert_part;
+
+enum { RKM_PART_GATE = 0, RKM_PART_UP = 1, RKM_PART_DOWN = 2, RKM_PART_COUNT = 3 };
+
+typedef struct rkm_expert_layer {
+    int layer;
+    char *file;            /* relative to the model directory */
+    int n_expert;
+    uint64_t blob_stride;  /* multiple of 4096 */
+    uint64_t blob_bytes;   /* meaningful bytes (<= stride), checksummed */
+    rkm_expert_part part[RKM_PART_COUNT];
+    uint64_t *checksums;   /* n_expert XXH3-64 of the blob_bytes */
+    int fd;                /* -1 until opened */
+} rkm_expert_layer;
+
+typedef struct rkm_model_dir {
+    char *path;
+    int version;
+    rkm_hparams hp;
+    char *source;              /* what it was converted from */
+    char *quant;               /* converter's --quant */
+    int n_tensors;
+    rkm_tensor_view *tensors;
+    int n_expert_layers;
+    rkm_expert_layer *experts; /* sorted by layer */
+    char *tokenizer_file;      /* relative; NULL if none */
+    char *tokenizer_config_file;
+    char *chat_template_file;
+    uint64_t resident_bytes;   /* size of resident.bin */
+    void *map;                 /* resident.bin mapping */
+    uint64_t map_bytes;
+} rkm_model_dir;
+
+/* Manifest only (no mapping), for inspect and tests. */
+rkm_model_dir *rkm_model_dir_load_manifest(const char *dir);
+/* Parses a manifest from memory (fuzzing). */
+rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const char *dir);
+/* Manifest + mmap of resident.bin + expert files opened (buffered). */
+rkm_model_dir *rkm_model_dir_open(const char *dir);
+void rkm_model_dir_close(rkm_model_dir *md);
+
+const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name);
+/* Expert layer of layer il or NULL. */
+const rkm_expert_layer *rkm_model_dir_expert_layer(const rkm_model_dir *md, int il);
+/* Reads blob e of layer il into buf (blob_stride bytes); verify: check the
+ * checksum. Used by the converter's tests and the non-streaming path; the
+ * streaming engine reads with O_DIRECT itself using the same offsets. */
+int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf, int verify);
+/* Checks every checksum; on failure the message names the first bad tensor
+ * or expert (layer, index). */
+int rkm_model_dir_verify(const rkm_model_dir *md);
+
+/* Writes manifest.json for md atomically (temp, fsync, rename). */
+int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * source.h - what the converter reads: a checkpoint seen as hparams plus
+ * tensors with GGUF names, whether it came from a GGUF file or from a
+ * Hugging Face directory (config.json + sharded safetensors). HF names are
+ * mapped to GGUF names here; per-expert HF tensors become
+ * "blk.L.ffn_{gate,up,down}.E.weight"; HF llama/mixtral q/k rows are
+ * permuted to GGUF's interleaved rope order on read (permute_heads).
+ *
+ * Threads: immutable after open; reads use pread. Ownership:
+ * rkm_source_close frees everything.
+ */
+#ifndef RKM_SOURCE_H
+#define RKM_SOURCE_H
+
+#include <stdint.h>
+
+#include "format/gguf.h"
+#include "format/hparams.h"
+
+typedef struct rkm_src_tensor {
+    char *name;         /* GGUF name */
+    int type;           /* enum rkm_type */
+    int n_dims;
+    int64_t ne[4];
+    uint64_t nbytes;
+    int file;           /* index into the source's files */
+    const void *handle; /* reader's tensor */
+    int permute_heads;  /* >0: HF rotate-half rows of this many heads -> interleaved */
+} rkm_src_tensor;
+
+typedef struct rkm_source {
+    int kind;           /* 0 GGUF, 1 HF */
+    char *desc;         /* for the manifest's "source" */
+    rkm_hparams hp;
+    int n_tensors;
+    rkm_src_tensor *tensors;
+    uint64_t total_bytes;
+    rkm_gguf *gguf;     /* kind 0 */
+    int n_files;        /* kind 1 */
+    struct rkm_safetensors **st;
+    char *hf_dir;
+    char *chat_template; /* from GGUF tokenizer.chat_template or tokenizer_config.json; NULL if none */
+} rkm_source;
+
+rkm_source *rkm_source_open(const char *path);
+void rkm_source_close(rkm_source *s);
+const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name);
+/* Reads rows [r0, r0+nr) of a tensor viewed as a matrix of ne[0]-wide rows
+ * (all higher dims flattened), applying the q/k permutation if any. */
+int rkm_source_read_rows(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf);
+
+/* Maps a Hugging Face tensor name of arch to a GGUF name (NULL if unknown);
+ * *permute gets the head count for q/k rows that need the rope permutation. */
+char *rkm_hf_name_to_gguf(int arch, const char *hf, const rkm_hparams *hp, int *permute);
+/* The reverse, for writing HF checkpoints (synth --hf-out); expert e is
+ * used for per-expert names. NULL if the tensor has no HF name. */
+char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert);
+
+#endif

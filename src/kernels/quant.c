@@ -1,0 +1,272 @@
+/*
+ * quant.c - the type table and the scalar reference conversions between
+ * f32 and every element type rkmojo reads or writes (layouts in quant.h).
+ * The converter uses these; the kernels' tests compare against them.
+ * Stateless; any thread.
+ */
+#include "kernels/quant.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int block;
+    size_t bytes;
+    int readable;
+} type_info;
+
+static const type_info types[RKM_TYPE_COUNT] = {
+    [RKM_TYPE_F32] = {"f32", 1, 4, 1},
+    [RKM_TYPE_F16] = {"f16", 1, 2, 1},
+    [RKM_TYPE_BF16] = {"bf16", 1, 2, 1},
+    [RKM_TYPE_Q4_0] = {"q4_0", 32, 18, 1},
+    [RKM_TYPE_Q4_1] = {"q4_1", 32, 20, 1},
+    [RKM_TYPE_Q5_0] = {"q5_0", 32, 22, 1},
+    [RKM_TYPE_Q5_1] = {"q5_1", 32, 24, 1},
+    [RKM_TYPE_Q8_0] = {"q8_0", 32, 34, 1},
+    [RKM_TYPE_Q8_1] = {"q8_1", 32, 36, 0},
+    [RKM_TYPE_Q2_K] = {"q2_k", 256, 84, 0},
+    [RKM_TYPE_Q3_K] = {"q3_k", 256, 110, 0},
+    [RKM_TYPE_Q4_K] = {"q4_k", 256, 144, 1},
+    [RKM_TYPE_Q5_K] = {"q5_k", 256, 176, 1},
+    [RKM_TYPE_Q6_K] = {"q6_k", 256, 210, 1},
+    [RKM_TYPE_Q8_K] = {"q8_k", 256, 292, 0},
+};
+
+static const type_info *info(int type)
+{
+    if (type < 0 || type >= RKM_TYPE_COUNT || !types[type].name) return NULL;
+    return &types[type];
+}
+
+const char *rkm_type_name(int type)
+{
+    const type_info *t = info(type);
+    return t ? t->name : NULL;
+}
+
+int rkm_type_from_name(const char *name)
+{
+    for (int i = 0; i < RKM_TYPE_COUNT; i++) {
+        if (!types[i].name) continue;
+        const char *a = types[i].name, *b = name;
+        while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+        if (!*a && !*b) return i;
+    }
+    return -1;
+}
+
+int rkm_type_block_size(int type)
+{
+    const type_info *t = info(type);
+    return t ? t->block : 0;
+}
+
+size_t rkm_type_block_bytes(int type)
+{
+    const type_info *t = info(type);
+    return t ? t->bytes : 0;
+}
+
+size_t rkm_type_row_bytes(int type, int64_t n)
+{
+    const type_info *t = info(type);
+    if (!t || n < 0 || n % t->block) return 0;
+    return (size_t)(n / t->block) * t->bytes;
+}
+
+int rkm_type_readable(int type)
+{
+    const type_info *t = info(type);
+    return t && t->readable;
+}
+
+/* ------------------------------------------------------------ quantize */
+
+void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n)
+{
+    for (int64_t b = 0; b < n / RKM_QK8_0; b++) {
+        const float *xb = x + b * RKM_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < RKM_QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[b].d = rkm_f32_to_f16(d);
+        for (int j = 0; j < RKM_QK8_0; j++) y[b].qs[j] = (int8_t)roundf(xb[j] * id);
+    }
+}
+
+void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n)
+{
+    /* d = (value of largest magnitude) / -8, so that value maps exactly to
+     * -8 and the 16 levels [-8, 7] are all used. */
+    for (int64_t b = 0; b < n / RKM_QK4_0; b++) {
+        const float *xb = x + b * RKM_QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < RKM_QK4_0; j++) {
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[b].d = rkm_f32_to_f16(d);
+        for (int j = 0; j < RKM_QK4_0 / 2; j++) {
+            float v0 = xb[j] * id + 8.5f, v1 = xb[j + RKM_QK4_0 / 2] * id + 8.5f;
+            int q0 = (int)v0, q1 = (int)v1;
+            if (q0 > 15) q0 = 15;
+            if (q1 > 15) q1 = 15;
+            if (q0 < 0) q0 = 0;
+            if (q1 < 0) q1 = 0;
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void rkm_quantize_row(int type, const float *src, void *dst, int64_t n)
+{
+    switch (type) {
+    case RKM_TYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case RKM_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) ((rkm_f16 *)dst)[i] = rkm_f32_to_f16(src[i]);
+        break;
+    case RKM_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((rkm_bf16 *)dst)[i] = rkm_f32_to_bf16(src[i]);
+        break;
+    case RKM_TYPE_Q8_0: rkm_quantize_row_q8_0(src, dst, n); break;
+    case RKM_TYPE_Q4_0: rkm_quantize_row_q4_0(src, dst, n); break;
+    default: memset(dst, 0, rkm_type_row_bytes(type, n)); break;
+    }
+}
+
+/* ---------------------------------------------------------- dequantize */
+
+static inline float f16_at(const uint8_t *p)
+{
+    return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8)));
+}
+
+/* 6-bit scale and min j of a q4_K/q5_K super-block (12 packed bytes). */
+static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static void deq_q4_k(const uint8_t *b, float *y)
+{
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const uint8_t *sc = b + 4, *q = b + 16;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+        int s1, m1, s2, m2;
+        scale_min_k4(is, sc, &s1, &m1);
+        scale_min_k4(is + 1, sc, &s2, &m2);
+        for (int l = 0; l < 32; l++) *y++ = d * s1 * (q[l] & 0xF) - dmin * m1;
+        for (int l = 0; l < 32; l++) *y++ = d * s2 * (q[l] >> 4) - dmin * m2;
+    }
+}
+
+static void deq_q5_k(const uint8_t *b, float *y)
+{
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const uint8_t *sc = b + 4, *qh = b + 16, *ql = b + 48;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+        int s1, m1, s2, m2;
+        scale_min_k4(is, sc, &s1, &m1);
+        scale_min_k4(is + 1, sc, &s2, &m2);
+        for (int l = 0; l < 32; l++) *y++ = d * s1 * ((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - dmin * m1;
+        for (int l = 0; l < 32; l++) *y++ = d * s2 * ((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - dmin * m2;
+    }
+}
+
+static void deq_q6_k(const uint8_t *b, float *y)
+{
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    const float d = f16_at(b + 208);
+    for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * sc[is] * q1;
+            y[l + 32] = d * sc[is + 2] * q2;
+            y[l + 64] = d * sc[is + 4] * q3;
+            y[l + 96] = d * sc[is + 6] * q4;
+        }
+    }
+}
+
+void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
+{
+    const uint8_t *p = src;
+    switch (type) {
+    case RKM_TYPE_F32: memcpy(y, src, (size_t)n * 4); return;
+    case RKM_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) y[i] = f16_at(p + 2 * i);
+        return;
+    case RKM_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) y[i] = rkm_bf16_to_f32((rkm_bf16)(p[2 * i] | (p[2 * i + 1] << 8)));
+        return;
+    default: break;
+    }
+    const int bs = rkm_type_block_size(type);
+    const size_t bb = rkm_type_block_bytes(type);
+    for (int64_t b = 0; b < n / bs; b++, p += bb, y += bs) {
+        switch (type) {
+        case RKM_TYPE_Q8_0: {
+            const float d = f16_at(p);
+            for (int j = 0; j < 32; j++) y[j] = d * (int8_t)p[2 + j];
+            break;
+        }
+        case RKM_TYPE_Q4_0: {
+            const float d = f16_at(p);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * ((p[2 + j] & 0xF) - 8);
+                y[j + 16] = d * ((p[2 + j] >> 4) - 8);
+            }
+            break;
+        }
+        case RKM_TYPE_Q4_1: {
+            const float d = f16_at(p), m = f16_at(p + 2);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * (p[4 + j] & 0xF) + m;
+                y[j + 16] = d * (p[4 + j] >> 4) + m;
+            }
+            break;
+        }
+        case RKM_TYPE_Q5_0:
+        case RKM_TYPE_Q5_1: {
+            const int has_m = type == RKM_TYPE_Q5_1;
+            const float d = f16_at(p), m = has_m ? f16_at(p + 2) : 0.0f;
+            const uint8_t *qhp = p + (has_m ? 4 : 2), *qs = qhp + 4;
+            uint32_t qh = (uint32_t)qhp[0] | ((uint32_t)qhp[1] << 8) | ((uint32_t)qhp[2] << 16) | ((uint32_t)qhp[3] << 24);
+            const int off = has_m ? 0 : 16;
+            for (int j = 0; j < 16; j++) {
+                int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+                int q0 = ((qs[j] & 0xF) | h0) - off, q1 = ((qs[j] >> 4) | h1) - off;
+                y[j] = d * q0 + m;
+                y[j + 16] = d * q1 + m;
+            }
+            break;
+        }
+        case RKM_TYPE_Q4_K: deq_q4_k(p, y); break;
+        case RKM_TYPE_Q5_K: deq_q5_k(p, y); break;
+        case RKM_TYPE_Q6_K: deq_q6_k(p, y); break;
+        default:
+            for (int j = 0; j < bs; j++) y[j] = 0.0f;
+            break;
+        }
+    }
+}

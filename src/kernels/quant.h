@@ -1,0 +1,83 @@
+/*
+ * quant.h - tensor element types and their block layouts, shared by the
+ * file formats (GGUF, .rkmojo), the converter and the kernels.
+ *
+ * Type numbers are ggml's (GGUF stores them), so a .rkmojo dtype and a GGUF
+ * tensor type are the same integer. Layouts (little-endian, blocks along the
+ * contiguous dimension ne[0]):
+ *   Q8_0: 32 values = f16 d + int8 q[32]              (34 bytes), x = d*q
+ *   Q4_0: 32 values = f16 d + uint8 qs[16]            (18 bytes),
+ *         x[i] = d*((qs[i] & 15) - 8), x[i+16] = d*((qs[i] >> 4) - 8)
+ *   Q4_1, Q4_K, Q5_K, Q6_K, Q8_K: ggml's layouts (read-only: dequantized by
+ *   the converter, never used by the runtime).
+ *
+ * Owns: the type table and the scalar quantize/dequantize references. No
+ * state; safe from any thread.
+ */
+#ifndef RKM_QUANT_H
+#define RKM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/fp16.h"
+
+enum rkm_type {
+    RKM_TYPE_F32 = 0,
+    RKM_TYPE_F16 = 1,
+    RKM_TYPE_Q4_0 = 2,
+    RKM_TYPE_Q4_1 = 3,
+    RKM_TYPE_Q5_0 = 6,
+    RKM_TYPE_Q5_1 = 7,
+    RKM_TYPE_Q8_0 = 8,
+    RKM_TYPE_Q8_1 = 9,
+    RKM_TYPE_Q2_K = 10,
+    RKM_TYPE_Q3_K = 11,
+    RKM_TYPE_Q4_K = 12,
+    RKM_TYPE_Q5_K = 13,
+    RKM_TYPE_Q6_K = 14,
+    RKM_TYPE_Q8_K = 15,
+    RKM_TYPE_BF16 = 30,
+    RKM_TYPE_COUNT = 40
+};
+
+#define RKM_QK8_0 32
+#define RKM_QK4_0 32
+#define RKM_QK_K 256
+
+typedef struct {
+    rkm_f16 d;
+    int8_t qs[RKM_QK8_0];
+} rkm_block_q8_0;
+
+typedef struct {
+    rkm_f16 d;
+    uint8_t qs[RKM_QK4_0 / 2];
+} rkm_block_q4_0;
+
+_Static_assert(sizeof(rkm_block_q8_0) == 34, "q8_0 block is 34 bytes");
+_Static_assert(sizeof(rkm_block_q4_0) == 18, "q4_0 block is 18 bytes");
+
+/* Name ("f32", "q8_0", ...) or NULL for an unknown type. */
+const char *rkm_type_name(int type);
+/* Parses a name (case-insensitive); -1 if unknown. */
+int rkm_type_from_name(const char *name);
+/* Values per block (1 for f32/f16/bf16) and bytes per block; 0 if unknown. */
+int rkm_type_block_size(int type);
+size_t rkm_type_block_bytes(int type);
+/* Bytes of a row of n values; 0 if n is not a multiple of the block size
+ * or the type is unknown. */
+size_t rkm_type_row_bytes(int type, int64_t n);
+/* True if the converter can read (dequantize) this type. */
+int rkm_type_readable(int type);
+
+/* Reference conversions of one row of n values (n a multiple of the block
+ * size). dequantize supports every readable type. */
+void rkm_dequantize_row(int type, const void *src, float *dst, int64_t n);
+/* quantize supports F32, F16, BF16, Q8_0, Q4_0. */
+void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
+
+void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n);
+void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * common.h - what every module of rkmojo includes: the error helpers, small
+ * math, aligned allocation, timing and the file helpers of util/.
+ *
+ * Errors: functions return 0 or a negative RKM_E* code (include/rkmojo.h)
+ * and set a per-thread message with rkm_err(); constructors return NULL and
+ * set the message the same way. RKM_ASSERT is for broken invariants only,
+ * never for untrusted input.
+ */
+#ifndef RKM_COMMON_H
+#define RKM_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rkmojo.h"
+
+#define RKM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RKM_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define RKM_ALIGN_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
+#define RKM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define RKM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RKM_PRINTF(f, a)
+#endif
+
+/* Sets this thread's error message and returns code (for `return rkm_err(...)`). */
+int rkm_err(int code, const char *fmt, ...) RKM_PRINTF(2, 3);
+/* Prefixes the current message with more context, returns code. */
+int rkm_err_prefix(int code, const char *fmt, ...) RKM_PRINTF(2, 3);
+
+#define RKM_ASSERT(x)                                                        \
+    do {                                                                     \
+        if (!(x)) {                                                          \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__,       \
+                    __LINE__, #x);                                           \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+/* Aligned allocation (free with rkm_free_aligned). align: power of two. */
+void *rkm_alloc_aligned(size_t bytes, size_t align);
+void rkm_free_aligned(void *p);
+
+/* Monotonic time in seconds. */
+double rkm_now(void);
+
+/* Whole-file read (adds a NUL after the data; *len excludes it). NULL + error. */
+char *rkm_read_file(const char *path, size_t *len);
+/* Writes all bytes at offset, retrying short writes. 0 or negative code. */
+int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what);
+/* Reads exactly n bytes at offset; short reads are RKM_EFORMAT (truncated). */
+int rkm_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
+/* Writes data to path atomically: temp file in the same dir, fsync, rename. */
+int rkm_write_file_atomic(const char *path, const void *data, size_t n);
+/* mkdir -p. */
+int rkm_mkdir_p(const char *path);
+/* path joining into a malloc'd string. */
+char *rkm_path_join(const char *dir, const char *name);
+/* Human-readable bytes ("1.23 GiB") into buf. */
+const char *rkm_fmt_bytes(uint64_t n, char *buf, size_t cap);
+/* Parses "2G", "512M", "1.5GiB", "123" into bytes; -1 on error. */
+int64_t rkm_parse_bytes(const char *s);
+
+/* xxHash64 (XXH3) of a buffer, and streaming. */
+uint64_t rkm_hash(const void *p, size_t n);
+typedef struct rkm_hasher rkm_hasher;
+rkm_hasher *rkm_hasher_new(void);
+void rkm_hasher_update(rkm_hasher *h, const void *p, size_t n);
+uint64_t rkm_hasher_digest(rkm_hasher *h);
+void rkm_hasher_free(rkm_hasher *h);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * file.c - file and memory helpers: whole reads, exact pread/pwrite with
+ * retries, atomic replacement (temp + fsync + rename), mkdir -p, aligned
+ * allocation, time, byte-size parsing and printing. Stateless; any thread.
+ */
+#include "util/common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void *rkm_alloc_aligned(size_t bytes, size_t align)
+{
+    void *p = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if (posix_memalign(&p, align, bytes ? bytes : align) != 0) return NULL;
+    return p;
+}
+
+void rkm_free_aligned(void *p) { free(p); }
+
+double rkm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+char *rkm_read_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rkm_err(errno == ENOENT ? RKM_ENOENT : RKM_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rkm_err(RKM_EIO, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        rkm_err(RKM_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
+        close(fd);
+        return NULL;
+    }
+    if (rkm_pread_all(fd, buf, n, 0, path) != 0) {
+        free(buf);
+        close(fd);
+        return NULL;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int rkm_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return rkm_err(RKM_EIO, "%s: read failed at offset %llu: %s", what,
+                           (unsigned long long)off, strerror(errno));
+        }
+        if (r == 0)
+            return rkm_err(RKM_EFORMAT, "%s: truncated (end of file at offset %llu, %zu bytes short)",
+                           what, (unsigned long long)off, n);
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t r = pwrite(fd, p, n, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return rkm_err(errno == ENOSPC || errno == EDQUOT ? RKM_ENOSPC : RKM_EIO,
+                           "%s: write failed at offset %llu: %s", what,
+                           (unsigned long long)off, strerror(errno));
+        }
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int rkm_write_file_atomic(const char *path, const void *data, size_t n)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return rkm_err(RKM_ENOMEM, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = rkm_err(RKM_EIO, "%s: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    int rc = rkm_pwrite_all(fd, data, n, 0, tmp);
+    if (rc == 0 && fsync(fd) != 0) rc = rkm_err(RKM_EIO, "%s: fsync: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && rc == 0) rc = rkm_err(RKM_EIO, "%s: close: %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0) rc = rkm_err(RKM_EIO, "rename %s: %s", path, strerror(errno));
+    if (rc != 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int rkm_mkdir_p(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return rkm_err(RKM_EINVAL, "bad directory path");
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return rkm_err(RKM_EIO, "mkdir %s: %s", buf, strerror(errno));
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+char *rkm_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a > 0 && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+const char *rkm_fmt_bytes(uint64_t n, char *buf, size_t cap)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%llu B", (unsigned long long)n);
+    else snprintf(buf, cap, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+int64_t rkm_parse_bytes(const char *s)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    while (*end == ' ') end++;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 0: break;
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'B': break;
+    default: return -1;
+    }
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    double r = v * mul;
+    if (r > 9.0e18) return -1;
+    return (int64_t)r;
+}

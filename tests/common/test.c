@@ -1,0 +1,104 @@
+/* test.c - implementation of the harness in test.h. */
+#include "test.h"
+
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int test_failures;
+int test_checks;
+static char tmpdir[256];
+
+static void test_cleanup(void)
+{
+    if (tmpdir[0] && !getenv("RKM_KEEP_TMP")) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    }
+}
+
+int test_done(void)
+{
+    printf("%d checks, %d failed\n", test_checks, test_failures);
+    return test_failures ? 1 : 0;
+}
+
+const char *test_shared_dir(void)
+{
+    static char buf[4096];
+    const char *e = getenv("RKM_SHARED");
+    struct stat st;
+    if (e && stat(e, &st) == 0) return e;
+    const char *cands[] = {"../shared", "../../shared"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        if (stat(cands[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (!realpath(cands[i], buf)) continue;
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+const char *test_require_shared(void)
+{
+    const char *s = test_shared_dir();
+    if (!s) {
+        printf("../shared not found (set RKM_SHARED): skipped\n");
+        exit(77);
+    }
+    return s;
+}
+
+const char *test_tmpdir(void)
+{
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/rkm-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+        atexit(test_cleanup);
+    }
+    return tmpdir;
+}
+
+const char *test_rkmojo_bin(void)
+{
+    static char buf[512];
+    const char *b = getenv("RKM_BUILD");
+    snprintf(buf, sizeof buf, "%s/rkmojo", b ? b : "build");
+    return buf;
+}
+
+static int run_cmd(const char *cmd)
+{
+    int st = system(cmd);
+    if (st == -1) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int test_sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return run_cmd(cmd);
+}
+
+int test_rkmojo(const char *out_path, const char *fmt, ...)
+{
+    char args[6144], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    const char *runner = getenv("RKM_RUNNER");
+    snprintf(cmd, sizeof cmd, "%s %s %s %s%s", runner ? runner : "", test_rkmojo_bin(), args,
+             out_path ? "> " : "", out_path ? out_path : "");
+    return run_cmd(cmd);
+}

@@ -1,0 +1,344 @@
+/*
+ * test-format.c - the data side: GGUF reader/writer, hparams from GGUF,
+ * the converter (keep / q8_0 / q4_0), expert blob layout, checksums and
+ * --verify, and clean errors on truncated or corrupt input.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/test.h"
+#include "format/convert.h"
+#include "format/gguf.h"
+#include "format/model_dir.h"
+#include "format/source.h"
+#include "kernels/quant.h"
+#include "util/common.h"
+
+static const char *fixtures[] = {"qwen3moe-f32", "qwen3moe-q8_0", "qwen2moe-f32", "olmoe-f32", "mixtral-f32",
+                                 "gemma4-f32",   "gemma4-q8_0",   "llama-f32",    "qwen3-f32"};
+
+static char *fixture_path(const char *shared, const char *name)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s/fixtures/%s.gguf", shared, name);
+    return buf;
+}
+
+/* Reads a whole tensor of a GGUF. */
+static uint8_t *read_tensor(const rkm_gguf *g, const rkm_gguf_tensor *t)
+{
+    uint8_t *b = malloc(t->nbytes);
+    if (b && rkm_gguf_read(g, t, 0, b, t->nbytes) != 0) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void test_hparams(const char *shared)
+{
+    rkm_gguf *g = rkm_gguf_open(fixture_path(shared, "gemma4-f32"));
+    CHECK(g != NULL);
+    if (!g) return;
+    rkm_hparams hp;
+    CHECK_EQ_INT(rkm_hparams_from_gguf(g, &hp), 0);
+    CHECK_EQ_INT(hp.arch, RKM_ARCH_GEMMA4);
+    CHECK_EQ_INT(hp.n_layer, 6);
+    CHECK_EQ_INT(hp.n_head_kv[0], 2);
+    CHECK_EQ_INT(hp.n_head_kv[5], 1);
+    CHECK_EQ_INT(hp.swa_layer[4], 1);
+    CHECK_EQ_INT(hp.swa_layer[5], 0);
+    CHECK_EQ_INT(hp.head_dim, 64);
+    CHECK_EQ_INT(hp.head_dim_swa, 32);
+    CHECK_EQ_INT(hp.sliding_window, 32);
+    CHECK_EQ_INT(hp.tied_output, 1);
+    CHECK_EQ_INT(hp.has_rope_freqs, 1);
+    CHECK_NEAR(hp.final_softcap, 30.0, 1e-6);
+    CHECK_NEAR(hp.rope_theta_swa, 1e4, 1e-3);
+    CHECK_NEAR(hp.embed_scale, sqrt(128.0), 1e-5);
+    rkm_gguf_close(g);
+
+    g = rkm_gguf_open(fixture_path(shared, "mixtral-f32"));
+    CHECK(g && rkm_hparams_from_gguf(g, &hp) == 0);
+    CHECK_EQ_INT(hp.arch, RKM_ARCH_MIXTRAL);
+    CHECK_EQ_INT(hp.n_expert, 8);
+    CHECK_EQ_INT(hp.n_ff_exp, 64);
+    CHECK_EQ_INT(hp.rope_neox, 0);
+    rkm_gguf_close(g);
+
+    g = rkm_gguf_open(fixture_path(shared, "qwen2moe-f32"));
+    CHECK(g && rkm_hparams_from_gguf(g, &hp) == 0);
+    CHECK_EQ_INT(hp.n_ff_shexp, 128);
+    CHECK_EQ_INT(hp.has_qkv_bias, 1);
+    CHECK_EQ_INT(hp.expert_norm_topk, 0);
+    rkm_gguf_close(g);
+}
+
+/* Converted with keep: every resident tensor and every expert part is the
+ * source's bytes exactly. */
+static void check_keep(const char *shared, const char *name)
+{
+    char out[1024];
+    snprintf(out, sizeof out, "%s/%s.rkmojo", test_tmpdir(), name);
+    rkm_convert_opts o = {.quant = "keep"};
+    int rc = rkm_convert(fixture_path(shared, name), out, &o);
+    CHECK_MSG(rc == 0, "%s: %s", name, rkm_last_error());
+    if (rc) return;
+    rkm_model_dir *md = rkm_model_dir_open(out);
+    CHECK_MSG(md != NULL, "%s", rkm_last_error());
+    rkm_gguf *g = rkm_gguf_open(fixture_path(shared, name));
+    if (!md || !g) return;
+    CHECK_EQ_INT(rkm_model_dir_verify(md), 0);
+    int n_res = 0, n_exp_tensors = 0;
+    for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        uint8_t *src = read_tensor(g, t);
+        const rkm_tensor_view *tv = rkm_model_dir_tensor(md, t->name);
+        if (tv) {
+            n_res++;
+            CHECK_MSG(tv->type == t->type && tv->nbytes == t->nbytes && !memcmp(tv->data, src, t->nbytes),
+                      "%s: resident %s differs", name, t->name);
+            CHECK_EQ_INT((uint64_t)tv->data % 64, 0);
+        } else {
+            /* an expert tensor: fused [cols, rows(, 2*rows), n_expert] */
+            int il;
+            char part[32];
+            CHECK_MSG(sscanf(t->name, "blk.%d.ffn_%31[a-z_].weight", &il, part) == 2, "%s: %s not in the model", name, t->name);
+            const rkm_expert_layer *el = rkm_model_dir_expert_layer(md, il);
+            CHECK(el != NULL);
+            if (!el) {
+                free(src);
+                continue;
+            }
+            n_exp_tensors++;
+            CHECK_EQ_INT(el->blob_stride % 4096, 0);
+            uint8_t *blob = rkm_alloc_aligned(el->blob_stride, 4096);
+            size_t per = t->nbytes / (size_t)t->ne[2];
+            for (int e = 0; e < el->n_expert; e++) {
+                CHECK_EQ_INT(rkm_model_dir_read_expert(md, il, e, blob, 1), 0);
+                const uint8_t *se = src + (size_t)e * per;
+                if (!strcmp(part, "gate_up_exps")) {
+                    const rkm_expert_part *g0 = &el->part[RKM_PART_GATE], *u0 = &el->part[RKM_PART_UP];
+                    CHECK(g0->nbytes + u0->nbytes == per);
+                    CHECK(!memcmp(blob + g0->offset, se, g0->nbytes));
+                    CHECK(!memcmp(blob + u0->offset, se + g0->nbytes, u0->nbytes));
+                } else {
+                    int p = !strcmp(part, "gate_exps") ? RKM_PART_GATE : !strcmp(part, "up_exps") ? RKM_PART_UP : RKM_PART_DOWN;
+                    CHECK_MSG(el->part[p].nbytes == per && !memcmp(blob + el->part[p].offset, se, per),
+                              "%s: expert %d of %s differs", name, e, t->name);
+                }
+            }
+            rkm_free_aligned(blob);
+        }
+        free(src);
+    }
+    CHECK_EQ_INT(n_res, md->n_tensors);
+    CHECK(md->tokenizer_file != NULL);
+    rkm_gguf_close(g);
+    rkm_model_dir_close(md);
+}
+
+/* Quantized conversion: every value within the block's error bound. */
+static void check_quant(const char *shared, const char *name, const char *q)
+{
+    char out[1024];
+    snprintf(out, sizeof out, "%s/%s-%s.rkmojo", test_tmpdir(), name, q);
+    rkm_convert_opts o = {.quant = q};
+    CHECK_MSG(rkm_convert(fixture_path(shared, name), out, &o) == 0, "%s", rkm_last_error());
+    rkm_model_dir *md = rkm_model_dir_open(out);
+    rkm_gguf *g = rkm_gguf_open(fixture_path(shared, name));
+    if (!md || !g) {
+        CHECK(0);
+        return;
+    }
+    int qt = !strcmp(q, "q8_0") ? RKM_TYPE_Q8_0 : RKM_TYPE_Q4_0;
+    double worst = 0;
+    for (int i = 0; i < md->n_tensors; i++) {
+        const rkm_tensor_view *tv = &md->tensors[i];
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, tv->name);
+        CHECK(t != NULL);
+        if (!t) continue;
+        if (tv->n_dims == 1 || strstr(tv->name, "ffn_gate_inp")) {
+            CHECK_MSG(tv->type == RKM_TYPE_F32, "%s should stay f32", tv->name);
+            continue;
+        }
+        int want = !strcmp(tv->name, "output.weight") ? RKM_TYPE_Q8_0 : qt;
+        CHECK_MSG(tv->type == want, "%s has type %s", tv->name, rkm_type_name(tv->type));
+        float *src = malloc(t->nbytes), *deq = malloc(t->nbytes);
+        rkm_gguf_read(g, t, 0, src, t->nbytes);
+        int64_t n = (int64_t)(t->nbytes / 4);
+        rkm_dequantize_row(tv->type, tv->data, deq, n);
+        for (int64_t b = 0; b < n / 32; b++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(src[b * 32 + j]));
+            double bound = tv->type == RKM_TYPE_Q8_0 ? amax * (0.5 / 127 + 1.0 / 1024) : amax / 8 * 1.01;
+            for (int j = 0; j < 32; j++) {
+                double err = fabs(src[b * 32 + j] - deq[b * 32 + j]);
+                if (err > bound) {
+                    CHECK_MSG(0, "%s[%lld]: error %g > bound %g", tv->name, (long long)(b * 32 + j), err, bound);
+                    b = n;
+                    break;
+                }
+                if (amax > 0) worst = fmax(worst, err / amax);
+            }
+        }
+        free(src);
+        free(deq);
+    }
+    printf("%s %s: worst relative error %.4f\n", name, q, worst);
+    rkm_gguf_close(g);
+    rkm_model_dir_close(md);
+}
+
+static void corrupt_byte(const char *path, uint64_t off)
+{
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    CHECK(pread(fd, &b, 1, (off_t)off) == 1);
+    b ^= 0x40;
+    CHECK(pwrite(fd, &b, 1, (off_t)off) == 1);
+    close(fd);
+}
+
+static void test_verify(const char *shared)
+{
+    char out[1024], cmd[3000];
+    snprintf(out, sizeof out, "%s/verify.rkmojo", test_tmpdir());
+    rkm_convert_opts o = {.quant = "q8_0"};
+    CHECK(rkm_convert(fixture_path(shared, "qwen3moe-f32"), out, &o) == 0);
+    rkm_model_dir *md = rkm_model_dir_open(out);
+    CHECK(md && rkm_model_dir_verify(md) == 0);
+    const rkm_tensor_view *tv = md ? rkm_model_dir_tensor(md, "blk.2.attn_k.weight") : NULL;
+    uint64_t toff = tv ? tv->offset + 100 : 0;
+    rkm_model_dir_close(md);
+    /* a flipped byte in a resident tensor */
+    snprintf(cmd, sizeof cmd, "%s/resident.bin", out);
+    corrupt_byte(cmd, toff);
+    md = rkm_model_dir_open(out);
+    CHECK(md && rkm_model_dir_verify(md) == RKM_ECHECKSUM);
+    CHECK_MSG(strstr(rkm_last_error(), "blk.2.attn_k.weight") != NULL, "message: %s", rkm_last_error());
+    rkm_model_dir_close(md);
+    corrupt_byte(cmd, toff);
+    /* a flipped byte in expert 5 of layer 1 */
+    md = rkm_model_dir_open(out);
+    const rkm_expert_layer *el = md ? rkm_model_dir_expert_layer(md, 1) : NULL;
+    uint64_t eoff = el ? 5 * el->blob_stride + el->part[RKM_PART_DOWN].offset + 7 : 0;
+    rkm_model_dir_close(md);
+    snprintf(cmd, sizeof cmd, "%s/experts/blk.1.bin", out);
+    corrupt_byte(cmd, eoff);
+    md = rkm_model_dir_open(out);
+    CHECK(md && rkm_model_dir_verify(md) == RKM_ECHECKSUM);
+    CHECK_MSG(strstr(rkm_last_error(), "expert 5 of layer 1") != NULL, "message: %s", rkm_last_error());
+    rkm_model_dir_close(md);
+    /* a truncated expert file is refused at open */
+    CHECK(truncate(cmd, 4096) == 0);
+    CHECK(rkm_model_dir_open(out) == NULL);
+    CHECK_MSG(strstr(rkm_last_error(), "truncated") != NULL, "message: %s", rkm_last_error());
+}
+
+/* Every prefix of a GGUF file is rejected with a message, never a crash;
+ * a converter run on it leaves no manifest. */
+static void test_truncated(const char *shared)
+{
+    size_t n;
+    char *data = rkm_read_file(fixture_path(shared, "qwen3moe-q8_0"), &n);
+    CHECK(data != NULL);
+    if (!data) return;
+    size_t cuts[] = {0, 3, 4, 8, 23, 24, 100, 1000, 5000, 20000, n / 2, n - 1};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(cuts); i++) {
+        rkm_gguf *g = rkm_gguf_open_mem(data, cuts[i]);
+        CHECK_MSG(g == NULL, "prefix of %zu bytes accepted", cuts[i]);
+        CHECK(strlen(rkm_last_error()) > 0);
+        rkm_gguf_close(g);
+    }
+    char in[1024], out[1024], mp[1100];
+    snprintf(in, sizeof in, "%s/trunc.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/trunc.rkmojo", test_tmpdir());
+    FILE *f = fopen(in, "wb");
+    fwrite(data, 1, n - 1000, f);
+    fclose(f);
+    rkm_convert_opts o = {.quant = "keep"};
+    CHECK(rkm_convert(in, out, &o) != 0);
+    CHECK_MSG(strstr(rkm_last_error(), "truncated") || strstr(rkm_last_error(), "outside"), "message: %s", rkm_last_error());
+    snprintf(mp, sizeof mp, "%s/manifest.json", out);
+    CHECK(access(mp, F_OK) != 0);
+    /* wrong magic */
+    memcpy(data, "GGUX", 4);
+    CHECK(rkm_gguf_open_mem(data, n) == NULL);
+    CHECK(strstr(rkm_last_error(), "magic") != NULL);
+    memcpy(data, "GGUF", 4);
+    /* absurd tensor count */
+    uint8_t saved[8];
+    memcpy(saved, data + 8, 8);
+    memset(data + 8, 0xff, 8);
+    CHECK(rkm_gguf_open_mem(data, n) == NULL);
+    memcpy(data + 8, saved, 8);
+    /* a flipped byte in every position of the header never crashes */
+    for (size_t i = 0; i < 4096 && i < n; i += 7) {
+        data[i] ^= 0x5a;
+        rkm_gguf *g = rkm_gguf_open_mem(data, n);
+        rkm_gguf_close(g);
+        data[i] ^= 0x5a;
+    }
+    free(data);
+}
+
+static void test_writer_roundtrip(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/w.gguf", test_tmpdir());
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    rkm_gguf_writer_set_str(w, "general.architecture", "llama");
+    rkm_gguf_writer_set_u32(w, "a.u32", 7);
+    rkm_gguf_writer_set_f32(w, "a.f32", 1.5f);
+    rkm_gguf_writer_set_bool(w, "a.bool", 1);
+    int32_t arr[3] = {1, -2, 3};
+    rkm_gguf_writer_set_arr(w, "a.arr", RKM_GGUF_INT32, arr, 3);
+    const char *strs[2] = {"x", "hello"};
+    rkm_gguf_writer_set_arr_str(w, "a.strs", strs, NULL, 2);
+    int64_t ne1[2] = {32, 3}, ne2[1] = {5};
+    CHECK_EQ_INT(rkm_gguf_writer_add_tensor(w, "t.q8", RKM_TYPE_Q8_0, 2, ne1), 0);
+    CHECK_EQ_INT(rkm_gguf_writer_add_tensor(w, "t.f32", RKM_TYPE_F32, 1, ne2), 0);
+    CHECK_EQ_INT(rkm_gguf_writer_begin(w, path), 0);
+    uint8_t q[3 * 34];
+    for (int i = 0; i < (int)sizeof q; i++) q[i] = (uint8_t)i;
+    float f[5] = {1, 2, 3, 4, 5};
+    CHECK_EQ_INT(rkm_gguf_writer_write_data(w, q, sizeof q), 0);
+    CHECK_EQ_INT(rkm_gguf_writer_write_data(w, f, sizeof f), 0);
+    CHECK_EQ_INT(rkm_gguf_writer_finish(w), 0);
+    rkm_gguf_writer_free(w);
+    rkm_gguf *g = rkm_gguf_open(path);
+    CHECK(g != NULL);
+    if (!g) return;
+    int64_t v;
+    double d;
+    int b;
+    CHECK(rkm_gguf_get_int(g, "a.u32", &v) == 0 && v == 7);
+    CHECK(rkm_gguf_get_float(g, "a.f32", &d) == 0 && d == 1.5);
+    CHECK(rkm_gguf_get_bool(g, "a.bool", &b) == 0 && b == 1);
+    int ai = rkm_gguf_find(g, "a.arr");
+    CHECK(rkm_gguf_arr_n(g, ai) == 3 && rkm_gguf_arr_int(g, ai, 1) == -2);
+    size_t len;
+    CHECK(!strcmp(rkm_gguf_arr_str(g, rkm_gguf_find(g, "a.strs"), 1, &len), "hello") && len == 5);
+    const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, "t.f32");
+    CHECK(t && t->nbytes == 20 && t->offset % 32 == 0);
+    float back[5];
+    CHECK(t && rkm_gguf_read(g, t, 0, back, 20) == 0 && !memcmp(back, f, 20));
+    rkm_gguf_close(g);
+}
+
+int main(void)
+{
+    test_writer_roundtrip();
+    const char *shared = test_require_shared();
+    test_hparams(shared);
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fixtures); i++) check_keep(shared, fixtures[i]);
+    check_quant(shared, "qwen3moe-f32", "q8_0");
+    check_quant(shared, "gemma4-f32", "q4_0");
+    check_quant(shared, "qwen2moe-f32", "q4_0");
+    test_verify(shared);
+    test_truncated(shared);
+    return test_done();
+}
