@@ -40,6 +40,8 @@ CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test-*.c)
 TEST_COMMON := $(wildcard tests/common/*.c)
 
+FUZZ_SRC := $(wildcard fuzz/fuzz-*.c)
+FUZZ_REPLAY := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz-replay/%)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -54,7 +56,7 @@ $(BUILD)/%_avxvnni.o: ISAFLAGS := -mavxvnni -mavx2 -mfma -mf16c
 $(BUILD)/%_dotprod.o: ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
 .PHONY: all test asan cross test-arm fuzz clean format bench
-all: $(BUILD)/rkmojo $(TEST_BIN)
+all: $(BUILD)/rkmojo $(TEST_BIN) $(FUZZ_REPLAY)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,6 +72,12 @@ $(BUILD)/rkmojo: $(CLI_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Each fuzz target linked with a plain main that replays the kept corpus
+# and crashers (tests/test-fuzz-replay.sh runs them).
+$(BUILD)/fuzz-replay/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/replay.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
@@ -82,7 +90,6 @@ cross:
 test-arm: cross
 	BUILD=build-arm RKM_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" RKM_TEST_SET=arm tests/run.sh
 
-FUZZ_SRC := $(wildcard fuzz/fuzz-*.c)
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/librkmojo.a
 	@mkdir -p build-fuzz/fuzz

@@ -13,6 +13,7 @@
 #include "format/gguf.h"
 #include "format/model_dir.h"
 #include "format/source.h"
+#include "format/synth.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 
@@ -329,6 +330,97 @@ static void test_writer_roundtrip(void)
     rkm_gguf_close(g);
 }
 
+/* Names the fields in which two hparams differ; returns their count. */
+static int hp_diff(const rkm_hparams *a, const rkm_hparams *b, const char *what)
+{
+    int n = 0;
+    for (int i = 0; i < rkm_hparams_n_fields(); i++) {
+        const rkm_hparams_field *f = rkm_hparams_field_at(i);
+        if (memcmp((const char *)a + f->off, (const char *)b + f->off, 4)) {
+            fprintf(stderr, "%s: hparams.%s differs\n", what, f->name);
+            n++;
+        }
+    }
+    if (memcmp(a->n_head_kv, b->n_head_kv, sizeof a->n_head_kv) || memcmp(a->swa_layer, b->swa_layer, sizeof a->swa_layer) ||
+        strcmp(a->arch_name, b->arch_name) || a->arch != b->arch) {
+        fprintf(stderr, "%s: per-layer heads, sliding pattern or arch differ\n", what);
+        n++;
+    }
+    return n;
+}
+
+/* synth writes what llama.cpp loads: the fixtures (made for llama.cpp)
+ * are the model. Same tensor names, types and shapes; every metadata key
+ * of the fixture present with the same value type. */
+static void check_synth_like_fixture(const char *shared, const char *preset, const char *fixture)
+{
+    char out[1024];
+    snprintf(out, sizeof out, "%s/synth-%s.gguf", test_tmpdir(), preset);
+    rkm_synth_opts o = {.preset = preset, .seed = 3, .dtype = RKM_TYPE_F32};
+    CHECK_MSG(rkm_synth(&o, out) == 0, "synth %s: %s", preset, rkm_last_error());
+    rkm_gguf *a = rkm_gguf_open(out), *b = rkm_gguf_open(fixture_path(shared, fixture));
+    CHECK(a && b);
+    if (!a || !b) return;
+    CHECK_EQ_INT(rkm_gguf_n_tensors(a), rkm_gguf_n_tensors(b));
+    for (int i = 0; i < rkm_gguf_n_tensors(b); i++) {
+        const rkm_gguf_tensor *tb = rkm_gguf_tensor_at(b, i), *ta = rkm_gguf_tensor_find(a, tb->name);
+        CHECK_MSG(ta != NULL, "%s: synth lacks %s", preset, tb->name);
+        if (!ta) continue;
+        CHECK_MSG(ta->type == tb->type && ta->n_dims == tb->n_dims && !memcmp(ta->ne, tb->ne, sizeof ta->ne),
+                  "%s: %s differs in type or shape", preset, tb->name);
+    }
+    for (int i = 0; i < rkm_gguf_n_kv(b); i++) {
+        const char *k = rkm_gguf_key(b, i);
+        if (!strncmp(k, "synthetic.", 10)) continue;
+        int j = rkm_gguf_find(a, k);
+        CHECK_MSG(j >= 0, "%s: synth lacks key %s", preset, k);
+        if (j < 0) continue;
+        CHECK_MSG(rkm_gguf_vtype(a, j) == rkm_gguf_vtype(b, i) && rkm_gguf_arr_type(a, j) == rkm_gguf_arr_type(b, i),
+                  "%s: key %s has another type", preset, k);
+    }
+    rkm_hparams ha, hb;
+    CHECK(rkm_hparams_from_gguf(a, &ha) == 0 && rkm_hparams_from_gguf(b, &hb) == 0);
+    ha.n_ctx_train = hb.n_ctx_train; /* the presets choose a longer context than the fixtures' 512 */
+    CHECK_MSG(hp_diff(&ha, &hb, preset) == 0, "%s: hyper-parameters differ from %s", preset, fixture);
+    rkm_gguf_close(a);
+    rkm_gguf_close(b);
+}
+
+/* The same weights through GGUF and through a sharded Hugging Face
+ * directory convert to the same model, checksum for checksum. */
+static void check_hf_equivalence(const char *preset, const char *const *sets, int n_sets)
+{
+    char gg[1024], hf[1024], m1[1024], m2[1024];
+    snprintf(gg, sizeof gg, "%s/eq-%s.gguf", test_tmpdir(), preset);
+    snprintf(hf, sizeof hf, "%s/eq-%s-hf", test_tmpdir(), preset);
+    snprintf(m1, sizeof m1, "%s/eq-%s-1.rkmojo", test_tmpdir(), preset);
+    snprintf(m2, sizeof m2, "%s/eq-%s-2.rkmojo", test_tmpdir(), preset);
+    rkm_synth_opts o = {.preset = preset, .seed = 11, .dtype = RKM_TYPE_F16, .hf_out = hf, .sets = sets, .n_sets = n_sets};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "synth %s: %s", preset, rkm_last_error());
+    rkm_convert_opts c = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(gg, m1, &c) == 0, "%s", rkm_last_error());
+    CHECK_MSG(rkm_convert(hf, m2, &c) == 0, "%s", rkm_last_error());
+    rkm_model_dir *a = rkm_model_dir_open(m1), *b = rkm_model_dir_open(m2);
+    CHECK(a && b);
+    if (a && b) {
+        CHECK_MSG(hp_diff(&a->hp, &b->hp, preset) == 0, "%s: hparams differ between GGUF and HF", preset);
+        CHECK_EQ_INT(a->n_tensors, b->n_tensors);
+        for (int i = 0; i < a->n_tensors; i++) {
+            const rkm_tensor_view *tb = rkm_model_dir_tensor(b, a->tensors[i].name);
+            CHECK_MSG(tb && tb->checksum == a->tensors[i].checksum && tb->type == a->tensors[i].type,
+                      "%s: %s differs between GGUF and HF", preset, a->tensors[i].name);
+        }
+        CHECK_EQ_INT(a->n_expert_layers, b->n_expert_layers);
+        for (int l = 0; l < a->n_expert_layers && l < b->n_expert_layers; l++)
+            for (int e = 0; e < a->experts[l].n_expert; e++)
+                CHECK_MSG(a->experts[l].checksums[e] == b->experts[l].checksums[e], "%s: expert %d of layer %d differs",
+                          preset, e, a->experts[l].layer);
+        CHECK(b->tokenizer_file && !strcmp(b->tokenizer_file, "tokenizer.json"));
+    }
+    rkm_model_dir_close(a);
+    rkm_model_dir_close(b);
+}
+
 int main(void)
 {
     test_writer_roundtrip();
@@ -340,5 +432,16 @@ int main(void)
     check_quant(shared, "qwen2moe-f32", "q4_0");
     test_verify(shared);
     test_truncated(shared);
+    check_synth_like_fixture(shared, "tiny", "qwen3moe-f32");
+    check_synth_like_fixture(shared, "tiny-gemma4", "gemma4-f32");
+    check_hf_equivalence("tiny", NULL, 0);
+    static const char *const small[] = {"n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                        "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_ff=64"};
+    static const char *const small_sh[] = {"n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                           "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_ff=96", "n_ff_shexp=96"};
+    check_hf_equivalence("llama-dense", NULL, 0);
+    check_hf_equivalence("mixtral-8x7b", small, (int)RKM_ARRAY_LEN(small));
+    check_hf_equivalence("qwen2moe-a2.7b", small_sh, (int)RKM_ARRAY_LEN(small_sh));
+    check_hf_equivalence("olmoe-1b-7b", small, (int)RKM_ARRAY_LEN(small));
     return test_done();
 }

@@ -440,7 +440,10 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     else if (!strcmp(q, "q4_0")) c.target = RKM_TYPE_Q4_0;
     else return rkm_err(RKM_EINVAL, "--quant must be q8_0, q4_0 or keep (got '%s')", q);
     rkm_source *s = rkm_source_open(input);
-    if (!s) return rkm_err_prefix(RKM_EFORMAT, "cannot read %s", input);
+    if (!s) {
+        if (strncmp(rkm_last_error(), input, strlen(input)) != 0) rkm_err_prefix(RKM_EFORMAT, "%s", input);
+        return RKM_EFORMAT;
+    }
     c.src = s;
     rkm_model_dir *md = calloc(1, sizeof *md);
     if (!md) {

@@ -213,7 +213,7 @@ static int hf_hparams(const cJSON *c, rkm_hparams *hp, const char *dir)
     hp->n_ff = jint(c, "intermediate_size", 0);
     hp->n_expert = n_exp;
     hp->n_expert_used = jint(c, "num_experts_per_tok", 0);
-    hp->n_ff_exp = arch == RKM_ARCH_MIXTRAL ? hp->n_ff : jint(c, "moe_intermediate_size", hp->n_ff);
+    hp->n_ff_exp = !n_exp ? 0 : arch == RKM_ARCH_MIXTRAL ? hp->n_ff : jint(c, "moe_intermediate_size", hp->n_ff);
     hp->n_ff_shexp = jint(c, "shared_expert_intermediate_size", 0);
     const cJSON *nt = cJSON_GetObjectItemCaseSensitive(c, "norm_topk_prob");
     if (cJSON_IsBool(nt)) hp->expert_norm_topk = cJSON_IsTrue(nt);

@@ -28,7 +28,7 @@ typedef struct {
 } preset;
 
 static const preset presets[] = {
-    {"tiny", RKM_ARCH_QWEN3MOE, 4, 128, 4, 2, 32, 8, 2, 64, 0, 0, 512, 2048, 1e6f},
+    {"tiny", RKM_ARCH_QWEN3MOE, 4, 128, 4, 2, 32, 8, 2, 64, 128, 0, 512, 2048, 1e6f},
     {"tiny-gemma4", RKM_ARCH_GEMMA4, 6, 128, 4, 2, 32, 8, 2, 64, 128, 0, 512, 2048, 1e6f},
     {"olmoe-1b-7b", RKM_ARCH_OLMOE, 16, 2048, 16, 16, 128, 64, 8, 1024, 0, 0, 50304, 4096, 1e4f},
     {"qwen3-30b-a3b", RKM_ARCH_QWEN3MOE, 48, 2048, 32, 4, 128, 128, 8, 768, 0, 0, 151936, 40960, 1e6f},
@@ -274,13 +274,13 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     rkm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(hp->arch == RKM_ARCH_MIXTRAL ? hp->n_ff_exp : hp->n_ff));
     rkm_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head);
     if (hp->gemma4_norms) {
-        uint32_t kv[RKM_MAX_LAYERS];
+        int32_t kv[RKM_MAX_LAYERS];
         uint8_t pat[RKM_MAX_LAYERS];
         for (int i = 0; i < hp->n_layer; i++) {
-            kv[i] = (uint32_t)hp->n_head_kv[i];
+            kv[i] = hp->n_head_kv[i];
             pat[i] = hp->swa_layer[i];
         }
-        rkm_gguf_writer_set_arr(w, KEY("attention.head_count_kv"), RKM_GGUF_UINT32, kv, (uint64_t)hp->n_layer);
+        rkm_gguf_writer_set_arr(w, KEY("attention.head_count_kv"), RKM_GGUF_INT32, kv, (uint64_t)hp->n_layer);
         rkm_gguf_writer_set_u32(w, KEY("attention.key_length_swa"), (uint32_t)hp->head_dim_swa);
         rkm_gguf_writer_set_u32(w, KEY("attention.value_length_swa"), (uint32_t)hp->head_dim_swa);
         rkm_gguf_writer_set_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)hp->rope_dim_swa);
@@ -515,6 +515,9 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     snprintf(name, sizeof name, "synthetic-%s-seed%llu", o->preset ? o->preset : "tiny", (unsigned long long)o->seed);
     put_hparams(w, &hp, name);
     rkm_gguf_writer_set_str(w, "synthetic.generator", "rkmojo synth " RKM_VERSION_STRING);
+    /* llama.cpp's file type: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
+    rkm_gguf_writer_set_u32(w, "general.file_type", o->dtype == RKM_TYPE_F16 ? 1 : o->dtype == RKM_TYPE_Q4_0 ? 2
+                                                    : o->dtype == RKM_TYPE_Q8_0 ? 7 : o->dtype == RKM_TYPE_BF16 ? 32 : 0);
     rc = rkm_tokenizer_write_gguf(tok, w);
     if (!rc && !rkm_tokenizer_chat_template(tok) && !o->vocab_from)
         rkm_gguf_writer_set_str(w, "tokenizer.chat_template", rkm_chat_builtin_template("chatml"));

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what rkmojo needs to build and test on Debian 12, only what is
+# missing: the C toolchain, Debian's libraries (cJSON, xxHash, libmicrohttpd,
+# liburing), clang for the fuzzers, the aarch64 cross toolchain with the
+# arm64 libraries (multiarch) and qemu-user for the ARM tests, and the npm
+# reference packages of tests/js. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+host_pkgs="build-essential clang libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user nodejs npm curl ca-certificates"
+arm_pkgs="libcjson-dev:arm64 libmicrohttpd-dev:arm64 liburing-dev:arm64"
+
+missing=()
+for p in $host_pkgs $arm_pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -d tests/js/node_modules/@huggingface/jinja ] || [ ! -d tests/js/node_modules/openai ]; then
+  echo "setup: installing the npm reference packages (tests/js)"
+  (cd tests/js && npm install --no-audit --no-fund --loglevel=error)
+fi
+echo "setup: ok"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test-convert.sh - the format through the CLI, as a user runs it:
+# synth is deterministic; synth -> convert -> inspect --verify works for
+# every quant; a flipped byte fails --verify naming the expert; an
+# interrupted conversion (killed by SIGXFSZ) leaves no manifest; a write
+# error (EFBIG, as a full disk) fails cleanly; bad inputs give one clear
+# message and a non-zero status.
+set -u
+B=${RKM_BUILD:-build}
+R="${RKM_RUNNER:-} $B/rkmojo"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+$R synth --preset tiny -o "$T/a.gguf" --seed 7 --quiet || fail "synth"
+$R synth --preset tiny -o "$T/b.gguf" --seed 7 --quiet
+cmp -s "$T/a.gguf" "$T/b.gguf" && ok "same seed, same bytes" || fail "same seed gave different bytes"
+$R synth --preset tiny -o "$T/c.gguf" --seed 8 --quiet
+cmp -s "$T/a.gguf" "$T/c.gguf" && fail "different seeds gave the same bytes" || ok "different seeds differ"
+
+for q in keep q8_0 q4_0; do
+  if $R convert "$T/a.gguf" "$T/m-$q" --quant "$q" --quiet && $R inspect "$T/m-$q" --verify > "$T/inspect-$q.txt"; then
+    grep -q "architecture:     qwen3moe" "$T/inspect-$q.txt" && grep -q "verify:           ok" "$T/inspect-$q.txt" \
+      && ok "convert --quant $q + inspect --verify" || fail "inspect output for $q"
+  else
+    fail "convert/inspect --quant $q"
+  fi
+done
+grep -q "routed experts:" "$T/inspect-q4_0.txt" && grep -q "q4_0" "$T/inspect-q4_0.txt" || fail "inspect lists expert types"
+
+# a flipped byte inside expert 3 of layer 2
+cp -r "$T/m-q8_0" "$T/bad"
+stride=$(grep -m1 '"blob_stride"' "$T/bad/manifest.json" | tr -dc 0-9)
+printf '\x55' | dd of="$T/bad/experts/blk.2.bin" bs=1 seek=$((3 * stride + 100)) conv=notrunc status=none
+if $R inspect "$T/bad" --verify > /dev/null 2> "$T/err"; then fail "--verify accepted a corrupt expert"
+else grep -q "expert 3 of layer 2" "$T/err" && ok "--verify names the bad expert" || fail "message: $(cat "$T/err")"; fi
+
+# interrupted: the file-size limit kills the converter half-way (SIGXFSZ)
+( ulimit -f 200; exec $R convert "$T/a.gguf" "$T/int" --quant keep --quiet ) 2> /dev/null
+[ -e "$T/int/manifest.json" ] && fail "an interrupted conversion left a manifest" || ok "interrupted conversion leaves no manifest"
+if $R inspect "$T/int" > /dev/null 2> "$T/err"; then fail "inspect accepted an incomplete model"
+else grep -q "no manifest.json" "$T/err" && ok "incomplete model is named as such" || fail "message: $(cat "$T/err")"; fi
+
+# write failure (EFBIG, like a full disk): clean error, outputs removed
+( trap '' XFSZ; ulimit -f 200; exec $R convert "$T/a.gguf" "$T/full" --quant keep --quiet ) 2> "$T/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "File too large" "$T/err" && [ ! -e "$T/full/manifest.json" ] && [ ! -e "$T/full/resident.bin" ] \
+  && ok "write failure: clear error, partial output removed" || fail "write failure: rc $rc, $(cat "$T/err")"
+
+# bad inputs: one line, non-zero exit, no crash
+head -c 5000 "$T/a.gguf" > "$T/trunc.gguf"
+printf 'GGUX' | cat - "$T/a.gguf" > "$T/magic.gguf"
+mkdir -p "$T/hf-bad" && echo '{"model_type": "gpt_bigcode"}' > "$T/hf-bad/config.json"
+for bad in trunc.gguf magic.gguf hf-bad missing.gguf; do
+  $R convert "$T/$bad" "$T/out-$bad" --quiet 2> "$T/err-$bad"
+  rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l < "$T/err-$bad")" -eq 1 ] && [ ! -e "$T/out-$bad/manifest.json" ]; then ok "bad input $bad: $(head -c 160 "$T/err-$bad")"
+  else fail "bad input $bad: rc $rc"; fi
+done
+grep -q "gpt_bigcode" "$T/err-hf-bad" || fail "the unsupported architecture is named"
+grep -q "bad magic" "$T/err-magic.gguf" || fail "a wrong magic is named"
+grep -q "exceeds the file\|truncated" "$T/err-trunc.gguf" || fail "a truncated file is named"
+
+echo "$fails failures"
+[ $fails -eq 0 ]
