@@ -76,6 +76,11 @@ uint64_t rkm_expert_cache_bytes(const rkm_expert_cache *c);
 int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n);
 int rkm_expert_cache_get(rkm_expert_cache *c, int il, int e, const uint8_t **blob);
 void rkm_expert_cache_release(rkm_expert_cache *c, int il);
+/* Unpins only these experts of layer il (a prefill tile that is done), so
+ * the next tile can be requested, and read, before the current one is
+ * computed: with tiles of at most slots/2 experts, request(tile t+1),
+ * compute tile t, unpin(tile t). Unknown or unpinned ids are ignored. */
+void rkm_expert_cache_unpin(rkm_expert_cache *c, int il, const int *ids, int n);
 /* Hint: these experts of layer il are likely next (may be ignored). */
 void rkm_expert_cache_prefetch(rkm_expert_cache *c, int il, const int *ids, int n);
 void rkm_expert_cache_get_stats(const rkm_expert_cache *c, rkm_expert_cache_stats *s);

@@ -1,0 +1,351 @@
+/*
+ * cmd_bench.c - `rkmojo bench`: prefill and decode speed of a model under a
+ * memory budget, with the expert-streaming figures that explain them: hit
+ * rate (overall and per layer), bytes read and IO wait per token, read
+ * bandwidth, peak RSS. `--force-text FILE` feeds a real text token by token
+ * (teacher forcing) so the routing sees realistic token statistics even on
+ * synthetic weights, whose own greedy output is a degenerate loop.
+ *
+ * Single-threaded driver (the library's pool computes). Reads per-layer
+ * cache counters through the model's internal header (runtime/model.h):
+ * the public API has no per-layer figure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "cli/gen_common.h"
+#include "runtime/budget.h"
+#include "runtime/model.h"
+#include "util/common.h"
+
+static const char *default_text =
+    "The history of the printing press begins in the fifteenth century, when movable metal type made it "
+    "possible to reproduce a page many times at low cost. Within a few decades presses had spread to every "
+    "major city of Europe, and the number of books in circulation grew from thousands to millions. Scholars "
+    "argue about the consequences: faster spread of ideas, standardised spelling, new markets for authors, "
+    "and the political pamphlet. A modern computer reads a file from a solid state disk in a similar spirit: "
+    "it copies blocks of fixed size into memory, and a program that knows which blocks it will need next can "
+    "ask for them early, so that the processor never waits. Cooking rice well needs the right ratio of water, "
+    "a lid that closes, and patience; the grains should rest for ten minutes after the heat is turned off. ";
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f, "usage: rkmojo bench -m MODEL [options]\n\n"
+               "  -p, --prompt TEXT         prompt text (default: a built-in English paragraph)\n"
+               "  --prompt-file FILE        prompt from a file\n"
+               "  --prompt-tokens N         prompt length in tokens (default 128; the text is repeated)\n"
+               "  -n N                      tokens to decode (default 128)\n"
+               "  --force-text FILE         decode by feeding FILE's tokens one by one (teacher forcing)\n"
+               "  --mem-budget SIZE         memory budget (e.g. 4G); experts streamed from disk\n"
+               "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
+               "  --cache-policy lfu|lru    eviction policy (default lfu)\n"
+               "  --prefetch on|off         next-layer expert prefetch\n"
+               "  --io-threads N            expert read threads\n"
+               "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
+               "  --per-layer               print the hit rate of every MoE layer\n"
+               "  --json                    machine-readable output on stdout\n");
+    rkm_gen_opts_usage(f, 0);
+}
+
+/* Tokenizes text into a growing array; -1 on failure. */
+static int tokenize(const rkm_model *m, const char *text, int add_bos, int32_t **out)
+{
+    size_t len = strlen(text);
+    int cap = (int)RKM_MIN(len + 16, (size_t)1 << 26);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!ids) return -1;
+    int n = rkm_tokenize(m, text, len, ids, cap, add_bos, 0);
+    if (n > cap) {
+        int32_t *b = realloc(ids, sizeof(int32_t) * (size_t)n);
+        if (!b) return free(ids), -1;
+        ids = b;
+        n = rkm_tokenize(m, text, len, ids, n, add_bos, 0);
+    }
+    if (n < 0) return free(ids), -1;
+    *out = ids;
+    return n;
+}
+
+typedef struct phase {
+    int n;
+    double t;
+    double cpu;   /* user + system CPU seconds of the process (all threads) */
+    rkm_stats st;
+} phase;
+
+/* CPU time of the process: with other programs on the machine, wall time
+ * varies with their load, CPU time much less. */
+static double cpu_now(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static double per_s(double x, double t) { return t > 0 ? x / t : 0; }
+static double hit_rate(const rkm_stats *s)
+{
+    uint64_t a = s->expert_hits + s->expert_misses;
+    return a ? (double)s->expert_hits / (double)a : 0;
+}
+
+static cJSON *phase_json(const phase *p, const char *what)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "tokens", p->n);
+    cJSON_AddNumberToObject(o, "seconds", p->t);
+    cJSON_AddNumberToObject(o, "tok_s", per_s(p->n, p->t));
+    cJSON_AddNumberToObject(o, "cpu_s", p->cpu);
+    cJSON_AddNumberToObject(o, "expert_hits", (double)p->st.expert_hits);
+    cJSON_AddNumberToObject(o, "expert_misses", (double)p->st.expert_misses);
+    cJSON_AddNumberToObject(o, "hit_rate", hit_rate(&p->st));
+    cJSON_AddNumberToObject(o, "bytes_read", (double)p->st.bytes_read);
+    cJSON_AddNumberToObject(o, "bytes_per_token", p->n ? (double)p->st.bytes_read / p->n : 0);
+    cJSON_AddNumberToObject(o, "io_wait_s", p->st.io_wait_s);
+    cJSON_AddNumberToObject(o, "io_wait_ms_per_token", p->n ? 1e3 * p->st.io_wait_s / p->n : 0);
+    cJSON_AddNumberToObject(o, "read_mb_s", per_s((double)p->st.bytes_read / 1e6, p->t));
+    (void)what;
+    return o;
+}
+
+static void phase_print(FILE *f, const phase *p, const char *what)
+{
+    char b[32];
+    fprintf(f,
+            "%-8s %5d tok %9.2f tok/s (CPU %.0f ms/tok)  hit %5.1f%%  read %s (%.1f MB/tok, %.0f MB/s)  "
+            "IO wait %.1f ms/tok\n",
+            what, p->n, per_s(p->n, p->t), p->n ? 1e3 * p->cpu / p->n : 0, 100 * hit_rate(&p->st),
+            rkm_fmt_bytes(p->st.bytes_read, b, sizeof b),
+            p->n ? (double)p->st.bytes_read / 1e6 / p->n : 0, per_s((double)p->st.bytes_read / 1e6, p->t),
+            p->n ? 1e3 * p->st.io_wait_s / p->n : 0);
+}
+
+int rkm_cmd_bench(int argc, char **argv)
+{
+    rkm_gen_opts o;
+    rkm_gen_opts_init(&o);
+    const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            bench_usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
+            prompt = v, i++;
+        } else if (!strcmp(a, "--prompt-file") && v) {
+            prompt_file = v, i++;
+        } else if (!strcmp(a, "--force-text") && v) {
+            force_file = v, i++;
+        } else if (!strcmp(a, "--prompt-tokens") && v) {
+            n_prompt = atoi(v), i++;
+        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
+            n_decode = atoi(v), i++;
+        } else if (!strcmp(a, "--mem-budget") && v) {
+            int64_t b = rkm_parse_bytes(v);
+            if (b < 0) return fprintf(stderr, "rkmojo bench: --mem-budget needs a size (e.g. 4G)\n"), 2;
+            o.mp.mem_budget_bytes = (uint64_t)b, i++;
+        } else if (!strcmp(a, "--expert-cache-slots") && v) {
+            o.mp.expert_cache_slots = atoi(v), i++;
+        } else if (!strcmp(a, "--cache-policy") && v) {
+            if (strcmp(v, "lfu") && strcmp(v, "lru"))
+                return fprintf(stderr, "rkmojo bench: --cache-policy is lfu or lru\n"), 2;
+            o.mp.cache_policy = !strcmp(v, "lru"), i++;
+        } else if (!strcmp(a, "--prefetch") && v) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return fprintf(stderr, "rkmojo bench: --prefetch is on or off\n"), 2;
+            o.mp.prefetch = !strcmp(v, "on"), i++;
+        } else if (!strcmp(a, "--io-threads") && v) {
+            o.mp.io_threads = atoi(v), i++;
+        } else if (!strcmp(a, "--trace-out") && v) {
+            setenv("RKM_TRACE_OUT", v, 1), i++; /* read by the expert cache at model open */
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--per-layer")) {
+            per_layer = 1;
+        } else {
+            fprintf(stderr, "rkmojo bench: unknown or incomplete option '%s'\n", a);
+            bench_usage(stderr);
+            return 2;
+        }
+    }
+    if (n_prompt < 1 || n_decode < 0 || o.mp.expert_cache_slots < 0 || o.mp.io_threads < 0) {
+        fprintf(stderr, "rkmojo bench: bad counts\n");
+        return 2;
+    }
+    o.sp.sampler.temperature = 0; /* greedy: the run is reproducible */
+    o.seed_given = 1;
+    rkm_model *m;
+    rkm_session *s;
+    double t_open = rkm_now();
+    int rc = rkm_gen_open(&o, &m, &s);
+    if (rc) return rc;
+    t_open = rkm_now() - t_open;
+
+    int32_t *pids = NULL, *fids = NULL;
+    int n_fids = 0, np = 0;
+    char *text = NULL;
+    cJSON *root = NULL;
+    rc = 1;
+    if (prompt_file) {
+        size_t len;
+        text = rkm_read_file(prompt_file, &len);
+        if (!text) {
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
+            goto out;
+        }
+    }
+    const char *src = text ? text : prompt ? prompt : default_text;
+    int n_src = tokenize(m, src, 1, &pids);
+    if (n_src <= 0) {
+        fprintf(stderr, "rkmojo bench: cannot tokenize the prompt: %s\n", rkm_last_error());
+        goto out;
+    }
+    if (!prompt && !prompt_file) { /* repeat the paragraph up to n_prompt tokens */
+        int32_t *b = realloc(pids, sizeof(int32_t) * (size_t)RKM_MAX(n_prompt, n_src));
+        if (!b) goto out;
+        pids = b;
+        for (int i = n_src; i < n_prompt; i++) pids[i] = pids[1 + (i - 1) % RKM_MAX(n_src - 1, 1)];
+        np = n_prompt;
+    } else {
+        np = RKM_MIN(n_src, n_prompt);
+    }
+    if (force_file) {
+        size_t len;
+        char *ft = rkm_read_file(force_file, &len);
+        if (!ft) {
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
+            goto out;
+        }
+        n_fids = tokenize(m, ft, 0, &fids);
+        free(ft);
+        if (n_fids <= 0) {
+            fprintf(stderr, "rkmojo bench: cannot tokenize %s\n", force_file);
+            goto out;
+        }
+        if (n_decode > n_fids) n_decode = n_fids;
+    }
+
+    /* prefill */
+    phase pre = {.n = np}, dec = {0};
+    rkm_session_stats_reset(s);
+    if (m->cache) rkm_expert_cache_reset_stats(m->cache);
+    double t0 = rkm_now(), c0 = cpu_now();
+    if (rkm_session_eval(s, pids, np, NULL)) {
+        fprintf(stderr, "rkmojo bench: prefill failed: %s\n", rkm_last_error());
+        goto out;
+    }
+    pre.t = rkm_now() - t0;
+    pre.cpu = cpu_now() - c0;
+    int32_t id;
+    if (rkm_session_sample(s, &id)) goto out;
+    rkm_session_stats(s, &pre.st);
+    double ttft = pre.st.ttft_s;
+
+    /* decode: greedy tokens (EOG ignored so that every run decodes n), or
+     * the forced text */
+    rkm_session_stats_reset(s);
+    if (m->cache) rkm_expert_cache_reset_stats(m->cache);
+    t0 = rkm_now(), c0 = cpu_now();
+    for (int i = 0; i < n_decode; i++) {
+        int32_t next = force_file ? fids[i] : id;
+        if (rkm_session_eval(s, &next, 1, NULL)) {
+            fprintf(stderr, "rkmojo bench: decode failed at token %d: %s\n", i, rkm_last_error());
+            goto out;
+        }
+        if (!force_file && rkm_session_sample(s, &id)) goto out;
+        dec.n++;
+    }
+    dec.t = rkm_now() - t0;
+    dec.cpu = cpu_now() - c0;
+    rkm_session_stats(s, &dec.st);
+
+    rkm_budget plan;
+    int plan_rc = rkm_budget_plan(m->md, o.mp.mem_budget_bytes, o.sp.n_ctx, NULL, &plan);
+    int slots = m->cache ? rkm_expert_cache_slots(m->cache) : 0;
+    uint64_t rss = rkm_peak_rss_bytes();
+    if (json) {
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", o.model);
+        cJSON_AddStringToObject(root, "arch", rkm_model_arch(m));
+        cJSON_AddNumberToObject(root, "threads", m->n_threads);
+        cJSON_AddNumberToObject(root, "mem_budget_bytes", (double)o.mp.mem_budget_bytes);
+        cJSON_AddNumberToObject(root, "slots_per_layer", slots);
+        cJSON_AddNumberToObject(root, "n_expert", m->hp.n_expert);
+        cJSON_AddStringToObject(root, "policy", o.mp.cache_policy ? "lru" : "lfu");
+        cJSON_AddBoolToObject(root, "prefetch", m->prefetch > 0);
+        cJSON_AddStringToObject(root, "io_backend", m->cache ? rkm_expert_cache_io_backend(m->cache) : "none");
+        cJSON_AddBoolToObject(root, "direct_io", m->cache && rkm_expert_cache_direct(m->cache));
+        cJSON_AddNumberToObject(root, "expert_cache_bytes", m->cache ? (double)rkm_expert_cache_bytes(m->cache) : 0);
+        cJSON_AddNumberToObject(root, "open_s", t_open);
+        cJSON_AddNumberToObject(root, "ttft_s", ttft);
+        cJSON_AddItemToObject(root, "prefill", phase_json(&pre, "prefill"));
+        cJSON_AddItemToObject(root, "decode", phase_json(&dec, "decode"));
+        cJSON_AddBoolToObject(root, "teacher_forced", force_file != NULL);
+        cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)rss);
+        if (!plan_rc) cJSON_AddNumberToObject(root, "plan_total_bytes", (double)plan.total_bytes);
+        if (m->cache) {
+            rkm_expert_cache_stats cs;
+            rkm_expert_cache_get_stats(m->cache, &cs);
+            cJSON *co = cJSON_AddObjectToObject(root, "decode_cache");
+            cJSON_AddNumberToObject(co, "hits", (double)cs.hits);
+            cJSON_AddNumberToObject(co, "misses", (double)cs.misses);
+            cJSON_AddNumberToObject(co, "prefetch_issued", (double)cs.prefetch_issued);
+            cJSON_AddNumberToObject(co, "prefetch_hits", (double)cs.prefetch_hits);
+            cJSON_AddNumberToObject(co, "bytes_read", (double)cs.bytes_read);
+            cJSON_AddNumberToObject(co, "io_wait_s", cs.io_wait_s);
+            cJSON_AddNumberToObject(co, "read_s", cs.read_s);
+            cJSON_AddNumberToObject(co, "errors", (double)cs.errors);
+            cJSON *arr = cJSON_AddArrayToObject(root, "decode_layer_hit_rate");
+            for (int il = 0; il < m->hp.n_layer; il++) {
+                uint64_t h, mi;
+                rkm_expert_cache_layer_stats(m->cache, il, &h, &mi);
+                if (h + mi) cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)h / (double)(h + mi)));
+            }
+        }
+        char *js = cJSON_Print(root);
+        if (js) puts(js);
+        free(js);
+    } else {
+        char b1[32], b2[32];
+        printf("model %s (%s), %d threads, open %.2f s\n", o.model, rkm_model_arch(m), m->n_threads, t_open);
+        if (m->cache)
+            printf("expert cache: %d of %d slots per layer (%s), %s, prefetch %s, %s reads%s, budget %s\n", slots,
+                   m->hp.n_expert, rkm_fmt_bytes(rkm_expert_cache_bytes(m->cache), b1, sizeof b1),
+                   o.mp.cache_policy ? "lru" : "lfu", m->prefetch > 0 ? "on" : "off",
+                   rkm_expert_cache_io_backend(m->cache), rkm_expert_cache_direct(m->cache) ? " (O_DIRECT)" : "",
+                   o.mp.mem_budget_bytes ? rkm_fmt_bytes(o.mp.mem_budget_bytes, b2, sizeof b2) : "none");
+        char desc[512];
+        if (!plan_rc) printf("plan: %s\n", rkm_budget_describe(&plan, desc, sizeof desc));
+        phase_print(stdout, &pre, "prefill");
+        phase_print(stdout, &dec, force_file ? "forced" : "decode");
+        printf("TTFT %.0f ms, peak RSS %s\n", ttft * 1e3, rkm_fmt_bytes(rss, b1, sizeof b1));
+        if (m->cache && per_layer) {
+            printf("decode hit rate per MoE layer:");
+            for (int il = 0; il < m->hp.n_layer; il++) {
+                uint64_t h, mi;
+                rkm_expert_cache_layer_stats(m->cache, il, &h, &mi);
+                if (h + mi) printf(" %d:%.0f%%", il, 100.0 * (double)h / (double)(h + mi));
+            }
+            printf("\n");
+        }
+    }
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    free(text);
+    free(pids);
+    free(fids);
+    rkm_session_free(s);
+    rkm_model_close(m);
+    return rc;
+}

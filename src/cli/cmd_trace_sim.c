@@ -1,0 +1,170 @@
+/*
+ * cmd_trace_sim.c - `rkmojo trace-sim ROUTES.bin [--slots 8,16,24,32]
+ * [--per-layer] [--json]`: replays a routing trace (written by
+ * `rkmojo run --trace-out` or RKM_TRACE_OUT) under LRU, LFU and Belady's
+ * optimal policy and prints the expert-cache hit rates side by side, to
+ * size --expert-cache-slots / --mem-budget for a workload.
+ * Single-threaded; everything it allocates is freed before it returns.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "runtime/trace.h"
+#include "util/common.h"
+
+#define MAX_SLOT_LIST 64
+
+static void trace_sim_usage(FILE *f)
+{
+    fprintf(f, "usage: rkmojo trace-sim ROUTES.bin [--slots N,N,...] [--per-layer] [--json]\n"
+               "  Replays a routing trace (rkmojo run --trace-out FILE) with N expert slots per layer\n"
+               "  under LRU, LFU and Belady's optimal policy and prints the hit rates.\n"
+               "  --slots      slot counts to try (default: top-k, 2x, 4x, half and all experts)\n"
+               "  --per-layer  also print the hit rate of every layer\n"
+               "  --json       machine-readable output\n");
+}
+
+static int parse_slots(const char *s, int *out, int cap)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > 65535 || n >= cap) return -1;
+        out[n++] = (int)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return -1;
+    }
+    return n;
+}
+
+static double rate(uint64_t h, uint64_t m) { return h + m ? 100.0 * (double)h / (double)(h + m) : 0.0; }
+
+int rkm_cmd_trace_sim(int argc, char **argv)
+{
+    const char *path = NULL;
+    int slots[MAX_SLOT_LIST], n_slots = 0, per_layer = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            trace_sim_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--slots") && i + 1 < argc) {
+            n_slots = parse_slots(argv[++i], slots, MAX_SLOT_LIST);
+            if (n_slots <= 0) {
+                fprintf(stderr, "rkmojo trace-sim: bad --slots '%s' (positive integers, comma-separated)\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--per-layer")) {
+            per_layer = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "rkmojo trace-sim: unknown or incomplete option '%s'\n", argv[i]);
+            trace_sim_usage(stderr);
+            return 2;
+        }
+    }
+    if (!path) {
+        trace_sim_usage(stderr);
+        return 2;
+    }
+    rkm_trace *t = rkm_trace_load(path);
+    if (!t) {
+        fprintf(stderr, "rkmojo trace-sim: %s\n", rkm_last_error());
+        return 1;
+    }
+    if (n_slots == 0) {
+        int cand[5] = {t->top_k, 2 * t->top_k, 4 * t->top_k, t->n_expert / 2, t->n_expert};
+        for (int i = 0; i < 5; i++) {
+            int v = RKM_MIN(cand[i], t->n_expert), dup = 0;
+            for (int j = 0; j < n_slots; j++) dup |= slots[j] == v;
+            if (v > 0 && !dup) slots[n_slots++] = v;
+        }
+    }
+    int64_t n_tok = 0;
+    uint32_t last_tok = UINT32_MAX;
+    for (int64_t r = 0; r < t->n_rec; r++)
+        if (t->recs[r].token != last_tok) n_tok++, last_tok = t->recs[r].token;
+    uint64_t *lh = calloc((size_t)t->n_layer * 3, sizeof(uint64_t));
+    uint64_t *lm = calloc((size_t)t->n_layer * 3, sizeof(uint64_t));
+    cJSON *root = json ? cJSON_CreateObject() : NULL;
+    cJSON *rows = NULL;
+    int rc = 0;
+    if (!lh || !lm) {
+        fprintf(stderr, "rkmojo trace-sim: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    if (json) {
+        cJSON_AddStringToObject(root, "trace", path);
+        cJSON_AddNumberToObject(root, "n_layer", t->n_layer);
+        cJSON_AddNumberToObject(root, "n_expert", t->n_expert);
+        cJSON_AddNumberToObject(root, "top_k", t->top_k);
+        cJSON_AddNumberToObject(root, "records", (double)t->n_rec);
+        cJSON_AddNumberToObject(root, "passes", (double)n_tok);
+        rows = cJSON_AddArrayToObject(root, "results");
+    } else {
+        printf("%s: %lld requests over %lld forward passes, %d layers, %d experts, top-%d\n", path,
+               (long long)t->n_rec, (long long)n_tok, t->n_layer, t->n_expert, t->top_k);
+        printf("%8s %10s %10s %10s   (expert-cache hit rate per policy)\n", "slots", "lru", "lfu", "belady");
+    }
+    for (int si = 0; si < n_slots; si++) {
+        rkm_sim_result res[3];
+        for (int p = 0; p < 3; p++) {
+            res[p] = (rkm_sim_result){.layer_hits = lh + (size_t)p * t->n_layer,
+                                      .layer_misses = lm + (size_t)p * t->n_layer};
+            if (rkm_trace_simulate(t, p, slots[si], &res[p])) {
+                fprintf(stderr, "rkmojo trace-sim: %s\n", rkm_last_error());
+                rc = 1;
+                goto out;
+            }
+        }
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "slots", slots[si]);
+            for (int p = 0; p < 3; p++) {
+                cJSON *po = cJSON_AddObjectToObject(o, rkm_sim_policy_name(p));
+                cJSON_AddNumberToObject(po, "hits", (double)res[p].hits);
+                cJSON_AddNumberToObject(po, "misses", (double)res[p].misses);
+                cJSON_AddNumberToObject(po, "hit_rate", rate(res[p].hits, res[p].misses) / 100.0);
+                if (per_layer) {
+                    cJSON *arr = cJSON_AddArrayToObject(po, "layer_hit_rate");
+                    for (int l = 0; l < t->n_layer; l++)
+                        if (res[p].layer_hits[l] + res[p].layer_misses[l])
+                            cJSON_AddItemToArray(
+                                arr, cJSON_CreateNumber(rate(res[p].layer_hits[l], res[p].layer_misses[l]) / 100.0));
+                }
+            }
+            cJSON_AddItemToArray(rows, o);
+        } else {
+            printf("%8d %9.1f%% %9.1f%% %9.1f%%\n", slots[si], rate(res[0].hits, res[0].misses),
+                   rate(res[1].hits, res[1].misses), rate(res[2].hits, res[2].misses));
+            if (per_layer)
+                for (int l = 0; l < t->n_layer; l++) {
+                    if (!(res[0].layer_hits[l] + res[0].layer_misses[l])) continue;
+                    printf("%8s %9.1f%% %9.1f%% %9.1f%%   layer %d\n", "",
+                           rate(res[0].layer_hits[l], res[0].layer_misses[l]),
+                           rate(res[1].layer_hits[l], res[1].layer_misses[l]),
+                           rate(res[2].layer_hits[l], res[2].layer_misses[l]), l);
+                }
+        }
+    }
+    if (json) {
+        char *s = cJSON_Print(root);
+        if (s) puts(s);
+        free(s);
+    }
+out:
+    cJSON_Delete(root);
+    free(lh);
+    free(lm);
+    rkm_trace_free(t);
+    return rc;
+}

@@ -1,0 +1,689 @@
+/*
+ * expert_cache.c - per-layer caches of routed-expert blobs, filled by the
+ * IO engine (io_engine.c) from the per-layer expert files.
+ *
+ * Each MoE layer has n_slots slot buffers of blob_stride bytes (4096-
+ * aligned). request() pins the routed experts; a miss takes a victim slot
+ * (unpinned, not being read: empty first, then LFU with recency tie-break
+ * or LRU; LFU counts every request of an expert since the cache was
+ * created, also while it was not cached, as trace.c's simulator does) and
+ * submits the blob as parallel chunk reads; the last chunk to complete
+ * runs the fault hook and the checksum on its IO thread and marks the slot
+ * READY or ERROR. get() waits only for its own expert. A failed
+ * slot keeps its error for this request's gets and becomes EMPTY at
+ * release, so the next request reads again. prefetch() starts reads at
+ * prefetch priority into unpinned slots; a demand request that finds its
+ * expert still queued promotes those chunk reads.
+ *
+ * Threads: one compute thread calls request/get/release/prefetch; the IO
+ * threads run chunk_done. c->mu guards every slot field except the bytes of
+ * a LOADING slot's buffer (written by the IO engine, read by the finishing
+ * IO thread; nobody else touches a LOADING slot) and the stats; c->cv is
+ * broadcast when a slot leaves LOADING. Lock order: c->mu, then io->mu
+ * (rkm_io_submit and rkm_io_promote are called with c->mu held; IO
+ * callbacks take c->mu without holding io->mu).
+ * Ownership: the cache owns the slot buffers, the chunk ops, its own file
+ * descriptors (O_DIRECT when the file system allows) and its IO engine.
+ */
+#include "runtime/expert_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "runtime/io_engine.h"
+#include "runtime/trace.h"
+#include "util/common.h"
+
+enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
+
+#define DEFAULT_CHUNK (512u * 1024u)
+#define MAX_FAULTS 16
+
+typedef struct layer_cache layer_cache;
+typedef struct rkm_expert_cache cache;
+
+typedef struct slot {
+    layer_cache *lc;
+    int expert;         /* -1: none */
+    int state;
+    int pinned;
+    int prefetched;     /* read started by a prefetch and not yet requested */
+    uint64_t last_use;  /* tick of the last request that used it */
+    int err;            /* SLOT_ERROR: the code */
+    char msg[256];      /* SLOT_ERROR: the message */
+    uint8_t *buf;       /* blob_stride bytes, 4096-aligned */
+    /* the read in flight (LOADING) */
+    int chunks_left;
+    int n_chunks;
+    int io_err;         /* first errno of a chunk */
+    uint64_t io_err_off;
+    uint64_t valid;     /* contiguous bytes read from the blob start */
+    double t_submit;
+    rkm_io_op *ops;     /* max_chunks */
+} slot;
+
+struct layer_cache {
+    cache *c;
+    const rkm_expert_layer *el;
+    int il;
+    int fd;
+    int direct;
+    int n_slots;
+    slot *slots;
+    int *slot_of;       /* n_expert: slot index or -1 */
+    uint64_t *freq;     /* n_expert: times requested (LFU) */
+    uint8_t *verified;  /* n_expert: checksum checked once (VERIFY_FIRST) */
+    uint64_t hits, misses;
+};
+
+typedef struct fault {
+    int kind; /* 0 eio, 1 short, 2 corrupt */
+    int il, e, count;
+} fault;
+
+struct rkm_expert_cache {
+    const rkm_model_dir *md;
+    rkm_expert_cache_params p;
+    int n_layers;                  /* expert layers */
+    layer_cache *layers;
+    int layer_idx[RKM_MAX_LAYERS]; /* model layer -> index or -1 */
+    int max_chunks;
+    uint32_t chunk_bytes;
+    uint64_t tick;
+    uint64_t bytes;
+    rkm_io *io;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rkm_expert_cache_stats st;
+    rkm_expert_fault_fn fault_fn;
+    void *fault_user;
+    fault faults[MAX_FAULTS];      /* from RKM_FAULT */
+    int n_faults;
+    rkm_trace_writer *trace;       /* NULL: not recording */
+    uint32_t trace_token;          /* forward passes seen so far */
+    int trace_last_il;
+};
+
+static layer_cache *layer_of(const cache *c, int il)
+{
+    if (il < 0 || il >= RKM_MAX_LAYERS || c->layer_idx[il] < 0) return NULL;
+    return &c->layers[c->layer_idx[il]];
+}
+
+/* ------------------------------------------------------------ faults */
+
+static void parse_faults(cache *c, const char *spec)
+{
+    while (spec && *spec && c->n_faults < MAX_FAULTS) {
+        char kind[16];
+        int il, e, count, used = 0;
+        if (sscanf(spec, "%15[a-z]:%d:%d:%d%n", kind, &il, &e, &count, &used) != 4) {
+            fprintf(stderr, "rkmojo: ignoring malformed RKM_FAULT entry '%s'\n", spec);
+            return;
+        }
+        fault *f = &c->faults[c->n_faults];
+        f->kind = !strcmp(kind, "eio") ? 0 : !strcmp(kind, "short") ? 1 : !strcmp(kind, "corrupt") ? 2 : -1;
+        f->il = il, f->e = e, f->count = count;
+        if (f->kind >= 0) c->n_faults++;
+        spec += used;
+        if (*spec == ',') spec++;
+    }
+}
+
+/* The RKM_FAULT hook; faults[] is guarded by c->mu. */
+static int env_fault(cache *c, int il, int e, uint8_t *buf, uint64_t *got)
+{
+    int kind = -1;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n_faults; i++) {
+        fault *f = &c->faults[i];
+        if (f->count > 0 && f->il == il && (f->e < 0 || f->e == e)) {
+            f->count--;
+            kind = f->kind;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (kind == 0) return RKM_EIO;
+    if (kind == 1) *got /= 2;
+    if (kind == 2 && *got) buf[*got / 3] ^= 0x5a;
+    return 0;
+}
+
+/* ------------------------------------------------------------ reads */
+
+/* Runs on the IO thread that completed the last chunk of sl's blob: fault
+ * hook, size check, checksum, then publishes the result under c->mu. */
+static void finish_read(cache *c, slot *sl)
+{
+    layer_cache *lc = sl->lc;
+    const rkm_expert_layer *el = lc->el;
+    int e = sl->expert, il = lc->il;
+    int rc = 0;
+    char msg[256] = "";
+    uint64_t got = sl->valid;
+    pthread_mutex_lock(&c->mu);
+    rkm_expert_fault_fn fault_fn = c->fault_fn;
+    void *fault_user = c->fault_user;
+    pthread_mutex_unlock(&c->mu);
+    if (sl->io_err) {
+        rc = RKM_EIO;
+        snprintf(msg, sizeof msg, "expert %d of layer %d (%s): read failed at offset %llu: %s", e, il, el->file,
+                 (unsigned long long)sl->io_err_off, strerror(sl->io_err));
+    }
+    if (!rc && fault_fn) rc = fault_fn(fault_user, il, e, sl->buf, &got);
+    if (!rc && c->n_faults) rc = env_fault(c, il, e, sl->buf, &got);
+    if (rc && !msg[0])
+        snprintf(msg, sizeof msg, "expert %d of layer %d (%s): read failed: %s (injected)", e, il, el->file,
+                 rkm_strerror(rc));
+    if (!rc && got < el->blob_bytes) {
+        rc = RKM_EIO;
+        snprintf(msg, sizeof msg, "expert %d of layer %d (%s): short read (%llu of %llu bytes at offset %llu)", e,
+                 il, el->file, (unsigned long long)got, (unsigned long long)el->blob_bytes,
+                 (unsigned long long)((uint64_t)e * el->blob_stride));
+    }
+    if (!rc) {
+        if (got < el->blob_stride) memset(sl->buf + got, 0, el->blob_stride - got);
+        int check = el->checksums && c->p.verify != RKM_VERIFY_NEVER &&
+                    (c->p.verify != RKM_VERIFY_FIRST || !lc->verified[e]);
+        if (check) {
+            uint64_t h = rkm_hash(sl->buf, el->blob_bytes);
+            if (h != el->checksums[e]) {
+                rc = RKM_ECHECKSUM;
+                snprintf(msg, sizeof msg,
+                         "expert %d of layer %d (%s): checksum mismatch (read %016llx, manifest %016llx)", e, il,
+                         el->file, (unsigned long long)h, (unsigned long long)el->checksums[e]);
+            }
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    c->st.read_s += rkm_now() - sl->t_submit;
+    if (rc) {
+        c->st.errors++;
+        if (sl->pinned) {
+            /* The request that pinned it sees the error; release frees it. */
+            sl->state = SLOT_ERROR;
+            sl->err = rc;
+            snprintf(sl->msg, sizeof sl->msg, "%s", msg);
+        } else { /* a failed prefetch: forget it, a request will retry */
+            lc->slot_of[e] = -1;
+            sl->expert = -1;
+            sl->state = SLOT_EMPTY;
+            sl->prefetched = 0;
+        }
+    } else {
+        lc->verified[e] = 1;
+        sl->state = SLOT_READY;
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void chunk_done(rkm_io_op *op)
+{
+    slot *sl = op->user;
+    cache *c = sl->lc->c;
+    uint64_t start = (uint64_t)op->tag * c->chunk_bytes;
+    pthread_mutex_lock(&c->mu);
+    c->st.bytes_read += op->got;
+    if (op->err && !sl->io_err) {
+        sl->io_err = op->err;
+        sl->io_err_off = op->off;
+    }
+    if (op->got < op->len && start + op->got < sl->valid) sl->valid = start + op->got; /* EOF or error */
+    int last = --sl->chunks_left == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (last) finish_read(c, sl);
+}
+
+/* Starts reading expert e into sl (c->mu held). */
+static void start_read(cache *c, layer_cache *lc, slot *sl, int e, int prio)
+{
+    const rkm_expert_layer *el = lc->el;
+    uint64_t len = RKM_ALIGN_UP(el->blob_bytes, RKM_EXPERT_ALIGN);
+    if (len == 0) len = RKM_EXPERT_ALIGN;
+    uint64_t off = (uint64_t)e * el->blob_stride;
+    int n = (int)((len + c->chunk_bytes - 1) / c->chunk_bytes);
+    sl->state = SLOT_LOADING;
+    sl->chunks_left = n;
+    sl->n_chunks = n;
+    sl->io_err = 0;
+    sl->valid = len;
+    sl->t_submit = rkm_now();
+    for (int k = 0; k < n; k++) {
+        rkm_io_op *op = &sl->ops[k];
+        uint64_t a = (uint64_t)k * c->chunk_bytes;
+        memset(op, 0, sizeof *op);
+        op->fd = lc->fd;
+        op->buf = sl->buf + a;
+        op->off = off + a;
+        op->len = RKM_MIN(c->chunk_bytes, len - a);
+        op->prio = prio;
+        op->done = chunk_done;
+        op->user = sl;
+        op->tag = k;
+    }
+    /* Submitted after all are filled: a chunk may complete at once. */
+    for (int k = 0; k < n; k++) rkm_io_submit(c->io, &sl->ops[k]);
+}
+
+static int match_slot(const rkm_io_op *op, void *user) { return op->user == user; }
+
+/* ------------------------------------------------------------ life */
+
+static int open_expert_file(const rkm_model_dir *md, const rkm_expert_layer *el, int want_direct, int *direct)
+{
+    char *path = rkm_path_join(md->path ? md->path : ".", el->file ? el->file : "");
+    if (!path) return rkm_err(RKM_ENOMEM, "out of memory");
+    int fd = -1;
+    *direct = 0;
+    if (want_direct) {
+        /* tmpfs and some FUSE file systems refuse O_DIRECT (EINVAL). */
+        fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (fd >= 0) *direct = 1;
+    }
+    if (fd < 0) fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int er = errno;
+        int code = er == ENOENT ? RKM_ENOENT : RKM_EIO;
+        rkm_err(code, "expert file %s: %s", path, strerror(er));
+        free(path);
+        return code;
+    }
+    free(path);
+    return fd;
+}
+
+rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert_cache_params *p)
+{
+    if (!md || !p) {
+        rkm_err(RKM_EINVAL, "expert cache: no model directory");
+        return NULL;
+    }
+    if (p->slots_per_layer < 0) {
+        rkm_err(RKM_EINVAL, "expert cache: %d slots per layer", p->slots_per_layer);
+        return NULL;
+    }
+    cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->md = md;
+    c->p = *p;
+    c->chunk_bytes = p->chunk_bytes ? (uint32_t)RKM_ALIGN_UP(p->chunk_bytes, RKM_EXPERT_ALIGN) : DEFAULT_CHUNK;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    for (int i = 0; i < RKM_MAX_LAYERS; i++) c->layer_idx[i] = -1;
+    parse_faults(c, getenv("RKM_FAULT"));
+    c->n_layers = md->n_expert_layers;
+    c->layers = calloc(c->n_layers > 0 ? c->n_layers : 1, sizeof *c->layers);
+    if (!c->layers) goto oom;
+    for (int i = 0; i < c->n_layers; i++) c->layers[i].fd = -1;
+    uint64_t max_len = 0;
+    for (int i = 0; i < c->n_layers; i++) {
+        const rkm_expert_layer *el = &md->experts[i];
+        if (el->layer < 0 || el->layer >= RKM_MAX_LAYERS || c->layer_idx[el->layer] >= 0 || el->n_expert <= 0 ||
+            el->blob_stride == 0 || el->blob_stride % RKM_EXPERT_ALIGN || el->blob_bytes > el->blob_stride) {
+            rkm_err(RKM_EFORMAT, "expert cache: malformed expert layer %d", el->layer);
+            goto fail;
+        }
+        c->layer_idx[el->layer] = i;
+        max_len = RKM_MAX(max_len, RKM_ALIGN_UP(RKM_MAX(el->blob_bytes, 1), RKM_EXPERT_ALIGN));
+    }
+    c->max_chunks = (int)((max_len + c->chunk_bytes - 1) / c->chunk_bytes);
+    for (int i = 0; i < c->n_layers; i++) {
+        const rkm_expert_layer *el = &md->experts[i];
+        layer_cache *lc = &c->layers[i];
+        lc->c = c;
+        lc->el = el;
+        lc->il = el->layer;
+        int n = p->slots_per_layer > 0 ? RKM_MIN(p->slots_per_layer, el->n_expert) : el->n_expert;
+        lc->n_slots = n;
+        lc->slots = calloc(n, sizeof *lc->slots);
+        lc->slot_of = malloc(el->n_expert * sizeof *lc->slot_of);
+        lc->freq = calloc(el->n_expert, sizeof *lc->freq);
+        lc->verified = calloc(el->n_expert, 1);
+        if (!lc->slots || !lc->slot_of || !lc->freq || !lc->verified) goto oom;
+        for (int e = 0; e < el->n_expert; e++) lc->slot_of[e] = -1;
+        for (int s = 0; s < n; s++) {
+            slot *sl = &lc->slots[s];
+            sl->lc = lc;
+            sl->expert = -1;
+            sl->buf = rkm_alloc_aligned(el->blob_stride, RKM_EXPERT_ALIGN);
+            sl->ops = calloc(c->max_chunks, sizeof *sl->ops);
+            if (!sl->buf || !sl->ops) goto oom;
+            c->bytes += el->blob_stride;
+        }
+        int fd = open_expert_file(md, el, p->direct_io, &lc->direct);
+        if (fd < 0) goto fail;
+        lc->fd = fd;
+    }
+    const char *trace_path = p->trace_out ? p->trace_out : getenv("RKM_TRACE_OUT");
+    if (trace_path && *trace_path) {
+        c->trace = rkm_trace_writer_open(trace_path, md->hp.n_layer, md->hp.n_expert, md->hp.n_expert_used);
+        if (!c->trace) goto fail;
+        c->trace_last_il = RKM_MAX_LAYERS;
+    }
+    rkm_io_params iop = {.backend = p->io_backend, .n_threads = p->io_threads};
+    c->io = rkm_io_new(&iop);
+    if (!c->io) {
+        rkm_err(RKM_ENOMEM, "expert cache: cannot start the IO threads");
+        goto fail;
+    }
+    return c;
+oom:
+    rkm_err(RKM_ENOMEM, "expert cache: out of memory");
+fail:
+    rkm_expert_cache_free(c);
+    return NULL;
+}
+
+void rkm_expert_cache_free(rkm_expert_cache *c)
+{
+    if (!c) return;
+    rkm_io_free(c->io); /* waits for reads in flight: they write into slots */
+    if (c->trace && rkm_trace_writer_close(c->trace))
+        fprintf(stderr, "rkmojo: %s\n", rkm_last_error()); /* free cannot return it */
+    for (int i = 0; c->layers && i < c->n_layers; i++) {
+        layer_cache *lc = &c->layers[i];
+        if (lc->fd >= 0) close(lc->fd);
+        for (int s = 0; lc->slots && s < lc->n_slots; s++) {
+            rkm_free_aligned(lc->slots[s].buf);
+            free(lc->slots[s].ops);
+        }
+        free(lc->slots);
+        free(lc->slot_of);
+        free(lc->freq);
+        free(lc->verified);
+    }
+    free(c->layers);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+int rkm_expert_cache_slots(const rkm_expert_cache *c)
+{
+    if (!c || c->n_layers == 0) return 0;
+    int m = c->layers[0].n_slots;
+    for (int i = 1; i < c->n_layers; i++) m = RKM_MIN(m, c->layers[i].n_slots);
+    return m;
+}
+
+uint64_t rkm_expert_cache_bytes(const rkm_expert_cache *c) { return c ? c->bytes : 0; }
+
+/* ------------------------------------------------------------ policy */
+
+/* A slot that may receive a new blob: unpinned and not being read; empty
+ * first, then the policy's choice. -1 if none right now. */
+static int pick_victim(const cache *c, const layer_cache *lc)
+{
+    int best = -1;
+    for (int s = 0; s < lc->n_slots; s++) {
+        const slot *sl = &lc->slots[s];
+        if (sl->pinned || sl->state == SLOT_LOADING) continue;
+        if (sl->expert < 0) return s;
+        if (best < 0) {
+            best = s;
+            continue;
+        }
+        const slot *b = &lc->slots[best];
+        /* Ties end on the expert id so that the choice does not depend
+         * on slot positions (trace-sim and the tests replay it exactly). */
+        int older = sl->last_use < b->last_use || (sl->last_use == b->last_use && sl->expert < b->expert);
+        if (c->p.policy == RKM_CACHE_LFU) {
+            uint64_t fs = lc->freq[sl->expert], fb = lc->freq[b->expert];
+            if (fs < fb || (fs == fb && older)) best = s;
+        } else if (older) {
+            best = s;
+        }
+    }
+    return best;
+}
+
+static void assign(layer_cache *lc, int s, int e)
+{
+    slot *v = &lc->slots[s];
+    if (v->expert >= 0) lc->slot_of[v->expert] = -1;
+    v->expert = e;
+    v->prefetched = 0;
+    v->state = SLOT_EMPTY;
+    lc->slot_of[e] = s;
+}
+
+int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
+{
+    if (!c || (n > 0 && !ids)) return rkm_err(RKM_EINVAL, "expert cache: NULL argument");
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    layer_cache *lc = layer_of(c, il);
+    if (!lc) {
+        rc = rkm_err(RKM_EINVAL, "expert cache: layer %d has no routed experts", il);
+        goto out;
+    }
+    int n_new = 0, n_pinned = 0;
+    for (int s = 0; s < lc->n_slots; s++) n_pinned += lc->slots[s].pinned;
+    for (int i = 0; i < n; i++) {
+        int e = ids[i];
+        if (e < 0 || e >= lc->el->n_expert) {
+            rc = rkm_err(RKM_EINVAL, "expert cache: expert %d out of range (layer %d has %d)", e, il,
+                         lc->el->n_expert);
+            goto out;
+        }
+        int s = lc->slot_of[e], dup = 0;
+        for (int j = 0; j < i; j++) dup |= ids[j] == e;
+        if (!dup && (s < 0 || !lc->slots[s].pinned)) n_new++;
+    }
+    if (n < 0 || n_pinned + n_new > lc->n_slots) {
+        rc = rkm_err(RKM_EINVAL, "expert cache: layer %d: %d experts requested with %d pinned, %d slots", il, n,
+                     n_pinned, lc->n_slots);
+        goto out;
+    }
+    c->tick++;
+    if (c->trace && n > 0) {
+        /* A lower layer starts a new forward pass; the same layer again is
+         * the next tile of this pass, unless the model has one MoE layer. */
+        if (il < c->trace_last_il || (il == c->trace_last_il && c->n_layers == 1)) c->trace_token++;
+        c->trace_last_il = il;
+        rkm_trace_write(c->trace, c->trace_token - 1, il, ids, n); /* best effort; close reports errors */
+    }
+    /* Hits first: pinning them before any victim is chosen keeps a miss
+     * of this request from evicting an expert this request also needs. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++) {
+            int e = ids[i];
+            int dup = 0;
+            for (int j = 0; j < i; j++) dup |= ids[j] == e;
+            if (dup) continue;
+            int s = lc->slot_of[e];
+            int present = s >= 0 && (lc->slots[s].state == SLOT_READY || lc->slots[s].state == SLOT_LOADING);
+            if (pass == 0 && present) {
+                slot *sl = &lc->slots[s];
+                lc->freq[e]++;
+                c->st.hits++;
+                lc->hits++;
+                if (sl->prefetched) {
+                    c->st.prefetch_hits++;
+                    sl->prefetched = 0;
+                    if (sl->state == SLOT_LOADING) rkm_io_promote(c->io, match_slot, sl);
+                }
+                sl->pinned = 1;
+                sl->last_use = c->tick;
+            } else if (pass == 1 && !present) {
+                lc->freq[e]++;
+                if (s < 0) {
+                    /* Wait while every candidate is being read by a
+                     * prefetch; the count check above guarantees one. */
+                    double t0 = rkm_now();
+                    while ((s = pick_victim(c, lc)) < 0) pthread_cond_wait(&c->cv, &c->mu);
+                    c->st.io_wait_s += rkm_now() - t0;
+                    assign(lc, s, e);
+                }
+                c->st.misses++;
+                lc->misses++;
+                lc->slots[s].pinned = 1;
+                lc->slots[s].last_use = c->tick;
+                start_read(c, lc, &lc->slots[s], e, RKM_IO_DEMAND);
+            }
+        }
+    }
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Looks up a pinned expert (c->mu held). */
+static slot *pinned_slot(cache *c, int il, int e)
+{
+    layer_cache *lc = layer_of(c, il);
+    if (!lc || e < 0 || e >= lc->el->n_expert) return NULL;
+    int s = lc->slot_of[e];
+    if (s < 0 || !lc->slots[s].pinned) return NULL;
+    return &lc->slots[s];
+}
+
+static int get_impl(cache *c, int il, int e, const uint8_t **blob, int wait)
+{
+    if (!c || !blob) return rkm_err(RKM_EINVAL, "expert cache: NULL argument");
+    *blob = NULL;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    slot *sl = pinned_slot(c, il, e);
+    if (!sl) {
+        rc = rkm_err(RKM_EINVAL, "expert cache: expert %d of layer %d was not requested", e, il);
+        goto out;
+    }
+    if (sl->state == SLOT_LOADING) {
+        if (!wait) goto out; /* rc 0: not yet */
+        double t0 = rkm_now();
+        while (sl->state == SLOT_LOADING) pthread_cond_wait(&c->cv, &c->mu);
+        c->st.io_wait_s += rkm_now() - t0;
+    }
+    if (sl->state == SLOT_ERROR) {
+        rc = rkm_err(sl->err, "%s", sl->msg);
+        goto out;
+    }
+    *blob = sl->buf;
+    rc = wait ? 0 : 1;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int rkm_expert_cache_get(rkm_expert_cache *c, int il, int e, const uint8_t **blob)
+{
+    return get_impl(c, il, e, blob, 1);
+}
+
+int rkm_expert_cache_try_get(rkm_expert_cache *c, int il, int e, const uint8_t **blob)
+{
+    return get_impl(c, il, e, blob, 0);
+}
+
+/* Unpins slot s of lc; a failed slot becomes empty (c->mu held). */
+static void unpin_slot(layer_cache *lc, int s)
+{
+    slot *sl = &lc->slots[s];
+    sl->pinned = 0;
+    if (sl->state == SLOT_ERROR) { /* never leave a failed blob mapped */
+        lc->slot_of[sl->expert] = -1;
+        sl->expert = -1;
+        sl->state = SLOT_EMPTY;
+    }
+}
+
+void rkm_expert_cache_release(rkm_expert_cache *c, int il)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    layer_cache *lc = layer_of(c, il);
+    for (int s = 0; lc && s < lc->n_slots; s++) unpin_slot(lc, s);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rkm_expert_cache_unpin(rkm_expert_cache *c, int il, const int *ids, int n)
+{
+    if (!c || !ids) return;
+    pthread_mutex_lock(&c->mu);
+    layer_cache *lc = layer_of(c, il);
+    for (int i = 0; lc && i < n; i++)
+        if (ids[i] >= 0 && ids[i] < lc->el->n_expert && lc->slot_of[ids[i]] >= 0)
+            unpin_slot(lc, lc->slot_of[ids[i]]);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rkm_expert_cache_prefetch(rkm_expert_cache *c, int il, const int *ids, int n)
+{
+    if (!c || !ids || !c->p.prefetch) return;
+    pthread_mutex_lock(&c->mu);
+    layer_cache *lc = layer_of(c, il);
+    for (int i = 0; lc && i < n; i++) {
+        int e = ids[i];
+        if (e < 0 || e >= lc->el->n_expert || lc->slot_of[e] >= 0) continue;
+        int s = pick_victim(c, lc);
+        /* A prefetch never evicts an unused prefetch (it would churn). */
+        if (s < 0 || lc->slots[s].prefetched) break;
+        assign(lc, s, e);
+        slot *sl = &lc->slots[s];
+        sl->prefetched = 1;
+        sl->last_use = c->tick + 1; /* newer than anything requested so far */
+        c->st.prefetch_issued++;
+        start_read(c, lc, sl, e, RKM_IO_PREFETCH);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------------ stats */
+
+void rkm_expert_cache_get_stats(const rkm_expert_cache *c, rkm_expert_cache_stats *s)
+{
+    if (!s) return;
+    memset(s, 0, sizeof *s);
+    if (!c) return;
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    *s = c->st;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+}
+
+void rkm_expert_cache_reset_stats(rkm_expert_cache *c)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    memset(&c->st, 0, sizeof c->st);
+    for (int i = 0; i < c->n_layers; i++) c->layers[i].hits = c->layers[i].misses = 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *hits, uint64_t *misses)
+{
+    uint64_t h = 0, m = 0;
+    if (c) {
+        pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+        const layer_cache *lc = layer_of(c, il);
+        if (lc) h = lc->hits, m = lc->misses;
+        pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    }
+    if (hits) *hits = h;
+    if (misses) *misses = m;
+}
+
+const char *rkm_expert_cache_io_backend(const rkm_expert_cache *c) { return c ? rkm_io_backend_name(c->io) : ""; }
+
+int rkm_expert_cache_direct(const rkm_expert_cache *c)
+{
+    int d = c && c->n_layers > 0;
+    for (int i = 0; c && i < c->n_layers; i++) d &= c->layers[i].direct;
+    return d;
+}
+
+void rkm_expert_cache_set_fault_hook(rkm_expert_cache *c, rkm_expert_fault_fn fn, void *user)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->fault_fn = fn;
+    c->fault_user = user;
+    pthread_mutex_unlock(&c->mu);
+}
