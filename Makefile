@@ -27,7 +27,7 @@ CFLAGS  += -std=c11 $(OPT) -g -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread \
 LDFLAGS += $(SAN) -pthread
 # io_uring (Debian's liburing) for the expert reads; the engine falls back
 # to its pread pool where the kernel refuses io_uring.
-CFLAGS  += -DRKM_HAVE_URING
+CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1
 LDLIBS  += -lcjson -lmicrohttpd -luring -lm
 
 LAYERS  := util format kernels runtime text server backend

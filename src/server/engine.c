@@ -1,0 +1,895 @@
+/*
+ * engine.c - the scheduler of rkmojo serve: a bounded FIFO queue of jobs and
+ * one worker thread that runs them one at a time. The worker owns the
+ * loaded model, its one live session (whose KV cache is the in-memory
+ * prompt cache), and the on-disk prompt cache.
+ *
+ * Threads and locks:
+ *   engine->mu guards the queue, `stopping`, `running`, the session pointer
+ *   (so an HTTP thread may rkm_session_cancel it) and the /api/ps summary.
+ *   Everything else in the "worker only" block is touched by the worker
+ *   thread alone. job->mu guards a job's output (see server.h).
+ *   Lock order: engine->mu before job->mu.
+ *
+ * Prompt cache: for each request the worker compares the prompt's tokens
+ * with the live session's (rkm_session_tokens) and keeps the longest
+ * common prefix (rkm_session_truncate), so a multi-turn chat prefills only
+ * the new turn. With --prompt-cache-dir, a conversation that is about to be
+ * overwritten by a different one, and the live session at unload and
+ * shutdown, are saved to disk (prompt_cache.c); a later request whose
+ * prompt shares a longer prefix with a saved state than with the live
+ * session loads it first. That is also how states survive a restart.
+ *
+ * Ownership: jobs are reference counted (HTTP side + queue/worker); the
+ * engine frees the model, session and cache at srv_engine_free.
+ */
+#include <math.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/prompt.h"
+#include "server/server.h"
+#include "util/common.h"
+
+/* A state is worth keeping on disk once it holds this many tokens. */
+#define PCACHE_MIN_TOKENS 16
+/* Load a saved state when it matches this many more tokens than the live
+ * session: reading KV rows beats recomputing them, but not for a handful. */
+#define PCACHE_LOAD_GAIN 8
+
+struct srv_engine {
+    srv_config cfg;
+    srv_models *models;
+    pthread_t worker;
+    int worker_started;
+
+    pthread_mutex_t mu; /* guards the fields down to the worker-only block */
+    pthread_cond_t cv;  /* queue not empty, or stopping */
+    srv_job **q;        /* ring of queue_max */
+    int q_head, q_len, q_cap;
+    int stopping;
+    srv_job *running;
+    rkm_session *sess_pub;  /* = sess, for cancel from HTTP threads */
+    double avg_job_s;       /* moving average, for Retry-After */
+    srv_model_info loaded;  /* path NULL when none */
+    double expires_at;      /* unix seconds, <0 never (for /api/ps) */
+
+    /* worker only */
+    rkm_model *model;
+    srv_prompt *prompt;
+    rkm_session *sess;
+    int n_ctx;
+    char live_id[17];       /* prompt-cache entry the live session extends */
+    int live_dirty;         /* live session differs from its saved entry */
+    srv_pcache *pc;
+    double keep_alive_s;    /* of the loaded model, <0 forever */
+    double last_used;       /* monotonic */
+};
+
+/* ------------------------------------------------------------- jobs */
+
+srv_job *srv_job_new(int type)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->type = type;
+    j->refs = 1;
+    j->status = 200;
+    atomic_init(&j->canceled, 0);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->t_submit = rkm_now();
+    return j;
+}
+
+void srv_job_release(srv_job *j)
+{
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    srv_request_free(&j->req);
+    free(j->out);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+int srv_job_emit(srv_job *j, const char *s, size_t n)
+{
+    pthread_mutex_lock(&j->mu);
+    int rc = 0;
+    if (j->out_len + n + 1 > j->out_cap) {
+        /* Bytes already sent are dropped first: the buffer holds only what
+         * the client has not read yet. */
+        if (j->out_sent) {
+            memmove(j->out, j->out + j->out_sent, j->out_len - j->out_sent);
+            j->out_len -= j->out_sent;
+            j->out_sent = 0;
+        }
+        if (j->out_len + n + 1 > j->out_cap) {
+            size_t cap = RKM_MAX(j->out_cap * 2, j->out_len + n + 4096);
+            char *p = realloc(j->out, cap);
+            if (!p) {
+                rc = RKM_ENOMEM;
+                goto out;
+            }
+            j->out = p;
+            j->out_cap = cap;
+        }
+    }
+    memcpy(j->out + j->out_len, s, n);
+    j->out_len += n;
+    j->out[j->out_len] = 0;
+    pthread_cond_broadcast(&j->cv);
+out:
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+void srv_job_finish(srv_job *j, int status)
+{
+    pthread_mutex_lock(&j->mu);
+    if (!j->streaming) j->status = status;
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Ends a job with an error in its API's shape (a stream error line when
+ * the stream has started). */
+static void job_fail(srv_job *j, int status, const char *msg)
+{
+    pthread_mutex_lock(&j->mu);
+    int streaming = j->streaming;
+    pthread_mutex_unlock(&j->mu);
+    char *body = streaming ? srv_fmt_stream_error(&j->req, msg)
+                           : srv_fmt_error(j->req.kind, status, msg);
+    if (!streaming) { /* nothing was sent: the error replaces any output */
+        pthread_mutex_lock(&j->mu);
+        j->out_len = j->out_sent = 0;
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (body) srv_job_emit(j, body, strlen(body));
+    free(body);
+    srv_job_finish(j, status);
+}
+
+/* ------------------------------------------------------------- queue */
+
+int srv_engine_submit(srv_engine *e, srv_job *j, int *retry_after_s)
+{
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    if (e->stopping) {
+        rc = RKM_ECANCELED;
+    } else if (e->q_len >= e->q_cap) {
+        int wait = (int)ceil(e->avg_job_s * (e->q_len + 1));
+        *retry_after_s = RKM_MAX(1, RKM_MIN(wait, 600));
+        rc = RKM_EBUDGET;
+    } else {
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        e->q[(e->q_head + e->q_len++) % e->q_cap] = j;
+        pthread_cond_signal(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+int srv_engine_busy(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int b = e->running != NULL;
+    pthread_mutex_unlock(&e->mu);
+    return b;
+}
+
+int srv_engine_queue_depth(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int n = e->q_len;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+const srv_config *srv_engine_config(srv_engine *e) { return &e->cfg; }
+srv_models *srv_engine_models(srv_engine *e) { return e->models; }
+
+void srv_engine_cancel(srv_engine *e, srv_job *j)
+{
+    atomic_store(&j->canceled, 1);
+    pthread_mutex_lock(&e->mu);
+    if (e->running == j && e->sess_pub) rkm_session_cancel(e->sess_pub);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void srv_engine_loaded(srv_engine *e, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&e->mu);
+    snprintf(buf, cap, "%s", e->loaded.path ? e->loaded.name : "");
+    pthread_mutex_unlock(&e->mu);
+}
+
+char *srv_engine_ps_json(srv_engine *e)
+{
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "models");
+    pthread_mutex_lock(&e->mu);
+    if (e->loaded.path) {
+        cJSON *m = cJSON_CreateObject();
+        char name[160], t[48];
+        snprintf(name, sizeof name, "%s:latest", e->loaded.name);
+        cJSON_AddStringToObject(m, "name", name);
+        cJSON_AddStringToObject(m, "model", name);
+        cJSON_AddNumberToObject(m, "size", (double)e->loaded.bytes);
+        char dg[17];
+        snprintf(dg, sizeof dg, "%016llx", (unsigned long long)e->loaded.digest);
+        cJSON_AddStringToObject(m, "digest", dg);
+        srv_model_details(m, &e->loaded);
+        srv_fmt_time(e->expires_at < 0 ? 4102444800.0 : e->expires_at, t, sizeof t);
+        cJSON_AddStringToObject(m, "expires_at", t);
+        cJSON_AddNumberToObject(m, "size_vram", 0);
+        cJSON_AddItemToArray(arr, m);
+    }
+    pthread_mutex_unlock(&e->mu);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ------------------------------------------------------ model state */
+
+static double unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void publish_expiry(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->expires_at = e->keep_alive_s < 0 ? -1 : unix_now() + e->keep_alive_s;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Saves the live session to the disk cache when it holds unsaved work. */
+static void save_live(srv_engine *e)
+{
+    if (!e->pc || !e->sess || !e->live_dirty) return;
+    if (rkm_session_n_past(e->sess) < PCACHE_MIN_TOKENS) return;
+    char id[17];
+    if (srv_pcache_store(e->pc, e->live_id, e->sess, id) == 0) {
+        memcpy(e->live_id, id, sizeof id);
+        e->live_dirty = 0;
+        srv_metrics_event("pcache_store");
+    } else {
+        fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
+    }
+}
+
+static void free_session(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->sess_pub = NULL;
+    pthread_mutex_unlock(&e->mu);
+    rkm_session_free(e->sess);
+    e->sess = NULL;
+    e->live_id[0] = 0;
+    e->live_dirty = 0;
+}
+
+static void unload_model(srv_engine *e)
+{
+    if (!e->model) return;
+    save_live(e);
+    free_session(e);
+    srv_pcache_close(e->pc);
+    e->pc = NULL;
+    srv_prompt_free(e->prompt);
+    e->prompt = NULL;
+    rkm_model_close(e->model);
+    e->model = NULL;
+    pthread_mutex_lock(&e->mu);
+    free(e->loaded.path);
+    memset(&e->loaded, 0, sizeof e->loaded);
+    pthread_mutex_unlock(&e->mu);
+    srv_metrics_event("model_unload");
+}
+
+/* Makes mi the loaded model. 0 or a code with a message in err. */
+static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load, char *err,
+                        size_t errcap)
+{
+    *t_load = 0;
+    if (e->model && !strcmp(e->loaded.path, mi->path)) return 0;
+    double t0 = rkm_now();
+    unload_model(e); /* one model at a time */
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.mem_budget_bytes = e->cfg.mem_budget_bytes;
+    mp.n_threads = e->cfg.n_threads;
+    e->model = rkm_model_open(mi->path, &mp);
+    if (!e->model) {
+        snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());
+        return RKM_EIO;
+    }
+    e->prompt = srv_prompt_new(e->model);
+    if (!e->prompt) {
+        snprintf(err, errcap, "model '%s': %s", mi->name, rkm_last_error());
+        rkm_model_close(e->model);
+        e->model = NULL;
+        return RKM_EFORMAT;
+    }
+    int train = rkm_model_n_ctx_train(e->model);
+    e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : RKM_MIN(4096, train > 0 ? train : 4096);
+    if (e->cfg.prompt_cache_dir) {
+        /* One subdirectory per model: states of different weights never mix
+         * (rkm_session_load checks the model identity as well). */
+        char *dir = rkm_path_join(e->cfg.prompt_cache_dir, mi->name);
+        e->pc = dir ? srv_pcache_open(dir, e->cfg.prompt_cache_max_bytes, e->cfg.prompt_cache_ttl_s)
+                    : NULL;
+        if (!e->pc)
+            fprintf(stderr, "rkmojo serve: prompt cache disabled: %s\n", rkm_last_error());
+        free(dir);
+    }
+    pthread_mutex_lock(&e->mu);
+    e->loaded = *mi;
+    e->loaded.path = strdup(mi->path);
+    pthread_mutex_unlock(&e->mu);
+    e->keep_alive_s = e->cfg.idle_unload_s > 0 ? e->cfg.idle_unload_s : -1;
+    *t_load = rkm_now() - t0;
+    srv_metrics_event("model_load");
+    fprintf(stderr, "rkmojo serve: loaded %s (%.2f s)\n", mi->name, *t_load);
+    return 0;
+}
+
+/* Per-request sampling on the long-lived session. Without a seed the
+ * random sequence starts from a fresh one (OpenAI: unseeded is random). */
+static int session_set_sampler(rkm_session *s, const srv_request *rq, char *err, size_t errcap)
+{
+    rkm_sampler_params sp = rq->sp;
+    if (sp.repeat_last_n < 0) sp.repeat_last_n = rkm_session_n_ctx(s); /* Ollama: -1 = context */
+    if (!rq->has_seed) {
+        static atomic_uint_fast64_t counter;
+        uint64_t x[2] = {(uint64_t)atomic_fetch_add(&counter, 1), (uint64_t)(unix_now() * 1e9)};
+        sp.seed = rkm_hash(x, sizeof x);
+    }
+    if (rkm_session_set_sampler(s, &sp)) {
+        snprintf(err, errcap, "sampling parameters: %s", rkm_last_error());
+        return RKM_EINVAL;
+    }
+    return 0;
+}
+
+static int ensure_session(srv_engine *e, char *err, size_t errcap)
+{
+    if (e->sess) return 0;
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_ctx = e->n_ctx;
+    rkm_session *s = rkm_session_new(e->model, &sp);
+    if (!s) {
+        snprintf(err, errcap, "cannot create a session: %s", rkm_last_error());
+        return RKM_ENOMEM;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->sess = e->sess_pub = s;
+    pthread_mutex_unlock(&e->mu);
+    e->live_id[0] = 0;
+    e->live_dirty = 0;
+    return 0;
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    int n = RKM_MIN(na, nb), i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Positions the live session on the longest reusable prefix of toks and
+ * returns how many tokens it kept (the cached tokens). */
+static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
+{
+    int n_live;
+    const int32_t *live = rkm_session_tokens(e->sess, &n_live);
+    int lcp = allow ? common_prefix(live, n_live, toks, n) : 0;
+    if (allow && e->pc) {
+        int blcp = 0, best = srv_pcache_best(e->pc, toks, n, &blcp);
+        if (best >= 0 && blcp >= lcp + PCACHE_LOAD_GAIN) {
+            save_live(e);
+            char id[17];
+            if (srv_pcache_load(e->pc, best, e->sess, id) == 0) {
+                memcpy(e->live_id, id, sizeof id);
+                e->live_dirty = 0;
+                srv_metrics_event("pcache_load");
+            } else {
+                fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
+                e->live_id[0] = 0;
+            }
+            live = rkm_session_tokens(e->sess, &n_live);
+            lcp = common_prefix(live, n_live, toks, n);
+        }
+    }
+    /* A conversation about to be cut well short is saved first, so that
+     * returning to it later finds its KV on disk. */
+    if (e->pc && n_live - lcp >= PCACHE_MIN_TOKENS) save_live(e);
+    /* Keep at least one token to evaluate: its logits start generation. */
+    int keep = RKM_MIN(lcp, n - 1);
+    if (keep < 0) keep = 0;
+    if (keep < n_live && rkm_session_truncate(e->sess, keep)) {
+        rkm_session_truncate(e->sess, 0);
+        keep = 0;
+    }
+    return keep;
+}
+
+/* ---------------------------------------------------------- generate */
+
+typedef struct gen_ctx {
+    srv_engine *e;
+    srv_job *j;
+    srv_textout to;
+    srv_result res;
+    char *text;       /* non-streaming: the whole reply */
+    size_t n_text, cap_text;
+    int n_gen, n_max;
+    int stop_hit, oom;
+    double t_gen0, t_first;
+} gen_ctx;
+
+static int add_text(gen_ctx *g, const char *s)
+{
+    size_t n = strlen(s);
+    if (!n) return 0;
+    if (g->j->req.stream) {
+        char *c = srv_fmt_chunk(&g->j->req, &g->res, s, 0);
+        int rc = c ? srv_job_emit(g->j, c, strlen(c)) : RKM_ENOMEM;
+        free(c);
+        return rc;
+    }
+    if (g->n_text + n + 1 > g->cap_text) {
+        size_t cap = RKM_MAX(g->cap_text * 2, g->n_text + n + 256);
+        char *p = realloc(g->text, cap);
+        if (!p) return RKM_ENOMEM;
+        g->text = p;
+        g->cap_text = cap;
+    }
+    memcpy(g->text + g->n_text, s, n + 1);
+    g->n_text += n;
+    return 0;
+}
+
+static int on_token(int32_t id, void *user)
+{
+    gen_ctx *g = user;
+    if (atomic_load(&g->j->canceled)) return 1;
+    if (g->n_gen == 0) g->t_first = rkm_now();
+    g->n_gen++;
+    char buf[512];
+    int n = rkm_token_to_piece(g->e->model, id, buf, (int)sizeof buf);
+    if (n < 0) n = 0;
+    char *out = NULL;
+    int rc = srv_textout_push(&g->to, buf, (size_t)n, &out);
+    if (rc < 0 || (out && add_text(g, out))) {
+        free(out);
+        g->oom = 1;
+        return 1;
+    }
+    free(out);
+    if (rc == 1) {
+        g->stop_hit = 1;
+        return 1;
+    }
+    if (g->e->cfg.slow_ms > 0) usleep((useconds_t)g->e->cfg.slow_ms * 1000);
+    return g->n_gen >= g->n_max;
+}
+
+/* Generation without the end-of-generation stop (ignore_eos). */
+static int generate_ignoring_eos(rkm_session *s, int n_max, gen_ctx *g)
+{
+    for (int i = 0; i < n_max; i++) {
+        int32_t id;
+        int rc = rkm_session_sample(s, &id);
+        if (rc) return rc;
+        if (on_token(id, g)) return 0;
+        if (atomic_load(&g->j->canceled)) return RKM_ECANCELED;
+        if ((rc = rkm_session_eval(s, &id, 1, NULL))) return rc;
+    }
+    return 0;
+}
+
+static void make_id(char *buf, size_t cap, const char *prefix)
+{
+    static atomic_uint_fast64_t counter;
+    uint64_t x = (uint64_t)atomic_fetch_add(&counter, 1) ^ (uint64_t)(unix_now() * 1e6);
+    uint64_t h = rkm_hash(&x, sizeof x);
+    snprintf(buf, cap, "%s%016llx", prefix, (unsigned long long)h);
+}
+
+static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0,
+                         double t_load)
+{
+    srv_request *rq = &j->req;
+    char err[512];
+    gen_ctx g;
+    memset(&g, 0, sizeof g);
+    g.e = e;
+    g.j = j;
+    char id[48];
+    make_id(id, sizeof id, rq->kind == SRV_OPENAI_CHAT ? "chatcmpl-" : "cmpl-");
+    g.res.model = mi->name;
+    g.res.id = id;
+    g.res.created = (int64_t)unix_now();
+    g.res.t_load_s = t_load;
+
+    int32_t *toks = NULL;
+    int n = 0;
+    int rc = srv_prompt_tokens(e->prompt, e->model, rq, &toks, &n, err, sizeof err);
+    if (rc) {
+        job_fail(j, 400, err);
+        return;
+    }
+    if (n == 0 || n >= e->n_ctx) {
+        snprintf(err, sizeof err, "the prompt is %d tokens; the context holds %d", n, e->n_ctx);
+        free(toks);
+        job_fail(j, 400, err);
+        return;
+    }
+    if ((rc = ensure_session(e, err, sizeof err))) {
+        free(toks);
+        job_fail(j, 500, err);
+        return;
+    }
+    if ((rc = session_set_sampler(e->sess, rq, err, sizeof err))) {
+        free(toks);
+        job_fail(j, 400, err);
+        return;
+    }
+    rkm_session_stats_reset(e->sess);
+    srv_textout_init(&g.to, rq->stop, rq->n_stop);
+
+    /* The stream starts here: later errors are stream error lines. */
+    if (rq->stream) {
+        pthread_mutex_lock(&j->mu);
+        j->streaming = 1;
+        j->status = 200;
+        pthread_mutex_unlock(&j->mu);
+        if (srv_is_openai(rq->kind)) {
+            char *c = srv_fmt_chunk(rq, &g.res, "", 1);
+            if (c) srv_job_emit(j, c, strlen(c));
+            free(c);
+        }
+    }
+    if (rq->echo && rq->prompt) add_text(&g, rq->prompt);
+
+    double tp0 = rkm_now();
+    int cached = reuse_prefix(e, toks, n, rq->cache_prompt);
+    e->live_dirty = 1;
+    rc = atomic_load(&j->canceled) ? RKM_ECANCELED
+                                    : rkm_session_eval(e->sess, toks + cached, n - cached, NULL);
+    double t_prompt = rkm_now() - tp0;
+    free(toks);
+    int room = e->n_ctx - rkm_session_n_past(e->sess);
+    g.n_max = rq->max_tokens < 0 ? room : RKM_MIN(rq->max_tokens, room);
+    g.t_gen0 = rkm_now();
+    if (!rc && g.n_max > 0 && !atomic_load(&j->canceled)) {
+        if (rq->ignore_eos)
+            rc = generate_ignoring_eos(e->sess, g.n_max, &g);
+        else
+            rc = rkm_session_generate(e->sess, g.n_max, on_token, &g);
+    }
+    double t_gen = rkm_now() - g.t_gen0;
+    if (atomic_load(&j->canceled)) rc = RKM_ECANCELED;
+    rkm_stats st;
+    rkm_session_stats(e->sess, &st);
+    srv_gen_stats gs = {
+        .n_prompt = n - cached, .n_cached = cached, .n_gen = g.n_gen,
+        .t_prompt_s = t_prompt, .t_gen_s = t_gen,
+        .ttft_s = g.n_gen ? g.t_first - j->t_submit : -1,
+        .expert_hits = st.expert_hits, .expert_misses = st.expert_misses,
+        .bytes_read = st.bytes_read,
+    };
+    srv_metrics_generation(&gs);
+    if (rc < 0) {
+        /* A failed eval may leave rows half written: drop the whole state. */
+        if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
+        srv_textout_free(&g.to);
+        free(g.text);
+        if (rc == RKM_ECANCELED) {
+            srv_metrics_event("canceled");
+            job_fail(j, 499, "canceled: the client disconnected");
+        } else {
+            snprintf(err, sizeof err, "generation failed: %s", rkm_last_error());
+            job_fail(j, 500, err);
+        }
+        return;
+    }
+    char *tail = srv_textout_flush(&g.to);
+    if (tail) add_text(&g, tail);
+    free(tail);
+    srv_textout_free(&g.to);
+
+    g.res.finish = g.stop_hit || g.n_gen < g.n_max ? "stop" : "length";
+    g.res.n_prompt = n;
+    g.res.n_cached = cached;
+    g.res.n_gen = g.n_gen;
+    g.res.t_prompt_s = t_prompt;
+    g.res.t_gen_s = t_gen;
+    g.res.t_total_s = rkm_now() - t0;
+    g.res.text = g.text ? g.text : "";
+    char *body = rq->stream ? srv_fmt_stream_end(rq, &g.res) : srv_fmt_result(rq, &g.res);
+    if (body && !g.oom) {
+        srv_job_emit(j, body, strlen(body));
+        srv_job_finish(j, 200);
+    } else {
+        job_fail(j, 500, "out of memory");
+    }
+    free(body);
+    free(g.text);
+}
+
+/* ---------------------------------------------------------- embed */
+
+/* Embedding of a text: the final-normed hidden state of its last token
+ * (last-token pooling), L2-normalised. Each input gets a fresh session so
+ * inputs do not see each other, and the chat session's KV is untouched. */
+static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0,
+                      double t_load)
+{
+    srv_request *rq = &j->req;
+    char err[512];
+    int dim = rkm_model_n_embd(e->model), n_tok_total = 0;
+    float *vecs = calloc((size_t)rq->n_inputs * (size_t)dim, sizeof(float));
+    if (!vecs) {
+        job_fail(j, 500, "out of memory");
+        return;
+    }
+    for (int i = 0; i < rq->n_inputs; i++) {
+        int32_t *toks = NULL;
+        int n = 0;
+        if (srv_text_tokens(e->model, rq->inputs[i], &toks, &n, err, sizeof err)) {
+            free(vecs);
+            job_fail(j, 400, err);
+            return;
+        }
+        if (n == 0 || n > e->n_ctx) {
+            snprintf(err, sizeof err, "input %d is %d tokens; the context holds %d", i, n, e->n_ctx);
+            free(toks);
+            free(vecs);
+            job_fail(j, 400, err);
+            return;
+        }
+        rkm_session_params sp;
+        rkm_session_params_default(&sp);
+        sp.n_ctx = n;
+        rkm_session *s = rkm_session_new(e->model, &sp);
+        int rc = s ? rkm_session_eval(s, toks, n, NULL) : RKM_ENOMEM;
+        float *v = vecs + (size_t)i * (size_t)dim;
+        if (!rc) rc = rkm_session_embedding(s, v);
+        rkm_session_free(s);
+        free(toks);
+        if (rc || atomic_load(&j->canceled)) {
+            snprintf(err, sizeof err, "embedding failed: %s",
+                     rc ? rkm_last_error() : "canceled");
+            free(vecs);
+            job_fail(j, rc ? 500 : 499, err);
+            return;
+        }
+        double ss = 0;
+        for (int k = 0; k < dim; k++) ss += (double)v[k] * v[k];
+        float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        for (int k = 0; k < dim; k++) v[k] *= inv;
+        n_tok_total += n;
+    }
+    char *body = srv_fmt_embeddings(rq, mi->name, vecs, rq->n_inputs, dim, n_tok_total,
+                                    rkm_now() - t0, t_load);
+    free(vecs);
+    if (!body) {
+        job_fail(j, 500, "out of memory");
+        return;
+    }
+    srv_job_emit(j, body, strlen(body));
+    srv_job_finish(j, 200);
+    free(body);
+}
+
+/* ---------------------------------------------------------- worker */
+
+static int is_load_only(const srv_request *rq)
+{
+    if (rq->kind == SRV_OLLAMA_CHAT) return rq->n_msgs == 0;
+    if (rq->kind == SRV_OLLAMA_GENERATE) return !rq->prompt || !rq->prompt[0];
+    return 0;
+}
+
+static void run_job(srv_engine *e, srv_job *j)
+{
+    double t0 = rkm_now();
+    srv_request *rq = &j->req;
+    char err[600];
+    srv_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    pthread_mutex_lock(&j->mu);
+    j->started = 1;
+    pthread_mutex_unlock(&j->mu);
+    if (atomic_load(&j->canceled)) {
+        job_fail(j, 499, "canceled");
+        return;
+    }
+    /* No model named: the loaded one, else the first listed. */
+    const char *want = rq->model && rq->model[0] ? rq->model : e->model ? e->loaded.name : "";
+    if (srv_models_find(e->models, want, &mi)) {
+        snprintf(err, sizeof err, "model '%s' not found", rq->model);
+        job_fail(j, 404, err);
+        return;
+    }
+    int unload_only = is_load_only(rq) && rq->has_keep_alive && rq->keep_alive_s == 0;
+    double t_load = 0;
+    if (unload_only) {
+        if (e->model && !strcmp(e->loaded.path, mi.path)) unload_model(e);
+    } else if (ensure_model(e, &mi, &t_load, err, sizeof err)) {
+        free(mi.path);
+        job_fail(j, 500, err);
+        return;
+    }
+    /* Ollama semantics: each request sets how long the model stays. */
+    e->keep_alive_s = rq->has_keep_alive ? rq->keep_alive_s
+                      : e->cfg.idle_unload_s > 0 ? e->cfg.idle_unload_s : -1;
+    if (is_load_only(rq)) {
+        srv_result r = {.model = mi.name, .id = "", .created = (int64_t)unix_now(), .text = "",
+                        .finish = unload_only ? "unload" : "load", .t_load_s = t_load,
+                        .t_total_s = rkm_now() - t0};
+        srv_request nostream = *rq;
+        nostream.stream = 0;
+        char *body = srv_fmt_result(&nostream, &r);
+        if (body) srv_job_emit(j, body, strlen(body));
+        free(body);
+        srv_job_finish(j, body ? 200 : 500);
+    } else if (j->type == SRV_JOB_EMBED) {
+        run_embed(e, j, &mi, t0, t_load);
+    } else {
+        run_generate(e, j, &mi, t0, t_load);
+    }
+    free(mi.path);
+    e->last_used = rkm_now();
+    publish_expiry(e);
+    if (e->model && e->keep_alive_s == 0) unload_model(e);
+}
+
+/* Applies expiry and the size cap to every model's saved states at start,
+ * not only when a model is first loaded. */
+static void sweep_prompt_caches(srv_engine *e)
+{
+    if (!e->cfg.prompt_cache_dir) return;
+    srv_model_info *l;
+    int n = srv_models_list(e->models, &l);
+    for (int i = 0; i < n; i++) {
+        char *dir = rkm_path_join(e->cfg.prompt_cache_dir, l[i].name);
+        struct stat st;
+        if (dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+            srv_pcache_close(srv_pcache_open(dir, e->cfg.prompt_cache_max_bytes, e->cfg.prompt_cache_ttl_s));
+        free(dir);
+    }
+    if (n >= 0) srv_models_list_free(l, n);
+}
+
+static void *worker_main(void *arg)
+{
+    srv_engine *e = arg;
+    sweep_prompt_caches(e);
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stopping && e->q_len == 0) {
+            if (e->model && e->keep_alive_s > 0) {
+                double left = e->last_used + e->keep_alive_s - rkm_now();
+                if (left <= 0) {
+                    pthread_mutex_unlock(&e->mu);
+                    fprintf(stderr, "rkmojo serve: unloading %s (idle)\n", e->loaded.name);
+                    unload_model(e);
+                    pthread_mutex_lock(&e->mu);
+                    continue;
+                }
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                double w = RKM_MIN(left, 3600.0);
+                ts.tv_sec += (time_t)w;
+                ts.tv_nsec += (long)((w - floor(w)) * 1e9);
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            } else {
+                pthread_cond_wait(&e->cv, &e->mu);
+            }
+        }
+        if (e->stopping) break;
+        srv_job *j = e->q[e->q_head];
+        e->q_head = (e->q_head + 1) % e->q_cap;
+        e->q_len--;
+        e->running = j;
+        pthread_mutex_unlock(&e->mu);
+
+        double t0 = rkm_now();
+        run_job(e, j);
+        double dt = rkm_now() - t0;
+
+        pthread_mutex_lock(&e->mu);
+        e->running = NULL;
+        e->avg_job_s = e->avg_job_s > 0 ? 0.8 * e->avg_job_s + 0.2 * dt : dt;
+        pthread_mutex_unlock(&e->mu);
+        srv_job_release(j);
+        pthread_mutex_lock(&e->mu);
+    }
+    /* Stopping: what is still queued gets an answer. */
+    while (e->q_len > 0) {
+        srv_job *j = e->q[e->q_head];
+        e->q_head = (e->q_head + 1) % e->q_cap;
+        e->q_len--;
+        pthread_mutex_unlock(&e->mu);
+        job_fail(j, 503, "the server is shutting down");
+        srv_job_release(j);
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+    unload_model(e);
+    return NULL;
+}
+
+srv_engine *srv_engine_new(const srv_config *c)
+{
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->cfg = *c;
+    e->q_cap = RKM_MAX(1, c->queue_max);
+    e->q = calloc((size_t)e->q_cap, sizeof *e->q);
+    e->models = srv_models_new(c->model_path, c->models_dir);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->keep_alive_s = c->idle_unload_s > 0 ? c->idle_unload_s : -1;
+    e->expires_at = -1;
+    if (!e->q || !e->models) goto fail;
+    if (pthread_create(&e->worker, NULL, worker_main, e)) {
+        rkm_err(RKM_ENOMEM, "cannot start the worker thread");
+        goto fail;
+    }
+    e->worker_started = 1;
+    return e;
+fail:
+    if (!rkm_last_error()[0]) rkm_err(RKM_ENOMEM, "out of memory");
+    srv_engine_free(e);
+    return NULL;
+}
+
+void srv_engine_stop(srv_engine *e)
+{
+    if (e && e->worker_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = 1;
+        if (e->running) {
+            atomic_store(&e->running->canceled, 1);
+            if (e->sess_pub) rkm_session_cancel(e->sess_pub);
+        }
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->worker, NULL);
+        e->worker_started = 0;
+    }
+}
+
+void srv_engine_free(srv_engine *e)
+{
+    if (!e) return;
+    srv_engine_stop(e);
+    srv_models_free(e->models);
+    free(e->q);
+    free(e->loaded.path);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}

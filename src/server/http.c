@@ -1,0 +1,475 @@
+/*
+ * http.c - the HTTP side of rkmojo serve on libmicrohttpd: binding,
+ * authentication (Authorization: Bearer), the request-body cap, routing of
+ * the OpenAI / Ollama / health / metrics endpoints, and streaming responses
+ * (SSE or NDJSON) that drain a job's output as the worker produces it.
+ *
+ * Threads: libmicrohttpd runs one thread per connection
+ * (MHD_USE_THREAD_PER_CONNECTION), so a handler may block: it waits for its
+ * queued job, and a streaming response callback waits for the next chunk.
+ * While waiting, both poll the client's socket; a client that has gone
+ * (EOF/RST) cancels its job, so the worker stops within a token.
+ * /health and /metrics never touch the queue and answer while a
+ * generation runs.
+ *
+ * Ownership: each connection's conn_state (body buffer) is freed in the
+ * request-completed callback; a streaming response holds a job reference
+ * released by its free callback.
+ *
+ * libmicrohttpd is linked on x86-64 builds (see the Makefile); elsewhere
+ * srv_run reports RKM_EUNSUPPORTED and the rest of the server (parsing,
+ * formatting) still builds.
+ */
+#include "server/server.h"
+#include "util/common.h"
+
+#if !defined(RKM_HAVE_MHD) && defined(__x86_64__)
+#define RKM_HAVE_MHD 1
+#endif
+
+void srv_config_default(srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->idle_unload_s = 30 * 60;
+    c->queue_max = 16;
+    c->body_max_bytes = 8u << 20;
+    c->prompt_cache_max_bytes = 4ull << 30;
+    c->prompt_cache_ttl_s = 7 * 86400;
+    c->http_timeout_s = 120;
+}
+
+#if RKM_HAVE_MHD
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct conn_state {
+    int seen;          /* the header-only first call happened */
+    int responded;     /* a response was queued early (413, 401) */
+    char *body;
+    size_t n, cap;
+    int too_large;
+} conn_state;
+
+typedef struct stream_ctx {
+    srv_engine *e;
+    srv_job *j;
+    struct MHD_Connection *c;
+} stream_ctx;
+
+static int is_openai_path(const char *url) { return !strncmp(url, "/v1/", 4); }
+
+static int client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static enum MHD_Result send_buf(struct MHD_Connection *c, const char *endpoint, int status,
+                                const char *ctype, const char *body, int retry_after)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", retry_after);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    srv_metrics_request(endpoint, status);
+    return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, const char *endpoint, int status,
+                                 char *body)
+{
+    if (!body) return send_buf(c, endpoint, 500, "application/json", "{\"error\":\"out of memory\"}", 0);
+    enum MHD_Result ok = send_buf(c, endpoint, status, "application/json", body, 0);
+    free(body);
+    return ok;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const char *url, int status,
+                                  const char *msg, int retry_after)
+{
+    char *body = is_openai_path(url) ? srv_openai_error(status, msg) : srv_ollama_error(msg);
+    if (!body) return MHD_NO;
+    enum MHD_Result ok = send_buf(c, url, status, "application/json", body, retry_after);
+    free(body);
+    return ok;
+}
+
+/* Constant-time comparison of the presented key with ours. */
+static int key_ok(const char *have, const char *want)
+{
+    size_t nh = strlen(have), nw = strlen(want);
+    unsigned char d = (unsigned char)(nh != nw);
+    for (size_t i = 0; i < nw; i++) d |= (unsigned char)(want[i] ^ (i < nh ? have[i] : 0));
+    return d == 0;
+}
+
+static int authorized(struct MHD_Connection *c, const char *key)
+{
+    if (!key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_ok(h, key);
+}
+
+/* --------------------------------------------------------- streaming */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *sc = cls;
+    srv_job *j = sc->j;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        if (j->out_sent < j->out_len) {
+            size_t n = RKM_MIN(max, j->out_len - j->out_sent);
+            memcpy(buf, j->out + j->out_sent, n);
+            j->out_sent += n;
+            pthread_mutex_unlock(&j->mu);
+            return (ssize_t)n;
+        }
+        if (j->done) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (j->out_sent == j->out_len && !j->done && client_gone(sc->c)) {
+            pthread_mutex_unlock(&j->mu);
+            srv_engine_cancel(sc->e, j);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    stream_ctx *sc = cls;
+    pthread_mutex_lock(&sc->j->mu);
+    int done = sc->j->done;
+    pthread_mutex_unlock(&sc->j->mu);
+    if (!done) srv_engine_cancel(sc->e, sc->j); /* the connection ended early */
+    srv_job_release(sc->j);
+    free(sc);
+}
+
+/* ------------------------------------------------------- generation */
+
+static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const char *url, int kind,
+                                  int type, const conn_state *cs)
+{
+    char err[512];
+    srv_job *j = srv_job_new(type);
+    if (!j) return send_error(c, url, 500, "out of memory", 0);
+    if (srv_parse_request(kind, cs->body ? cs->body : "", cs->n, &j->req, err, sizeof err)) {
+        srv_job_release(j);
+        return send_error(c, url, 400, err, 0);
+    }
+    int retry = 0, rc = srv_engine_submit(e, j, &retry);
+    if (rc) {
+        srv_job_release(j);
+        if (rc == RKM_EBUDGET) {
+            srv_metrics_event("rejected");
+            return send_error(c, url, 503, "the server is busy: the request queue is full", retry);
+        }
+        return send_error(c, url, 503, "the server is shutting down", 1);
+    }
+    /* Wait for the outcome (non-streaming) or the first bytes (streaming). */
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && !(j->streaming && j->out_len > j->out_sent)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (!j->done && client_gone(c)) {
+            pthread_mutex_unlock(&j->mu);
+            srv_engine_cancel(e, j);
+            srv_job_release(j);
+            srv_metrics_request(url, 499);
+            return MHD_NO; /* closes the connection */
+        }
+    }
+    int streaming = j->streaming;
+    if (!streaming) {
+        int status = j->status;
+        char *body = j->out ? strndup(j->out + j->out_sent, j->out_len - j->out_sent) : strdup("");
+        pthread_mutex_unlock(&j->mu);
+        srv_job_release(j);
+        if (!body) return send_error(c, url, 500, "out of memory", 0);
+        enum MHD_Result ok = send_buf(c, url, status, "application/json", body, 0);
+        free(body);
+        return ok;
+    }
+    pthread_mutex_unlock(&j->mu);
+    stream_ctx *sc = calloc(1, sizeof *sc);
+    struct MHD_Response *r =
+        sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, sc, stream_free)
+           : NULL;
+    if (!r) {
+        free(sc);
+        srv_engine_cancel(e, j);
+        srv_job_release(j);
+        return MHD_NO;
+    }
+    sc->e = e;
+    sc->j = j; /* the response's reference; released by stream_free */
+    sc->c = c;
+    if (srv_is_openai(kind)) {
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    } else {
+        MHD_add_response_header(r, "Content-Type", "application/x-ndjson");
+    }
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_metrics_request(url, 200);
+    return ok;
+}
+
+/* ----------------------------------------------------------- routes */
+
+typedef struct route {
+    const char *method, *path;
+    int kind;  /* enum srv_kind, or -1 for the simple endpoints */
+    int type;  /* enum srv_job_type */
+} route;
+
+static const route routes[] = {
+    {"POST", "/v1/chat/completions", SRV_OPENAI_CHAT, SRV_JOB_GENERATE},
+    {"POST", "/v1/completions", SRV_OPENAI_COMPLETION, SRV_JOB_GENERATE},
+    {"POST", "/v1/embeddings", SRV_OPENAI_EMBED, SRV_JOB_EMBED},
+    {"POST", "/api/chat", SRV_OLLAMA_CHAT, SRV_JOB_GENERATE},
+    {"POST", "/api/generate", SRV_OLLAMA_GENERATE, SRV_JOB_GENERATE},
+    {"POST", "/api/embed", SRV_OLLAMA_EMBED, SRV_JOB_EMBED},
+    {"POST", "/api/embeddings", SRV_OLLAMA_EMBED, SRV_JOB_EMBED},
+    {"GET", "/v1/models", -1, 0},
+    {"GET", "/api/tags", -1, 0},
+    {"GET", "/api/ps", -1, 0},
+    {"GET", "/api/version", -1, 0},
+    {"POST", "/api/show", -1, 0},
+    {"GET", "/health", -1, 0},
+    {"GET", "/metrics", -1, 0},
+    {"GET", "/", -1, 0},
+};
+
+static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, const char *url,
+                                     const conn_state *cs)
+{
+    if (!strcmp(url, "/health")) {
+        char loaded[160], body[320];
+        srv_engine_loaded(e, loaded, sizeof loaded);
+        snprintf(body, sizeof body,
+                 "{\"status\":\"ok\",\"model_loaded\":\"%s\",\"busy\":%s,\"queue_depth\":%d}", loaded,
+                 srv_engine_busy(e) ? "true" : "false", srv_engine_queue_depth(e));
+        return send_buf(c, url, 200, "application/json", body, 0);
+    }
+    if (!strcmp(url, "/metrics")) {
+        char *m = srv_metrics_text(e);
+        if (!m) return send_error(c, url, 500, "out of memory", 0);
+        enum MHD_Result ok = send_buf(c, url, 200, "text/plain; version=0.0.4; charset=utf-8", m, 0);
+        free(m);
+        return ok;
+    }
+    if (!strcmp(url, "/")) return send_buf(c, url, 200, "text/plain", "rkmojo is running\n", 0);
+    if (!strcmp(url, "/v1/models")) return send_json(c, url, 200, srv_models_openai_json(srv_engine_models(e)));
+    if (!strcmp(url, "/api/tags")) return send_json(c, url, 200, srv_models_tags_json(srv_engine_models(e)));
+    if (!strcmp(url, "/api/ps")) return send_json(c, url, 200, srv_engine_ps_json(e));
+    if (!strcmp(url, "/api/version"))
+        return send_buf(c, url, 200, "application/json", "{\"version\":\"" RKM_VERSION_STRING "\"}", 0);
+    if (!strcmp(url, "/api/show")) {
+        char err[256], *name = NULL;
+        if (srv_parse_model_name(cs->body ? cs->body : "", cs->n, &name, err, sizeof err))
+            return send_error(c, url, 400, err, 0);
+        char *body = srv_models_show_json(srv_engine_models(e), name, NULL);
+        if (!body) {
+            snprintf(err, sizeof err, "model '%s' not found", name);
+            free(name);
+            return send_error(c, url, 404, err, 0);
+        }
+        free(name);
+        return send_json(c, url, 200, body);
+    }
+    return send_error(c, url, 404, "not found", 0);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    srv_engine *e = cls;
+    const srv_config *cfg = srv_engine_config(e);
+    conn_state *cs = *con_cls;
+    if (!cs) {
+        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        *con_cls = cs;
+    }
+    const route *rt = NULL;
+    int path_known = 0;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(routes); i++)
+        if (!strcmp(url, routes[i].path)) {
+            path_known = 1;
+            if (!strcmp(method, routes[i].method) ||
+                (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
+                rt = &routes[i];
+        }
+    if (!cs->seen) {
+        cs->seen = 1;
+        /* Decided before reading any body: a refused request costs nothing. */
+        if (strcmp(url, "/health") && strcmp(url, "/") && !authorized(c, cfg->api_key)) {
+            cs->responded = 1;
+            return send_error(c, url, 401, "missing or invalid API key (Authorization: Bearer)", 0);
+        }
+        if (!path_known) {
+            cs->responded = 1;
+            return send_error(c, url, 404, "no such endpoint", 0);
+        }
+        if (!rt) {
+            cs->responded = 1;
+            return send_error(c, url, 405, "method not allowed", 0);
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > cfg->body_max_bytes) {
+            cs->responded = 1;
+            return send_error(c, url, 413, "request body too large", 0);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (cs->responded || cs->too_large) return MHD_YES; /* discard */
+        if (cs->n + n > cfg->body_max_bytes) {
+            cs->too_large = 1;
+            free(cs->body);
+            cs->body = NULL;
+            cs->n = cs->cap = 0;
+            return MHD_YES;
+        }
+        if (cs->n + n + 1 > cs->cap) {
+            size_t cap = RKM_MAX(cs->cap * 2, cs->n + n + 1024);
+            cap = RKM_MIN(cap, cfg->body_max_bytes + 1);
+            char *b = realloc(cs->body, cap);
+            if (!b) return MHD_NO;
+            cs->body = b;
+            cs->cap = cap;
+        }
+        memcpy(cs->body + cs->n, upload_data, n);
+        cs->n += n;
+        cs->body[cs->n] = 0;
+        return MHD_YES;
+    }
+    if (cs->responded) return MHD_YES;
+    cs->responded = 1;
+    if (cs->too_large) return send_error(c, url, 413, "request body too large", 0);
+    if (rt->kind < 0) return handle_simple(e, c, url, cs);
+    return handle_job(e, c, url, rt->kind, rt->type, cs);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    conn_state *cs = *con_cls;
+    if (!cs) return;
+    free(cs->body);
+    free(cs);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    fputs("rkmojo serve: http: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+int srv_run(const srv_config *cfg, volatile int *stop)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (strchr(cfg->host, ':')) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)cfg->port);
+        if (inet_pton(AF_INET6, cfg->host, &a->sin6_addr) != 1)
+            return rkm_err(RKM_EINVAL, "--host %s is not an IP address", cfg->host);
+        flags |= MHD_USE_IPv6;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)cfg->port);
+        if (inet_pton(AF_INET, cfg->host, &a->sin_addr) != 1)
+            return rkm_err(RKM_EINVAL, "--host %s is not an IP address", cfg->host);
+    }
+    srv_metrics_init();
+    srv_engine *e = srv_engine_new(cfg);
+    if (!e) return rkm_err_prefix(RKM_ENOMEM, "server");
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, e, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024), MHD_OPTION_END);
+    if (!d) {
+        srv_engine_free(e);
+        return rkm_err(RKM_EIO, "cannot listen on %s:%d (in use? not a local address?)", cfg->host,
+                       cfg->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = di ? di->port : cfg->port;
+    fprintf(stderr, "rkmojo serve: listening on http://%s%s%s:%d\n", strchr(cfg->host, ':') ? "[" : "",
+            cfg->host, strchr(cfg->host, ':') ? "]" : "", port);
+    if (cfg->port_file) {
+        char buf[16];
+        int n = snprintf(buf, sizeof buf, "%d\n", port);
+        if (rkm_write_file_atomic(cfg->port_file, buf, (size_t)n))
+            fprintf(stderr, "rkmojo serve: %s\n", rkm_last_error());
+    }
+    while (!*stop) usleep(100 * 1000);
+    fprintf(stderr, "rkmojo serve: shutting down\n");
+    MHD_quiesce_daemon(d);   /* no new connections */
+    srv_engine_stop(e);      /* running and queued jobs end; waiting handlers return */
+    MHD_stop_daemon(d);      /* joins the connection threads */
+    srv_engine_free(e);      /* prompt cache saved, model closed (by the worker) */
+    return 0;
+}
+
+#else /* no libmicrohttpd */
+
+int srv_run(const srv_config *cfg, volatile int *stop)
+{
+    (void)cfg;
+    (void)stop;
+    return rkm_err(RKM_EUNSUPPORTED, "this build has no HTTP server (libmicrohttpd not linked)");
+}
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * metrics.c - counters of rkmojo serve and their Prometheus text
+ * exposition (GET /metrics): requests by endpoint and status, tokens,
+ * prefill and decode throughput, time to first token (histogram), expert
+ * cache hits, bytes read from disk, queue depth, resident memory.
+ *
+ * Threads: HTTP threads count requests, the worker counts generations;
+ * one process-wide mutex guards every counter (updates are a few per
+ * request, so contention is nil).
+ */
+#include <unistd.h>
+
+#include "server/server.h"
+#include "util/common.h"
+
+#define MAX_SERIES 64
+static const double ttft_bounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+#define N_TTFT (sizeof ttft_bounds / sizeof ttft_bounds[0])
+
+static struct {
+    pthread_mutex_t mu;
+    struct {
+        char endpoint[32];
+        int status;
+        uint64_t n;
+    } req[MAX_SERIES];
+    int n_req;
+    uint64_t n_gen_requests;
+    uint64_t prompt_tokens, cached_tokens, gen_tokens;
+    double prefill_s, decode_s;
+    double last_prefill_tps, last_decode_tps;
+    uint64_t ttft_bucket[N_TTFT + 1];
+    double ttft_sum;
+    uint64_t ttft_count;
+    uint64_t expert_hits, expert_misses, bytes_read;
+    uint64_t canceled, rejected, pcache_load, pcache_store, model_load, model_unload;
+} M = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void srv_metrics_init(void)
+{
+    pthread_mutex_lock(&M.mu);
+    M.n_req = 0;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_request(const char *endpoint, int status)
+{
+    pthread_mutex_lock(&M.mu);
+    int i;
+    for (i = 0; i < M.n_req; i++)
+        if (M.req[i].status == status && !strcmp(M.req[i].endpoint, endpoint)) break;
+    if (i == M.n_req && M.n_req < MAX_SERIES) {
+        snprintf(M.req[i].endpoint, sizeof M.req[i].endpoint, "%s", endpoint);
+        M.req[i].status = status;
+        M.req[i].n = 0;
+        M.n_req++;
+    }
+    if (i < M.n_req) M.req[i].n++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_generation(const srv_gen_stats *st)
+{
+    pthread_mutex_lock(&M.mu);
+    M.n_gen_requests++;
+    M.prompt_tokens += (uint64_t)st->n_prompt;
+    M.cached_tokens += (uint64_t)st->n_cached;
+    M.gen_tokens += (uint64_t)st->n_gen;
+    M.prefill_s += st->t_prompt_s;
+    M.decode_s += st->t_gen_s;
+    if (st->n_prompt > 0 && st->t_prompt_s > 0) M.last_prefill_tps = st->n_prompt / st->t_prompt_s;
+    if (st->n_gen > 1 && st->t_gen_s > 0) M.last_decode_tps = st->n_gen / st->t_gen_s;
+    if (st->ttft_s >= 0) {
+        size_t b = 0;
+        while (b < N_TTFT && st->ttft_s > ttft_bounds[b]) b++;
+        M.ttft_bucket[b]++;
+        M.ttft_sum += st->ttft_s;
+        M.ttft_count++;
+    }
+    M.expert_hits += st->expert_hits;
+    M.expert_misses += st->expert_misses;
+    M.bytes_read += st->bytes_read;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_event(const char *what)
+{
+    pthread_mutex_lock(&M.mu);
+    if (!strcmp(what, "canceled")) M.canceled++;
+    else if (!strcmp(what, "rejected")) M.rejected++;
+    else if (!strcmp(what, "pcache_load")) M.pcache_load++;
+    else if (!strcmp(what, "pcache_store")) M.pcache_store++;
+    else if (!strcmp(what, "model_load")) M.model_load++;
+    else if (!strcmp(what, "model_unload")) M.model_unload++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void out(sbuf *b, const char *fmt, ...) RKM_PRINTF(2, 3);
+static void out(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)k + 1;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void metric(sbuf *b, const char *name, const char *type, const char *help)
+{
+    out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *srv_metrics_text(srv_engine *e)
+{
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (!b.p) return NULL;
+    b.p[0] = 0;
+    char loaded[160];
+    srv_engine_loaded(e, loaded, sizeof loaded);
+    int depth = srv_engine_queue_depth(e);
+    pthread_mutex_lock(&M.mu);
+    metric(&b, "rkmojo_requests_total", "counter", "HTTP requests by endpoint and status.");
+    for (int i = 0; i < M.n_req; i++)
+        out(&b, "rkmojo_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", M.req[i].endpoint,
+            M.req[i].status, (unsigned long long)M.req[i].n);
+    metric(&b, "rkmojo_generations_total", "counter", "Completed generation requests.");
+    out(&b, "rkmojo_generations_total %llu\n", (unsigned long long)M.n_gen_requests);
+    metric(&b, "rkmojo_prompt_tokens_total", "counter", "Prompt tokens evaluated (prefill).");
+    out(&b, "rkmojo_prompt_tokens_total %llu\n", (unsigned long long)M.prompt_tokens);
+    metric(&b, "rkmojo_prompt_tokens_cached_total", "counter",
+           "Prompt tokens reused from the prompt cache instead of evaluated.");
+    out(&b, "rkmojo_prompt_tokens_cached_total %llu\n", (unsigned long long)M.cached_tokens);
+    metric(&b, "rkmojo_generated_tokens_total", "counter", "Tokens generated.");
+    out(&b, "rkmojo_generated_tokens_total %llu\n", (unsigned long long)M.gen_tokens);
+    metric(&b, "rkmojo_prefill_seconds_total", "counter", "Wall time of prompt evaluation.");
+    out(&b, "rkmojo_prefill_seconds_total %.6f\n", M.prefill_s);
+    metric(&b, "rkmojo_decode_seconds_total", "counter", "Wall time of generation.");
+    out(&b, "rkmojo_decode_seconds_total %.6f\n", M.decode_s);
+    metric(&b, "rkmojo_prefill_tokens_per_second", "gauge", "Prefill speed of the last request.");
+    out(&b, "rkmojo_prefill_tokens_per_second %.3f\n", M.last_prefill_tps);
+    metric(&b, "rkmojo_decode_tokens_per_second", "gauge", "Decode speed of the last request.");
+    out(&b, "rkmojo_decode_tokens_per_second %.3f\n", M.last_decode_tps);
+    metric(&b, "rkmojo_ttft_seconds", "histogram",
+           "Time from a request entering the queue to its first generated token.");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < N_TTFT; i++) {
+        cum += M.ttft_bucket[i];
+        out(&b, "rkmojo_ttft_seconds_bucket{le=\"%g\"} %llu\n", ttft_bounds[i], (unsigned long long)cum);
+    }
+    cum += M.ttft_bucket[N_TTFT];
+    out(&b, "rkmojo_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    out(&b, "rkmojo_ttft_seconds_sum %.6f\nrkmojo_ttft_seconds_count %llu\n", M.ttft_sum,
+        (unsigned long long)M.ttft_count);
+    metric(&b, "rkmojo_expert_cache_hits_total", "counter", "Routed-expert lookups served from memory.");
+    out(&b, "rkmojo_expert_cache_hits_total %llu\n", (unsigned long long)M.expert_hits);
+    metric(&b, "rkmojo_expert_cache_misses_total", "counter", "Routed-expert lookups read from disk.");
+    out(&b, "rkmojo_expert_cache_misses_total %llu\n", (unsigned long long)M.expert_misses);
+    uint64_t lookups = M.expert_hits + M.expert_misses;
+    metric(&b, "rkmojo_expert_cache_hit_ratio", "gauge", "Hits over lookups since start (1 if none).");
+    out(&b, "rkmojo_expert_cache_hit_ratio %.6f\n", lookups ? (double)M.expert_hits / (double)lookups : 1.0);
+    metric(&b, "rkmojo_disk_read_bytes_total", "counter", "Expert bytes read from disk.");
+    out(&b, "rkmojo_disk_read_bytes_total %llu\n", (unsigned long long)M.bytes_read);
+    metric(&b, "rkmojo_canceled_total", "counter", "Generations canceled (client gone).");
+    out(&b, "rkmojo_canceled_total %llu\n", (unsigned long long)M.canceled);
+    metric(&b, "rkmojo_rejected_total", "counter", "Requests refused with 503 (queue full).");
+    out(&b, "rkmojo_rejected_total %llu\n", (unsigned long long)M.rejected);
+    metric(&b, "rkmojo_prompt_cache_loads_total", "counter", "Session states loaded from disk.");
+    out(&b, "rkmojo_prompt_cache_loads_total %llu\n", (unsigned long long)M.pcache_load);
+    metric(&b, "rkmojo_prompt_cache_stores_total", "counter", "Session states saved to disk.");
+    out(&b, "rkmojo_prompt_cache_stores_total %llu\n", (unsigned long long)M.pcache_store);
+    metric(&b, "rkmojo_model_loads_total", "counter", "Model loads.");
+    out(&b, "rkmojo_model_loads_total %llu\n", (unsigned long long)M.model_load);
+    metric(&b, "rkmojo_model_unloads_total", "counter", "Model unloads.");
+    out(&b, "rkmojo_model_unloads_total %llu\n", (unsigned long long)M.model_unload);
+    pthread_mutex_unlock(&M.mu);
+    metric(&b, "rkmojo_queue_depth", "gauge", "Requests waiting for the worker.");
+    out(&b, "rkmojo_queue_depth %d\n", depth);
+    metric(&b, "rkmojo_model_loaded", "gauge", "1 for the loaded model.");
+    if (loaded[0]) out(&b, "rkmojo_model_loaded{model=\"%s\"} 1\n", loaded);
+    metric(&b, "rkmojo_resident_bytes", "gauge", "Resident set size of the process.");
+    out(&b, "rkmojo_resident_bytes %llu\n", (unsigned long long)rss_bytes());
+    metric(&b, "rkmojo_peak_resident_bytes", "gauge", "Peak resident set size of the process.");
+    out(&b, "rkmojo_peak_resident_bytes %llu\n", (unsigned long long)rkm_peak_rss_bytes());
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

@@ -1,0 +1,433 @@
+/*
+ * openai.c - the OpenAI-compatible shapes: parsing /v1/chat/completions,
+ * /v1/completions and /v1/embeddings bodies, and writing chat.completion /
+ * text_completion objects, their SSE chunks (ending in "data: [DONE]"),
+ * embedding lists and {"error":{...}} bodies.
+ *
+ * Pure functions called from HTTP threads (parse) and the worker (format).
+ */
+#include <math.h>
+
+#include "server/api.h"
+#include "util/common.h"
+
+#define OAI_MAX_MSGS 4096
+#define OAI_MAX_INPUTS 2048
+
+static int text_of_content(const cJSON *c, char **out, char *err, size_t errcap)
+{
+    if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+        goto done;
+    }
+    if (cJSON_IsNull(c) || !c) {
+        *out = strdup("");
+        goto done;
+    }
+    if (!cJSON_IsArray(c)) {
+        snprintf(err, errcap, "message 'content' must be a string or an array of parts");
+        return -1;
+    }
+    /* Array of parts: text parts are joined; anything else is unsupported. */
+    size_t n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            snprintf(err, errcap, "only text content parts are supported");
+            return -1;
+        }
+        n += strlen(text->valuestring);
+    }
+    *out = malloc(n + 1);
+    if (!*out) goto done;
+    (*out)[0] = 0;
+    n = 0;
+    cJSON_ArrayForEach(p, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        size_t l = strlen(t);
+        memcpy(*out + n, t, l + 1);
+        n += l;
+    }
+done:
+    if (!*out) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t errcap)
+{
+    if (!cJSON_IsArray(msgs)) {
+        snprintf(err, errcap, "'messages' must be an array");
+        return -1;
+    }
+    int n = cJSON_GetArraySize(msgs);
+    if (n > OAI_MAX_MSGS) {
+        snprintf(err, errcap, "at most %d messages", OAI_MAX_MSGS);
+        return -1;
+    }
+    r->msgs = calloc((size_t)RKM_MAX(n, 1), sizeof *r->msgs);
+    if (!r->msgs) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (!cJSON_IsObject(m)) {
+            snprintf(err, errcap, "messages[%d] must be an object", r->n_msgs);
+            return -1;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role)) {
+            snprintf(err, errcap, "messages[%d].role must be a string", r->n_msgs);
+            return -1;
+        }
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name */
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
+            strcmp(rs, "tool")) {
+            snprintf(err, errcap, "messages[%d].role '%.32s' is not one of system, user, assistant, tool",
+                     r->n_msgs, rs);
+            return -1;
+        }
+        srv_msg *dst = &r->msgs[r->n_msgs];
+        if (!(dst->role = strdup(rs))) {
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+        r->n_msgs++;
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (text_of_content(content, &dst->content, err, errcap)) return -1;
+    }
+    return 0;
+}
+
+int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap)
+{
+    /* OpenAI's own defaults: temperature 1, top_p 1, no penalties. */
+    r->sp.temperature = 1.0f;
+    r->sp.top_p = 1.0f;
+    r->sp.top_k = 0;
+    r->sp.min_p = 0.0f;
+    r->sp.repeat_penalty = 1.0f;
+    r->sp.presence_penalty = 0.0f;
+    r->sp.frequency_penalty = 0.0f;
+    if (srv_get_string(root, "model", &r->model, err, errcap)) return -1;
+    if (!r->model && !(r->model = strdup(""))) goto oom;
+
+    if (r->kind == SRV_OPENAI_EMBED) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+        if (srv_get_inputs(r, in, OAI_MAX_INPUTS, err, errcap)) return -1;
+        char *fmt = NULL;
+        if (srv_get_string(root, "encoding_format", &fmt, err, errcap)) return -1;
+        if (fmt && strcmp(fmt, "float") && strcmp(fmt, "base64")) {
+            free(fmt);
+            snprintf(err, errcap, "'encoding_format' must be \"float\" or \"base64\"");
+            return -1;
+        }
+        r->embed_base64 = fmt && !strcmp(fmt, "base64");
+        free(fmt);
+        return 0;
+    }
+
+    if (r->kind == SRV_OPENAI_CHAT) {
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+        if (!msgs) {
+            snprintf(err, errcap, "'messages' is required");
+            return -1;
+        }
+        if (parse_messages(r, msgs, err, errcap)) return -1;
+        if (r->n_msgs == 0) {
+            snprintf(err, errcap, "'messages' must not be empty");
+            return -1;
+        }
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+        if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
+            snprintf(err, errcap, "tools are not supported");
+            return -1;
+        }
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+        if (!cJSON_IsString(p)) {
+            snprintf(err, errcap, "'prompt' is required and must be a string");
+            return -1;
+        }
+        if (!(r->prompt = strdup(p->valuestring))) goto oom;
+        if (srv_get_bool(root, "echo", &r->echo, err, errcap)) return -1;
+    }
+
+    double v;
+    v = 1;
+    if (srv_get_number(root, "n", 1, 1, &v, err, errcap)) return -1;
+    if (srv_get_bool(root, "stream", &r->stream, err, errcap)) return -1;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            snprintf(err, errcap, "'stream_options' must be an object");
+            return -1;
+        }
+        if (srv_get_bool(so, "include_usage", &r->include_usage, err, errcap)) return -1;
+    }
+    v = -1;
+    if (srv_get_number(root, "max_tokens", 0, 1 << 30, &v, err, errcap)) return -1;
+    if (srv_get_number(root, "max_completion_tokens", 0, 1 << 30, &v, err, errcap)) return -1;
+    if (v >= 0) r->max_tokens = (int)v;
+    v = r->sp.temperature;
+    if (srv_get_number(root, "temperature", 0, 2, &v, err, errcap)) return -1;
+    r->sp.temperature = (float)v;
+    v = r->sp.top_p;
+    if (srv_get_number(root, "top_p", 0, 1, &v, err, errcap)) return -1;
+    r->sp.top_p = (float)v;
+    v = r->sp.presence_penalty;
+    if (srv_get_number(root, "presence_penalty", -2, 2, &v, err, errcap)) return -1;
+    r->sp.presence_penalty = (float)v;
+    v = r->sp.frequency_penalty;
+    if (srv_get_number(root, "frequency_penalty", -2, 2, &v, err, errcap)) return -1;
+    r->sp.frequency_penalty = (float)v;
+    /* Extensions in the style of llama.cpp's server. */
+    v = r->sp.top_k;
+    if (srv_get_number(root, "top_k", 0, 1 << 20, &v, err, errcap)) return -1;
+    r->sp.top_k = (int)v;
+    v = r->sp.min_p;
+    if (srv_get_number(root, "min_p", 0, 1, &v, err, errcap)) return -1;
+    r->sp.min_p = (float)v;
+    v = r->sp.repeat_penalty;
+    if (srv_get_number(root, "repeat_penalty", 0, 10, &v, err, errcap)) return -1;
+    r->sp.repeat_penalty = (float)v;
+    if (srv_get_bool(root, "cache_prompt", &r->cache_prompt, err, errcap)) return -1;
+    if (srv_get_bool(root, "ignore_eos", &r->ignore_eos, err, errcap)) return -1;
+    if (srv_get_seed(root, "seed", r, err, errcap)) return -1;
+    if (srv_get_stop(root, "stop", r, err, errcap)) return -1;
+    return 0;
+oom:
+    snprintf(err, errcap, "out of memory");
+    return -1;
+}
+
+/* ------------------------------------------------------------ output */
+
+char *srv_openai_error(int status, const char *msg)
+{
+    const char *type = status == 401   ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 429 || status == 503 ? "server_overloaded"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
+    if (status == 401)
+        cJSON_AddStringToObject(e, "code", "invalid_api_key");
+    else if (status == 404)
+        cJSON_AddStringToObject(e, "code", "model_not_found");
+    else
+        cJSON_AddNullToObject(e, "code");
+    return srv_json_print(o);
+}
+
+static void add_usage(cJSON *o, const srv_result *r)
+{
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", r->n_cached);
+}
+
+static cJSON *envelope(const srv_result *r, const char *object)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", r->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)r->created);
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddStringToObject(o, "system_fingerprint", "rkmojo-" RKM_VERSION_STRING);
+    return o;
+}
+
+/* A response or chunk with one choice: the message (chat) or delta (chat
+ * stream) or text, and the finish reason (NULL: not finished yet). */
+static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream, const char *text,
+                          int role, const char *finish)
+{
+    int chat = rq->kind == SRV_OPENAI_CHAT;
+    cJSON *o = envelope(r, !chat ? "text_completion" : stream ? "chat.completion.chunk" : "chat.completion");
+    cJSON *c = cJSON_CreateObject();
+    if (!cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c)) {
+        cJSON_Delete(c);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, stream ? "delta" : "message");
+        if (role) cJSON_AddStringToObject(m, "role", "assistant");
+        if (text) cJSON_AddStringToObject(m, "content", text);
+    } else {
+        cJSON_AddStringToObject(c, "text", text ? text : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    return o;
+}
+
+char *srv_openai_result(const srv_request *rq, const srv_result *r)
+{
+    cJSON *o = with_choice(rq, r, 0, r->text, 1, r->finish ? r->finish : "stop");
+    if (o) add_usage(o, r);
+    return srv_json_print(o);
+}
+
+char *srv_openai_chunk(const srv_request *rq, const srv_result *r, const char *delta, int first)
+{
+    return srv_json_line(with_choice(rq, r, 1, delta, first, NULL), "data: ", "\n\n");
+}
+
+char *srv_openai_stream_end(const srv_request *rq, const srv_result *r)
+{
+    char *a = srv_json_line(with_choice(rq, r, 1, NULL, 0, r->finish ? r->finish : "stop"), "data: ", "\n\n");
+    char *b = NULL;
+    if (rq->include_usage) {
+        /* As OpenAI does: one more chunk with empty choices and the usage. */
+        cJSON *u = envelope(r, rq->kind == SRV_OPENAI_CHAT ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(u, "choices");
+        add_usage(u, r);
+        b = srv_json_line(u, "data: ", "\n\n");
+    }
+    const char *done = "data: [DONE]\n\n";
+    size_t na = a ? strlen(a) : 0, nb = b ? strlen(b) : 0, nd = strlen(done);
+    char *s = (a && (b || !rq->include_usage)) ? malloc(na + nb + nd + 1) : NULL;
+    if (s) {
+        memcpy(s, a, na);
+        if (b) memcpy(s + na, b, nb);
+        memcpy(s + na + nb, done, nd + 1);
+    }
+    free(a);
+    free(b);
+    return s;
+}
+
+/* ------------------------------------------------------ embeddings */
+
+static char *base64_floats(const float *v, int n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t nb = (size_t)n * 4;
+    unsigned char *b = malloc(nb + 1);
+    char *o = malloc((nb + 2) / 3 * 4 + 1);
+    if (!b || !o) {
+        free(b);
+        free(o);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) { /* little-endian float32, as the SDKs decode */
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        for (int k = 0; k < 4; k++) b[(size_t)i * 4 + (size_t)k] = (unsigned char)(u >> (8 * k));
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < nb; i += 3) {
+        uint32_t x = (uint32_t)b[i] << 16 | (i + 1 < nb ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < nb ? b[i + 2] : 0);
+        o[w++] = tab[(x >> 18) & 63];
+        o[w++] = tab[(x >> 12) & 63];
+        o[w++] = i + 1 < nb ? tab[(x >> 6) & 63] : '=';
+        o[w++] = i + 2 < nb ? tab[x & 63] : '=';
+    }
+    o[w] = 0;
+    free(b);
+    return o;
+}
+
+static void add_floats(cJSON *arr, const float *v, int n)
+{
+    for (int j = 0; j < n; j++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(v[j]));
+}
+
+char *srv_fmt_embeddings(const srv_request *rq, const char *model, const float *vecs, int n,
+                         int dim, int n_tokens, double t_total_s, double t_load_s)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (rq->kind == SRV_OPENAI_EMBED) {
+        cJSON_AddStringToObject(o, "object", "list");
+        cJSON *data = cJSON_AddArrayToObject(o, "data");
+        for (int i = 0; i < n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToArray(data, e);
+            cJSON_AddStringToObject(e, "object", "embedding");
+            cJSON_AddNumberToObject(e, "index", i);
+            if (rq->embed_base64) {
+                char *b = base64_floats(vecs + (size_t)i * (size_t)dim, dim);
+                if (!b) {
+                    cJSON_Delete(o);
+                    return NULL;
+                }
+                cJSON_AddStringToObject(e, "embedding", b);
+                free(b);
+            } else {
+                add_floats(cJSON_AddArrayToObject(e, "embedding"), vecs + (size_t)i * (size_t)dim, dim);
+            }
+        }
+        cJSON_AddStringToObject(o, "model", model);
+        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", n_tokens);
+        cJSON_AddNumberToObject(u, "total_tokens", n_tokens);
+    } else {
+        cJSON_AddStringToObject(o, "model", model);
+        cJSON *arr = cJSON_AddArrayToObject(o, "embeddings");
+        for (int i = 0; i < n; i++) {
+            cJSON *e = cJSON_CreateArray();
+            cJSON_AddItemToArray(arr, e);
+            add_floats(e, vecs + (size_t)i * (size_t)dim, dim);
+        }
+        cJSON_AddNumberToObject(o, "total_duration", floor(t_total_s * 1e9));
+        cJSON_AddNumberToObject(o, "load_duration", floor(t_load_s * 1e9));
+        cJSON_AddNumberToObject(o, "prompt_eval_count", n_tokens);
+    }
+    return srv_json_print(o);
+}
+
+/* ------------------------------------------------------ dispatch */
+
+char *srv_fmt_error(int kind, int status, const char *msg)
+{
+    return srv_is_openai(kind) ? srv_openai_error(status, msg) : srv_ollama_error(msg);
+}
+
+char *srv_fmt_result(const srv_request *rq, const srv_result *r)
+{
+    return srv_is_openai(rq->kind) ? srv_openai_result(rq, r) : srv_ollama_result(rq, r);
+}
+
+char *srv_fmt_chunk(const srv_request *rq, const srv_result *r, const char *delta, int first)
+{
+    return srv_is_openai(rq->kind) ? srv_openai_chunk(rq, r, delta, first)
+                                   : srv_ollama_chunk(rq, r, delta);
+}
+
+char *srv_fmt_stream_end(const srv_request *rq, const srv_result *r)
+{
+    return srv_is_openai(rq->kind) ? srv_openai_stream_end(rq, r) : srv_ollama_stream_end(rq, r);
+}
+
+char *srv_fmt_stream_error(const srv_request *rq, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!srv_is_openai(rq->kind)) {
+        cJSON_AddStringToObject(o, "error", msg);
+        return srv_json_line(o, "", "\n");
+    }
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", "server_error");
+    return srv_json_line(o, "data: ", "\n\n");
+}

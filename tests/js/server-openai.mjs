@@ -1,0 +1,119 @@
+// server-openai.mjs - drives a running `rkmojo serve` with the official
+// OpenAI Node SDK (tests/js/node_modules/openai): models list, chat
+// completions (plain and streamed, which must agree token for token under
+// greedy decoding), stream usage, completions, embeddings, and errors
+// surfacing as the SDK's typed exceptions.
+//
+// usage: node server-openai.mjs BASE_URL API_KEY MODEL
+// Prints one line per check; exits 1 if any failed.
+import OpenAI from 'openai';
+
+const [base, apiKey, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0, timeout: 120000 });
+let failed = 0;
+function check(cond, what, extra) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}${extra !== undefined ? ': ' + JSON.stringify(extra) : ''}`);
+  if (!cond) failed++;
+}
+
+const messages = [
+  { role: 'system', content: 'You are a terse assistant.' },
+  { role: 'user', content: 'Name three colors.' },
+];
+
+// models list
+const models = await client.models.list();
+const ids = models.data.map((m) => m.id);
+check(ids.includes(model), 'models.list contains the model', ids);
+check(models.data.every((m) => m.object === 'model'), 'models have object "model"');
+
+// non-streaming chat
+const plain = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 24 });
+const text = plain.choices[0].message.content;
+check(plain.object === 'chat.completion', 'chat object', plain.object);
+check(plain.choices[0].message.role === 'assistant', 'assistant role');
+check(typeof text === 'string', 'content is a string');
+check(['stop', 'length'].includes(plain.choices[0].finish_reason), 'finish_reason', plain.choices[0].finish_reason);
+check(plain.usage.prompt_tokens > 0, 'usage.prompt_tokens > 0', plain.usage);
+check(plain.usage.completion_tokens > 0 && plain.usage.completion_tokens <= 24, 'completion_tokens in 1..24', plain.usage);
+check(plain.usage.total_tokens === plain.usage.prompt_tokens + plain.usage.completion_tokens, 'total_tokens');
+check(typeof plain.usage.prompt_tokens_details?.cached_tokens === 'number', 'cached_tokens reported');
+
+// streaming chat: same greedy output, usage chunk when asked
+const stream = await client.chat.completions.create({
+  model, messages, temperature: 0, max_tokens: 24, stream: true, stream_options: { include_usage: true },
+});
+let streamed = '', roleSeen = false, finish = null, usage = null, chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    if (c.delta?.role === 'assistant') roleSeen = true;
+    if (c.delta?.content) streamed += c.delta.content;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+}
+check(chunks >= 2, 'several stream chunks', chunks);
+check(roleSeen, 'stream announces the assistant role');
+check(streamed === text, 'streamed text equals the non-streamed text', { streamed, text });
+check(finish === plain.choices[0].finish_reason, 'stream finish_reason', finish);
+check(usage && usage.completion_tokens === plain.usage.completion_tokens, 'stream usage chunk', usage);
+
+// the same request without include_usage has no usage chunk
+const s2 = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 4, stream: true });
+let usage2 = null;
+for await (const chunk of s2) if (chunk.usage) usage2 = chunk.usage;
+check(usage2 === null, 'no usage chunk unless asked');
+
+// stop sequence: the text ends before it
+if (text.length > 4) {
+  const stopAt = text.slice(2, 4);
+  const st = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 24, stop: [stopAt] });
+  const t2 = st.choices[0].message.content;
+  check(!t2.includes(stopAt) && text.startsWith(t2) && st.choices[0].finish_reason === 'stop',
+        'stop sequence cuts the text', { stopAt, t2 });
+}
+
+// seeded sampling is reproducible
+const a = await client.chat.completions.create({ model, messages, temperature: 0.9, seed: 42, max_tokens: 16 });
+const b = await client.chat.completions.create({ model, messages, temperature: 0.9, seed: 42, max_tokens: 16 });
+check(a.choices[0].message.content === b.choices[0].message.content, 'same seed, same text');
+
+// legacy completions
+const comp = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
+check(comp.object === 'text_completion' && typeof comp.choices[0].text === 'string', 'completions', comp.object);
+check(comp.usage.completion_tokens > 0, 'completions usage');
+
+// embeddings (the SDK asks for base64 and decodes it)
+const emb = await client.embeddings.create({ model, input: ['hello world', 'goodbye'] });
+check(emb.data.length === 2, 'two embeddings');
+const v = emb.data[0].embedding;
+const norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+check(v.length > 0 && Math.abs(norm - 1) < 1e-3, 'embedding is unit length', { dim: v.length, norm });
+const embf = await client.embeddings.create({ model, input: 'hello world', encoding_format: 'float' });
+const maxdiff = Math.max(...embf.data[0].embedding.map((x, i) => Math.abs(x - v[i])));
+check(maxdiff < 1e-6, 'float and base64 encodings agree', maxdiff);
+
+// errors are typed by the SDK
+try {
+  await client.chat.completions.create({ model, messages: [], max_tokens: 4 });
+  check(false, 'empty messages rejected');
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.status === 400, 'empty messages -> 400 BadRequestError', e.status);
+}
+try {
+  await client.chat.completions.create({ model, messages, temperature: 7 });
+  check(false, 'temperature 7 rejected');
+} catch (e) {
+  check(e.status === 400 && /temperature/.test(e.message), 'out-of-range temperature -> 400 naming the field', e.message);
+}
+const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong-key', maxRetries: 0 });
+try {
+  await bad.models.list();
+  check(false, 'wrong key rejected');
+} catch (e) {
+  check(e instanceof OpenAI.AuthenticationError && e.status === 401, 'wrong key -> 401 AuthenticationError', e.status);
+}
+
+console.log(failed ? `${failed} failed` : 'all passed');
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,263 @@
+/*
+ * test-server.c - unit tests of the server's HTTP-independent parts
+ * (src/server/api.h): request validation for both APIs (every malformed
+ * field is a 400 message naming it), durations, model-name rules, and the
+ * streaming text buffer (never half a UTF-8 character, stop strings across
+ * token boundaries, invalid bytes as U+FFFD). The end-to-end HTTP tests are
+ * tests/test-server.sh.
+ */
+#include "server/api.h"
+#include "common/test.h"
+
+static int parse(int kind, const char *json, srv_request *r, char *err)
+{
+    return srv_parse_request(kind, json, strlen(json), r, err, 256);
+}
+
+static void expect_400(int kind, const char *json, const char *word)
+{
+    srv_request r;
+    char err[256] = "";
+    int rc = parse(kind, json, &r, err);
+    CHECK_MSG(rc == -1, "accepted: %s", json);
+    CHECK_MSG(strstr(err, word) != NULL, "message '%s' lacks '%s' for %s", err, word, json);
+}
+
+static void test_openai(void)
+{
+    srv_request r;
+    char err[256];
+    const char *ok = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
+                     "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+                     "\"temperature\":0.5,\"top_p\":0.9,\"max_completion_tokens\":7,\"stop\":[\"x\",\"yz\"],"
+                     "\"seed\":12,\"presence_penalty\":1,\"frequency_penalty\":-1,\"stream\":true,"
+                     "\"stream_options\":{\"include_usage\":true}}";
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT, ok, &r, err), 0);
+    CHECK_EQ_INT(r.n_msgs, 2);
+    CHECK(!strcmp(r.msgs[1].content, "ab"));
+    CHECK_NEAR(r.sp.temperature, 0.5, 1e-6);
+    CHECK_NEAR(r.sp.top_p, 0.9, 1e-6);
+    CHECK_NEAR(r.sp.presence_penalty, 1, 1e-6);
+    CHECK_NEAR(r.sp.frequency_penalty, -1, 1e-6);
+    CHECK_EQ_INT(r.max_tokens, 7);
+    CHECK_EQ_INT(r.n_stop, 2);
+    CHECK(r.has_seed && r.sp.seed == 12);
+    CHECK(r.stream && r.include_usage);
+    srv_request_free(&r);
+
+    /* defaults: OpenAI's temperature 1, no limit */
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r, err), 0);
+    CHECK_NEAR(r.sp.temperature, 1, 1e-6);
+    CHECK_EQ_INT(r.max_tokens, -1);
+    CHECK(!r.stream && !r.has_seed && r.cache_prompt);
+    srv_request_free(&r);
+
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[", "malformed JSON");
+    expect_400(SRV_OPENAI_CHAT, "[1,2]", "object");
+    expect_400(SRV_OPENAI_CHAT, "{}", "messages");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[]}", "empty");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":{}}", "array");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "role");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "role");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "content");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "text");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", "temperature");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":-0.1}", "top_p");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}", "max_tokens");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", "stop");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1.5}", "seed");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", "'n'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", "stream");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"../../etc/passwd\"}", "model");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools");
+    expect_400(SRV_OPENAI_COMPLETION, "{\"prompt\":5}", "prompt");
+    expect_400(SRV_OPENAI_EMBED, "{\"input\":[1,2,3]}", "input");
+    expect_400(SRV_OPENAI_EMBED, "{\"input\":\"x\",\"encoding_format\":\"hex\"}", "encoding_format");
+
+    CHECK_EQ_INT(parse(SRV_OPENAI_EMBED, "{\"input\":[\"a\",\"b\"],\"encoding_format\":\"base64\"}", &r, err), 0);
+    CHECK(r.n_inputs == 2 && r.embed_base64);
+    srv_request_free(&r);
+}
+
+static void test_ollama(void)
+{
+    srv_request r;
+    char err[256];
+    const char *ok = "{\"model\":\"m:latest\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                     "\"options\":{\"temperature\":0,\"num_predict\":5,\"top_k\":3,\"seed\":9,\"stop\":[\"\\n\"]},"
+                     "\"keep_alive\":\"5m\"}";
+    CHECK_EQ_INT(parse(SRV_OLLAMA_CHAT, ok, &r, err), 0);
+    CHECK(r.stream); /* Ollama's default */
+    CHECK_NEAR(r.sp.temperature, 0, 1e-9);
+    CHECK_EQ_INT(r.max_tokens, 5);
+    CHECK_EQ_INT(r.sp.top_k, 3);
+    CHECK(r.has_seed && r.sp.seed == 9);
+    CHECK(r.has_keep_alive && fabs(r.keep_alive_s - 300) < 1e-9);
+    CHECK_EQ_INT(r.n_stop, 1);
+    srv_request_free(&r);
+
+    CHECK_EQ_INT(parse(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":0}", &r, err), 0);
+    CHECK(r.has_keep_alive && r.keep_alive_s == 0 && !r.prompt);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":-1,\"prompt\":\"p\",\"raw\":true}", &r, err), 0);
+    CHECK(r.keep_alive_s < 0 && r.raw && !strcmp(r.prompt, "p"));
+    srv_request_free(&r);
+
+    expect_400(SRV_OLLAMA_CHAT, "{\"messages\":[]}", "model");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"options\":[]}", "options");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"options\":{\"top_p\":2}}", "top_p");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"keep_alive\":\"soon\"}", "keep_alive");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":\"json\"}", "format");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"AA==\"]}]}", "images");
+    expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"context\":[1,2]}", "context");
+    expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"a/b\"}", "model");
+    expect_400(SRV_OLLAMA_EMBED, "{\"model\":\"m\"}", "input");
+}
+
+static void test_names_durations(void)
+{
+    CHECK(srv_model_name_ok("qwen3-30b-a3b:q4_0"));
+    CHECK(srv_model_name_ok("tiny"));
+    CHECK(!srv_model_name_ok(""));
+    CHECK(!srv_model_name_ok("../x"));
+    CHECK(!srv_model_name_ok("a/b"));
+    CHECK(!srv_model_name_ok(".hidden"));
+    CHECK(!srv_model_name_ok("a..b"));
+    CHECK(!srv_model_name_ok("-rf"));
+    CHECK(!srv_model_name_ok("a b"));
+    char base[64];
+    srv_model_name_base("tiny:latest", base, sizeof base);
+    CHECK(!strcmp(base, "tiny"));
+    srv_model_name_base("tiny:q8", base, sizeof base);
+    CHECK(!strcmp(base, "tiny:q8"));
+
+    double d;
+    CHECK(srv_parse_duration("30m", &d) == 0 && d == 1800);
+    CHECK(srv_parse_duration("1h30m", &d) == 0 && d == 5400);
+    CHECK(srv_parse_duration("7d", &d) == 0 && d == 7 * 86400);
+    CHECK(srv_parse_duration("250ms", &d) == 0 && fabs(d - 0.25) < 1e-12);
+    CHECK(srv_parse_duration("42", &d) == 0 && d == 42);
+    CHECK(srv_parse_duration("-1", &d) == 0 && d == -1);
+    CHECK(srv_parse_duration("-5m", &d) == 0 && d == -300);
+    CHECK(srv_parse_duration("5x", &d) == -1);
+    CHECK(srv_parse_duration("", &d) == -1);
+    CHECK(srv_parse_duration("m", &d) == -1);
+}
+
+/* Feeds pieces one by one; returns the concatenated output. */
+static char *feed(char *const *stop, int n_stop, const char *const *pieces, int n, int *stopped,
+                  int *max_emit_invalid)
+{
+    srv_textout t;
+    srv_textout_init(&t, stop, n_stop);
+    static char all[1024];
+    all[0] = 0;
+    *stopped = 0;
+    for (int i = 0; i < n && !*stopped; i++) {
+        char *o;
+        int rc = srv_textout_push(&t, pieces[i], strlen(pieces[i]), &o);
+        CHECK(rc >= 0);
+        /* every emitted chunk must be valid UTF-8 on its own */
+        for (size_t k = 0; o[k];) {
+            unsigned char c = (unsigned char)o[k];
+            size_t l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+            if (!l || strlen(o + k) < l) {
+                (*max_emit_invalid)++;
+                break;
+            }
+            k += l;
+        }
+        strcat(all, o);
+        free(o);
+        if (rc == 1) *stopped = 1;
+    }
+    char *tail = srv_textout_flush(&t);
+    strcat(all, tail);
+    free(tail);
+    srv_textout_free(&t);
+    return all;
+}
+
+static void test_textout(void)
+{
+    int stopped, invalid = 0;
+    /* "é" (C3 A9) and "€" (E2 82 AC) split across pieces */
+    const char *p1[] = {"a\xC3", "\xA9 \xE2", "\x82", "\xAC!"};
+    char *o = feed(NULL, 0, p1, 4, &stopped, &invalid);
+    CHECK(!strcmp(o, "a\xC3\xA9 \xE2\x82\xAC!"));
+    CHECK_EQ_INT(invalid, 0);
+
+    /* a stop string spread over three tokens; nothing of it is emitted */
+    char *stop[] = {"</end>", "STOP"};
+    const char *p2[] = {"hello </", "en", "d> more"};
+    o = feed(stop, 2, p2, 3, &stopped, &invalid);
+    CHECK(!strcmp(o, "hello "));
+    CHECK(stopped);
+
+    /* a partial match that does not complete is released */
+    const char *p3[] = {"x </e", "xit"};
+    o = feed(stop, 2, p3, 2, &stopped, &invalid);
+    CHECK(!strcmp(o, "x </exit"));
+    CHECK(!stopped);
+
+    /* the earliest of two stops wins */
+    const char *p4[] = {"aSTOPb</end>"};
+    o = feed(stop, 2, p4, 1, &stopped, &invalid);
+    CHECK(!strcmp(o, "a"));
+
+    /* invalid bytes become U+FFFD, and a stop can match after them */
+    char *stop2[] = {"\xEF\xBF\xBDz"};
+    const char *p5[] = {"q\xFF", "z tail"};
+    o = feed(stop2, 1, p5, 2, &stopped, &invalid);
+    CHECK(!strcmp(o, "q"));
+    CHECK(stopped);
+    const char *p6[] = {"ok\xFF\xC0\xAF", "\xED\xA0\x80"}; /* 0xFF, overlong '/', a surrogate */
+    o = feed(NULL, 0, p6, 2, &stopped, &invalid);
+    CHECK(!strncmp(o, "ok\xEF\xBF\xBD", 5));
+    CHECK_EQ_INT(invalid, 0);
+
+    /* an unfinished character at the very end becomes U+FFFD */
+    const char *p7[] = {"end\xE2\x82"};
+    o = feed(NULL, 0, p7, 1, &stopped, &invalid);
+    CHECK(!strcmp(o, "end\xEF\xBF\xBD"));
+}
+
+static void test_format(void)
+{
+    srv_request r;
+    char err[256];
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true}}",
+                       &r, err), 0);
+    srv_result res = {.model = "m", .id = "chatcmpl-1", .created = 1, .text = "t\"q",
+                      .finish = "length", .n_prompt = 5, .n_cached = 3, .n_gen = 2};
+    char *end = srv_fmt_stream_end(&r, &res);
+    CHECK(end && strstr(end, "\"finish_reason\":\"length\""));
+    CHECK(end && strstr(end, "\"cached_tokens\":3"));
+    CHECK(end && strlen(end) > 14 && !strcmp(end + strlen(end) - 14, "data: [DONE]\n\n"));
+    free(end);
+    r.stream = 0;
+    char *full = srv_fmt_result(&r, &res);
+    CHECK(full && strstr(full, "\"content\":\"t\\\"q\""));
+    CHECK(full && strstr(full, "\"total_tokens\":7"));
+    free(full);
+    srv_request_free(&r);
+    char *e = srv_fmt_error(SRV_OPENAI_CHAT, 401, "nope");
+    CHECK(e && strstr(e, "\"type\":\"authentication_error\""));
+    free(e);
+    e = srv_fmt_error(SRV_OLLAMA_CHAT, 404, "gone");
+    CHECK(e && !strcmp(e, "{\"error\":\"gone\"}"));
+    free(e);
+}
+
+int main(void)
+{
+    test_openai();
+    test_ollama();
+    test_names_durations();
+    test_textout();
+    test_format();
+    return test_done();
+}

@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# test-server.sh - end-to-end tests of `rkmojo serve` on a synthetic model,
+# over loopback only:
+#   - the official npm clients (tests/js/server-openai.mjs, server-ollama.mjs)
+#   - errors with curl: auth, malformed JSON, unknown endpoint/method/model,
+#     path-like model names, body caps (Content-Length and chunked), a
+#     prompt longer than the context, /metrics
+#   - prompt cache: the second turn reports cached tokens and gives the same
+#     text as with the cache off; restored after a restart; a corrupted
+#     state file is rejected (no crash, same text)
+#   - cancellation when the client disconnects, /health while generating,
+#     the queue bound (503 + Retry-After)
+# Exit 0 pass, 1 fail, 77 skip. No timed assertions: waits poll with
+# generous limits, checks look at counts and content.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${RKM_BUILD:-build}
+BIN=$PWD/$BUILD/rkmojo
+skip() { echo "skip: $1"; exit 77; }
+[ -x "$BIN" ] || skip "no $BIN"
+[ -z "${RKM_RUNNER:-}" ] || skip "server tests run natively only"
+command -v curl >/dev/null || skip "curl missing"
+command -v node >/dev/null || skip "node missing"
+[ -d tests/js/node_modules/openai ] && [ -d tests/js/node_modules/ollama ] ||
+  skip "npm packages missing (cd tests/js && npm ci)"
+
+T=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+# jget PATH < json: a field by dotted path (arrays by index)
+jget() {
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let v;try{v=process.argv[1].split(".").reduce((a,k)=>a==null?a:a[k],JSON.parse(s))}catch(e){v="<not json>"}console.log(v!==null&&typeof v==="object"?JSON.stringify(v):String(v))})' "$1"
+}
+
+KEY=test-key-123
+mkdir -p "$T/models"
+"$BIN" synth --preset tiny -o "$T/t.gguf" --quiet >"$T/synth.log" 2>&1 || { cat "$T/synth.log"; exit 1; }
+"$BIN" convert "$T/t.gguf" "$T/models/tiny.rkmojo" >"$T/convert.log" 2>&1 || { cat "$T/convert.log"; exit 1; }
+if "$BIN" serve -m "$T/models/tiny.rkmojo" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
+  skip "this build has no HTTP server"
+fi
+
+# start NAME ARGS...: a server on a free port; sets URL and PID
+start() {
+  local name=$1; shift
+  rm -f "$T/$name.port"
+  "$BIN" serve --port 0 --port-file "$T/$name.port" "$@" >"$T/$name.log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
+  for _ in $(seq 300); do [ -s "$T/$name.port" ] && break; kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  if [ ! -s "$T/$name.port" ]; then echo "server $name did not start:"; cat "$T/$name.log"; exit 1; fi
+  URL=http://127.0.0.1:$(cat "$T/$name.port")
+}
+# stopsrv PID: SIGTERM and wait (the prompt cache is saved on the way out)
+stopsrv() {
+  kill -TERM "$1"; wait "$1"
+  local rc=$?
+  check "server $1 exits cleanly on SIGTERM (status $rc)" '[ $rc = 0 ]'
+}
+
+post() { curl -s -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' "$URL$1" -d "$2"; }
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+# ---------------------------------------------------------------- server A
+start A --models-dir "$T/models" --api-key "$KEY" --max-body 65536 --ctx 256 \
+  --prompt-cache-dir "$T/pcache"
+A=$PID
+check "no model loaded before the first request" \
+  '[ "$(curl -s "$URL/health" | jget model_loaded)" = "" ]'
+
+echo "# openai client"
+if (cd tests/js && node server-openai.mjs "$URL" "$KEY" tiny); then ok "openai client suite"; else bad "openai client suite"; fi
+echo "# ollama client"
+if (cd tests/js && node server-ollama.mjs "$URL" "$KEY" tiny); then ok "ollama client suite"; else bad "ollama client suite"; fi
+
+echo "# same tokens as the CLI"
+cli=$("$BIN" run -m "$T/models/tiny.rkmojo" -p "The quick brown fox" -n 16 --temp 0 -q 2>/dev/null)
+srv=$(post /v1/completions '{"model":"tiny","prompt":"The quick brown fox","max_tokens":16,"temperature":0}' |
+  jget choices.0.text)
+check "greedy completion equals rkmojo run's output" '[ -n "$cli" ] && [ "$cli" = "$srv" ]'
+
+echo "# errors"
+check "no key -> 401" '[ "$(code "$URL/v1/models")" = 401 ]'
+check "wrong key -> 401" '[ "$(code -H "Authorization: Bearer nope" "$URL/api/tags")" = 401 ]'
+check "/health needs no key" '[ "$(code "$URL/health")" = 200 ]'
+body=$(curl -s "$URL/v1/models")
+check "401 body in OpenAI shape" '[ "$(echo "$body" | jget error.type)" = authentication_error ]'
+body=$(curl -s -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions" -d '{"messages": [')
+check "malformed JSON -> message" 'echo "$body" | jget error.message | grep -q "malformed JSON"'
+check "malformed JSON -> 400" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/api/chat" -d "{nope")" = 400 ]'
+check "unknown endpoint -> 404" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/v2/nothing")" = 404 ]'
+check "wrong method -> 405" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions")" = 405 ]'
+body=$(post /v1/chat/completions '{"model":"ghost","messages":[{"role":"user","content":"x"}]}')
+check "unknown model -> model_not_found" '[ "$(echo "$body" | jget error.code)" = model_not_found ]'
+check "path-like model name -> 400" \
+  '[ "$(code -H "Authorization: Bearer $KEY" "$URL/api/generate" -d "{\"model\":\"../../etc/passwd\",\"prompt\":\"x\"}")" = 400 ]'
+check "show of path-like name -> 400" \
+  '[ "$(code -H "Authorization: Bearer $KEY" "$URL/api/show" -d "{\"model\":\"../tiny\"}")" = 400 ]'
+head -c 70000 /dev/zero | tr '\0' 'a' >"$T/big.txt"
+check "body over the cap -> 413" \
+  '[ "$(code -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions" --data-binary @"$T/big.txt")" = 413 ]'
+check "chunked body over the cap -> 413" \
+  '[ "$(code -H "Authorization: Bearer $KEY" -H "Transfer-Encoding: chunked" "$URL/v1/chat/completions" --data-binary @"$T/big.txt")" = 413 ]'
+long=$(printf 'word %.0s' $(seq 600))
+body=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}]}")
+check "prompt longer than the context -> 400 message" 'echo "$body" | jget error.message | grep -q "context"'
+check "server alive after the errors" '[ "$(code "$URL/health")" = 200 ]'
+
+echo "# prompt cache"
+SYS='{"role":"system","content":"You answer in one short line."}'
+U1='{"role":"user","content":"Tell me about the moon and the tides."}'
+r1=$(post /v1/chat/completions "{\"messages\":[$SYS,$U1],\"temperature\":0,\"max_tokens\":12}")
+a1=$(echo "$r1" | jget choices.0.message.content)
+A1=$(node -e 'console.log(JSON.stringify({role:"assistant",content:process.argv[1]}))' "$a1")
+TURN2="{\"messages\":[$SYS,$U1,$A1,{\"role\":\"user\",\"content\":\"And the sun?\"}],\"temperature\":0,\"max_tokens\":12"
+r2=$(post /v1/chat/completions "$TURN2}")
+c2=$(echo "$r2" | jget usage.prompt_tokens_details.cached_tokens)
+p2=$(echo "$r2" | jget usage.prompt_tokens)
+t2=$(echo "$r2" | jget choices.0.message.content)
+check "second turn reuses the first turn's KV (cached $c2 of $p2)" '[ "$c2" -gt 0 ] && [ "$c2" -lt "$p2" ]'
+r2n=$(post /v1/chat/completions "$TURN2,\"cache_prompt\":false}")
+check "without the cache: no cached tokens" '[ "$(echo "$r2n" | jget usage.prompt_tokens_details.cached_tokens)" = 0 ]'
+check "same text with and without the cache" '[ "$(echo "$r2n" | jget choices.0.message.content)" = "$t2" ]'
+m=$(curl -s -H "Authorization: Bearer $KEY" "$URL/metrics")
+for name in rkmojo_requests_total rkmojo_prompt_tokens_total rkmojo_generated_tokens_total \
+  rkmojo_prefill_tokens_per_second rkmojo_decode_tokens_per_second rkmojo_ttft_seconds_count \
+  rkmojo_expert_cache_hit_ratio rkmojo_disk_read_bytes_total rkmojo_queue_depth rkmojo_resident_bytes; do
+  check "metrics has $name" 'echo "$m" | grep -q "^$name"'
+done
+check "metrics count cached prompt tokens" \
+  '[ "$(echo "$m" | sed -n "s/^rkmojo_prompt_tokens_cached_total //p")" -ge "$c2" ]'
+
+stopsrv "$A"
+check "state saved at shutdown" 'ls "$T/pcache/tiny/"*.kv >/dev/null 2>&1 && ls "$T/pcache/tiny/"*.tok >/dev/null 2>&1'
+
+start A2 --models-dir "$T/models" --api-key "$KEY" --ctx 256 --prompt-cache-dir "$T/pcache"
+r3=$(post /v1/chat/completions "$TURN2}")
+c3=$(echo "$r3" | jget usage.prompt_tokens_details.cached_tokens)
+check "after a restart the state is restored (cached $c3)" '[ "$c3" -gt 0 ]'
+check "restored state gives the same text" '[ "$(echo "$r3" | jget choices.0.message.content)" = "$t2" ]'
+check "metrics count the load" \
+  'curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q "^rkmojo_prompt_cache_loads_total 1"'
+stopsrv "$PID"
+
+# corrupt every saved state: the load must fail verification, not crash
+for f in "$T/pcache/tiny/"*.kv; do
+  printf '\x5a\x5a\x5a\x5a' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
+done
+ln -s tiny.rkmojo "$T/models/tiny2.rkmojo"
+start A3 --models-dir "$T/models" --api-key "$KEY" --ctx 256 --prompt-cache-dir "$T/pcache" --idle-unload 2s
+r4=$(post /v1/chat/completions "$TURN2}")
+check "corrupted state rejected (cached 0)" '[ "$(echo "$r4" | jget usage.prompt_tokens_details.cached_tokens)" = 0 ]'
+check "corrupted state: same text after recomputing" '[ "$(echo "$r4" | jget choices.0.message.content)" = "$t2" ]'
+check "corrupted state: reported in the log" 'grep -q "checksum" "$T/A3.log"'
+
+echo "# models dir"
+tags=$(curl -s -H "Authorization: Bearer $KEY" "$URL/api/tags" | jget models)
+check "both models listed" 'echo "$tags" | grep -q "\"tiny:latest\"" && echo "$tags" | grep -q "\"tiny2:latest\""'
+post /api/generate '{"model":"tiny2","prompt":"hi","stream":false,"options":{"num_predict":2}}' >/dev/null
+ps=$(curl -s -H "Authorization: Bearer $KEY" "$URL/api/ps" | jget models)
+check "one model at a time: tiny2 replaced tiny" '[ "$(echo "$ps" | jget 0.name)" = tiny2:latest ] && [ "$(echo "$ps" | jget length)" = 1 ]'
+for _ in $(seq 300); do
+  [ "$(curl -s "$URL/health" | jget model_loaded)" = "" ] && break; sleep 0.1
+done
+check "idle model unloaded after --idle-unload" '[ "$(curl -s "$URL/health" | jget model_loaded)" = "" ]'
+stopsrv "$PID"
+
+echo "# prompt-cache size cap and expiry"
+start A4 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2"
+post /v1/chat/completions "$TURN2}" >/dev/null
+# a different, shorter conversation displaces the first one (saved on the way)
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi."}],"temperature":0,"max_tokens":4}' >/dev/null
+check "displaced conversation saved" '[ "$(ls "$T/pc2/tiny/"*.kv 2>/dev/null | wc -l)" = 1 ]'
+stopsrv "$PID"
+check "both conversations saved at shutdown" '[ "$(ls "$T/pc2/tiny/"*.kv | wc -l)" = 2 ]'
+newest=$(ls -t "$T/pc2/tiny/"*.kv | head -1)
+cap=$(( $(cat "$T/pc2/tiny/"*.kv | wc -c) - 1 ))
+start A4b -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --prompt-cache-max $cap
+check "a lower cap evicts the least recently used state" \
+  '[ "$(ls "$T/pc2/tiny/"*.kv)" = "$newest" ] && [ "$(ls "$T/pc2/tiny/"*.tok | wc -l)" = 1 ]'
+stopsrv "$PID"
+sleep 2.2 # the records are now older than 1 s
+start A5 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --prompt-cache-ttl 1s
+check "expired states deleted at start" '[ "$(ls "$T/pc2/tiny/" | wc -l)" = 0 ] || [ ! -d "$T/pc2/tiny" ]'
+stopsrv "$PID"
+
+# ---------------------------------------------------------------- server B
+# One-slot queue and slow tokens (--slow-ms) so that requests overlap.
+echo "# cancellation, /health while busy, queue bound"
+start B -m "$T/models/tiny.rkmojo" --queue 1 --slow-ms 40
+B=$URL
+LONG='{"messages":[{"role":"user","content":"Count."}],"max_tokens":400,"ignore_eos":true,"stream":true,"temperature":0}'
+: >"$T/s1.out"
+curl -sN "$B/v1/chat/completions" -d "$LONG" >"$T/s1.out" 2>/dev/null &
+C1=$!
+for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/s1.out")" -ge 3 ] && break; sleep 0.1; done
+check "stream started" '[ "$(grep -c "^data:" "$T/s1.out")" -ge 3 ]'
+check "/health answers while generating" '[ "$(code "$B/health")" = 200 ]'
+check "/metrics answers while generating" '[ "$(code "$B/metrics")" = 200 ]'
+kill "$C1"; wait "$C1" 2>/dev/null
+canceled=0
+for _ in $(seq 300); do
+  canceled=$(curl -s "$B/metrics" | sed -n 's/^rkmojo_canceled_total //p')
+  [ "$canceled" = 1 ] && break; sleep 0.1
+done
+gen=$(curl -s "$B/metrics" | sed -n 's/^rkmojo_generated_tokens_total //p')
+check "disconnect cancels the generation" '[ "$canceled" = 1 ]'
+check "canceled generation stopped early ($gen of 400 tokens)" '[ "$gen" -lt 400 ]'
+
+# the same without streaming: the waiting handler notices the disconnect
+curl -s "$B/v1/chat/completions" -d "${LONG/\"stream\":true/\"stream\":false}" >/dev/null 2>&1 &
+C2=$!
+for _ in $(seq 300); do [ "$(curl -s "$B/health" | jget busy)" = true ] && break; sleep 0.1; done
+kill "$C2"; wait "$C2" 2>/dev/null
+for _ in $(seq 300); do
+  canceled=$(curl -s "$B/metrics" | sed -n 's/^rkmojo_canceled_total //p')
+  [ "$canceled" = 2 ] && break; sleep 0.1
+done
+check "disconnect cancels a non-streaming generation" '[ "$canceled" = 2 ]'
+
+# queue bound: one running, one waiting, the third is refused
+: >"$T/q1.out"
+curl -sN "$B/v1/chat/completions" -d "$LONG" >"$T/q1.out" 2>/dev/null &
+Q1=$!
+for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/q1.out")" -ge 2 ] && break; sleep 0.1; done
+curl -s -o "$T/q2.out" -w '%{http_code}' "$B/v1/completions" \
+  -d '{"prompt":"hello","max_tokens":2,"temperature":0}' >"$T/q2.code" &
+Q2=$!
+for _ in $(seq 300); do
+  [ "$(curl -s "$B/health" | jget queue_depth)" = 1 ] && break; sleep 0.1
+done
+curl -s -D "$T/q3.hdr" -o "$T/q3.out" "$B/v1/completions" -d '{"prompt":"hello","max_tokens":2}' >/dev/null
+check "full queue -> 503" 'head -1 "$T/q3.hdr" | grep -q " 503"'
+check "503 carries Retry-After" 'grep -qi "^Retry-After: [0-9]" "$T/q3.hdr"'
+check "503 body is an OpenAI error" '[ "$(jget error.type <"$T/q3.out")" = server_overloaded ]'
+kill "$Q1"; wait "$Q1" 2>/dev/null
+wait "$Q2"
+check "the queued request completes" '[ "$(cat "$T/q2.code")" = 200 ] && [ "$(jget object <"$T/q2.out")" = text_completion ]'
+check "server still healthy" '[ "$(code "$B/health")" = 200 ]'
+stopsrv "$PID"
+
+if [ "$fails" -gt 0 ]; then
+  for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
+fi
+echo "$fails failed"
+[ "$fails" -eq 0 ]
