@@ -12,12 +12,18 @@
  * Each expert blob is gate | up | down, each part 64-byte aligned inside
  * the blob, the blob padded to 4096 bytes.
  *
- * Memory: at most one expert blob plus a few MiB of row buffers.
- * Single-threaded.
+ * Memory: one expert blob plus a few MiB of row buffers per worker.
+ * Threads: the calling thread writes resident.bin; the experts of each
+ * layer are converted by CONVERT_WORKERS threads taking experts from a
+ * shared counter (each with its own blob and scratch, writing its blobs
+ * with pwrite at their own offsets), so reads, quantization and writes of
+ * different experts overlap. Only the progress counter and the first
+ * error are shared, under conv.mu.
  */
 #include "format/convert.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,18 +36,29 @@
 #include "util/progress.h"
 
 #define CHUNK_BYTES (4u << 20)
+#define CONVERT_WORKERS 4
 
 typedef struct {
     const rkm_source *src;
-    const char *quant; /* normalized */
     int keep;
     int target;
+    pthread_mutex_t mu; /* guards prog */
     rkm_progress prog;
-    /* scratch */
+} conv;
+
+/* Row buffers of one thread. */
+typedef struct {
     uint8_t *in;
     float *f32;
     size_t in_cap, f32_cap;
-} conv;
+} scratch;
+
+static void progress(conv *c, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->mu);
+    rkm_progress_add(&c->prog, bytes);
+    pthread_mutex_unlock(&c->mu);
+}
 
 /* Routed-expert tensors go to the expert files, not resident.bin:
  * blk.N.ffn_{gate,up,down,gate_up}_exps.weight and blk.N.ffn_{gate,up,down}.E.weight. */
@@ -76,7 +93,7 @@ static int pick_type(const conv *c, const char *name, int src_type, int n_dims, 
     return c->target;
 }
 
-static int grow(conv *c, size_t in_bytes, size_t n_f32)
+static int grow(scratch *c, size_t in_bytes, size_t n_f32)
 {
     if (in_bytes > c->in_cap) {
         free(c->in);
@@ -92,7 +109,7 @@ static int grow(conv *c, size_t in_bytes, size_t n_f32)
 }
 
 /* Converts rows [r0, r0+nr) of t into dst (dtype dt), in chunks. */
-static int convert_rows(conv *c, const rkm_src_tensor *t, int64_t r0, int64_t nr, int dt, uint8_t *dst)
+static int convert_rows(conv *c, scratch *sc, const rkm_src_tensor *t, int64_t r0, int64_t nr, int dt, uint8_t *dst)
 {
     if (!rkm_type_readable(t->type))
         return rkm_err(RKM_EUNSUPPORTED, "tensor '%s' has type %s, which rkmojo cannot read", t->name,
@@ -108,16 +125,16 @@ static int convert_rows(conv *c, const rkm_src_tensor *t, int64_t r0, int64_t nr
         if (t->type == dt) {
             if ((rc = rkm_source_read_rows(c->src, t, r, k, out))) return rc;
         } else {
-            if ((rc = grow(c, (size_t)k * in_row, (size_t)n)) || (rc = rkm_source_read_rows(c->src, t, r, k, c->in))) return rc;
+            if ((rc = grow(sc, (size_t)k * in_row, (size_t)n)) || (rc = rkm_source_read_rows(c->src, t, r, k, sc->in))) return rc;
             for (int64_t i = 0; i < k; i++) {
-                rkm_dequantize_row(t->type, c->in + (size_t)i * in_row, c->f32, n);
+                rkm_dequantize_row(t->type, sc->in + (size_t)i * in_row, sc->f32, n);
                 for (int64_t j = 0; j < n; j++)
-                    if (c->f32[j] != c->f32[j] || c->f32[j] > 3.0e38f || c->f32[j] < -3.0e38f)
+                    if (sc->f32[j] != sc->f32[j] || sc->f32[j] > 3.0e38f || sc->f32[j] < -3.0e38f)
                         return rkm_err(RKM_EFORMAT, "tensor '%s' row %lld holds NaN or infinity", t->name, (long long)(r + i));
-                rkm_quantize_row(dt, c->f32, out + (size_t)i * out_row, n);
+                rkm_quantize_row(dt, sc->f32, out + (size_t)i * out_row, n);
             }
         }
-        rkm_progress_add(&c->prog, (uint64_t)k * in_row);
+        progress(c, (uint64_t)k * in_row);
     }
     return 0;
 }
@@ -224,7 +241,7 @@ static int check_shapes(const rkm_source *s)
 
 /* ---------------------------------------------------------- outputs */
 
-static int write_resident(conv *c, const char *out, rkm_model_dir *md)
+static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *md)
 {
     const rkm_source *s = c->src;
     char *path = rkm_path_join(out, "resident.bin");
@@ -278,7 +295,7 @@ static int write_resident(conv *c, const char *out, rkm_model_dir *md)
         }
         for (int64_t r = 0; r < rows && !rc; r += per) {
             int64_t k = RKM_MIN(per, rows - r);
-            rc = convert_rows(c, t, r, k, tv->type, buf);
+            rc = convert_rows(c, sc, t, r, k, tv->type, buf);
             if (!rc) {
                 rkm_hasher_update(h, buf, (size_t)k * out_row);
                 rc = rkm_pwrite_all(fd, buf, (size_t)k * out_row, off + (uint64_t)r * out_row, path);
@@ -295,6 +312,70 @@ static int write_resident(conv *c, const char *out, rkm_model_dir *md)
     free(buf);
     free(path);
     return rc;
+}
+
+/* The experts of one layer, shared by its workers. */
+typedef struct {
+    conv *c;
+    const layer_parts *lp;
+    rkm_expert_layer *el;
+    int il, fd;
+    const char *path;
+    pthread_mutex_t mu; /* guards next, rc, msg */
+    int next, rc;
+    char msg[1024];
+} layer_job;
+
+static int convert_expert(layer_job *j, scratch *sc, uint8_t *blob, int e)
+{
+    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
+    const rkm_expert_layer *el = j->el;
+    memset(blob, 0, (size_t)el->blob_stride);
+    for (int p = 0; p < RKM_PART_COUNT; p++) {
+        const rkm_src_tensor *t = j->lp->t[p];
+        int64_t r0 = 0;
+        if (t) {
+            r0 = (int64_t)e * j->lp->stride[p] + j->lp->row_off[p];
+        } else {
+            char nm[128];
+            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", j->il, pn[p], e);
+            t = rkm_source_find(j->c->src, nm);
+        }
+        int rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], el->part[p].type, blob + el->part[p].offset);
+        if (rc) return rc;
+    }
+    j->el->checksums[e] = rkm_hash(blob, (size_t)el->blob_bytes);
+    return rkm_pwrite_all(j->fd, blob, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, j->path);
+}
+
+static void *expert_worker(void *arg)
+{
+    layer_job *j = arg;
+    scratch sc = {0};
+    uint8_t *blob = rkm_alloc_aligned((size_t)j->el->blob_stride, RKM_EXPERT_ALIGN);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int e = j->rc || !blob ? j->el->n_expert : j->next++;
+        if (!blob && !j->rc) {
+            j->rc = RKM_ENOMEM;
+            snprintf(j->msg, sizeof j->msg, "out of memory for an expert blob");
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (e >= j->el->n_expert) break;
+        int rc = convert_expert(j, &sc, blob, e);
+        if (rc) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->rc) {
+                j->rc = rc;
+                snprintf(j->msg, sizeof j->msg, "%s", rkm_last_error());
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+    rkm_free_aligned(blob);
+    free(sc.in);
+    free(sc.f32);
+    return NULL;
 }
 
 static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer *el)
@@ -329,35 +410,33 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
     snprintf(nm, sizeof nm, "experts/blk.%d.bin", il);
     el->file = strdup(nm);
     el->checksums = calloc((size_t)hp->n_expert, sizeof(uint64_t));
-    uint8_t *blob = rkm_alloc_aligned((size_t)el->blob_stride, RKM_EXPERT_ALIGN);
     char *path = el->file ? rkm_path_join(out, el->file) : NULL;
-    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (!blob || !el->checksums || fd < 0) {
+    /* Blobs are 4096-aligned in offset, size and memory: written with
+     * O_DIRECT they skip the page cache (no kernel copy, no dirty-page
+     * build-up), where the file system allows it. */
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644) : -1;
+    if (fd < 0 && path && errno == EINVAL) fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!el->checksums || fd < 0) {
         rc = fd < 0 && path ? rkm_err(RKM_EIO, "%s: %s", path, strerror(errno)) : rkm_err(RKM_ENOMEM, "out of memory");
         goto out;
     }
-    for (int e = 0; e < hp->n_expert && !rc; e++) {
-        memset(blob, 0, (size_t)el->blob_stride);
-        for (int p = 0; p < RKM_PART_COUNT && !rc; p++) {
-            const rkm_src_tensor *t = lp.t[p];
-            int64_t r0 = 0;
-            if (t) {
-                r0 = (int64_t)e * lp.stride[p] + lp.row_off[p];
-            } else {
-                snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, pn[p], e);
-                t = rkm_source_find(s, nm);
-            }
-            rc = convert_rows(c, t, r0, lp.rows[p], el->part[p].type, blob + el->part[p].offset);
-        }
-        if (rc) break;
-        el->checksums[e] = rkm_hash(blob, (size_t)el->blob_bytes);
-        rc = rkm_pwrite_all(fd, blob, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, path);
-    }
+    layer_job job = {.c = c, .lp = &lp, .el = el, .il = il, .fd = fd, .path = path};
+    pthread_mutex_init(&job.mu, NULL);
+    int nw = RKM_MIN(CONVERT_WORKERS, el->n_expert);
+    pthread_t th[CONVERT_WORKERS];
+    int started = 0;
+    for (int w = 1; w < nw; w++)
+        if (pthread_create(&th[w], NULL, expert_worker, &job) == 0) started = w;
+        else break;
+    expert_worker(&job);
+    for (int w = 1; w <= started; w++) pthread_join(th[w], NULL);
+    pthread_mutex_destroy(&job.mu);
+    rc = job.rc;
+    if (rc) rkm_err(rc, "%s", job.msg);
     if (!rc && fsync(fd) != 0) rc = rkm_err(RKM_EIO, "%s: fsync: %s", path, strerror(errno));
 out:
     if (fd >= 0) close(fd);
     free(path);
-    rkm_free_aligned(blob);
     return rc;
 }
 
@@ -369,7 +448,7 @@ static int write_text(const char *out, const char *name, const char *data, size_
     return rc;
 }
 
-static int write_tokenizer(conv *c, const char *out, rkm_model_dir *md)
+static int write_tokenizer(const conv *c, const char *out, rkm_model_dir *md)
 {
     const rkm_source *s = c->src;
     int rc = 0;
@@ -434,11 +513,13 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
 {
     conv c;
     memset(&c, 0, sizeof c);
+    scratch sc = {0};
     const char *q = o && o->quant ? o->quant : "q8_0";
     if (!strcmp(q, "keep")) c.keep = 1;
     else if (!strcmp(q, "q8_0")) c.target = RKM_TYPE_Q8_0;
     else if (!strcmp(q, "q4_0")) c.target = RKM_TYPE_Q4_0;
     else return rkm_err(RKM_EINVAL, "--quant must be q8_0, q4_0 or keep (got '%s')", q);
+    pthread_mutex_init(&c.mu, NULL);
     rkm_source *s = rkm_source_open(input);
     if (!s) {
         if (strncmp(rkm_last_error(), input, strlen(input)) != 0) rkm_err_prefix(RKM_EFORMAT, "%s", input);
@@ -467,7 +548,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
         if (mp) unlink(mp);
         free(mp);
         rkm_progress_init(&c.prog, o ? o->progress : NULL, "convert", s->total_bytes);
-        rc = write_resident(&c, out, md);
+        rc = write_resident(&c, &sc, out, md);
     }
     if (!rc) {
         int n_moe = 0;
@@ -493,7 +574,8 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     }
     rkm_model_dir_close(md);
     rkm_source_close(s);
-    free(c.in);
-    free(c.f32);
+    free(sc.in);
+    free(sc.f32);
+    pthread_mutex_destroy(&c.mu);
     return rc;
 }

@@ -45,6 +45,7 @@ typedef struct {
 
 struct rkm_gguf {
     int fd;
+    int dfd; /* O_DIRECT descriptor for large tensor reads, or -1 */
     const uint8_t *mem;
     uint64_t size;
     uint32_t version;
@@ -347,6 +348,7 @@ rkm_gguf *rkm_gguf_open(const char *path)
         rkm_err(RKM_ENOMEM, "out of memory");
         return NULL;
     }
+    g->dfd = -1;
     g->fd = open(path, O_RDONLY | O_CLOEXEC);
     g->path = strdup(path);
     if (g->fd < 0) {
@@ -362,6 +364,9 @@ rkm_gguf *rkm_gguf_open(const char *path)
         return NULL;
     }
     g->size = (uint64_t)st.st_size;
+    /* Large tensor reads (the converter's) bypass the page cache: no kernel
+     * copy, and a 17 GB conversion does not evict everything else. */
+    g->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     return open_common(g, g->path);
 }
 
@@ -370,6 +375,7 @@ rkm_gguf *rkm_gguf_open_mem(const void *data, size_t n)
     rkm_gguf *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->fd = -1;
+    g->dfd = -1;
     g->mem = data;
     g->size = n;
     return open_common(g, "<memory>");
@@ -392,6 +398,7 @@ void rkm_gguf_close(rkm_gguf *g)
     for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
     if (g->fd >= 0) close(g->fd);
+    if (g->dfd >= 0) close(g->dfd);
     free(g->path);
     free(g);
 }
@@ -529,6 +536,10 @@ int rkm_gguf_read(const rkm_gguf *g, const rkm_gguf_tensor *t, uint64_t off, voi
     if (g->mem) {
         memcpy(buf, g->mem + t->offset + off, n);
         return 0;
+    }
+    if (g->dfd >= 0 && n >= (256u << 10)) {
+        int rc = rkm_pread_direct(g->dfd, buf, n, t->offset + off, g->path);
+        if (rc != RKM_EUNSUPPORTED) return rc;
     }
     return rkm_pread_all(g->fd, buf, n, t->offset + off, g->path);
 }

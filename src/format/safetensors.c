@@ -19,6 +19,7 @@
 
 struct rkm_safetensors {
     int fd;
+    int dfd; /* O_DIRECT descriptor for large reads, or -1 */
     const uint8_t *mem;
     uint64_t size;
     char *path;
@@ -150,6 +151,7 @@ rkm_safetensors *rkm_safetensors_open(const char *path)
     rkm_safetensors *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->path = strdup(path);
+    s->dfd = -1;
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (s->fd < 0 || fstat(s->fd, &st) != 0) {
@@ -158,6 +160,7 @@ rkm_safetensors *rkm_safetensors_open(const char *path)
         return NULL;
     }
     s->size = (uint64_t)st.st_size;
+    s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     return finish_open(s);
 }
 
@@ -166,6 +169,7 @@ rkm_safetensors *rkm_safetensors_open_mem(const void *data, size_t n)
     rkm_safetensors *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->fd = -1;
+    s->dfd = -1;
     s->mem = data;
     s->size = n;
     return finish_open(s);
@@ -177,6 +181,7 @@ void rkm_safetensors_close(rkm_safetensors *s)
     for (int i = 0; i < s->n; i++) free(s->t[i].name);
     free(s->t);
     if (s->fd >= 0) close(s->fd);
+    if (s->dfd >= 0) close(s->dfd);
     free(s->path);
     free(s);
 }
@@ -198,6 +203,10 @@ int rkm_safetensors_read(const rkm_safetensors *s, const rkm_st_tensor *t, uint6
     if (s->mem) {
         memcpy(buf, s->mem + t->offset + off, n);
         return 0;
+    }
+    if (s->dfd >= 0 && n >= (256u << 10)) {
+        int rc = rkm_pread_direct(s->dfd, buf, n, t->offset + off, s->path);
+        if (rc != RKM_EUNSUPPORTED) return rc;
     }
     return rkm_pread_all(s->fd, buf, n, t->offset + off, s->path);
 }

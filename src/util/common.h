@@ -57,6 +57,11 @@ char *rkm_read_file(const char *path, size_t *len);
 int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what);
 /* Reads exactly n bytes at offset; short reads are RKM_EFORMAT (truncated). */
 int rkm_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
+/* Reads exactly n bytes at off through a descriptor opened with O_DIRECT,
+ * whatever the alignment of off, n and buf (an aligned bounce buffer covers
+ * the range). RKM_EUNSUPPORTED if the file system refuses (then read
+ * buffered); short reads are RKM_EFORMAT as in rkm_pread_all. */
+int rkm_pread_direct(int dfd, void *buf, size_t n, uint64_t off, const char *what);
 /* Writes data to path atomically: temp file in the same dir, fsync, rename. */
 int rkm_write_file_atomic(const char *path, const void *data, size_t n);
 /* mkdir -p. */

@@ -35,6 +35,12 @@ int rkm_err_prefix(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(err_msg, sizeof err_msg, "%s: %s", prefix, old);
+    /* prefix + ": " + old, cut to the buffer (snprintf would warn about
+     * the possible truncation, which is intended here) */
+    size_t np = strlen(prefix), no = strlen(old), k = 0;
+    for (size_t i = 0; i < np && k + 1 < sizeof err_msg; i++) err_msg[k++] = prefix[i];
+    for (size_t i = 0; i < 2 && k + 1 < sizeof err_msg; i++) err_msg[k++] = ": "[i];
+    for (size_t i = 0; i < no && k + 1 < sizeof err_msg; i++) err_msg[k++] = old[i];
+    err_msg[k] = 0;
     return code;
 }

@@ -80,6 +80,40 @@ int rkm_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what)
     return 0;
 }
 
+int rkm_pread_direct(int dfd, void *buf, size_t n, uint64_t off, const char *what)
+{
+    enum { ALIGN = 4096, CHUNK = 8 << 20 };
+    uint8_t *dst = buf;
+    size_t bounce_len = (size_t)RKM_MIN((uint64_t)CHUNK, RKM_ALIGN_UP(n + ALIGN, ALIGN) + ALIGN);
+    uint8_t *bounce = rkm_alloc_aligned(bounce_len, ALIGN);
+    if (!bounce) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    while (n > 0 && !rc) {
+        uint64_t a0 = off & ~(uint64_t)(ALIGN - 1);
+        size_t skip = (size_t)(off - a0);
+        size_t want = (size_t)RKM_MIN((uint64_t)bounce_len, RKM_ALIGN_UP(skip + n, ALIGN));
+        ssize_t r = pread(dfd, bounce, want, (off_t)a0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            rc = errno == EINVAL ? RKM_EUNSUPPORTED
+                                 : rkm_err(RKM_EIO, "%s: read failed at offset %llu: %s", what, (unsigned long long)off, strerror(errno));
+            break;
+        }
+        if ((size_t)r <= skip) {
+            rc = rkm_err(RKM_EFORMAT, "%s: truncated (end of file at offset %llu, %zu bytes short)", what,
+                         (unsigned long long)off, n);
+            break;
+        }
+        size_t k = RKM_MIN((size_t)r - skip, n);
+        memcpy(dst, bounce + skip, k);
+        dst += k;
+        n -= k;
+        off += k;
+    }
+    rkm_free_aligned(bounce);
+    return rc;
+}
+
 int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what)
 {
     const char *p = buf;
