@@ -124,6 +124,8 @@ void rkm_session_free(rkm_session *s);
 
 /* Number of tokens held in the KV cache. */
 int rkm_session_n_past(const rkm_session *s);
+/* KV capacity in tokens (n_ctx after defaults). */
+int rkm_session_n_ctx(const rkm_session *s);
 /* Drops KV rows from position n on (n <= n_past). */
 int rkm_session_truncate(rkm_session *s, int n);
 
@@ -134,6 +136,10 @@ int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits);
 /* Logits of every position of ids (n * n_vocab floats), for perplexity. */
 int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n,
                          float *logits_all);
+
+/* Replaces the session's sampler settings and restarts its random
+ * sequence from p->seed (e.g. per request in a server). */
+int rkm_session_set_sampler(rkm_session *s, const rkm_sampler_params *p);
 
 /* Samples the next id from the current logits with the session's sampler. */
 int rkm_session_sample(rkm_session *s, int32_t *out_id);

@@ -1,0 +1,177 @@
+/*
+ * cmd_run.c - `rkmojo run`: evaluate a prompt (text, chat-formatted text,
+ * or token ids) and stream the generated text to stdout, statistics on
+ * stderr. Single-threaded driver; the library's pool does the compute.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/gen_common.h"
+#include "cli/chat_format.h"
+#include "util/common.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rkmojo run -m MODEL (-p PROMPT | -f FILE | --prompt-ids 1,2,3) [options]\n\n"
+               "  -p, --prompt TEXT      the prompt\n"
+               "  -f, --file FILE        read the prompt from a file\n"
+               "  --prompt-ids IDS       the prompt as token ids (no tokenizer, no BOS)\n"
+               "  --print-ids            print generated ids (one per line) instead of text\n"
+               "  -n, --n-predict N      tokens to generate (default 256)\n"
+               "  --stop STR             stop when STR is generated (repeatable)\n"
+               "  --chat                 format the prompt with the model's chat template\n"
+               "  --system TEXT          system message (with --chat)\n"
+               "  --no-bos               do not add BOS even if the tokenizer asks for it\n");
+    rkm_gen_opts_usage(f, 1);
+}
+
+typedef struct {
+    rkm_text_out *out;
+    int print_ids;
+    int n;
+} run_ctx;
+
+static int on_token(int32_t id, void *user)
+{
+    run_ctx *c = user;
+    c->n++;
+    if (c->print_ids) {
+        printf("%d\n", id);
+        fflush(stdout);
+        return 0;
+    }
+    return rkm_text_out_push(c->out, id);
+}
+
+int rkm_cmd_run(int argc, char **argv)
+{
+    rkm_gen_opts o;
+    rkm_gen_opts_init(&o);
+    const char *prompt = NULL, *file = NULL, *ids_arg = NULL, *system = NULL;
+    const char *stop[32];
+    int n_stop = 0, n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
+            prompt = v, i++;
+        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
+            file = v, i++;
+        } else if (!strcmp(a, "--prompt-ids") && v) {
+            ids_arg = v, i++;
+        } else if (!strcmp(a, "--print-ids")) {
+            print_ids = 1;
+        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
+            n_predict = atoi(v), i++;
+        } else if (!strcmp(a, "--stop") && v) {
+            if (n_stop == (int)RKM_ARRAY_LEN(stop)) return fprintf(stderr, "rkmojo: too many --stop\n"), 2;
+            stop[n_stop++] = v, i++;
+        } else if (!strcmp(a, "--chat")) {
+            chat = 1;
+        } else if (!strcmp(a, "--system") && v) {
+            system = v, i++;
+        } else if (!strcmp(a, "--no-bos")) {
+            no_bos = 1;
+        } else {
+            fprintf(stderr, "rkmojo run: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!!prompt + !!file + !!ids_arg != 1) {
+        fprintf(stderr, "rkmojo run: give exactly one of -p, -f, --prompt-ids\n");
+        usage(stderr);
+        return 2;
+    }
+    if (n_predict < 0) n_predict = 0;
+    rkm_model *m;
+    rkm_session *s;
+    int rc = rkm_gen_open(&o, &m, &s);
+    if (rc) return rc;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    char *text = NULL, *ftext = NULL;
+    rkm_text_out out;
+    rkm_text_out_init(&out, m, stdout, stop, n_stop);
+    if (ids_arg) {
+        n_ids = rkm_parse_ids(ids_arg, &ids);
+        if (n_ids <= 0) {
+            fprintf(stderr, "rkmojo run: --prompt-ids needs at least one id\n");
+            rc = 2;
+            goto done;
+        }
+    } else {
+        if (file) {
+            size_t len;
+            ftext = rkm_read_file(file, &len);
+            if (!ftext) {
+                fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+                rc = 1;
+                goto done;
+            }
+            prompt = ftext;
+        }
+        int special = 0;
+        if (chat) {
+            rkm_chat_msg msgs[2];
+            int nm = 0;
+            if (system) msgs[nm++] = (rkm_chat_msg){"system", system};
+            msgs[nm++] = (rkm_chat_msg){"user", prompt};
+            text = rkm_chat_format(m, msgs, nm, 1);
+            if (!text) {
+                fprintf(stderr, "rkmojo run: chat template: %s\n", rkm_last_error());
+                rc = 1;
+                goto done;
+            }
+            prompt = text;
+            special = 1;
+        }
+        /* the chat template writes BOS itself when the model wants one */
+        n_ids = rkm_tokenize_alloc(m, prompt, !no_bos && !chat, special, &ids);
+        if (n_ids < 0) {
+            fprintf(stderr, "rkmojo run: tokenize: %s\n", rkm_last_error());
+            rc = 1;
+            goto done;
+        }
+        if (n_ids == 0) {
+            fprintf(stderr, "rkmojo run: the prompt is empty\n");
+            rc = 2;
+            goto done;
+        }
+    }
+    rc = rkm_session_eval(s, ids, n_ids, NULL);
+    if (rc) {
+        fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+        rc = 1;
+        goto done;
+    }
+    run_ctx c = {&out, print_ids, 0};
+    rc = rkm_session_generate(s, n_predict, on_token, &c);
+    rkm_text_out_finish(&out);
+    if (rc) {
+        fprintf(stderr, "\nrkmojo run: %s\n", rkm_last_error());
+        rc = 1;
+    } else if (!print_ids) {
+        printf("\n");
+    }
+    if (!o.quiet) {
+        rkm_stats st;
+        rkm_session_stats(s, &st);
+        rkm_print_footer(stderr, &st);
+    }
+done:
+    rkm_text_out_free(&out);
+    free(ids);
+    free(text);
+    free(ftext);
+    rkm_session_free(s);
+    rkm_model_close(m);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/*
+ * gen_common.h - what the generating subcommands (run, chat, perplexity,
+ * demo) share: model/session options, opening a model, parsing id lists,
+ * streaming text with stop strings, and the statistics footer.
+ */
+#ifndef RKM_CLI_GEN_COMMON_H
+#define RKM_CLI_GEN_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rkmojo.h"
+
+typedef struct rkm_gen_opts {
+    const char *model;          /* -m DIR */
+    rkm_model_params mp;
+    rkm_session_params sp;
+    int seed_given;
+    int quiet;
+} rkm_gen_opts;
+
+void rkm_gen_opts_init(rkm_gen_opts *o);
+/* Consumes argv[*i] (and its value) if it is a common option; returns 1 if
+ * consumed, 0 if not, -1 on a bad value (message printed). */
+int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i);
+/* Help text of the common options. */
+void rkm_gen_opts_usage(FILE *f, int sampling);
+/* Opens the model and a session (messages on stderr); 0 or exit status. */
+int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s);
+
+/* Parses "1,2,3" into a malloc'd array; -1 on error (message printed). */
+int rkm_parse_ids(const char *s, int32_t **ids);
+
+/* Streams generated text to a FILE, holding back text that may begin a
+ * stop string; stops (returns 1) when one appears. */
+typedef struct rkm_text_out {
+    const rkm_model *m;
+    FILE *f;
+    const char **stop;
+    int n_stop;
+    char *pend;      /* text not yet written (may start a stop string) */
+    size_t n_pend, cap_pend;
+    void *detok;     /* rkm_detok */
+    int stopped;
+    char *all;       /* everything emitted (for chat history), if keep_all */
+    size_t n_all, cap_all;
+    int keep_all;
+} rkm_text_out;
+
+void rkm_text_out_init(rkm_text_out *t, const rkm_model *m, FILE *f, const char **stop, int n_stop);
+int rkm_text_out_push(rkm_text_out *t, int32_t id);
+void rkm_text_out_finish(rkm_text_out *t);
+void rkm_text_out_free(rkm_text_out *t);
+
+/* "prompt N tok, TTFT ..., prefill ... tok/s, decode ... tok/s, peak RSS". */
+void rkm_print_footer(FILE *f, const rkm_stats *st);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * attention.c - the KV cache (f16) and grouped-query attention with RoPE,
+ * sliding windows and soft-capping.
+ *
+ * KV layout per layer: K and V rows of n_kv*hd f16 values. Full-attention
+ * layers are linear (row = position, n_ctx rows); sliding-window layers are
+ * a ring of window + n_chunk rows (row = position % cap), which holds every
+ * key a chunk of n_chunk queries can see.
+ *
+ * Numerics follow llama.cpp's non-flash CPU path: Q is rounded to f16
+ * before the Q.K products, the scale is applied inside the softmax, and the
+ * probabilities are rounded to f16 before the product with V.
+ *
+ * Threads: rkm_attention splits (query row, head) pairs over the model's
+ * pool; each thread has its own score / f16 scratch rows in the session.
+ * The session owns the cache; rkm_kv_free frees it.
+ */
+#include <math.h>
+
+#include "runtime/model.h"
+
+int rkm_kv_init(rkm_session *s)
+{
+    const rkm_model *m = s->m;
+    int nl = m->hp.n_layer;
+    s->kv = calloc((size_t)nl, sizeof(rkm_kv_layer));
+    if (!s->kv) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache");
+    for (int il = 0; il < nl; il++) {
+        const rkm_layer *L = &m->layers[il];
+        rkm_kv_layer *kv = &s->kv[il];
+        kv->k_dim = L->n_kv * L->hd_k;
+        kv->v_dim = L->n_kv * L->hd_v;
+        kv->cap = s->n_ctx;
+        if (L->is_swa && m->hp.sliding_window + s->n_chunk < s->n_ctx) {
+            kv->cap = m->hp.sliding_window + s->n_chunk;
+            kv->ring = 1;
+        }
+        kv->k = rkm_alloc_aligned(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim, 64);
+        kv->v = rkm_alloc_aligned(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim, 64);
+        if (!kv->k || !kv->v) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache (layer %d)", il);
+    }
+    return 0;
+}
+
+void rkm_kv_free(rkm_session *s)
+{
+    if (!s->kv) return;
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        rkm_free_aligned(s->kv[il].k);
+        rkm_free_aligned(s->kv[il].v);
+    }
+    free(s->kv);
+    s->kv = NULL;
+}
+
+/* RoPE as ggml computes it: theta_i = pos * base^(-2i/rope_dim) built by
+ * repeated f32 multiplication, divided by freqs[i] when given; NeoX pairs
+ * (i, i + rope_dim/2), otherwise (2i, 2i+1); dims >= rope_dim untouched. */
+void rkm_rope(float *x, int n_heads, int hd, int rope_dim, int neox, float theta_base,
+              const float *freqs, int pos)
+{
+    float cs[512], sn[512];
+    int half = rope_dim / 2;
+    float theta_scale = powf(theta_base, -2.0f / (float)rope_dim);
+    float theta = (float)pos;
+    for (int i = 0; i < half; i++) {
+        float t = freqs ? theta / freqs[i] : theta;
+        cs[i] = cosf(t);
+        sn[i] = sinf(t);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cs[i] - x1 * sn[i];
+            v[b] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+static inline int kv_row(const rkm_kv_layer *kv, int pos) { return kv->ring ? pos % kv->cap : pos; }
+
+void rkm_kv_store(rkm_session *s, int il, int pos0, int n)
+{
+    rkm_kv_layer *kv = &s->kv[il];
+    for (int r = 0; r < n; r++) {
+        int row = kv_row(kv, pos0 + r);
+        rkm_f32_to_f16_row(s->k + (size_t)r * kv->k_dim, kv->k + (size_t)row * kv->k_dim, kv->k_dim);
+        rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim, kv->v + (size_t)row * kv->v_dim, kv->v_dim);
+    }
+}
+
+typedef struct {
+    rkm_session *s;
+    int il, pos0, n;
+} att_job;
+
+static void att_worker(void *ctx, int ith, int nth)
+{
+    const att_job *j = ctx;
+    rkm_session *s = j->s;
+    const rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[j->il];
+    const rkm_kv_layer *kv = &s->kv[j->il];
+    int nh = hp->n_head, hd = L->hd_k, hv = L->hd_v, gq = nh / L->n_kv;
+    float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    float cap = hp->attn_softcap;
+    float *sc = s->scores + (size_t)ith * s->n_ctx;
+    rkm_f16 *q16 = s->q16 + (size_t)ith * m->max_hd;
+    rkm_f16 *p16 = s->p16 + (size_t)ith * s->n_ctx;
+    float qr[RKM_MAX_HEAD_DIM];
+    int total = j->n * nh;
+    for (int t = ith; t < total; t += nth) {
+        int r = t / nh, h = t % nh;
+        int pos = j->pos0 + r;
+        int lo = 0;
+        if (L->is_swa && hp->sliding_window > 0) lo = RKM_MAX(0, pos - hp->sliding_window + 1);
+        const float *q = s->q + (size_t)r * nh * hd + (size_t)h * hd;
+        rkm_f32_to_f16_row(q, q16, hd);
+        rkm_f16_to_f32_row(q16, qr, hd);
+        int kh = h / gq;
+        float mx = -INFINITY;
+        for (int p = lo; p <= pos; p++) {
+            const rkm_f16 *krow = kv->k + (size_t)kv_row(kv, p) * kv->k_dim + (size_t)kh * hd;
+            float d = rkm_dot_f32_f16(qr, krow, hd);
+            if (cap > 0) d = cap * tanhf(d / cap);
+            d *= scale;
+            sc[p - lo] = d;
+            if (d > mx) mx = d;
+        }
+        int cnt = pos - lo + 1;
+        double sum = 0;
+        for (int i = 0; i < cnt; i++) {
+            float e = expf(sc[i] - mx);
+            sc[i] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < cnt; i++) sc[i] *= inv;
+        rkm_f32_to_f16_row(sc, p16, cnt);
+        float *out = s->att + (size_t)r * nh * hv + (size_t)h * hv;
+        memset(out, 0, sizeof(float) * (size_t)hv);
+        for (int p = lo; p <= pos; p++) {
+            const rkm_f16 *vrow = kv->v + (size_t)kv_row(kv, p) * kv->v_dim + (size_t)kh * hv;
+            rkm_axpy_f16(out, rkm_f16_to_f32(p16[p - lo]), vrow, hv);
+        }
+    }
+}
+
+void rkm_attention(rkm_session *s, int il, int pos0, int n)
+{
+    att_job j = {s, il, pos0, n};
+    const rkm_layer *L = &s->m->layers[il];
+    int span = L->is_swa && s->m->hp.sliding_window > 0 ? RKM_MIN(pos0 + n, s->m->hp.sliding_window) : pos0 + n;
+    double work = (double)n * s->m->hp.n_head * span * (L->hd_k + L->hd_v);
+    rkm_pool_run(rkm_pool_for(s->m->pool, work), att_worker, &j);
+}

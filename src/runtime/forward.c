@@ -1,0 +1,187 @@
+/*
+ * forward.c - one chunk of the transformer forward pass: embeddings, every
+ * layer (attention, then the dense / routed feed-forward of the
+ * architecture), final norm and LM head.
+ *
+ * The chunk's rows go through each op together (matmuls with m = rows), so
+ * prefill runs at matrix-matrix speed and routed experts are computed once
+ * per chunk (moe.c). Decoding is a chunk of one row.
+ *
+ * Threads: the session's thread, holding model->lock for the whole chunk
+ * (the pool and the expert cache are the model's). All buffers are the
+ * session's preallocated scratch.
+ */
+#include <math.h>
+
+#include "runtime/model.h"
+
+static void norm_rows(float *out, const float *x, const float *w, int rows, int n, float eps)
+{
+    for (int r = 0; r < rows; r++) rkm_rmsnorm(out + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+}
+
+static void add_bias(float *y, const float *b, int rows, int n)
+{
+    if (!b) return;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < n; c++) y[(size_t)r * n + c] += b[c];
+}
+
+static void trace(rkm_session *s, int il, const char *what, const float *x, int rows, int cols)
+{
+    if (s->trace) s->trace(s->trace_user, il, what, x, rows, cols);
+}
+
+/* Attention block of layer il for rows at pos0..: reads s->cur, writes
+ * the projected output into s->tmp. */
+static void attention_block(rkm_session *s, int il, int pos0, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    rkm_pool *pool = m->pool;
+    int nh = hp->n_head, hd = L->hd_k, hv = L->hd_v, nkv = L->n_kv;
+    int qd = nh * hd, kd = nkv * hd, vd = nkv * hv;
+    float eps = hp->rms_eps;
+
+    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task t[3] = {rkm_mm_task_of(&L->wq, s->cur, n, s->q), rkm_mm_task_of(&L->wk, s->cur, n, s->k),
+                            rkm_mm_task_of(&L->wv, s->cur, n, s->v)};
+        rkm_mm_multi(pool, t, L->v_from_k ? 2 : 3);
+    } else {
+        rkm_matmul_mat(pool, &L->wq, s->cur, n, s->q);
+        rkm_matmul_mat(pool, &L->wk, s->cur, n, s->k);
+        if (!L->v_from_k) rkm_matmul_mat(pool, &L->wv, s->cur, n, s->v);
+    }
+    if (L->v_from_k) memcpy(s->v, s->k, sizeof(float) * (size_t)n * kd);
+    add_bias(s->q, L->bq, n, qd);
+    add_bias(s->k, L->bk, n, kd);
+    add_bias(s->v, L->bv, n, vd);
+    for (int r = 0; r < n; r++) {
+        float *q = s->q + (size_t)r * qd, *k = s->k + (size_t)r * kd, *v = s->v + (size_t)r * vd;
+        if (hp->qk_norm == RKM_QK_NORM_HEAD) {
+            for (int h = 0; h < nh; h++) rkm_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, eps);
+            for (int h = 0; h < nkv; h++) rkm_rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, eps);
+        } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
+            rkm_rmsnorm(q, q, L->q_norm, qd, eps);
+            rkm_rmsnorm(k, k, L->k_norm, kd, eps);
+        }
+        if (hp->v_norm)
+            for (int h = 0; h < nkv; h++) rkm_rmsnorm(v + (size_t)h * hv, v + (size_t)h * hv, NULL, hv, eps);
+        if (L->rope_dim > 0) {
+            rkm_rope(q, nh, hd, L->rope_dim, hp->rope_neox, L->rope_theta, L->rope_freqs, pos0 + r);
+            rkm_rope(k, nkv, hd, L->rope_dim, hp->rope_neox, L->rope_theta, L->rope_freqs, pos0 + r);
+        }
+    }
+    rkm_kv_store(s, il, pos0, n);
+    rkm_attention(s, il, pos0, n);
+    rkm_matmul_mat(pool, &L->wo, s->att, n, s->tmp);
+    if (L->post_attn_norm) norm_rows(s->tmp, s->tmp, L->post_attn_norm, n, hp->n_embd, eps);
+}
+
+/* Feed-forward of layer il on the residual s->x; adds its output. */
+static int ffn_block(rkm_session *s, int il, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    int E = hp->n_embd, rc;
+    float eps = hp->rms_eps;
+    size_t rowsz = (size_t)n * E;
+    int moe = L->el != NULL;
+
+    if (!hp->gemma4_norms) {
+        norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
+        if (moe) {
+            if ((rc = rkm_moe_forward(s, il, s->cur, s->cur, n, s->ffn))) return rc;
+        } else {
+            rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+        }
+        for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i];
+        return 0;
+    }
+    /* gemma4: dense MLP and routed experts side by side, sandwich norms */
+    norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
+    rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+    if (moe) {
+        if (L->post_ffw_norm_1) norm_rows(s->ffn, s->ffn, L->post_ffw_norm_1, n, E, eps);
+        /* router input: rms_norm(x) / sqrt(n_embd) * scale */
+        float inv = 1.0f / sqrtf((float)E);
+        norm_rows(s->cur, s->x, NULL, n, E, eps);
+        for (int r = 0; r < n; r++) {
+            float *c = s->cur + (size_t)r * E;
+            for (int i = 0; i < E; i++) {
+                c[i] *= inv;
+                if (L->router_scale) c[i] *= L->router_scale[i];
+            }
+        }
+        norm_rows(s->cur2, s->x, L->pre_ffw_norm_2, n, E, eps);
+        if ((rc = rkm_moe_forward(s, il, s->cur2, s->cur, n, s->ffn2))) return rc;
+        if (L->post_ffw_norm_2) norm_rows(s->ffn2, s->ffn2, L->post_ffw_norm_2, n, E, eps);
+        for (size_t i = 0; i < rowsz; i++) s->ffn[i] += s->ffn2[i];
+    }
+    norm_rows(s->ffn, s->ffn, L->post_ffw_norm, n, E, eps);
+    for (size_t i = 0; i < rowsz; i++) s->x[i] = (s->x[i] + s->ffn[i]) * L->out_scale;
+    return 0;
+}
+
+static void lm_head(rkm_session *s, const float *h, int rows, float *logits)
+{
+    const rkm_model *m = s->m;
+    rkm_matmul_mat(m->pool, &m->output, h, rows, logits);
+    float c = m->hp.final_softcap;
+    if (c > 0) {
+        size_t nv = (size_t)rows * m->hp.n_vocab;
+        for (size_t i = 0; i < nv; i++) logits[i] = c * tanhf(logits[i] / c);
+    }
+}
+
+int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    int E = hp->n_embd, pos0 = s->n_past, rc = 0;
+    if (n <= 0 || n > s->n_chunk) return rkm_err(RKM_EINVAL, "forward: %d rows (chunk %d)", n, s->n_chunk);
+    if (pos0 + n > s->n_ctx)
+        return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held, %d more do not fit in n_ctx %d", pos0, n,
+                       s->n_ctx);
+    for (int r = 0; r < n; r++)
+        if (ids[r] < 0 || ids[r] >= hp->n_vocab)
+            return rkm_err(RKM_EINVAL, "token id %d out of range (vocabulary %d)", ids[r], hp->n_vocab);
+
+    pthread_mutex_lock(&m->lock);
+    size_t rb = rkm_type_row_bytes(m->tok_embd_type, E);
+    float es = hp->embed_scale > 0 ? hp->embed_scale : 1.0f;
+    for (int r = 0; r < n; r++) {
+        float *x = s->x + (size_t)r * E;
+        rkm_dequantize_row(m->tok_embd_type, (const uint8_t *)m->tok_embd + (size_t)ids[r] * rb, x, E);
+        if (es != 1.0f)
+            for (int i = 0; i < E; i++) x[i] *= es;
+    }
+    trace(s, -1, "embd", s->x, n, E);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const rkm_layer *L = &m->layers[il];
+        norm_rows(s->cur, s->x, L->attn_norm, n, E, hp->rms_eps);
+        attention_block(s, il, pos0, n);
+        for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
+        trace(s, il, "attn_out", s->x, n, E);
+        if ((rc = ffn_block(s, il, n))) goto out;
+        trace(s, il, "layer_out", s->x, n, E);
+        if (atomic_load(&s->cancel)) {
+            rc = rkm_err(RKM_ECANCELED, "canceled");
+            goto out;
+        }
+    }
+    /* final norm: all rows when every row's logits are wanted */
+    int first = all_rows ? 0 : n - 1, rows = n - first;
+    norm_rows(s->cur, s->x + (size_t)first * E, m->output_norm, rows, E, hp->rms_eps);
+    trace(s, hp->n_layer, "final_norm", s->cur, rows, E);
+    memcpy(s->embd, s->cur + (size_t)(rows - 1) * E, sizeof(float) * (size_t)E);
+    if (logits) lm_head(s, s->cur, rows, logits);
+    memcpy(s->tokens + pos0, ids, sizeof(int32_t) * (size_t)n);
+    s->n_past = pos0 + n;
+out:
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}

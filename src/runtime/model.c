@@ -1,0 +1,317 @@
+/*
+ * model.c - rkm_model_open/close: maps a .rkmojo directory, binds the
+ * weight views of every layer by their GGUF names (rkm_layer), creates the
+ * thread pool and the expert cache, and loads the tokenizer.
+ *
+ * Owns: the model dir (mapping), the vectors it had to dequantize at load
+ * (model->owned), the pool, the expert cache, the tokenizer and the chat
+ * template. Threads: built by one thread; afterwards read-only except what
+ * model->lock guards (see model.h).
+ */
+#include "runtime/model.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#include "runtime/budget.h"
+#include "runtime/tokens.h"
+
+void rkm_model_params_default(rkm_model_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->prefetch = -1;
+}
+
+static const rkm_tensor_view *find(const rkm_model *m, const char *fmt, int il)
+{
+    char name[128];
+    snprintf(name, sizeof name, fmt, il);
+    return rkm_model_dir_tensor(m->md, name);
+}
+
+/* A vector of n floats; dequantized into an owned buffer when not f32. */
+static int vec(rkm_model *m, const char *fmt, int il, int64_t n, int required, const float **out)
+{
+    *out = NULL;
+    const rkm_tensor_view *t = find(m, fmt, il);
+    char name[128];
+    snprintf(name, sizeof name, fmt, il);
+    if (!t) return required ? rkm_err(RKM_EFORMAT, "model: missing tensor %s", name) : 0;
+    int64_t ne = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    if (ne != n) return rkm_err(RKM_EFORMAT, "model: %s has %lld values, expected %lld", name, (long long)ne, (long long)n);
+    if (!t->data) return rkm_err(RKM_EFORMAT, "model: %s is not mapped", name);
+    if (t->type == RKM_TYPE_F32) {
+        *out = t->data;
+        return 0;
+    }
+    if (!rkm_type_readable(t->type) || n % rkm_type_block_size(t->type))
+        return rkm_err(RKM_EUNSUPPORTED, "model: %s has type %d", name, t->type);
+    float *buf = malloc(sizeof(float) * (size_t)n);
+    float **o = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
+    if (!buf || !o) {
+        free(buf);
+        if (o) m->owned = o;
+        return rkm_err(RKM_ENOMEM, "model: out of memory");
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = buf;
+    rkm_dequantize_row(t->type, t->data, buf, n);
+    *out = buf;
+    return 0;
+}
+
+static int mat_type_ok(int type)
+{
+    return type == RKM_TYPE_F32 || type == RKM_TYPE_F16 || type == RKM_TYPE_Q8_0 || type == RKM_TYPE_Q4_0;
+}
+
+/* A matrix n_in -> n_out. */
+static int mat(rkm_model *m, const char *fmt, int il, int64_t n_in, int64_t n_out, int required,
+               rkm_mat *out)
+{
+    memset(out, 0, sizeof *out);
+    const rkm_tensor_view *t = find(m, fmt, il);
+    char name[128];
+    snprintf(name, sizeof name, fmt, il);
+    if (!t) return required ? rkm_err(RKM_EFORMAT, "model: missing tensor %s", name) : 0;
+    if (t->ne[0] != n_in || t->ne[1] * t->ne[2] * t->ne[3] != n_out)
+        return rkm_err(RKM_EFORMAT, "model: %s has shape [%lld, %lld], expected [%lld, %lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)n_in, (long long)n_out);
+    if (!mat_type_ok(t->type))
+        return rkm_err(RKM_EUNSUPPORTED, "model: %s: matrices of type %s are not supported (convert with --quant)",
+                       name, rkm_type_name(t->type) ? rkm_type_name(t->type) : "?");
+    if (!t->data || !rkm_type_row_bytes(t->type, n_in) || t->nbytes < rkm_type_row_bytes(t->type, n_in) * (uint64_t)n_out)
+        return rkm_err(RKM_EFORMAT, "model: %s is truncated", name);
+    out->type = t->type;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->data = t->data;
+    return 0;
+}
+
+static int bind_layer(rkm_model *m, int il)
+{
+    const rkm_hparams *hp = &m->hp;
+    rkm_layer *L = &m->layers[il];
+    int E = hp->n_embd, rc;
+    L->is_swa = hp->sliding_window > 0 && hp->swa_layer[il];
+    L->n_kv = hp->n_head_kv[il];
+    L->hd_k = L->is_swa ? hp->head_dim_swa : hp->head_dim;
+    L->hd_v = L->is_swa ? hp->head_dim_swa : hp->head_dim_v;
+    L->rope_dim = L->is_swa ? hp->rope_dim_swa : hp->rope_dim;
+    L->rope_theta = L->is_swa ? hp->rope_theta_swa : hp->rope_theta;
+    if (L->n_kv <= 0 || hp->n_head % L->n_kv || L->hd_k <= 0 || L->hd_v <= 0 || L->rope_dim > L->hd_k ||
+        L->hd_k > RKM_MAX_HEAD_DIM || L->hd_v > RKM_MAX_HEAD_DIM ||
+        L->rope_dim < 0 || (L->rope_dim & 1))
+        return rkm_err(RKM_EFORMAT, "model: layer %d: bad attention geometry", il);
+    L->v_from_k = hp->v_from_k_full && !L->is_swa;
+    if (L->v_from_k && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: V from K needs equal head dims", il);
+    int qd = hp->n_head * L->hd_k, kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;
+    m->max_hd = RKM_MAX(m->max_hd, RKM_MAX(L->hd_k, L->hd_v));
+    m->max_qdim = RKM_MAX(m->max_qdim, RKM_MAX(qd, hp->n_head * L->hd_v));
+    m->max_kvdim = RKM_MAX(m->max_kvdim, RKM_MAX(kd, vd));
+    if ((rc = vec(m, "blk.%d.attn_norm.weight", il, E, 1, &L->attn_norm))) return rc;
+    if ((rc = mat(m, "blk.%d.attn_q.weight", il, E, qd, 1, &L->wq))) return rc;
+    if ((rc = mat(m, "blk.%d.attn_k.weight", il, E, kd, 1, &L->wk))) return rc;
+    if ((rc = mat(m, "blk.%d.attn_v.weight", il, E, vd, !L->v_from_k, &L->wv))) return rc;
+    if ((rc = mat(m, "blk.%d.attn_output.weight", il, hp->n_head * L->hd_v, E, 1, &L->wo))) return rc;
+    if (hp->has_qkv_bias) {
+        if ((rc = vec(m, "blk.%d.attn_q.bias", il, qd, 1, &L->bq))) return rc;
+        if ((rc = vec(m, "blk.%d.attn_k.bias", il, kd, 1, &L->bk))) return rc;
+        if ((rc = vec(m, "blk.%d.attn_v.bias", il, vd, 1, &L->bv))) return rc;
+    }
+    if (hp->qk_norm == RKM_QK_NORM_HEAD) {
+        if ((rc = vec(m, "blk.%d.attn_q_norm.weight", il, L->hd_k, 1, &L->q_norm))) return rc;
+        if ((rc = vec(m, "blk.%d.attn_k_norm.weight", il, L->hd_k, 1, &L->k_norm))) return rc;
+    } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
+        if ((rc = vec(m, "blk.%d.attn_q_norm.weight", il, qd, 1, &L->q_norm))) return rc;
+        if ((rc = vec(m, "blk.%d.attn_k_norm.weight", il, kd, 1, &L->k_norm))) return rc;
+    }
+    if (!L->is_swa && m->hp.has_rope_freqs) {
+        if ((rc = vec(m, "rope_freqs.weight", 0, L->rope_dim / 2, 1, &L->rope_freqs))) return rc;
+    }
+    if ((rc = vec(m, "blk.%d.ffn_norm.weight", il, E, 1, &L->ffn_norm))) return rc;
+    L->out_scale = 1.0f;
+    if (hp->gemma4_norms) {
+        const float *s = NULL;
+        if ((rc = vec(m, "blk.%d.post_attention_norm.weight", il, E, 1, &L->post_attn_norm))) return rc;
+        if ((rc = vec(m, "blk.%d.post_ffw_norm.weight", il, E, 1, &L->post_ffw_norm))) return rc;
+        if ((rc = vec(m, "blk.%d.layer_output_scale.weight", il, 1, 0, &s))) return rc;
+        if (s) L->out_scale = s[0];
+    }
+    int moe = rkm_hparams_is_moe_layer(hp, il);
+    int dense = !moe || hp->gemma4_norms;
+    if (dense) {
+        if ((rc = mat(m, "blk.%d.ffn_gate.weight", il, E, hp->n_ff, 1, &L->ffn_gate))) return rc;
+        if ((rc = mat(m, "blk.%d.ffn_up.weight", il, E, hp->n_ff, 1, &L->ffn_up))) return rc;
+        if ((rc = mat(m, "blk.%d.ffn_down.weight", il, hp->n_ff, E, 1, &L->ffn_down))) return rc;
+    }
+    if (moe) {
+        L->el = rkm_model_dir_expert_layer(m->md, il);
+        if (!L->el) return rkm_err(RKM_EFORMAT, "model: layer %d has no expert file", il);
+        const rkm_expert_layer *el = L->el;
+        int ff = (int)el->part[RKM_PART_GATE].ne[1];
+        if (el->n_expert != hp->n_expert || el->part[RKM_PART_GATE].ne[0] != E ||
+            el->part[RKM_PART_UP].ne[0] != E || el->part[RKM_PART_UP].ne[1] != ff ||
+            el->part[RKM_PART_DOWN].ne[0] != ff || el->part[RKM_PART_DOWN].ne[1] != E || ff <= 0 ||
+            (hp->n_ff_exp > 0 && hp->n_ff_exp != ff))
+            return rkm_err(RKM_EFORMAT, "model: layer %d: expert shapes do not match the model", il);
+        for (int k = 0; k < RKM_PART_COUNT; k++) {
+            const rkm_expert_part *pt = &el->part[k];
+            if (!mat_type_ok(pt->type) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
+                pt->offset + rkm_type_row_bytes(pt->type, pt->ne[0]) * (uint64_t)pt->ne[1] > el->blob_bytes)
+                return rkm_err(RKM_EFORMAT, "model: layer %d: bad expert part %d", il, k);
+        }
+        if (m->n_ff_exp && m->n_ff_exp != ff) return rkm_err(RKM_EFORMAT, "model: expert width differs between layers");
+        m->n_ff_exp = ff;
+        if ((rc = mat(m, "blk.%d.ffn_gate_inp.weight", il, E, hp->n_expert, 1, &L->router))) return rc;
+        if (hp->gemma4_norms) {
+            if ((rc = vec(m, "blk.%d.post_ffw_norm_1.weight", il, E, 1, &L->post_ffw_norm_1))) return rc;
+            if ((rc = vec(m, "blk.%d.pre_ffw_norm_2.weight", il, E, 1, &L->pre_ffw_norm_2))) return rc;
+            if ((rc = vec(m, "blk.%d.post_ffw_norm_2.weight", il, E, 1, &L->post_ffw_norm_2))) return rc;
+            if ((rc = vec(m, "blk.%d.ffn_gate_inp.scale", il, E, 1, &L->router_scale))) return rc;
+            if ((rc = vec(m, "blk.%d.ffn_down_exps.scale", il, hp->n_expert, 0, &L->expert_scale))) return rc;
+        }
+        if (hp->n_ff_shexp > 0) {
+            int fs = hp->n_ff_shexp;
+            if ((rc = mat(m, "blk.%d.ffn_gate_shexp.weight", il, E, fs, 1, &L->sh_gate))) return rc;
+            if ((rc = mat(m, "blk.%d.ffn_up_shexp.weight", il, E, fs, 1, &L->sh_up))) return rc;
+            if ((rc = mat(m, "blk.%d.ffn_down_shexp.weight", il, fs, E, 1, &L->sh_down))) return rc;
+            if ((rc = mat(m, "blk.%d.ffn_gate_inp_shexp.weight", il, E, 1, hp->shexp_gate, &L->sh_gate_inp))) return rc;
+        }
+    }
+    return 0;
+}
+
+static uint64_t model_identity(const rkm_model_dir *md)
+{
+    rkm_hasher *h = rkm_hasher_new();
+    if (!h) return 0;
+    rkm_hasher_update(h, &md->hp, sizeof md->hp);
+    for (int i = 0; i < md->n_tensors; i++) {
+        rkm_hasher_update(h, md->tensors[i].name, strlen(md->tensors[i].name));
+        rkm_hasher_update(h, &md->tensors[i].checksum, sizeof(uint64_t));
+    }
+    for (int i = 0; i < md->n_expert_layers; i++)
+        rkm_hasher_update(h, md->experts[i].checksums, sizeof(uint64_t) * (size_t)md->experts[i].n_expert);
+    uint64_t id = rkm_hasher_digest(h);
+    rkm_hasher_free(h);
+    return id;
+}
+
+/* Expert slots per layer: explicit, or planned from the memory budget
+ * (budget.h: resident weights, one default-sized session's KV and
+ * scratch, then slots), or 0 (every expert stays resident). < 0: error
+ * (message set). */
+static int cache_slots(const rkm_model *m, const rkm_model_params *p)
+{
+    if (p->expert_cache_slots > 0) return RKM_MIN(p->expert_cache_slots, m->hp.n_expert);
+    if (!p->mem_budget_bytes || !m->md->n_expert_layers) return 0;
+    int n_ctx = RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
+    rkm_budget b;
+    if (rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, NULL, &b)) return -1;
+    return b.slots_per_layer >= m->hp.n_expert ? 0 : b.slots_per_layer;
+}
+
+rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
+{
+    rkm_model_params dp;
+    if (!params) {
+        rkm_model_params_default(&dp);
+        params = &dp;
+    }
+    if (!dir) {
+        rkm_err(RKM_EINVAL, "model: no directory");
+        return NULL;
+    }
+    rkm_kernels_init();
+    rkm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        rkm_err(RKM_ENOMEM, "model: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    m->md = rkm_model_dir_open(dir);
+    if (!m->md) goto fail;
+    m->hp = m->md->hp;
+    const rkm_hparams *hp = &m->hp;
+    if (rkm_hparams_validate(hp)) goto fail;
+    if (hp->n_layer <= 0 || hp->n_layer > RKM_MAX_LAYERS || hp->n_embd <= 0 || hp->n_vocab <= 0 ||
+        hp->n_head <= 0 || hp->n_expert > RKM_MAX_EXPERTS ||
+        (hp->n_expert > 0 && (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert))) {
+        rkm_err(RKM_EFORMAT, "model: bad hyper-parameters");
+        goto fail;
+    }
+    if (hp->expert_gating != 0) {
+        rkm_err(RKM_EUNSUPPORTED, "model: expert gating function %d is not supported (softmax only)", hp->expert_gating);
+        goto fail;
+    }
+    m->layers = calloc((size_t)hp->n_layer, sizeof(rkm_layer));
+    if (!m->layers) {
+        rkm_err(RKM_ENOMEM, "model: out of memory");
+        goto fail;
+    }
+    const rkm_tensor_view *te = rkm_model_dir_tensor(m->md, "token_embd.weight");
+    if (!te || te->ne[0] != hp->n_embd || te->ne[1] != hp->n_vocab || !te->data ||
+        !rkm_type_readable(te->type) || !rkm_type_row_bytes(te->type, hp->n_embd)) {
+        rkm_err(RKM_EFORMAT, "model: missing or bad token_embd.weight");
+        goto fail;
+    }
+    m->tok_embd = te->data;
+    m->tok_embd_type = te->type;
+    if (vec(m, "output_norm.weight", 0, hp->n_embd, 1, &m->output_norm)) goto fail;
+    if (hp->tied_output || !rkm_model_dir_tensor(m->md, "output.weight")) {
+        if (mat(m, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output)) goto fail;
+    } else if (mat(m, "output.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output)) {
+        goto fail;
+    }
+    for (int il = 0; il < hp->n_layer; il++)
+        if (bind_layer(m, il)) {
+            rkm_err_prefix(RKM_EFORMAT, "%s", dir);
+            goto fail;
+        }
+    m->model_id = model_identity(m->md);
+    m->n_threads = params->n_threads;
+    m->pool = rkm_pool_new(params->n_threads);
+    if (!m->pool) goto fail;
+    m->n_threads = rkm_pool_n_threads(m->pool);
+    if (m->md->n_expert_layers > 0) {
+        int slots = cache_slots(m, params);
+        if (slots < 0) goto fail;
+        rkm_expert_cache_params cp = {0};
+        cp.slots_per_layer = slots;
+        cp.policy = params->cache_policy;
+        /* prefetch pays off only when experts are read from disk */
+        cp.prefetch = params->prefetch < 0 ? slots > 0 : params->prefetch;
+        m->prefetch = cp.prefetch;
+        cp.io_threads = params->io_threads;
+        cp.direct_io = slots > 0;
+        m->cache = rkm_expert_cache_new(m->md, &cp);
+        if (!m->cache) goto fail;
+    }
+    if (rkm_model_load_text(m, dir)) goto fail;
+    return m;
+fail:
+    rkm_model_close(m);
+    return NULL;
+}
+
+void rkm_model_close(rkm_model *m)
+{
+    if (!m) return;
+    rkm_model_free_text(m);
+    rkm_expert_cache_free(m->cache);
+    rkm_pool_free(m->pool);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    rkm_model_dir_close(m->md);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+int rkm_model_n_vocab(const rkm_model *m) { return m->hp.n_vocab; }
+int rkm_model_n_embd(const rkm_model *m) { return m->hp.n_embd; }
+int rkm_model_n_ctx_train(const rkm_model *m) { return m->hp.n_ctx_train; }
+const char *rkm_model_arch(const rkm_model *m) { return m->hp.arch_name; }
+const char *rkm_model_chat_template(const rkm_model *m) { return m->chat_template; }

@@ -1,0 +1,188 @@
+/*
+ * model.h - internals of the runtime shared by model.c, forward.c,
+ * attention.c, moe.c and session.c: the weight views of a loaded model
+ * (config / weights), and the per-session state (KV cache, scratch).
+ *
+ * A model is immutable after rkm_model_open except for three things that
+ * every forward pass uses and that are guarded by model->lock: the thread
+ * pool, the expert cache and the expert-cache statistics. A forward call
+ * (one chunk) holds the lock from start to end, so sessions on different
+ * threads serialise at chunk granularity.
+ */
+#ifndef RKM_RUNTIME_MODEL_H
+#define RKM_RUNTIME_MODEL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "format/model_dir.h"
+#include "kernels/kernels.h"
+#include "runtime/expert_cache.h"
+#include "runtime/sampler.h"
+#include "util/common.h"
+
+struct rkm_tokenizer;
+
+/* Largest head dim (stack buffers in attention.c); Gemma 4's global 512. */
+#define RKM_MAX_HEAD_DIM 1024
+/* Most routed experts per layer (stack arrays in moe.c). */
+#define RKM_MAX_EXPERTS 1024
+
+/* A matrix view: n_out rows of n_in values of type `type` (ggml ne = [n_in, n_out]). */
+typedef struct rkm_mat {
+    int type;
+    int64_t n_in, n_out;
+    const void *data; /* NULL: absent */
+} rkm_mat;
+
+typedef struct rkm_layer {
+    /* attention */
+    const float *attn_norm;        /* (n_embd) */
+    rkm_mat wq;                    /* (n_embd -> n_head*hd_k) */
+    rkm_mat wk;                    /* (n_embd -> n_kv*hd_k) */
+    rkm_mat wv;                    /* (n_embd -> n_kv*hd_v), absent when V = K */
+    rkm_mat wo;                    /* (n_head*hd_v -> n_embd) */
+    const float *bq, *bk, *bv;     /* biases or NULL */
+    const float *q_norm, *k_norm;  /* (hd_k) per head or (n_head*hd_k) full */
+    const float *post_attn_norm;   /* gemma4 (n_embd) */
+    /* feed-forward */
+    const float *ffn_norm;         /* (n_embd) */
+    rkm_mat ffn_gate, ffn_up, ffn_down; /* dense FFN (dense archs, gemma4 MLP) */
+    const float *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2, *post_ffw_norm; /* gemma4 */
+    rkm_mat router;                /* (n_embd -> n_expert), f32 usually */
+    const float *router_scale;     /* gemma4 (n_embd) */
+    const float *expert_scale;     /* gemma4 (n_expert) */
+    float out_scale;               /* gemma4 layer_output_scale, else 1 */
+    rkm_mat sh_gate, sh_up, sh_down; /* shared expert (qwen2moe) */
+    rkm_mat sh_gate_inp;           /* (n_embd -> 1) */
+    const rkm_expert_layer *el;    /* routed experts or NULL */
+    /* geometry */
+    int n_kv, hd_k, hd_v;          /* KV heads and head dims of this layer */
+    int is_swa;                    /* sliding-window layer */
+    int rope_dim;                  /* rotated dims */
+    float rope_theta;
+    const float *rope_freqs;       /* per pair divisor or NULL */
+    int v_from_k;                  /* V is the (unrotated, unnormed) K projection */
+} rkm_layer;
+
+struct rkm_model {
+    rkm_model_dir *md;
+    rkm_hparams hp;
+    rkm_layer *layers;             /* hp.n_layer */
+    const void *tok_embd;          /* (n_embd x n_vocab) of type tok_embd_type */
+    int tok_embd_type;
+    const float *output_norm;
+    rkm_mat output;                /* LM head (maybe token_embd) */
+    float **owned;                 /* vectors dequantized at load */
+    int n_owned;
+    uint64_t model_id;             /* identity of the weights (session files) */
+    struct rkm_tokenizer *tok;     /* NULL if the directory has none */
+    char *chat_template;           /* NULL if none */
+    int n_threads;
+    int prefetch;                  /* hint the next layer's experts while decoding */
+    int n_ff_exp;                  /* routed expert width (from the blob parts) */
+    int max_hd;                    /* largest head dim over layers */
+    int max_qdim, max_kvdim;       /* largest n_head*hd, n_kv*hd over layers */
+    pthread_mutex_t lock;          /* guards pool, cache (one forward at a time) */
+    rkm_pool *pool;
+    rkm_expert_cache *cache;
+};
+
+/* KV rows of one layer: f16, [cap][n_kv*hd]; ring (pos % cap) for sliding
+ * layers, linear (pos) for full layers. */
+typedef struct rkm_kv_layer {
+    rkm_f16 *k, *v;
+    int cap;          /* rows */
+    int ring;         /* 1: slot = pos % cap */
+    int k_dim, v_dim; /* n_kv*hd_k, n_kv*hd_v */
+    int valid_from;   /* oldest position a loaded session file supplied */
+} rkm_kv_layer;
+
+/* Called by the forward pass after each stage (tests compare layer by
+ * layer): what = "embd", "attn_out", "layer_out", "final_norm"; rows x cols. */
+typedef void (*rkm_trace_fn)(void *user, int il, const char *what, const float *x, int rows,
+                             int cols);
+
+struct rkm_session {
+    rkm_model *m;
+    rkm_session_params p;
+    int n_ctx, n_chunk;
+    int n_past;
+    int32_t *tokens;          /* n_ctx */
+    rkm_kv_layer *kv;         /* n_layer */
+    float *logits;            /* n_vocab: after the last evaluated token */
+    float *embd;              /* n_embd: final-normed hidden of the last token */
+    int have_logits;
+    rkm_sampler *sampler;
+    atomic_int cancel;
+    rkm_stats st;
+    double t_first;           /* first eval start since reset (ttft), <0 none */
+    int ttft_done;
+    /* scratch, n_chunk rows each */
+    float *x, *cur, *cur2, *q, *k, *v, *att, *tmp, *ffn, *ffn2;
+    float *scores;            /* per thread: n_ctx floats */
+    rkm_f16 *q16;             /* per thread: max_hd */
+    rkm_f16 *p16;             /* per thread: n_ctx */
+    float *router;            /* n_chunk * n_expert */
+    int *sel;                 /* n_chunk * n_expert_used selected experts */
+    float *selw;              /* their weights */
+    float *xe, *ge, *ue, *ye; /* gathered expert rows, n_chunk*k rows */
+    int *erows;               /* row lists grouped by expert */
+    int n_threads_scratch;
+    rkm_trace_fn trace;
+    void *trace_user;
+};
+
+/* forward.c: evaluates n (<= n_chunk) tokens at positions n_past.. and
+ * appends them to the KV cache. logits: NULL (none), or n_out_rows x n_vocab
+ * where out rows are the last one (all_rows 0) or every row (all_rows 1). */
+int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows);
+
+/* attention.c */
+int rkm_kv_init(rkm_session *s);
+void rkm_kv_free(rkm_session *s);
+void rkm_rope(float *x, int n_heads, int hd, int rope_dim, int neox, float theta_base,
+              const float *freqs, int pos);
+/* Attention of rows 0..n-1 (positions pos0..) of layer il: reads s->q,
+ * the KV cache (already holding these rows), writes s->att. */
+void rkm_attention(rkm_session *s, int il, int pos0, int n);
+/* Rows of s->q, s->k, s->v, s->att are contiguous with the layer's widths
+ * (n_head*hd_k, n_kv*hd_k, n_kv*hd_v, n_head*hd_v). */
+/* Stores rows of s->k / s->v of layer il at positions pos0..pos0+n-1. */
+void rkm_kv_store(rkm_session *s, int il, int pos0, int n);
+
+/* moe.c: out[n][n_embd] = routed experts (+ shared expert) of x (normed
+ * input) for layer il; rin is the router input (x for most archs). */
+int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, int n, float *out);
+/* Dense gated FFN: out = down(act(gate x) * up x). */
+void rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
+                   const float *x, int n, float *out, float *tg, float *tu);
+void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y);
+/* The pool, or NULL (run on the calling thread) when an op has too little
+ * work (multiply-adds) to repay waking the other threads. */
+#define RKM_POOL_MIN_WORK 65536.0
+rkm_pool *rkm_pool_for(rkm_pool *pool, double work);
+/* Several independent matmuls in one pool run (decoding: Q/K/V, or the
+ * gate/up of every expert): their weight rows are split into chunks that
+ * the threads take in turn, each chunk computed by rkm_matmul on the
+ * calling thread. Fewer pool wake-ups than one run per matrix, which is
+ * what small m spends most of its time on. */
+typedef struct rkm_mm_task {
+    int type;
+    const void *w;
+    int64_t n_in, n_out;
+    const float *x;
+    int64_t m;
+    float *y;
+    int64_t ldy;
+} rkm_mm_task;
+/* Batched matmuls pay off up to this many rows (beyond, one matmul at a
+ * time quantizes the activations once and splits its own rows). */
+#define RKM_MM_MULTI_MAX_ROWS 8
+void rkm_mm_multi(rkm_pool *pool, const rkm_mm_task *t, int n);
+rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y);
+
+/* Activation of the arch: silu or ggml-like gelu (fp16 table). */
+void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int64_t n);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * moe.c - feed-forward blocks: dense gated FFNs and the routed-expert
+ * layer (router softmax, top-k, renormalisation, per-expert scales, shared
+ * expert).
+ *
+ * A chunk of n rows is routed first; then rows are grouped by expert and
+ * each selected expert runs ONCE for all its rows (one matmul with m = its
+ * row count). Experts come from the expert cache in tiles of at most
+ * rkm_expert_cache_slots: request(tile), get each, compute, release. Each
+ * (row, slot) output is kept apart and the slots are summed in top-k order
+ * afterwards, as llama.cpp does, so the result does not depend on the
+ * grouping.
+ *
+ * Threads: called by the session's thread with model->lock held; the
+ * matmuls use the model's pool. Scratch belongs to the session.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "runtime/model.h"
+
+rkm_pool *rkm_pool_for(rkm_pool *pool, double work)
+{
+    return work < RKM_POOL_MIN_WORK ? NULL : pool;
+}
+
+void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y)
+{
+    rkm_matmul(rkm_pool_for(pool, (double)w->n_in * (double)w->n_out * (double)m), w->type, w->data, w->n_in,
+               w->n_out, x, m, y, w->n_out);
+}
+
+rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y)
+{
+    rkm_mm_task t = {w->type, w->data, w->n_in, w->n_out, x, m, y, w->n_out};
+    return t;
+}
+
+typedef struct {
+    const rkm_mm_task *t;
+    int n;
+    int64_t chunk;
+    int64_t first[2 * RKM_MAX_EXPERTS + 4]; /* first chunk index of each task */
+    _Atomic int64_t next;
+} multi_job;
+
+static void multi_worker(void *ctx, int ith, int nth)
+{
+    multi_job *j = ctx;
+    int ti = 0;
+    for (;;) {
+        int64_t u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (u >= j->first[j->n]) break;
+        while (u >= j->first[ti + 1]) ti++;
+        const rkm_mm_task *t = &j->t[ti];
+        int64_t r0 = (u - j->first[ti]) * j->chunk, r1 = RKM_MIN(r0 + j->chunk, t->n_out);
+        size_t rb = rkm_type_row_bytes(t->type, t->n_in);
+        rkm_matmul(NULL, t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m, t->y + r0,
+                   t->ldy);
+    }
+}
+
+void rkm_mm_multi(rkm_pool *pool, const rkm_mm_task *t, int n)
+{
+    double work = 0;
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        work += (double)t[i].n_in * (double)t[i].n_out * (double)t[i].m;
+        rows += t[i].n_out;
+    }
+    int nth = rkm_pool_n_threads(pool);
+    if (!pool || nth <= 1 || work < RKM_POOL_MIN_WORK || n > 2 * RKM_MAX_EXPERTS + 2) {
+        for (int i = 0; i < n; i++)
+            rkm_matmul(rkm_pool_for(pool, (double)t[i].n_in * t[i].n_out * t[i].m), t[i].type, t[i].w, t[i].n_in,
+                       t[i].n_out, t[i].x, t[i].m, t[i].y, t[i].ldy);
+        return;
+    }
+    multi_job j;
+    j.t = t;
+    j.n = n;
+    /* about 8 chunks per thread, whole 16-row tiles (the kernels' grain) */
+    j.chunk = RKM_ALIGN_UP(RKM_MAX(rows / (8 * nth), 16), 16);
+    j.first[0] = 0;
+    for (int i = 0; i < n; i++) j.first[i + 1] = j.first[i] + (t[i].n_out + j.chunk - 1) / j.chunk;
+    atomic_store_explicit(&j.next, 0, memory_order_relaxed);
+    rkm_pool_run(pool, multi_worker, &j);
+}
+
+/* ggml's CPU GELU: y = f16(gelu_tanh(f16(x))) through a 65536-entry table
+ * for -10 < x < 10, 0 below, x above. Emulated because the goldens come
+ * from it (an exact GELU moves gemma4's probabilities by ~1e-3). */
+static rkm_f16 gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void)
+{
+    for (uint32_t i = 0; i < (1u << 16); i++) gelu_table[i] = rkm_f32_to_f16(rkm_gelu_tanh(rkm_f16_to_f32((rkm_f16)i)));
+}
+
+void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int64_t n)
+{
+    if (m->hp.act != RKM_ACT_GELU_TANH) {
+        rkm_swiglu(out, g, u, n);
+        return;
+    }
+    pthread_once(&gelu_once, gelu_table_init);
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i], y;
+        if (x <= -10.0f) y = 0.0f;
+        else if (x >= 10.0f) y = x;
+        else y = rkm_f16_to_f32(gelu_table[rkm_f32_to_f16(x)]);
+        out[i] = y * u[i];
+    }
+}
+
+void rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
+                   const float *x, int n, float *out, float *tg, float *tu)
+{
+    rkm_pool *pool = s->m->pool;
+    int64_t ff = gate->n_out;
+    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task t[2] = {rkm_mm_task_of(gate, x, n, tg), rkm_mm_task_of(up, x, n, tu)};
+        rkm_mm_multi(pool, t, 2);
+    } else {
+        rkm_matmul_mat(pool, gate, x, n, tg);
+        rkm_matmul_mat(pool, up, x, n, tu);
+    }
+    rkm_glu(s->m, tg, tg, tu, (int64_t)n * ff);
+    rkm_matmul_mat(pool, down, tg, n, out);
+}
+
+/* Softmax over the router logits of one row, top-k (ties: lower id), then
+ * renormalisation and per-expert scales as the architecture says. */
+static void route_row(const rkm_model *m, const rkm_layer *L, float *logits, int *sel, float *w)
+{
+    const rkm_hparams *hp = &m->hp;
+    int ne = hp->n_expert, k = hp->n_expert_used;
+    rkm_softmax(logits, ne);
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < ne; e++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= sel[t] == e;
+            if (taken) continue;
+            if (best < 0 || logits[e] > logits[best]) best = e;
+        }
+        sel[j] = best;
+        w[j] = logits[best];
+    }
+    if (hp->expert_norm_topk) {
+        float sum = 0;
+        for (int j = 0; j < k; j++) sum += w[j];
+        if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+        for (int j = 0; j < k; j++) w[j] /= sum;
+    }
+    if (L->expert_scale)
+        for (int j = 0; j < k; j++) w[j] *= L->expert_scale[sel[j]];
+}
+
+/* Decoding with streamed experts: the next MoE layer's router applied to
+ * this layer's router input guesses its experts, so their reads overlap
+ * this layer's compute (a hint; a wrong guess costs only bandwidth). */
+static void prefetch_next(rkm_session *s, int il, const float *rin)
+{
+    const rkm_model *m = s->m;
+    int nl = il + 1;
+    while (nl < m->hp.n_layer && !m->layers[nl].el) nl++;
+    if (nl >= m->hp.n_layer) return;
+    int ne = m->hp.n_expert, k = m->hp.n_expert_used;
+    float lg[RKM_MAX_EXPERTS];
+    rkm_matmul_mat(NULL, &m->layers[nl].router, rin, 1, lg);
+    int ids[RKM_MAX_EXPERTS], n_ids = 0;
+    for (int j = 0; j < k; j++) {
+        int b = -1;
+        for (int e = 0; e < ne; e++)
+            if (lg[e] > -INFINITY && (b < 0 || lg[e] > lg[b])) b = e;
+        if (b < 0) break; /* NaN logits: fewer hints */
+        ids[n_ids++] = b;
+        lg[b] = -INFINITY;
+    }
+    if (n_ids) rkm_expert_cache_prefetch(m->cache, nl, ids, n_ids);
+}
+
+int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, int n, float *out)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    const rkm_expert_layer *el = L->el;
+    int E = hp->n_embd, ne = hp->n_expert, k = hp->n_expert_used, ff = m->n_ff_exp;
+    rkm_pool *pool = m->pool;
+
+    rkm_matmul_mat(pool, &L->router, rin, n, s->router);
+    for (int r = 0; r < n; r++)
+        route_row(m, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k);
+
+    if (m->prefetch && n == 1) prefetch_next(s, il, rin);
+
+    /* group (row, slot) entries by expert: counting sort */
+    int cnt[RKM_MAX_EXPERTS + 1], start[RKM_MAX_EXPERTS + 1];
+    memset(cnt, 0, sizeof(int) * (size_t)ne);
+    for (int i = 0; i < n * k; i++) cnt[s->sel[i]]++;
+    int ids[RKM_MAX_EXPERTS], n_ids = 0;
+    start[0] = 0;
+    for (int e = 0; e < ne; e++) {
+        start[e + 1] = start[e] + cnt[e];
+        if (cnt[e]) ids[n_ids++] = e;
+    }
+    int fill[RKM_MAX_EXPERTS];
+    memcpy(fill, start, sizeof(int) * (size_t)ne);
+    for (int i = 0; i < n * k; i++) s->erows[fill[s->sel[i]]++] = i;
+
+    int slots = m->cache ? rkm_expert_cache_slots(m->cache) : 0;
+    if (slots <= 0 || slots > n_ids) slots = n_ids;
+    const rkm_expert_part *pg = &el->part[RKM_PART_GATE], *pu = &el->part[RKM_PART_UP],
+                          *pd = &el->part[RKM_PART_DOWN];
+    for (int t0 = 0; t0 < n_ids; t0 += slots) {
+        int nt = RKM_MIN(slots, n_ids - t0);
+        int rc = rkm_expert_cache_request(m->cache, il, ids + t0, nt);
+        if (rc) return rc;
+        /* Compute the tile's experts as their reads land: each round takes
+         * every expert that is ready (try_get), blocking on the first
+         * pending one only when none is. A round runs its experts'
+         * gate/up matmuls in one batched pool run and their down matmuls
+         * in another when rows are few (decoding); with many rows each
+         * matmul splits its own rows. Entries are grouped by expert, so
+         * expert e's rows sit at start[e] in xe / ge / ue. */
+        uint8_t done[RKM_MAX_EXPERTS];
+        int batch[RKM_MAX_EXPERTS];
+        const uint8_t *blobs[RKM_MAX_EXPERTS];
+        memset(done, 0, (size_t)nt);
+        for (int left = nt; left > 0;) {
+            int nb = 0, first = -1;
+            for (int t = 0; t < nt; t++) {
+                if (done[t]) continue;
+                if (first < 0) first = t;
+                const uint8_t *blob = NULL;
+                rc = rkm_expert_cache_try_get(m->cache, il, ids[t0 + t], &blob);
+                if (rc < 0) break;
+                if (rc == 1) {
+                    batch[nb] = t;
+                    blobs[nb++] = blob;
+                }
+            }
+            if (rc >= 0 && nb == 0) {
+                rc = rkm_expert_cache_get(m->cache, il, ids[t0 + first], &blobs[0]);
+                batch[nb++] = first;
+            }
+            if (rc < 0) {
+                rkm_expert_cache_release(m->cache, il);
+                return rc;
+            }
+            rkm_mm_task tk[2 * RKM_MAX_EXPERTS];
+            for (int b = 0; b < nb; b++) {
+                int e = ids[t0 + batch[b]], me = cnt[e];
+                const int *rows = s->erows + start[e];
+                float *xe = s->xe + (size_t)start[e] * E;
+                for (int i = 0; i < me; i++)
+                    memcpy(xe + (size_t)i * E, x + (size_t)(rows[i] / k) * E, sizeof(float) * (size_t)E);
+                float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
+                tk[2 * b] = (rkm_mm_task){pg->type, blobs[b] + pg->offset, E, ff, xe, me, ge, ff};
+                tk[2 * b + 1] = (rkm_mm_task){pu->type, blobs[b] + pu->offset, E, ff, xe, me, ue, ff};
+            }
+            int few = n <= RKM_MM_MULTI_MAX_ROWS;
+            if (few) rkm_mm_multi(pool, tk, 2 * nb);
+            else
+                for (int i = 0; i < 2 * nb; i++)
+                    rkm_matmul(rkm_pool_for(pool, (double)E * ff * tk[i].m), tk[i].type, tk[i].w, E, ff, tk[i].x,
+                               tk[i].m, tk[i].y, ff);
+            for (int b = 0; b < nb; b++) {
+                int e = ids[t0 + batch[b]];
+                float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
+                rkm_glu(m, ge, ge, ue, (int64_t)cnt[e] * ff);
+                /* down: its output replaces the gathered input rows */
+                tk[b] = (rkm_mm_task){pd->type, blobs[b] + pd->offset, ff, E, ge, cnt[e], s->xe + (size_t)start[e] * E, E};
+            }
+            if (few) rkm_mm_multi(pool, tk, nb);
+            else
+                for (int i = 0; i < nb; i++)
+                    rkm_matmul(rkm_pool_for(pool, (double)E * ff * tk[i].m), tk[i].type, tk[i].w, ff, E, tk[i].x,
+                               tk[i].m, tk[i].y, E);
+            for (int b = 0; b < nb; b++) {
+                int e = ids[t0 + batch[b]], me = cnt[e];
+                const int *rows = s->erows + start[e];
+                for (int i = 0; i < me; i++) {
+                    float w = s->selw[rows[i]];
+                    const float *src = s->xe + ((size_t)start[e] + i) * E;
+                    float *dst = s->ye + (size_t)rows[i] * E;
+                    for (int c = 0; c < E; c++) dst[c] = src[c] * w;
+                }
+                done[batch[b]] = 1;
+                left--;
+            }
+        }
+        rkm_expert_cache_release(m->cache, il);
+    }
+    for (int r = 0; r < n; r++) {
+        float *o = out + (size_t)r * E;
+        const float *y = s->ye + (size_t)r * k * E;
+        memcpy(o, y, sizeof(float) * (size_t)E);
+        for (int j = 1; j < k; j++)
+            for (int c = 0; c < E; c++) o[c] += y[(size_t)j * E + c];
+    }
+
+    if (L->sh_gate.data) {
+        /* shared expert, optionally scaled by sigmoid(gate_inp . x) */
+        float *sh = s->ffn2;
+        rkm_ffn_dense(s, &L->sh_gate, &L->sh_up, &L->sh_down, x, n, sh, s->ge, s->ue);
+        for (int r = 0; r < n; r++) {
+            float g = 1.0f;
+            if (L->sh_gate_inp.data) {
+                rkm_matmul_mat(NULL, &L->sh_gate_inp, x + (size_t)r * E, 1, &g);
+                g = 1.0f / (1.0f + expf(-g));
+            }
+            float *o = out + (size_t)r * E;
+            const float *h = sh + (size_t)r * E;
+            for (int c = 0; c < E; c++) o[c] += h[c] * g;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,506 @@
+/*
+ * session.c - the session API of rkmojo.h: one KV cache, sampler and
+ * scratch per session; prompt evaluation in chunks, generation, cancel,
+ * statistics, and saving / restoring the KV state.
+ *
+ * Threads: a session is driven by one thread at a time; rkm_session_cancel
+ * may come from any thread (an atomic flag checked between layers). The
+ * session owns everything it allocates; rkm_session_free releases it.
+ *
+ * Session file (little-endian, version 1):
+ *   magic "RKMSESS1", u32 version, u32 n_layer, u64 model_id, u32 n_past,
+ *   u32 n_vocab, u32 n_embd, u32 have_logits,
+ *   i32 tokens[n_past], f32 logits[n_vocab], f32 embd[n_embd],
+ *   per layer: u32 first (oldest position stored), u32 k_dim, u32 v_dim,
+ *              then for p in first..n_past-1: f16 K[k_dim], f16 V[v_dim]
+ *   u64 XXH3 of everything before it.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "runtime/model.h"
+
+void rkm_sampler_params_default(rkm_sampler_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->temperature = 0.2f;
+    p->top_k = 64;
+    p->top_p = 0.95f;
+    p->min_p = 0.0f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = 0x5eed;
+}
+
+void rkm_session_params_default(rkm_session_params *p)
+{
+    memset(p, 0, sizeof *p);
+    rkm_sampler_params_default(&p->sampler);
+}
+
+static void *scratch(size_t n_floats)
+{
+    return rkm_alloc_aligned(sizeof(float) * (n_floats ? n_floats : 1), 64);
+}
+
+static int alloc_scratch(rkm_session *s)
+{
+    const rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    size_t R = (size_t)s->n_chunk, E = (size_t)hp->n_embd;
+    size_t k = (size_t)RKM_MAX(hp->n_expert_used, 1);
+    size_t ff = (size_t)RKM_MAX(hp->n_ff, hp->n_ff_shexp);
+    size_t ffe = R * k * (size_t)m->n_ff_exp;
+    size_t nth = (size_t)m->n_threads;
+    s->x = scratch(R * E);
+    s->cur = scratch(R * E);
+    s->cur2 = scratch(R * E);
+    s->tmp = scratch(R * E);
+    s->ffn = scratch(R * E);
+    s->ffn2 = scratch(R * E);
+    s->q = scratch(R * (size_t)m->max_qdim);
+    s->att = scratch(R * (size_t)m->max_qdim);
+    s->k = scratch(R * (size_t)m->max_kvdim);
+    s->v = scratch(R * (size_t)m->max_kvdim);
+    s->ge = scratch(RKM_MAX(R * ff, ffe));
+    s->ue = scratch(RKM_MAX(R * ff, ffe));
+    s->scores = scratch(nth * (size_t)s->n_ctx);
+    s->q16 = rkm_alloc_aligned(sizeof(rkm_f16) * nth * (size_t)m->max_hd, 64);
+    s->p16 = rkm_alloc_aligned(sizeof(rkm_f16) * nth * (size_t)s->n_ctx, 64);
+    s->router = scratch(R * (size_t)RKM_MAX(hp->n_expert, 1));
+    s->sel = malloc(sizeof(int) * R * k);
+    s->selw = scratch(R * k);
+    s->xe = scratch(R * k * E);
+    s->ye = scratch(R * k * E);
+    s->erows = malloc(sizeof(int) * R * k);
+    s->logits = scratch((size_t)hp->n_vocab);
+    s->embd = scratch(E);
+    s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
+    if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
+        !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->xe ||
+        !s->ye || !s->erows || !s->logits || !s->embd || !s->tokens)
+        return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
+    return 0;
+}
+
+rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p)
+{
+    rkm_session_params dp;
+    if (!m) {
+        rkm_err(RKM_EINVAL, "session: no model");
+        return NULL;
+    }
+    if (!p) {
+        rkm_session_params_default(&dp);
+        p = &dp;
+    }
+    rkm_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        rkm_err(RKM_ENOMEM, "session: out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->p = *p;
+    int train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : RKM_MIN(4096, train);
+    s->n_chunk = p->n_chunk > 0 ? p->n_chunk : 128;
+    if (s->n_ctx > (1 << 24) || p->n_ctx < 0 || p->n_chunk < 0 || s->n_chunk > 65536) {
+        rkm_err(RKM_EINVAL, "session: n_ctx %d / n_chunk %d out of range", p->n_ctx, p->n_chunk);
+        free(s);
+        return NULL;
+    }
+    if (s->n_chunk > s->n_ctx) s->n_chunk = s->n_ctx;
+    atomic_init(&s->cancel, 0);
+    s->t_first = -1;
+    if (alloc_scratch(s) || rkm_kv_init(s)) goto fail;
+    s->sampler = rkm_sampler_new(&p->sampler, m->hp.n_vocab);
+    if (!s->sampler) goto fail;
+    return s;
+fail:
+    rkm_session_free(s);
+    return NULL;
+}
+
+void rkm_session_free(rkm_session *s)
+{
+    if (!s) return;
+    rkm_kv_free(s);
+    rkm_sampler_free(s->sampler);
+    float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue,
+                   s->scores, s->router, s->selw, s->xe, s->ye, s->logits, s->embd};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
+    rkm_free_aligned(s->q16);
+    rkm_free_aligned(s->p16);
+    free(s->sel);
+    free(s->erows);
+    free(s->tokens);
+    free(s);
+}
+
+int rkm_session_n_past(const rkm_session *s) { return s->n_past; }
+int rkm_session_n_ctx(const rkm_session *s) { return s->n_ctx; }
+
+const int32_t *rkm_session_tokens(const rkm_session *s, int *n)
+{
+    if (n) *n = s->n_past;
+    return s->tokens;
+}
+
+void rkm_session_cancel(rkm_session *s)
+{
+    if (s) atomic_store(&s->cancel, 1);
+}
+
+/* Expert-cache counters before a call, to add the call's share to stats. */
+typedef struct {
+    rkm_expert_cache_stats c;
+} cache_mark;
+
+static void mark(const rkm_session *s, cache_mark *mk)
+{
+    memset(mk, 0, sizeof *mk);
+    if (s->m->cache) rkm_expert_cache_get_stats(s->m->cache, &mk->c);
+}
+
+static void account(rkm_session *s, const cache_mark *mk)
+{
+    if (!s->m->cache) return;
+    rkm_expert_cache_stats now;
+    rkm_expert_cache_get_stats(s->m->cache, &now);
+    s->st.expert_hits += now.hits - mk->c.hits;
+    s->st.expert_misses += now.misses - mk->c.misses;
+    s->st.bytes_read += now.bytes_read - mk->c.bytes_read;
+    s->st.io_wait_s += now.io_wait_s - mk->c.io_wait_s;
+}
+
+/* Evaluates ids in chunks; rows of logits as asked (NULL, last, all). */
+static int eval_chunks(rkm_session *s, const int32_t *ids, int n, float *last, float *all)
+{
+    if (n < 0 || (n > 0 && !ids)) return rkm_err(RKM_EINVAL, "eval: bad arguments");
+    if (n == 0) {
+        if (last) {
+            if (!s->have_logits) return rkm_err(RKM_EINVAL, "eval: nothing evaluated yet");
+            memcpy(last, s->logits, sizeof(float) * (size_t)s->m->hp.n_vocab);
+        }
+        return 0;
+    }
+    if (s->n_past + n > s->n_ctx)
+        return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
+    atomic_store(&s->cancel, 0);
+    double t0 = rkm_now();
+    if (s->t_first < 0) s->t_first = t0;
+    cache_mark mk;
+    mark(s, &mk);
+    int nv = s->m->hp.n_vocab, rc = 0;
+    for (int i = 0; i < n && !rc; i += s->n_chunk) {
+        int c = RKM_MIN(s->n_chunk, n - i);
+        int is_last = i + c == n;
+        s->have_logits = 0;
+        if (all) rc = rkm_forward_chunk(s, ids + i, c, all + (size_t)i * nv, 1);
+        else rc = rkm_forward_chunk(s, ids + i, c, is_last ? s->logits : NULL, 0);
+        if (!rc) s->st.n_prompt += c;
+    }
+    if (!rc) {
+        if (all) memcpy(s->logits, all + (size_t)(n - 1) * nv, sizeof(float) * (size_t)nv);
+        s->have_logits = 1;
+        if (last) memcpy(last, s->logits, sizeof(float) * (size_t)nv);
+    }
+    s->st.t_prompt_s += rkm_now() - t0;
+    account(s, &mk);
+    return rc;
+}
+
+int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits)
+{
+    if (!s) return rkm_err(RKM_EINVAL, "eval: no session");
+    return eval_chunks(s, ids, n, logits, NULL);
+}
+
+int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n, float *logits_all)
+{
+    if (!s || !logits_all) return rkm_err(RKM_EINVAL, "eval_all: bad arguments");
+    return eval_chunks(s, ids, n, NULL, logits_all);
+}
+
+int rkm_session_set_sampler(rkm_session *s, const rkm_sampler_params *p)
+{
+    if (!s || !p) return rkm_err(RKM_EINVAL, "set_sampler: bad arguments");
+    if (!(p->temperature >= 0) || p->top_k < 0 || !(p->top_p >= 0 && p->top_p <= 1) ||
+        !(p->min_p >= 0 && p->min_p <= 1) || !(p->repeat_penalty >= 0))
+        return rkm_err(RKM_EINVAL, "set_sampler: parameter out of range");
+    s->p.sampler = *p;
+    rkm_sampler_set_params(s->sampler, p);
+    rkm_sampler_seed(s->sampler, p->seed);
+    return 0;
+}
+
+int rkm_session_sample(rkm_session *s, int32_t *out_id)
+{
+    if (!s || !out_id) return rkm_err(RKM_EINVAL, "sample: bad arguments");
+    if (!s->have_logits) return rkm_err(RKM_EINVAL, "sample: no logits (evaluate a prompt first)");
+    *out_id = rkm_sampler_sample(s->sampler, s->logits, s->tokens, s->n_past);
+    if (!s->ttft_done && s->t_first >= 0) {
+        s->st.ttft_s = rkm_now() - s->t_first;
+        s->ttft_done = 1;
+    }
+    return 0;
+}
+
+int rkm_session_generate(rkm_session *s, int n_max, rkm_token_cb cb, void *user)
+{
+    if (!s) return rkm_err(RKM_EINVAL, "generate: no session");
+    if (!s->have_logits) return rkm_err(RKM_EINVAL, "generate: evaluate a prompt first");
+    atomic_store(&s->cancel, 0);
+    int rc = 0;
+    for (int i = 0; i < n_max; i++) {
+        if (atomic_load(&s->cancel)) return rkm_err(RKM_ECANCELED, "canceled");
+        int32_t id;
+        if ((rc = rkm_session_sample(s, &id))) return rc;
+        if (rkm_token_is_eog(s->m, id)) break;
+        if (cb && cb(id, user)) break;
+        if (s->n_past + 1 > s->n_ctx)
+            return rkm_err(RKM_ECTXFULL, "context is full (n_ctx %d)", s->n_ctx);
+        double t0 = rkm_now();
+        cache_mark mk;
+        mark(s, &mk);
+        s->have_logits = 0;
+        rc = rkm_forward_chunk(s, &id, 1, s->logits, 0);
+        s->st.t_gen_s += rkm_now() - t0;
+        account(s, &mk);
+        if (rc) return rc;
+        s->have_logits = 1;
+        s->st.n_gen++;
+    }
+    return 0;
+}
+
+int rkm_session_embedding(const rkm_session *s, float *out)
+{
+    if (!s || !out) return rkm_err(RKM_EINVAL, "embedding: bad arguments");
+    if (!s->have_logits && s->n_past == 0) return rkm_err(RKM_EINVAL, "embedding: nothing evaluated yet");
+    memcpy(out, s->embd, sizeof(float) * (size_t)s->m->hp.n_embd);
+    return 0;
+}
+
+void rkm_session_stats(const rkm_session *s, rkm_stats *out) { *out = s->st; }
+
+void rkm_session_stats_reset(rkm_session *s)
+{
+    memset(&s->st, 0, sizeof s->st);
+    s->t_first = -1;
+    s->ttft_done = 0;
+}
+
+/* Oldest position whose KV rows layer il still holds. */
+static int kv_first(const rkm_session *s, int il)
+{
+    const rkm_kv_layer *kv = &s->kv[il];
+    int lo = kv->ring ? RKM_MAX(0, s->n_past - kv->cap) : 0;
+    return RKM_MAX(lo, kv->valid_from);
+}
+
+int rkm_session_truncate(rkm_session *s, int n)
+{
+    if (!s || n < 0 || n > s->n_past) return rkm_err(RKM_EINVAL, "truncate: %d not in [0, %d]", n, s ? s->n_past : 0);
+    if (n == s->n_past) return 0;
+    /* Sliding layers need the window before n. If the ring has overwritten
+     * it, the tokens are evaluated again from position 0: a row's keys
+     * depend on the windows of every layer below it, so no shorter replay
+     * is exact. */
+    int need = n;
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        if (!s->m->layers[il].is_swa) continue;
+        int lo = RKM_MAX(0, n - s->m->hp.sliding_window);
+        if (lo < kv_first(s, il)) need = 0;
+    }
+    s->n_past = n;
+    s->have_logits = 0;
+    if (need == 0)
+        for (int il = 0; il < s->m->hp.n_layer; il++) s->kv[il].valid_from = 0;
+    if (need < n) {
+        int32_t *tail = malloc(sizeof(int32_t) * (size_t)(n - need));
+        if (!tail) return rkm_err(RKM_ENOMEM, "truncate: out of memory");
+        memcpy(tail, s->tokens + need, sizeof(int32_t) * (size_t)(n - need));
+        s->n_past = need;
+        int rc = eval_chunks(s, tail, n - need, NULL, NULL);
+        free(tail);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- save / load */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} wbuf;
+
+static void put(wbuf *b, const void *d, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n) c *= 2;
+        uint8_t *q = realloc(b->p, c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void put_u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
+
+int rkm_session_save(const rkm_session *s, const char *path)
+{
+    if (!s || !path) return rkm_err(RKM_EINVAL, "session save: bad arguments");
+    const rkm_hparams *hp = &s->m->hp;
+    wbuf b = {0};
+    put(&b, "RKMSESS1", 8);
+    put_u32(&b, 1);
+    put_u32(&b, (uint32_t)hp->n_layer);
+    put(&b, &s->m->model_id, 8);
+    put_u32(&b, (uint32_t)s->n_past);
+    put_u32(&b, (uint32_t)hp->n_vocab);
+    put_u32(&b, (uint32_t)hp->n_embd);
+    put_u32(&b, (uint32_t)s->have_logits);
+    put(&b, s->tokens, sizeof(int32_t) * (size_t)s->n_past);
+    put(&b, s->logits, sizeof(float) * (size_t)hp->n_vocab);
+    put(&b, s->embd, sizeof(float) * (size_t)hp->n_embd);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const rkm_kv_layer *kv = &s->kv[il];
+        int first = kv_first(s, il);
+        put_u32(&b, (uint32_t)first);
+        put_u32(&b, (uint32_t)kv->k_dim);
+        put_u32(&b, (uint32_t)kv->v_dim);
+        for (int p = first; p < s->n_past; p++) {
+            int row = kv->ring ? p % kv->cap : p;
+            put(&b, kv->k + (size_t)row * kv->k_dim, sizeof(rkm_f16) * (size_t)kv->k_dim);
+            put(&b, kv->v + (size_t)row * kv->v_dim, sizeof(rkm_f16) * (size_t)kv->v_dim);
+        }
+    }
+    if (b.oom) {
+        free(b.p);
+        return rkm_err(RKM_ENOMEM, "session save: out of memory");
+    }
+    uint64_t h = rkm_hash(b.p, b.n);
+    put(&b, &h, 8);
+    int rc = b.oom ? rkm_err(RKM_ENOMEM, "session save: out of memory") : rkm_write_file_atomic(path, b.p, b.n);
+    free(b.p);
+    return rc;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, off;
+} rbuf;
+
+static int get(rbuf *b, void *d, size_t n)
+{
+    if (n > b->n - b->off) return -1;
+    memcpy(d, b->p + b->off, n);
+    b->off += n;
+    return 0;
+}
+
+static int get_u32(rbuf *b, uint32_t *v) { return get(b, v, 4); }
+
+int rkm_session_load(rkm_session *s, const char *path)
+{
+    if (!s || !path) return rkm_err(RKM_EINVAL, "session load: bad arguments");
+    const rkm_hparams *hp = &s->m->hp;
+    size_t len;
+    uint8_t *data = (uint8_t *)rkm_read_file(path, &len);
+    if (!data) return rkm_err_prefix(RKM_EIO, "session load");
+    int rc = RKM_EFORMAT;
+    rbuf b = {data, len, 0};
+    char magic[8];
+    uint32_t ver, nl, n_past, nv, ne, have;
+    uint64_t id, h;
+    if (len < 16 + 8 || get(&b, magic, 8) || memcmp(magic, "RKMSESS1", 8)) {
+        rkm_err(RKM_EFORMAT, "%s: not an rkmojo session file", path);
+        goto out;
+    }
+    memcpy(&h, data + len - 8, 8);
+    if (rkm_hash(data, len - 8) != h) {
+        rc = rkm_err(RKM_ECHECKSUM, "%s: checksum mismatch", path);
+        goto out;
+    }
+    b.n = len - 8;
+    if (get_u32(&b, &ver) || get_u32(&b, &nl) || get(&b, &id, 8) || get_u32(&b, &n_past) || get_u32(&b, &nv) ||
+        get_u32(&b, &ne) || get_u32(&b, &have)) {
+        rkm_err(RKM_EFORMAT, "%s: truncated header", path);
+        goto out;
+    }
+    if (ver != 1 || nl != (uint32_t)hp->n_layer || nv != (uint32_t)hp->n_vocab || ne != (uint32_t)hp->n_embd ||
+        id != s->m->model_id) {
+        rkm_err(RKM_EFORMAT, "%s: saved from another model or version", path);
+        goto out;
+    }
+    if (n_past > (uint32_t)s->n_ctx) {
+        rc = rkm_err(RKM_ECTXFULL, "%s: %u tokens do not fit in n_ctx %d", path, n_past, s->n_ctx);
+        goto out;
+    }
+    if (get(&b, s->tokens, sizeof(int32_t) * n_past) || get(&b, s->logits, sizeof(float) * nv) ||
+        get(&b, s->embd, sizeof(float) * ne)) {
+        rkm_err(RKM_EFORMAT, "%s: truncated", path);
+        goto out;
+    }
+    for (uint32_t i = 0; i < n_past; i++)
+        if (s->tokens[i] < 0 || s->tokens[i] >= hp->n_vocab) {
+            rkm_err(RKM_EFORMAT, "%s: bad token id", path);
+            goto out;
+        }
+    for (int il = 0; il < hp->n_layer; il++) {
+        rkm_kv_layer *kv = &s->kv[il];
+        uint32_t first, kd, vd;
+        if (get_u32(&b, &first) || get_u32(&b, &kd) || get_u32(&b, &vd) || kd != (uint32_t)kv->k_dim ||
+            vd != (uint32_t)kv->v_dim || first > n_past) {
+            rkm_err(RKM_EFORMAT, "%s: bad layer %d header", path, il);
+            goto out;
+        }
+        /* full layers need every row, sliding ones the last window */
+        int swa = s->m->layers[il].is_swa;
+        if (!swa && first != 0) {
+            rkm_err(RKM_EFORMAT, "%s: layer %d lacks rows", path, il);
+            goto out;
+        }
+        if (swa && n_past - first < RKM_MIN(n_past, (uint32_t)hp->sliding_window)) {
+            rkm_err(RKM_EFORMAT, "%s: layer %d lacks window rows", path, il);
+            goto out;
+        }
+        size_t rowb = sizeof(rkm_f16) * (kd + vd);
+        if ((size_t)(n_past - first) * rowb > b.n - b.off) {
+            rkm_err(RKM_EFORMAT, "%s: truncated KV", path);
+            goto out;
+        }
+        kv->valid_from = (int)first;
+        for (uint32_t p = first; p < n_past; p++) {
+            int row = kv->ring ? (int)(p % (uint32_t)kv->cap) : (int)p;
+            get(&b, kv->k + (size_t)row * kd, sizeof(rkm_f16) * kd);
+            get(&b, kv->v + (size_t)row * vd, sizeof(rkm_f16) * vd);
+        }
+    }
+    if (b.off != b.n) {
+        rkm_err(RKM_EFORMAT, "%s: trailing bytes", path);
+        goto out;
+    }
+    s->n_past = (int)n_past;
+    s->have_logits = have != 0;
+    rc = 0;
+out:
+    if (rc) {
+        s->n_past = 0;
+        s->have_logits = 0;
+        for (int il = 0; il < hp->n_layer; il++) s->kv[il].valid_from = 0;
+    }
+    free(data);
+    return rc;
+}

@@ -1,0 +1,461 @@
+/*
+ * test-session.c - the session API on converted fixtures: chunk-size
+ * invariance, eval vs eval_all, truncate (including the sliding-window
+ * ring being recomputed), save/load round trip and its error paths, a full
+ * context, cancel, embeddings, seeds, statistics, bad arguments, and two
+ * sessions of one model on two threads, manifests whose shapes do not
+ * match the weights.
+ */
+#include <math.h>
+#include <pthread.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/test.h"
+#include "rkmojo.h"
+#include "runtime/model.h"
+
+static char qdir[1024], gdir[1024];
+
+static int convert(const char *shared, const char *name, char *out, size_t cap)
+{
+    char gguf[1024];
+    snprintf(gguf, sizeof gguf, "%s/fixtures/%s.gguf", shared, name);
+    snprintf(out, cap, "%s/%s.rkmojo", test_tmpdir(), name);
+    return test_rkmojo("/dev/null", "convert %s %s --quant keep 2>/dev/null", gguf, out);
+}
+
+static rkm_session *new_session(rkm_model *m, int n_ctx, int n_chunk)
+{
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_ctx = n_ctx;
+    sp.n_chunk = n_chunk;
+    sp.sampler.temperature = 0;
+    return rkm_session_new(m, &sp);
+}
+
+static double max_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static void prompt_ids(int32_t *ids, int n, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((seed >> 8) % 508);
+    }
+}
+
+/* Logits after ids with the given chunk size. */
+static void logits_with_chunk(rkm_model *m, const int32_t *ids, int n, int chunk, float *out)
+{
+    rkm_session *s = new_session(m, 512, chunk);
+    CHECK(s && rkm_session_eval(s, ids, n, out) == 0);
+    rkm_session_free(s);
+}
+
+static void test_chunks(rkm_model *m, const char *name)
+{
+    int nv = rkm_model_n_vocab(m);
+    int32_t ids[200];
+    prompt_ids(ids, 200, 7);
+    float *a = malloc(sizeof(float) * nv), *b = malloc(sizeof(float) * nv), *c = malloc(sizeof(float) * nv);
+    logits_with_chunk(m, ids, 200, 128, a);
+    logits_with_chunk(m, ids, 200, 1, b);
+    logits_with_chunk(m, ids, 200, 33, c);
+    double d1 = max_diff(a, b, nv), d2 = max_diff(a, c, nv);
+    CHECK_MSG(d1 < 1e-3 && d2 < 1e-3, "%s: chunk sizes change the logits: %g %g", name, d1, d2);
+    /* eval_all's last row equals eval's logits; row k equals a prefix eval */
+    float *all = malloc(sizeof(float) * (size_t)nv * 200);
+    rkm_session *s = new_session(m, 512, 64);
+    CHECK(rkm_session_eval_all(s, ids, 200, all) == 0);
+    CHECK(max_diff(all + (size_t)199 * nv, a, nv) < 1e-3);
+    logits_with_chunk(m, ids, 100, 64, b);
+    CHECK(max_diff(all + (size_t)99 * nv, b, nv) < 1e-3);
+    /* embedding: logits = output . embedding */
+    float *e = malloc(sizeof(float) * rkm_model_n_embd(m));
+    CHECK(rkm_session_embedding(s, e) == 0);
+    if (m->output.type == RKM_TYPE_F32) {
+        const float *w = m->output.data;
+        int E = rkm_model_n_embd(m);
+        double d = 0;
+        for (int t = 0; t < nv; t++) {
+            double z = 0;
+            for (int i = 0; i < E; i++) z += (double)w[(size_t)t * E + i] * e[i];
+            if (m->hp.final_softcap > 0) z = m->hp.final_softcap * tanh(z / m->hp.final_softcap);
+            d = fmax(d, fabs(z - a[t]));
+        }
+        CHECK_MSG(d < 1e-3, "%s: logits != output . embedding (%g)", name, d);
+    }
+    rkm_session_free(s);
+    free(e);
+    free(all);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_truncate(rkm_model *m, const char *name, int cut)
+{
+    int nv = rkm_model_n_vocab(m);
+    int32_t ids[220];
+    prompt_ids(ids, 220, 11);
+    float *a = malloc(sizeof(float) * nv), *b = malloc(sizeof(float) * nv);
+    rkm_session *s = new_session(m, 512, 16);
+    CHECK(rkm_session_eval(s, ids, cut, a) == 0);
+    CHECK(rkm_session_eval(s, ids + cut, 220 - cut, NULL) == 0);
+    CHECK(rkm_session_n_past(s) == 220);
+    CHECK(rkm_session_truncate(s, cut) == 0);
+    CHECK(rkm_session_n_past(s) == cut);
+    /* the same last token again after dropping it: same logits */
+    CHECK(rkm_session_truncate(s, cut - 1) == 0);
+    CHECK(rkm_session_eval(s, ids + cut - 1, 1, b) == 0);
+    CHECK_MSG(max_diff(a, b, nv) < 1e-3, "%s: truncate to %d changes the logits (%g)", name, cut, max_diff(a, b, nv));
+    int n;
+    const int32_t *t = rkm_session_tokens(s, &n);
+    CHECK(n == cut && !memcmp(t, ids, sizeof(int32_t) * cut));
+    CHECK(rkm_session_truncate(s, cut + 1) == RKM_EINVAL);
+    rkm_session_free(s);
+    free(a);
+    free(b);
+}
+
+static int count_tok(int32_t id, void *u)
+{
+    int32_t *v = u;
+    v[++v[0]] = id;
+    return v[0] >= 20;
+}
+
+static void test_save_load(rkm_model *m, rkm_model *other, const char *name)
+{
+    int32_t ids[150];
+    prompt_ids(ids, 150, 5);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s.session", test_tmpdir(), name);
+    rkm_session *s = new_session(m, 512, 32);
+    CHECK(rkm_session_eval(s, ids, 150, NULL) == 0);
+    CHECK(rkm_session_save(s, path) == 0);
+    int32_t g1[32] = {0}, g2[32] = {0};
+    CHECK(rkm_session_generate(s, 20, count_tok, g1) == 0);
+    rkm_session *r = new_session(m, 512, 8); /* other chunk: other ring size */
+    CHECK(rkm_session_load(r, path) == 0);
+    CHECK(rkm_session_n_past(r) == 150);
+    CHECK(rkm_session_generate(r, 20, count_tok, g2) == 0);
+    CHECK_MSG(g1[0] == g2[0] && !memcmp(g1, g2, sizeof g1), "%s: generation after load differs", name);
+    /* corrupt one byte: checksum */
+    size_t len;
+    char *data = rkm_read_file(path, &len);
+    CHECK(data != NULL);
+    if (data) {
+        char bad[1200];
+        snprintf(bad, sizeof bad, "%s.bad", path);
+        data[len / 2] ^= 0x40;
+        FILE *f = fopen(bad, "wb");
+        fwrite(data, 1, len, f);
+        fclose(f);
+        CHECK(rkm_session_load(r, bad) == RKM_ECHECKSUM);
+        CHECK(rkm_session_n_past(r) == 0);
+        data[len / 2] ^= 0x40;
+        f = fopen(bad, "wb");
+        fwrite(data, 1, len / 3, f); /* truncated */
+        fclose(f);
+        int rc = rkm_session_load(r, bad);
+        CHECK(rc == RKM_ECHECKSUM || rc == RKM_EFORMAT);
+        f = fopen(bad, "wb");
+        fwrite("garbage", 1, 7, f);
+        fclose(f);
+        CHECK(rkm_session_load(r, bad) == RKM_EFORMAT);
+        free(data);
+    }
+    CHECK(rkm_session_load(r, "/nonexistent/x") < 0);
+    if (other) {
+        rkm_session *o = new_session(other, 512, 32);
+        CHECK(rkm_session_load(o, path) == RKM_EFORMAT);
+        rkm_session_free(o);
+    }
+    /* too small a context for the saved tokens */
+    rkm_session *tiny = new_session(m, 64, 16);
+    CHECK(rkm_session_load(tiny, path) == RKM_ECTXFULL);
+    rkm_session_free(tiny);
+    rkm_session_free(r);
+    rkm_session_free(s);
+}
+
+static int cancel_after;
+static void cancel_trace(void *u, int il, const char *what, const float *x, int rows, int cols)
+{
+    /* in the second chunk (8 rows each) */
+    if (il == cancel_after && !strcmp(what, "layer_out") && rkm_session_n_past(u) >= 8) rkm_session_cancel(u);
+}
+
+static void test_errors(rkm_model *m)
+{
+    int32_t ids[40];
+    prompt_ids(ids, 40, 3);
+    rkm_session *s = new_session(m, 32, 8);
+    int32_t id;
+    CHECK(rkm_session_sample(s, &id) == RKM_EINVAL); /* nothing evaluated */
+    CHECK(rkm_session_generate(s, 4, NULL, NULL) == RKM_EINVAL);
+    int32_t bad = 100000;
+    CHECK(rkm_session_eval(s, &bad, 1, NULL) == RKM_EINVAL);
+    bad = -1;
+    CHECK(rkm_session_eval(s, &bad, 1, NULL) == RKM_EINVAL);
+    CHECK(rkm_session_eval(s, ids, 40, NULL) == RKM_ECTXFULL);
+    CHECK(strstr(rkm_last_error(), "context") != NULL);
+    CHECK(rkm_session_n_past(s) == 0);
+    CHECK(rkm_session_eval(s, ids, 30, NULL) == 0);
+    int32_t got[64] = {0};
+    /* the context fills during generation: an error, not a crash */
+    CHECK(rkm_session_generate(s, 10, count_tok, got) == RKM_ECTXFULL);
+    CHECK(rkm_session_n_past(s) == 32);
+    /* cancel: the flag is checked between layers */
+    rkm_session_truncate(s, 0);
+    cancel_after = 1;
+    s->trace = cancel_trace;
+    s->trace_user = s;
+    CHECK(rkm_session_eval(s, ids, 20, NULL) == RKM_ECANCELED);
+    CHECK(rkm_session_n_past(s) == 8); /* the first chunk stayed */
+    s->trace = NULL;
+    CHECK(rkm_session_eval(s, ids + 8, 12, NULL) == 0);
+    CHECK(rkm_session_n_past(s) == 20);
+    rkm_stats st;
+    rkm_session_stats(s, &st);
+    CHECK(st.n_prompt >= 20);
+    rkm_session_stats_reset(s);
+    rkm_session_stats(s, &st);
+    CHECK(st.n_prompt == 0 && st.n_gen == 0);
+    rkm_session_free(s);
+    rkm_session_free(NULL);
+    CHECK(rkm_model_open("/nonexistent-dir", NULL) == NULL);
+    CHECK(strlen(rkm_last_error()) > 0);
+}
+
+static void test_seeds(rkm_model *m)
+{
+    int32_t ids[20];
+    prompt_ids(ids, 20, 9);
+    int32_t out[3][32];
+    for (int k = 0; k < 3; k++) {
+        rkm_session_params sp;
+        rkm_session_params_default(&sp);
+        sp.n_ctx = 128;
+        sp.sampler.temperature = 1.5f;
+        sp.sampler.top_k = 0;
+        sp.sampler.top_p = 1;
+        sp.sampler.seed = k < 2 ? 42 : 43;
+        rkm_session *s = rkm_session_new(m, &sp);
+        memset(out[k], 0, sizeof out[k]);
+        CHECK(rkm_session_eval(s, ids, 20, NULL) == 0);
+        CHECK(rkm_session_generate(s, 20, count_tok, out[k]) == 0);
+        rkm_stats st;
+        rkm_session_stats(s, &st);
+        CHECK(st.n_gen == out[k][0] - 1 || st.n_gen == out[k][0]);
+        rkm_session_free(s);
+    }
+    CHECK(!memcmp(out[0], out[1], sizeof out[0]));
+    CHECK(memcmp(out[0], out[2], sizeof out[0]) != 0);
+    /* set_sampler: same settings and seed on a fresh session, same tokens */
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_ctx = 128;
+    rkm_session *s = rkm_session_new(m, &sp);
+    rkm_sampler_params smp;
+    rkm_sampler_params_default(&smp);
+    smp.temperature = 1.5f;
+    smp.top_k = 0;
+    smp.top_p = 1;
+    smp.seed = 42;
+    CHECK(rkm_session_set_sampler(s, &smp) == 0);
+    int32_t again[32] = {0};
+    CHECK(rkm_session_eval(s, ids, 20, NULL) == 0);
+    CHECK(rkm_session_generate(s, 20, count_tok, again) == 0);
+    CHECK(!memcmp(out[0], again, sizeof again));
+    smp.top_p = 2;
+    CHECK(rkm_session_set_sampler(s, &smp) == RKM_EINVAL);
+    rkm_session_free(s);
+}
+
+typedef struct {
+    rkm_model *m;
+    int32_t ids[100];
+    float *logits;
+} thr_job;
+
+static void *thr_main(void *u)
+{
+    thr_job *j = u;
+    rkm_session *s = new_session(j->m, 256, 16);
+    for (int i = 0; i < 3 && s; i++) {
+        rkm_session_truncate(s, 0);
+        rkm_session_eval(s, j->ids, 100, j->logits);
+    }
+    rkm_session_free(s);
+    return NULL;
+}
+
+static void test_threads(rkm_model *m)
+{
+    int nv = rkm_model_n_vocab(m);
+    thr_job a = {m, {0}, malloc(sizeof(float) * nv)}, b = {m, {0}, malloc(sizeof(float) * nv)};
+    prompt_ids(a.ids, 100, 21);
+    prompt_ids(b.ids, 100, 22);
+    float *ra = malloc(sizeof(float) * nv), *rb = malloc(sizeof(float) * nv);
+    logits_with_chunk(m, a.ids, 100, 16, ra);
+    logits_with_chunk(m, b.ids, 100, 16, rb);
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, thr_main, &a);
+    pthread_create(&tb, NULL, thr_main, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK(max_diff(a.logits, ra, nv) == 0 && max_diff(b.logits, rb, nv) == 0);
+    free(a.logits);
+    free(b.logits);
+    free(ra);
+    free(rb);
+}
+
+/* A copy of src's manifest with hparams[key] = val, the data files linked. */
+static int mutate(const char *src, const char *dst, const char *key, double val)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/manifest.json", src);
+    size_t len;
+    char *txt = rkm_read_file(path, &len);
+    if (!txt) return -1;
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    cJSON *hp = cJSON_GetObjectItem(j, "hparams");
+    cJSON *it = cJSON_GetObjectItem(hp, key);
+    if (!it) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    cJSON_SetNumberValue(it, val);
+    char *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    test_sh("rm -rf '%s' && mkdir -p '%s' && ln -s '%s/resident.bin' '%s/experts' '%s/tokenizer.gguf' '%s/'", dst, dst,
+            src, src, src, dst);
+    snprintf(path, sizeof path, "%s/manifest.json", dst);
+    FILE *f = fopen(path, "w");
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    return 0;
+}
+
+static void test_bad_models(void)
+{
+    static const struct {
+        const char *key;
+        double val;
+    } muts[] = {{"n_head", 8},   {"head_dim", 16},  {"n_expert", 16},    {"n_ff_exp", 32}, {"n_vocab", 1024},
+                {"n_embd", 256}, {"rope_dim", 64}, {"n_expert_used", 9}, {"n_layer", 5},   {"head_dim_v", 16}};
+    char dst[1100];
+    snprintf(dst, sizeof dst, "%s/mutated.rkmojo", test_tmpdir());
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        CHECK(mutate(qdir, dst, muts[i].key, muts[i].val) == 0);
+        rkm_model *m = rkm_model_open(dst, NULL);
+        CHECK_MSG(m == NULL, "a manifest with %s = %g opened", muts[i].key, muts[i].val);
+        CHECK(strlen(rkm_last_error()) > 0);
+        rkm_model_close(m);
+    }
+}
+
+/* rkm_mm_multi over a 2-thread pool equals one rkm_matmul per task. */
+static void test_mm_multi(void)
+{
+    rkm_pool *pool = rkm_pool_new(2);
+    int types[3] = {RKM_TYPE_F32, RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    int64_t n_in = 256, outs[3] = {200, 333, 77}, m = 3;
+    rkm_mm_task t[3];
+    void *w[3];
+    float *x = malloc(sizeof(float) * n_in * m), *ya[3], *yb[3];
+    uint32_t seed = 1;
+    for (int64_t i = 0; i < n_in * m; i++) x[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < 3; i++) {
+        float *f = malloc(sizeof(float) * n_in * outs[i]);
+        for (int64_t j = 0; j < n_in * outs[i]; j++)
+            f[j] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        w[i] = malloc(rkm_type_row_bytes(types[i], n_in) * outs[i]);
+        for (int64_t r = 0; r < outs[i]; r++)
+            rkm_quantize_row(types[i], f + r * n_in, (uint8_t *)w[i] + r * rkm_type_row_bytes(types[i], n_in), n_in);
+        free(f);
+        ya[i] = calloc((size_t)(m * outs[i]), sizeof(float));
+        yb[i] = calloc((size_t)(m * outs[i]), sizeof(float));
+        t[i] = (rkm_mm_task){types[i], w[i], n_in, outs[i], x, m, ya[i], outs[i]};
+        rkm_matmul(NULL, types[i], w[i], n_in, outs[i], x, m, yb[i], outs[i]);
+    }
+    rkm_mm_multi(pool, t, 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(!memcmp(ya[i], yb[i], sizeof(float) * m * outs[i]), "mm_multi task %d differs", i);
+        free(ya[i]);
+        free(yb[i]);
+        free(w[i]);
+    }
+    free(x);
+    rkm_pool_free(pool);
+}
+
+int main(void)
+{
+    test_mm_multi();
+    const char *shared = test_require_shared();
+    CHECK(convert(shared, "qwen3moe-f32", qdir, sizeof qdir) == 0);
+    CHECK(convert(shared, "gemma4-f32", gdir, sizeof gdir) == 0);
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    rkm_model *q = rkm_model_open(qdir, &mp);
+    rkm_model *g = rkm_model_open(gdir, &mp);
+    CHECK_MSG(q && g, "%s", rkm_last_error());
+    if (!q || !g) return test_done();
+    CHECK(!strcmp(rkm_model_arch(q), "qwen3moe"));
+    CHECK(rkm_model_n_vocab(q) == 512 && rkm_model_n_embd(q) == 128 && rkm_model_n_ctx_train(q) == 512);
+    test_chunks(q, "qwen3moe");
+    test_chunks(g, "gemma4");
+    test_truncate(q, "qwen3moe", 150);
+    test_truncate(g, "gemma4", 40);  /* ring (32 + 16 rows) overwritten: recomputed */
+    test_truncate(g, "gemma4", 210); /* within the ring */
+    test_save_load(q, g, "qwen3moe");
+    test_save_load(g, q, "gemma4");
+    test_errors(q);
+    test_seeds(q);
+    test_threads(q);
+    test_bad_models();
+    /* an expert cache with fewer slots than experts gives the same logits */
+    rkm_model_params sp = mp;
+    sp.expert_cache_slots = 2;
+    rkm_model *q2 = rkm_model_open(qdir, &sp);
+    CHECK_MSG(q2 != NULL, "%s", rkm_last_error());
+    if (q2) {
+        int nv = rkm_model_n_vocab(q);
+        int32_t ids[130];
+        prompt_ids(ids, 130, 77);
+        float *a = malloc(sizeof(float) * nv), *b = malloc(sizeof(float) * nv);
+        logits_with_chunk(q, ids, 130, 128, a);
+        logits_with_chunk(q2, ids, 130, 128, b);
+        CHECK_MSG(max_diff(a, b, nv) == 0, "2 slots: %g", max_diff(a, b, nv));
+        /* decoding with prefetch hints: the same greedy tokens */
+        int32_t g1[32] = {0}, g2[32] = {0};
+        rkm_session *s = new_session(q2, 256, 128), *s1 = new_session(q, 256, 128);
+        CHECK(rkm_session_eval(s, ids, 130, NULL) == 0 && rkm_session_eval(s1, ids, 130, NULL) == 0);
+        CHECK(rkm_session_generate(s, 20, count_tok, g2) == 0 && rkm_session_generate(s1, 20, count_tok, g1) == 0);
+        CHECK(g1[0] > 0 && !memcmp(g1, g2, sizeof g1));
+        rkm_stats st;
+        rkm_session_stats(s, &st);
+        CHECK(st.expert_misses > 0);
+        rkm_session_free(s);
+        rkm_session_free(s1);
+        free(a);
+        free(b);
+        rkm_model_close(q2);
+    }
+    rkm_model_close(q);
+    rkm_model_close(g);
+    return test_done();
+}
