@@ -58,12 +58,12 @@ int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--chunk")) {
         NUM(1, 65536);
         o->sp.n_chunk = (int)d;
-    } else if (!strcmp(a, "--slots")) {
+    } else if (!strcmp(a, "--slots") || !strcmp(a, "--expert-cache-slots")) {
         NUM(0, 1 << 20);
         o->mp.expert_cache_slots = (int)d;
-    } else if (!strcmp(a, "--budget")) {
+    } else if (!strcmp(a, "--budget") || !strcmp(a, "--mem-budget")) {
         int64_t b = v ? rkm_parse_bytes(v) : -1;
-        if (b < 0) return fprintf(stderr, "rkmojo: --budget needs a size (e.g. 4G)\n"), -1;
+        if (b < 0) return fprintf(stderr, "rkmojo: %s needs a size (e.g. 4G)\n", a), -1;
         o->mp.mem_budget_bytes = (uint64_t)b;
         (*i)++;
     } else if (!strcmp(a, "--prefetch") && v) {
@@ -73,6 +73,11 @@ int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--cache-policy") && v) {
         if (strcmp(v, "lfu") && strcmp(v, "lru")) return fprintf(stderr, "rkmojo: --cache-policy lfu|lru\n"), -1;
         o->mp.cache_policy = !strcmp(v, "lru");
+        (*i)++;
+    } else if (!strcmp(a, "--trace-out")) {
+        /* the expert cache records routes to the file named here (trace.h) */
+        if (!v) return fprintf(stderr, "rkmojo: --trace-out needs a file\n"), -1;
+        setenv("RKM_TRACE_OUT", v, 1);
         (*i)++;
     } else if (!strcmp(a, "--io-threads")) {
         NUM(0, 256);
@@ -120,8 +125,9 @@ void rkm_gen_opts_usage(FILE *f, int sampling)
                "  -t, --threads N        compute threads (default: the performance cores)\n"
                "  -c, --ctx N            context size in tokens (default min(4096, trained))\n"
                "  --chunk N              prefill chunk rows (default 128)\n"
-               "  --budget SIZE          memory budget (e.g. 6G): experts streamed from disk\n"
-               "  --slots N              expert cache slots per MoE layer\n"
+               "  --mem-budget SIZE      memory budget (e.g. 2G): experts streamed from disk (alias --budget)\n"
+               "  --expert-cache-slots N expert cache slots per MoE layer (alias --slots)\n"
+               "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
                "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
                "  -q, --quiet            no statistics footer\n");
     if (sampling)

@@ -285,7 +285,7 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         cp.prefetch = params->prefetch < 0 ? slots > 0 : params->prefetch;
         m->prefetch = cp.prefetch;
         cp.io_threads = params->io_threads;
-        cp.direct_io = slots > 0;
+        cp.direct_io = 1; /* experts never go through the page cache (RSS is the whole cost) */
         m->cache = rkm_expert_cache_new(m->md, &cp);
         if (!m->cache) goto fail;
     }
