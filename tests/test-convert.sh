@@ -63,5 +63,25 @@ grep -q "gpt_bigcode" "$T/err-hf-bad" || fail "the unsupported architecture is n
 grep -q "bad magic" "$T/err-magic.gguf" || fail "a wrong magic is named"
 grep -q "exceeds the file\|truncated" "$T/err-trunc.gguf" || fail "a truncated file is named"
 
+# a Hugging Face directory whose config disagrees with its tensors
+$R synth --preset tiny --dtype f16 -o "$T/hf.gguf" --hf-out "$T/hf" --quiet || fail "synth --hf-out"
+sed -i 's/"hidden_size":[[:space:]]*128/"hidden_size": 256/' "$T/hf/config.json"
+if $R convert "$T/hf" "$T/hf-bad.rkmojo" --quiet 2> "$T/err"; then fail "a config/tensor mismatch was accepted"
+else grep -q "config.json says\|imply" "$T/err" && ok "config/tensor mismatch: $(head -c 150 "$T/err")" || fail "message: $(cat "$T/err")"; fi
+
+# --vocab-from: a real tokenizer travels into the checkpoint and the model
+if [ -n "${RKM_SHARED:-}" ] || [ -d ../shared/vocab ]; then
+  V=${RKM_SHARED:-../shared}/vocab/ggml-vocab-gpt-2.gguf
+  $R synth --preset tiny --set n_layer=2 --vocab-from "$V" -o "$T/v.gguf" --quiet && $R convert "$T/v.gguf" "$T/v.rkmojo" --quiet \
+    && $R inspect "$T/v.rkmojo" > "$T/v.txt" || fail "synth --vocab-from"
+  grep -q "vocab 50257" "$T/v.txt" && grep -q "gpt2" "$T/v.txt" && ok "--vocab-from copies the GPT-2 vocabulary" \
+    || fail "vocab-from: $(grep -E 'vocab|tokenizer' "$T/v.txt")"
+  a=$($R tokenize -m "$T/v.rkmojo" --ids "Hello world" 2>/dev/null | tr -s ' \n' ' ')
+  b=$($R tokenize --vocab "$V" --ids "Hello world" 2>/dev/null | tr -s ' \n' ' ')
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok "the model tokenizes as its vocabulary: $a" || fail "tokenize: '$a' vs '$b'"
+else
+  echo "skip: ../shared not found, --vocab-from not tested"
+fi
+
 echo "$fails failures"
 [ $fails -eq 0 ]

@@ -471,5 +471,6 @@ int main(void)
     check_hf_equivalence("mixtral-8x7b", small, (int)RKM_ARRAY_LEN(small));
     check_hf_equivalence("qwen2moe-a2.7b", small_sh, (int)RKM_ARRAY_LEN(small_sh));
     check_hf_equivalence("olmoe-1b-7b", small, (int)RKM_ARRAY_LEN(small));
+    check_hf_equivalence("tiny-gemma4", NULL, 0);
     return test_done();
 }

@@ -15,7 +15,8 @@
 
 /* ------------------------------------------------------ name mapping */
 
-enum { A_ALL = 0, A_MIXTRAL = 1, A_NOT_MIXTRAL = 2 };
+/* A_ALL: every architecture but gemma4 (whose names differ throughout). */
+enum { A_ALL = 0, A_MIXTRAL = 1, A_NOT_MIXTRAL = 2, A_GEMMA4 = 3 };
 typedef struct {
     const char *gguf; /* %d = layer, second %d = expert */
     const char *hf;
@@ -52,6 +53,40 @@ static const name_map names[] = {
     {"blk.%d.ffn_gate.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", A_MIXTRAL},
     {"blk.%d.ffn_up.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", A_MIXTRAL},
     {"blk.%d.ffn_down.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", A_MIXTRAL},
+    /* Gemma 4 (transformers' Gemma4 text model; "model.layers." is read as
+     * "model.language_model.layers."). Experts stay fused: experts.gate_up_proj
+     * is [E, 2F, H] with each expert's gate rows before its up rows, exactly
+     * ffn_gate_up_exps. Where two names are listed the first is written. */
+    {"token_embd.weight", "model.language_model.embed_tokens.weight", A_GEMMA4},
+    {"output_norm.weight", "model.language_model.norm.weight", A_GEMMA4},
+    {"blk.%d.attn_norm.weight", "model.language_model.layers.%d.input_layernorm.weight", A_GEMMA4},
+    {"blk.%d.post_attention_norm.weight", "model.language_model.layers.%d.post_attention_layernorm.weight", A_GEMMA4},
+    {"blk.%d.ffn_norm.weight", "model.language_model.layers.%d.pre_feedforward_layernorm.weight", A_GEMMA4},
+    {"blk.%d.post_ffw_norm_1.weight", "model.language_model.layers.%d.post_feedforward_layernorm_1.weight", A_GEMMA4},
+    {"blk.%d.pre_ffw_norm_2.weight", "model.language_model.layers.%d.pre_feedforward_layernorm_2.weight", A_GEMMA4},
+    {"blk.%d.pre_ffw_norm_2.weight", "model.language_model.layers.%d.mlp.pre_feedforward_layernorm_2.weight", A_GEMMA4},
+    {"blk.%d.post_ffw_norm_2.weight", "model.language_model.layers.%d.post_feedforward_layernorm_2.weight", A_GEMMA4},
+    {"blk.%d.post_ffw_norm.weight", "model.language_model.layers.%d.post_feedforward_layernorm.weight", A_GEMMA4},
+    {"blk.%d.attn_q.weight", "model.language_model.layers.%d.self_attn.q_proj.weight", A_GEMMA4},
+    {"blk.%d.attn_k.weight", "model.language_model.layers.%d.self_attn.k_proj.weight", A_GEMMA4},
+    {"blk.%d.attn_v.weight", "model.language_model.layers.%d.self_attn.v_proj.weight", A_GEMMA4},
+    {"blk.%d.attn_output.weight", "model.language_model.layers.%d.self_attn.o_proj.weight", A_GEMMA4},
+    {"blk.%d.attn_q_norm.weight", "model.language_model.layers.%d.self_attn.q_norm.weight", A_GEMMA4},
+    {"blk.%d.attn_k_norm.weight", "model.language_model.layers.%d.self_attn.k_norm.weight", A_GEMMA4},
+    {"blk.%d.ffn_gate.weight", "model.language_model.layers.%d.mlp.gate_proj.weight", A_GEMMA4},
+    {"blk.%d.ffn_up.weight", "model.language_model.layers.%d.mlp.up_proj.weight", A_GEMMA4},
+    {"blk.%d.ffn_down.weight", "model.language_model.layers.%d.mlp.down_proj.weight", A_GEMMA4},
+    {"blk.%d.ffn_gate_inp.weight", "model.language_model.layers.%d.router.proj.weight", A_GEMMA4},
+    {"blk.%d.ffn_gate_inp.weight", "model.language_model.layers.%d.mlp.router.proj.weight", A_GEMMA4},
+    {"blk.%d.ffn_gate_inp.scale", "model.language_model.layers.%d.router.scale", A_GEMMA4},
+    {"blk.%d.ffn_gate_inp.scale", "model.language_model.layers.%d.mlp.router.scale", A_GEMMA4},
+    {"blk.%d.ffn_down_exps.scale", "model.language_model.layers.%d.router.per_expert_scale", A_GEMMA4},
+    {"blk.%d.ffn_down_exps.scale", "model.language_model.layers.%d.mlp.router.per_expert_scale", A_GEMMA4},
+    {"blk.%d.ffn_gate_up_exps.weight", "model.language_model.layers.%d.experts.gate_up_proj", A_GEMMA4},
+    {"blk.%d.ffn_gate_up_exps.weight", "model.language_model.layers.%d.mlp.experts.gate_up_proj", A_GEMMA4},
+    {"blk.%d.ffn_down_exps.weight", "model.language_model.layers.%d.experts.down_proj", A_GEMMA4},
+    {"blk.%d.ffn_down_exps.weight", "model.language_model.layers.%d.mlp.experts.down_proj", A_GEMMA4},
+    {"blk.%d.layer_output_scale.weight", "model.language_model.layers.%d.layer_scalar", A_GEMMA4},
 };
 
 /* Matches s against pat (literal text and %d), collecting up to 2 ints. */
@@ -77,7 +112,8 @@ static int match(const char *pat, const char *s, int *v, int *nv)
 
 static int arch_ok(int only, int arch)
 {
-    return only == A_ALL || (only == A_MIXTRAL) == (arch == RKM_ARCH_MIXTRAL);
+    if ((only == A_GEMMA4) != (arch == RKM_ARCH_GEMMA4)) return 0;
+    return only == A_ALL || only == A_GEMMA4 || (only == A_MIXTRAL) == (arch == RKM_ARCH_MIXTRAL);
 }
 
 static char *fill(const char *pat, const int *v, int nv)
@@ -92,7 +128,12 @@ static char *fill(const char *pat, const int *v, int nv)
 char *rkm_hf_name_to_gguf(int arch, const char *hf, const rkm_hparams *hp, int *permute)
 {
     int v[2], nv;
+    char norm[256];
     *permute = 0;
+    if (arch == RKM_ARCH_GEMMA4 && !strncmp(hf, "model.", 6) && strncmp(hf, "model.language_model.", 21)) {
+        snprintf(norm, sizeof norm, "model.language_model.%s", hf + 6);
+        hf = norm;
+    }
     for (size_t i = 0; i < RKM_ARRAY_LEN(names); i++) {
         if (!arch_ok(names[i].only, arch) || !match(names[i].hf, hf, v, &nv)) continue;
         char *g = fill(names[i].gguf, v, nv);
@@ -111,7 +152,7 @@ char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert)
     char split[160];
     /* fused expert tensors map to the per-expert names */
     static const char *fused[] = {"gate", "up", "down"};
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 3 && arch != RKM_ARCH_GEMMA4; p++) {
         char pat[64];
         snprintf(pat, sizeof pat, "blk.%%d.ffn_%s_exps.weight", fused[p]);
         if (match(pat, gguf_name, v, &nv)) {
@@ -174,6 +215,59 @@ static double jnum(const cJSON *o, const char *k, double def)
     return cJSON_IsNumber(v) ? v->valuedouble : def;
 }
 
+/* Gemma 4's config: the text model's fields (nested in text_config for the
+ * multimodal checkpoint). Head dims and kv heads differ between sliding and
+ * full layers; they are read from the tensors afterwards (gemma4_dims). */
+static int gemma4_hparams(const cJSON *root, rkm_hparams *hp)
+{
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *c = cJSON_IsObject(tc) ? tc : root;
+    rkm_hparams_init(hp, RKM_ARCH_GEMMA4);
+    hp->n_layer = jint(c, "num_hidden_layers", 0);
+    hp->n_embd = jint(c, "hidden_size", 0);
+    hp->n_head = jint(c, "num_attention_heads", 0);
+    if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS || hp->n_head < 1 || hp->n_embd < 1)
+        return rkm_err(RKM_EFORMAT, "config.json: bad num_hidden_layers/hidden_size/num_attention_heads");
+    hp->n_vocab = jint(c, "vocab_size", 0);
+    hp->n_ctx_train = jint(c, "max_position_embeddings", 8192);
+    hp->n_ff = jint(c, "intermediate_size", 0);
+    hp->n_expert = jint(c, "num_experts", 0);
+    hp->n_expert_used = jint(c, "top_k_experts", jint(c, "num_experts_per_tok", 0));
+    hp->n_ff_exp = jint(c, "moe_intermediate_size", jint(c, "expert_intermediate_size", 0));
+    hp->rms_eps = (float)jnum(c, "rms_norm_eps", 1e-6);
+    hp->sliding_window = jint(c, "sliding_window", 0);
+    hp->final_softcap = (float)jnum(c, "final_logit_softcapping", 0);
+    hp->embed_scale = sqrtf((float)hp->n_embd);
+    hp->rope_theta = (float)jnum(c, "rope_theta", 1e6);
+    hp->rope_theta_swa = (float)jnum(c, "rope_local_base_freq", 1e4);
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    const cJSON *slid = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    if (cJSON_IsObject(full)) hp->rope_theta = (float)jnum(full, "rope_theta", hp->rope_theta);
+    if (cJSON_IsObject(slid)) hp->rope_theta_swa = (float)jnum(slid, "rope_theta", hp->rope_theta_swa);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    if (cJSON_IsArray(lt)) {
+        if (cJSON_GetArraySize(lt) != hp->n_layer) return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer");
+        for (int i = 0; i < hp->n_layer; i++) {
+            const cJSON *x = cJSON_GetArrayItem(lt, i);
+            hp->swa_layer[i] = cJSON_IsString(x) && !strcmp(x->valuestring, "sliding_attention");
+        }
+    } else {
+        hp->swa_layer[0] = 2; /* unknown: derived from the tensors (no v_proj on full layers) */
+    }
+    return 0;
+}
+
+static double gemma4_partial_rotary(const cJSON *root)
+{
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *c = cJSON_IsObject(tc) ? tc : root;
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "rope_parameters"), "full_attention");
+    double f = jnum(c, "partial_rotary_factor", 0.25);
+    if (cJSON_IsObject(full)) f = jnum(full, "partial_rotary_factor", f);
+    return f;
+}
+
 static int hf_hparams(const cJSON *c, rkm_hparams *hp, const char *dir)
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
@@ -187,11 +281,13 @@ static int hf_hparams(const cJSON *c, rkm_hparams *hp, const char *dir)
              : !strcmp(m, "qwen2_moe") ? RKM_ARCH_QWEN2MOE
              : !strcmp(m, "qwen3_moe") ? RKM_ARCH_QWEN3MOE
              : !strcmp(m, "olmoe") ? RKM_ARCH_OLMOE
+             : (!strcmp(m, "gemma4") || !strcmp(m, "gemma4_text")) ? RKM_ARCH_GEMMA4
              : RKM_ARCH_UNKNOWN;
     if (!arch)
         return rkm_err(RKM_EUNSUPPORTED,
                        "model_type '%s' is not supported from safetensors (supported: llama, mixtral, qwen2, qwen3, "
-                       "qwen2_moe, qwen3_moe, olmoe; convert gemma4 from GGUF)", m);
+                       "qwen2_moe, qwen3_moe, olmoe, gemma4)", m);
+    if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) return rkm_err(RKM_EUNSUPPORTED, "config.json: rope_scaling is not supported yet");
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");
@@ -304,6 +400,54 @@ static int list_shards(rkm_source *s, const char *dir)
     return rc;
 }
 
+/* Gemma 4's per-layer attention shapes, from the tensors: head dim = size of
+ * q_norm, kv heads = rows of k_proj / head dim; a layer without v_proj is
+ * a full-attention layer (V is derived from K). Also the rope_freqs vector
+ * GGUF carries for the partially rotated full layers: 1 for the rotated
+ * pairs, 1e30 (not rotated) for the rest. */
+static int gemma4_dims(rkm_source *s, double partial_rotary)
+{
+    rkm_hparams *hp = &s->hp;
+    int derive_swa = hp->swa_layer[0] == 2;
+    hp->head_dim = hp->head_dim_swa = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", il);
+        const rkm_src_tensor *qn = rkm_source_find(s, nm);
+        snprintf(nm, sizeof nm, "blk.%d.attn_k.weight", il);
+        const rkm_src_tensor *k = rkm_source_find(s, nm);
+        snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", il);
+        int has_v = rkm_source_find(s, nm) != NULL;
+        if (!qn || !k) return rkm_err(RKM_EFORMAT, "layer %d lacks self_attn.q_norm or k_proj", il);
+        int hd = (int)qn->ne[0];
+        if (hd < 1 || k->ne[1] % hd) return rkm_err(RKM_EFORMAT, "layer %d: k_proj rows not a multiple of the head dim %d", il, hd);
+        if (derive_swa) hp->swa_layer[il] = (uint8_t)has_v;
+        hp->n_head_kv[il] = (int)(k->ne[1] / hd);
+        int *dst = hp->swa_layer[il] ? &hp->head_dim_swa : &hp->head_dim;
+        if (*dst && *dst != hd) return rkm_err(RKM_EFORMAT, "layer %d: head dim %d differs from other layers of its kind", il, hd);
+        *dst = hd;
+    }
+    if (!hp->head_dim) hp->head_dim = hp->head_dim_swa;
+    if (!hp->head_dim_swa) hp->head_dim_swa = hp->head_dim;
+    hp->head_dim_v = hp->head_dim;
+    hp->rope_dim = hp->head_dim;
+    hp->rope_dim_swa = hp->head_dim_swa;
+    hp->has_rope_freqs = 1;
+    int n = hp->rope_dim / 2, rot = (int)(partial_rotary * n + 0.5);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (!f) return rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) f[i] = i < rot ? 1.0f : 1e30f;
+    rkm_src_tensor *t = &s->tensors[s->n_tensors++];
+    t->name = strdup("rope_freqs.weight");
+    t->type = RKM_TYPE_F32;
+    t->n_dims = 1;
+    t->ne[0] = n;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    t->nbytes = sizeof(float) * (uint64_t)n;
+    t->inline_data = f;
+    return t->name ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+}
+
 static int open_hf(rkm_source *s, const char *dir)
 {
     s->kind = 1;
@@ -317,12 +461,13 @@ static int open_hf(rkm_source *s, const char *dir)
     free(js);
     if (!cfg) return rkm_err(RKM_EFORMAT, "%s/config.json is not valid JSON", dir);
     int rc = hf_hparams(cfg, &s->hp, dir);
+    double partial_rotary = gemma4_partial_rotary(cfg);
     cJSON_Delete(cfg);
     if (rc) return rc;
     if ((rc = list_shards(s, dir))) return rc;
     int total = 0;
     for (int f = 0; f < s->n_files; f++) total += rkm_safetensors_n_tensors(s->st[f]);
-    s->tensors = calloc((size_t)total + 1, sizeof *s->tensors);
+    s->tensors = calloc((size_t)total + 2, sizeof *s->tensors); /* + a derived rope_freqs */
     if (!s->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int f = 0; f < s->n_files; f++) {
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
@@ -353,6 +498,7 @@ static int open_hf(rkm_source *s, const char *dir)
             s->total_bytes += st->nbytes;
         }
     }
+    if (s->hp.arch == RKM_ARCH_GEMMA4 && (rc = gemma4_dims(s, partial_rotary))) return rc;
     const rkm_src_tensor *emb = rkm_source_find(s, "token_embd.weight");
     if (!emb) return rkm_err(RKM_EFORMAT, "%s: no embedding tensor (model.embed_tokens.weight)", dir);
     if (emb->ne[0] != s->hp.n_embd || emb->ne[1] != s->hp.n_vocab)
@@ -412,7 +558,10 @@ rkm_source *rkm_source_open(const char *path)
 void rkm_source_close(rkm_source *s)
 {
     if (!s) return;
-    for (int i = 0; i < s->n_tensors; i++) free(s->tensors[i].name);
+    for (int i = 0; i < s->n_tensors; i++) {
+        free(s->tensors[i].name);
+        free(s->tensors[i].inline_data);
+    }
     free(s->tensors);
     rkm_gguf_close(s->gguf);
     for (int i = 0; i < s->n_files; i++) rkm_safetensors_close(s->st[i]);
@@ -432,6 +581,10 @@ const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name)
 
 static int read_raw(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, void *buf, size_t n)
 {
+    if (t->inline_data) {
+        memcpy(buf, (const uint8_t *)t->inline_data + off, n);
+        return 0;
+    }
     if (s->kind == 0) return rkm_gguf_read(s->gguf, t->handle, off, buf, n);
     return rkm_safetensors_read(s->st[t->file], t->handle, off, buf, n);
 }

@@ -26,6 +26,7 @@ typedef struct rkm_src_tensor {
     int file;           /* index into the source's files */
     const void *handle; /* reader's tensor */
     int permute_heads;  /* >0: HF rotate-half rows of this many heads -> interleaved */
+    void *inline_data;  /* derived tensors (Gemma 4's rope_freqs): owned bytes */
 } rkm_src_tensor;
 
 typedef struct rkm_source {

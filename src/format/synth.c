@@ -333,12 +333,55 @@ static const char *hf_model_type(int arch)
     case RKM_ARCH_QWEN2MOE: return "qwen2_moe";
     case RKM_ARCH_QWEN3MOE: return "qwen3_moe";
     case RKM_ARCH_OLMOE: return "olmoe";
+    case RKM_ARCH_GEMMA4: return "gemma4";
     default: return NULL;
     }
 }
 
+/* Gemma 4: the text model's fields nested in text_config, as the
+ * multimodal checkpoints have them. */
+static cJSON *gemma4_config(const rkm_hparams *hp)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model_type", "gemma4");
+    cJSON *c = cJSON_AddObjectToObject(root, "text_config");
+    cJSON_AddStringToObject(c, "model_type", "gemma4_text");
+    cJSON_AddNumberToObject(c, "num_hidden_layers", hp->n_layer);
+    cJSON_AddNumberToObject(c, "hidden_size", hp->n_embd);
+    cJSON_AddNumberToObject(c, "num_attention_heads", hp->n_head);
+    cJSON_AddNumberToObject(c, "vocab_size", hp->n_vocab);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", hp->n_ctx_train);
+    cJSON_AddNumberToObject(c, "intermediate_size", hp->n_ff);
+    cJSON_AddNumberToObject(c, "num_experts", hp->n_expert);
+    cJSON_AddNumberToObject(c, "top_k_experts", hp->n_expert_used);
+    cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
+    cJSON_AddNumberToObject(c, "rms_norm_eps", hp->rms_eps);
+    cJSON_AddNumberToObject(c, "sliding_window", hp->sliding_window);
+    cJSON_AddNumberToObject(c, "final_logit_softcapping", hp->final_softcap);
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int i = 0; i < hp->n_layer; i++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(hp->swa_layer[i] ? "sliding_attention" : "full_attention"));
+    cJSON *rp = cJSON_AddObjectToObject(c, "rope_parameters");
+    cJSON *full = cJSON_AddObjectToObject(rp, "full_attention");
+    cJSON_AddNumberToObject(full, "rope_theta", hp->rope_theta);
+    cJSON_AddNumberToObject(full, "partial_rotary_factor", 0.25);
+    cJSON *slid = cJSON_AddObjectToObject(rp, "sliding_attention");
+    cJSON_AddNumberToObject(slid, "rope_theta", hp->rope_theta_swa);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
+    return root;
+}
+
 static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tokenizer *tok)
 {
+    if (hp->arch == RKM_ARCH_GEMMA4) {
+        cJSON *g = gemma4_config(hp);
+        char *js = cJSON_Print(g), *p = rkm_path_join(dir, "config.json");
+        cJSON_Delete(g);
+        int rc = js && p ? rkm_write_file_atomic(p, js, strlen(js)) : rkm_err(RKM_ENOMEM, "out of memory");
+        free(js);
+        free(p);
+        return rc;
+    }
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "model_type", hf_model_type(hp->arch));
     cJSON_AddNumberToObject(c, "num_hidden_layers", hp->n_layer);
@@ -391,11 +434,13 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     if (!items) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < l->n; i++) {
         const synth_tensor *t = &l->t[i];
-        int ne = t->n_dims == 3 ? (int)t->ne[2] : 1;
+        int fused = hp->arch == RKM_ARCH_GEMMA4; /* Gemma 4 keeps experts stacked in one tensor */
+        if (fused && !strcmp(t->name, "rope_freqs.weight")) continue; /* derived by the converter */
+        int ne = t->n_dims == 3 && !fused ? (int)t->ne[2] : 1;
         for (int e = 0; e < ne; e++) {
             items[n].hf = rkm_gguf_name_to_hf(hp->arch, t->name, e);
             items[n].t = t;
-            items[n].expert = t->n_dims == 3 ? e : -1;
+            items[n].expert = t->n_dims == 3 && !fused ? e : -1;
             if (!items[n].hf) {
                 rc = rkm_err(RKM_EUNSUPPORTED, "no Hugging Face name for %s", t->name);
                 goto out;
@@ -416,8 +461,8 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         int a = sh ? split : 0, b = sh ? n : split;
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
-            int nd = t->n_dims == 3 ? 2 : t->n_dims;
-            int64_t ne[2] = {t->ne[0], t->ne[1]};
+            int nd = t->n_dims == 3 && items[i].expert >= 0 ? 2 : t->n_dims;
+            int64_t ne[3] = {t->ne[0], t->ne[1], t->ne[2]};
             if (strstr(t->name, "ffn_gate_inp_shexp")) {
                 nd = 2;
                 ne[1] = 1;
@@ -430,7 +475,7 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
             int type = tensor_type(t, o->dtype) == RKM_TYPE_F32 ? RKM_TYPE_F32 : o->dtype;
-            int64_t rows = t->n_dims == 3 ? t->ne[1] : n_rows(t), r0 = items[i].expert >= 0 ? items[i].expert * t->ne[1] : 0;
+            int64_t rows = items[i].expert >= 0 ? t->ne[1] : n_rows(t), r0 = items[i].expert >= 0 ? items[i].expert * t->ne[1] : 0;
             int perm = 0, dummy;
             char *g = rkm_hf_name_to_gguf(hp->arch, items[i].hf, hp, &perm);
             free(g);
