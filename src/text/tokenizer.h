@@ -1,0 +1,119 @@
+/*
+ * tokenizer.h - text <-> token ids, exact against the reference
+ * implementations (llama.cpp for GGUF vocabularies, Hugging Face
+ * tokenizers for tokenizer.json).
+ *
+ * Supported: byte-level BPE (GPT-2, Llama 3, Qwen 2/3, DeepSeek LLM/V3,
+ * Falcon, OLMo/GPT-NeoX pre-tokenizers), SentencePiece-style BPE from GGUF
+ * (`llama` model: merges by token score, byte tokens for unknown
+ * characters) and from tokenizer.json (BPE over characters with
+ * byte_fallback and Prepend/Replace/NFC normalizers: Llama 2, Gemma 3).
+ * Pre-tokenizer regexes are hand-written matchers (see tokenizer.c), not a
+ * regex engine; an unknown regex is RKM_EUNSUPPORTED at load, never a
+ * silent approximation.
+ *
+ * Threads: a tokenizer is immutable after load and may be used from many
+ * threads at once. A rkm_detok belongs to one stream (one thread).
+ * Ownership: rkm_tokenizer_free releases everything; strings returned by
+ * the getters live as long as the tokenizer.
+ */
+#ifndef RKM_TOKENIZER_H
+#define RKM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rkm_gguf;
+struct rkm_gguf_writer;
+
+typedef struct rkm_tokenizer rkm_tokenizer;
+
+/* Token types, as GGUF's tokenizer.ggml.token_type stores them. */
+enum rkm_token_type {
+    RKM_TOKEN_NORMAL = 1,
+    RKM_TOKEN_UNKNOWN = 2,
+    RKM_TOKEN_CONTROL = 3,
+    RKM_TOKEN_USER_DEFINED = 4,
+    RKM_TOKEN_UNUSED = 5,
+    RKM_TOKEN_BYTE = 6,
+};
+
+/* From a GGUF's tokenizer.ggml.* metadata (see src/format/gguf.h). */
+rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g);
+/* From a file: *.gguf (tokenizer metadata) or tokenizer.json (+ optional
+ * tokenizer_config.json path, may be NULL; when NULL, a
+ * tokenizer_config.json next to tokenizer.json is used if present).
+ * NULL + rkm_err message on failure. */
+rkm_tokenizer *rkm_tokenizer_load(const char *path, const char *config_path);
+/* From tokenizer.json text in memory (config_json may be NULL). */
+rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char *config_json,
+                                       size_t config_len);
+void rkm_tokenizer_free(rkm_tokenizer *t);
+
+int rkm_tokenizer_n_vocab(const rkm_tokenizer *t);
+
+/* Encodes; writes up to cap ids, returns count needed or negative RKM_E*.
+ * add_bos: per the tokenizer's add_bos setting. parse_special: recognise
+ * special-token text (added tokens marked special); added tokens that are
+ * not special (user-defined) are always recognised, as the references do.
+ * Invalid UTF-8 is RKM_EINVAL. */
+int rkm_tokenizer_encode(const rkm_tokenizer *t, const char *text, size_t len, int32_t *ids,
+                         int cap, int add_bos, int parse_special);
+/* Raw bytes of one token's text (byte tokens decoded, SentencePiece '▁' ->
+ * ' '); control tokens give their text. Returns the length, or minus the
+ * size needed when cap is too small; an id out of range gives 0 bytes. */
+int rkm_tokenizer_piece(const rkm_tokenizer *t, int32_t id, char *buf, int cap);
+int rkm_tokenizer_bos(const rkm_tokenizer *t); /* -1 if none */
+int rkm_tokenizer_eos(const rkm_tokenizer *t);
+int rkm_tokenizer_is_eog(const rkm_tokenizer *t, int32_t id); /* eos, eot, <|im_end|>, <end_of_turn>, ... */
+int rkm_tokenizer_add_bos(const rkm_tokenizer *t);
+const char *rkm_tokenizer_token_text(const rkm_tokenizer *t, int32_t id); /* e.g. "<|im_start|>" */
+int rkm_tokenizer_token_type(const rkm_tokenizer *t, int32_t id);        /* enum rkm_token_type */
+/* Id of a token by its exact text (added tokens first), or -1. */
+int rkm_tokenizer_find(const rkm_tokenizer *t, const char *text);
+const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t); /* or NULL */
+/* "gpt2" (byte-level BPE) or "llama" (SentencePiece style), and the
+ * pre-tokenizer name as llama.cpp spells it ("llama-bpe", "qwen2", ...). */
+const char *rkm_tokenizer_model_name(const rkm_tokenizer *t);
+const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t);
+
+/* Whole-sequence decode into buf (the way the reference decoders do:
+ * SentencePiece drops the space its prefix added; invalid UTF-8 becomes
+ * U+FFFD). Writes at most cap bytes and returns the length needed (may be
+ * > cap: call again with a larger buffer), or a negative RKM_E* (an id out
+ * of range is RKM_EINVAL). */
+int rkm_tokenizer_decode(const rkm_tokenizer *t, const int32_t *ids, int n, char *buf, int cap);
+
+/* Streaming decoder: feeds ids, emits only complete UTF-8 sequences;
+ * bytes that can never form a valid sequence come out as U+FFFD. */
+typedef struct rkm_detok {
+    unsigned char pend[8]; /* bytes of an incomplete UTF-8 sequence */
+    int n_pend;
+    int n_pushed;          /* ids pushed so far (for the leading-space rule) */
+} rkm_detok;
+void rkm_detok_init(rkm_detok *d);
+/* Returns bytes written to out (cap >= 16 + the longest piece suffices),
+ * or RKM_ENOSPC (nothing consumed) if out is too small. */
+int rkm_detok_push(rkm_detok *d, const rkm_tokenizer *t, int32_t id, char *out, int cap);
+int rkm_detok_flush(rkm_detok *d, char *out, int cap);
+
+/* The built-in small byte-level BPE vocabulary for synthetic models: 256
+ * GPT-2 byte symbols, merges learned deterministically by BPE training on
+ * a small embedded English/code text, then control tokens <|endoftext|>
+ * (bos=eos), <|pad|>, <|im_start|>, <|im_end|>; n_vocab total (>= 260).
+ * When the text has no more pairs to merge, the gap before the four
+ * control tokens is filled with <|reserved_N|> control tokens. */
+rkm_tokenizer *rkm_tokenizer_builtin(int n_vocab);
+
+/* Writes the tokenizer as GGUF metadata (tokenizer.ggml.model, .pre,
+ * .tokens, .token_type, .merges or .scores, bos/eos ids, add_bos_token,
+ * chat_template) into a writer, the way llama.cpp's GGUF files store it. */
+int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w);
+/* Writes a Hugging Face tokenizer.json equivalent (byte-level BPE
+ * tokenizers; others are RKM_EUNSUPPORTED). */
+int rkm_tokenizer_write_hf_json(const rkm_tokenizer *t, const char *path);
+/* Writes the matching tokenizer_config.json (special tokens, add_bos,
+ * chat template). */
+int rkm_tokenizer_write_hf_config(const rkm_tokenizer *t, const char *path);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * unicode.c - UTF-8 coding, category lookups and NFC over the generated
+ * tables of unicode_data.c. Pure functions on read-only tables: any thread.
+ * rkm_unicode_nfc returns a malloc'd buffer the caller frees.
+ *
+ * Lookups are binary searches over sorted ranges, with an ASCII table in
+ * front because tokenizer input is mostly ASCII.
+ */
+#include "text/unicode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rkm_utf8_seq_len(unsigned char c)
+{
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0; /* continuation byte or overlong 2-byte lead */
+    if (c < 0xE0) return 2;
+    if (c < 0xF0) return 3;
+    if (c < 0xF5) return 4;
+    return 0;
+}
+
+int rkm_utf8_decode(const char *str, size_t n, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    if (n == 0) return 0;
+    int len = rkm_utf8_seq_len(s[0]);
+    if (len == 0 || (size_t)len > n) return 0;
+    if (len == 1) {
+        *cp = s[0];
+        return 1;
+    }
+    uint32_t c = s[0] & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10FFFF)) ||
+        (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+int rkm_utf8_encode(uint32_t cp, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+size_t rkm_utf8_valid_prefix(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        int l = rkm_utf8_decode(s + i, n - i, &cp);
+        if (l == 0) return i;
+        i += (size_t)l;
+    }
+    return n;
+}
+
+static const rkm_ucd_range *range_find(const rkm_ucd_range *r, int n, uint32_t cp)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cp < r[mid].first) hi = mid - 1;
+        else if (cp > r[mid].last) lo = mid + 1;
+        else return &r[mid];
+    }
+    return NULL;
+}
+
+unsigned rkm_unicode_flags(uint32_t cp)
+{
+    if (cp < 256) return rkm_ucd_latin1[cp];
+    const rkm_ucd_range *r = range_find(rkm_ucd_flags, rkm_ucd_n_flags, cp);
+    return r ? r->value : RKM_UC_C;
+}
+
+int rkm_unicode_ccc(uint32_t cp)
+{
+    if (cp < 0x300) return 0;
+    const rkm_ucd_range *r = range_find(rkm_ucd_ccc, rkm_ucd_n_ccc, cp);
+    return r ? (int)r->value : 0;
+}
+
+/* ------------------------------------------------------------------ NFC */
+
+enum { HANGUL_S = 0xAC00, HANGUL_L = 0x1100, HANGUL_V = 0x1161, HANGUL_T = 0x11A7,
+       HANGUL_LC = 19, HANGUL_VC = 21, HANGUL_TC = 28, HANGUL_NC = 21 * 28, HANGUL_SC = 19 * 21 * 28 };
+
+static const rkm_ucd_decomp_entry *decomp_find(uint32_t cp)
+{
+    int lo = 0, hi = rkm_ucd_n_decomp - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cp < rkm_ucd_decomp[mid].cp) hi = mid - 1;
+        else if (cp > rkm_ucd_decomp[mid].cp) lo = mid + 1;
+        else return &rkm_ucd_decomp[mid];
+    }
+    return NULL;
+}
+
+static uint32_t compose_pair(uint32_t a, uint32_t b)
+{
+    if (a >= HANGUL_L && a < HANGUL_L + HANGUL_LC && b >= HANGUL_V && b < HANGUL_V + HANGUL_VC)
+        return HANGUL_S + ((a - HANGUL_L) * HANGUL_VC + (b - HANGUL_V)) * HANGUL_TC;
+    if (a >= HANGUL_S && a < HANGUL_S + HANGUL_SC && (a - HANGUL_S) % HANGUL_TC == 0 && b > HANGUL_T &&
+        b < HANGUL_T + HANGUL_TC)
+        return a + (b - HANGUL_T);
+    int lo = 0, hi = rkm_ucd_n_comp - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const rkm_ucd_decomp_entry *e = &rkm_ucd_comp[mid];
+        if (a < e->cp || (a == e->cp && b < e->a)) hi = mid - 1;
+        else if (a > e->cp || b > e->a) lo = mid + 1;
+        else return e->b;
+    }
+    return 0;
+}
+
+/* Appends the full canonical decomposition of cp. Canonical decompositions
+ * nest at most a few levels deep (the UCD guarantees it); the depth bound
+ * only protects against a corrupt table. */
+static size_t decompose(uint32_t cp, uint32_t *out, int depth)
+{
+    if (cp >= HANGUL_S && cp < HANGUL_S + HANGUL_SC) {
+        uint32_t s = cp - HANGUL_S;
+        out[0] = HANGUL_L + s / HANGUL_NC;
+        out[1] = HANGUL_V + (s % HANGUL_NC) / HANGUL_TC;
+        if (s % HANGUL_TC) {
+            out[2] = HANGUL_T + s % HANGUL_TC;
+            return 3;
+        }
+        return 2;
+    }
+    const rkm_ucd_decomp_entry *e = cp >= 0xC0 && depth < 8 ? decomp_find(cp) : NULL;
+    if (!e) {
+        out[0] = cp;
+        return 1;
+    }
+    size_t n = decompose(e->a, out, depth + 1);
+    if (e->b) n += decompose(e->b, out + n, depth + 1);
+    return n;
+}
+
+/* Stable sort of a run of non-starters by combining class: insertion sort
+ * for short runs, counting sort for long ones (a hostile run of a million
+ * marks must not go quadratic). */
+static void sort_run(uint32_t *c, uint8_t *k, size_t n, uint32_t *tmp_c, uint8_t *tmp_k)
+{
+    if (n < 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t vc = c[i];
+            uint8_t vk = k[i];
+            size_t j = i;
+            while (j > 0 && k[j - 1] > vk) {
+                c[j] = c[j - 1];
+                k[j] = k[j - 1];
+                j--;
+            }
+            c[j] = vc;
+            k[j] = vk;
+        }
+        return;
+    }
+    size_t count[257] = {0};
+    for (size_t i = 0; i < n; i++) count[k[i] + 1]++;
+    for (int i = 0; i < 256; i++) count[i + 1] += count[i];
+    for (size_t i = 0; i < n; i++) {
+        size_t d = count[k[i]]++;
+        tmp_c[d] = c[i];
+        tmp_k[d] = k[i];
+    }
+    memcpy(c, tmp_c, n * sizeof *c);
+    memcpy(k, tmp_k, n);
+}
+
+char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
+{
+    /* Fast paths: below U+0300 every string is already NFC (no character
+     * there has a non-zero combining class or composes with a follower);
+     * otherwise the quick check of UAX #15 (NFC_QC property, canonical
+     * ordering) proves most text normalized without rewriting it. */
+    size_t i = 0;
+    while (i < n && (unsigned char)s[i] < 0xCC) i++;
+    int quick_yes = 1;
+    for (size_t k = i, last_cc = 0; k < n && quick_yes;) {
+        uint32_t c;
+        int l = rkm_utf8_decode(s + k, n - k, &c);
+        if (l == 0) {
+            quick_yes = 0;
+            break;
+        }
+        k += (size_t)l;
+        if (c < 0x300) {
+            last_cc = 0;
+            continue;
+        }
+        size_t cc = (size_t)rkm_unicode_ccc(c);
+        if (cc != 0 && last_cc > cc) quick_yes = 0;
+        if (range_find(rkm_ucd_nfc_qc, rkm_ucd_n_nfc_qc, c)) quick_yes = 0; /* No or Maybe */
+        last_cc = cc;
+    }
+    if (quick_yes) {
+        char *r = malloc(n + 1);
+        if (!r) return NULL;
+        memcpy(r, s, n);
+        r[n] = 0;
+        *out_len = n;
+        return r;
+    }
+    /* Each code point decomposes into at most 4 (UCD fact: max canonical
+     * decomposition length); one code point takes >= 1 byte. */
+    size_t cap = n * 4 + 4;
+    uint32_t *cp = malloc(cap * sizeof *cp);
+    uint8_t *cc = malloc(cap);
+    uint32_t *tmp_c = malloc(cap * sizeof *tmp_c);
+    uint8_t *tmp_k = malloc(cap);
+    char *out = malloc(n * 4 + 8);
+    if (!cp || !cc || !tmp_c || !tmp_k || !out) goto fail;
+    size_t m = 0;
+    for (i = 0; i < n;) {
+        uint32_t c;
+        int l = rkm_utf8_decode(s + i, n - i, &c);
+        if (l == 0) { /* caller promised valid input; keep U+FFFD */
+            c = 0xFFFD;
+            l = 1;
+        }
+        i += (size_t)l;
+        m += decompose(c, cp + m, 0);
+    }
+    for (size_t j = 0; j < m; j++) cc[j] = (uint8_t)rkm_unicode_ccc(cp[j]);
+    for (size_t j = 0; j < m;) {
+        if (cc[j] == 0) {
+            j++;
+            continue;
+        }
+        size_t e = j;
+        while (e < m && cc[e] != 0) e++;
+        if (e - j > 1) sort_run(cp + j, cc + j, e - j, tmp_c, tmp_k);
+        j = e;
+    }
+    /* Canonical composition, in place. */
+    size_t w = 0;
+    long starter = -1;
+    int last_cc = 0;
+    for (size_t j = 0; j < m; j++) {
+        uint32_t c = cp[j];
+        int k = cc[j];
+        if (starter >= 0 && (w == (size_t)starter + 1 || (last_cc != 0 && last_cc < k))) {
+            uint32_t comp = compose_pair(cp[starter], c);
+            if (comp) {
+                cp[starter] = comp;
+                continue;
+            }
+        }
+        if (k == 0) starter = (long)w;
+        last_cc = k;
+        cp[w] = c;
+        cc[w] = (uint8_t)k;
+        w++;
+    }
+    size_t o = 0;
+    for (size_t j = 0; j < w; j++) o += (size_t)rkm_utf8_encode(cp[j], out + o);
+    out[o] = 0;
+    *out_len = o;
+    free(cp);
+    free(cc);
+    free(tmp_c);
+    free(tmp_k);
+    return out;
+fail:
+    free(cp);
+    free(cc);
+    free(tmp_c);
+    free(tmp_k);
+    free(out);
+    return NULL;
+}
