@@ -34,9 +34,10 @@ typedef void (*rkm_pool_fn)(void *ctx, int ith, int nth);
 void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx);
 
 /* Selects the best implementations for this CPU (idempotent, thread-safe).
- * RKM_KERNELS=ref|avx2|avx512|neon|dotprod in the environment forces one. */
+ * RKM_KERNELS=ref|avx2|avxvnni|avx512|avx512vnni|neon|dotprod in the
+ * environment forces one (docs/KERNELS.md). */
 void rkm_kernels_init(void);
-/* Name of the selected implementation ("avx2", "neon-dotprod", "ref", ...). */
+/* Name of the selected implementation ("avx512vnni", "dotprod", "ref", ...). */
 const char *rkm_kernels_name(void);
 /* The implementations this CPU can run, best first (always ends with
  * "ref"): fills up to cap names, returns how many there are. */

@@ -1,0 +1,295 @@
+/*
+ * bench-kernels.c - kernel throughput against the machine's memory
+ * bandwidth (a benchmark, not a test: nothing here asserts timings).
+ *
+ *   build-x/bench/bench-kernels [-t THREADS] [-k VARIANT] [-n N_IN] [-o N_OUT]
+ *                               [-m M] [-s SECONDS] [-g GIB]
+ *   build-x/bench/bench-kernels -c [-k VARIANT] [-s SECONDS]
+ *
+ * 1. Read-bandwidth probe: THREADS threads (default 2) sum disjoint
+ *    slices of a buffer of GIB GiB (default 1, far beyond the caches),
+ *    with the widest loads the CPU has, alternating one sequential stream
+ *    and four prefetched streams per thread (best of all passes).
+ * 2. Decode matvec (M = 1) for q4_0, q8_0, f16, f32 weights of N_OUT x
+ *    N_IN (default 14336 x 4096): enough distinct matrices to cover GIB
+ *    GiB are cycled so every call streams its weights from DRAM; prints
+ *    the effective GB/s of weight bytes and its ratio to the probe, with
+ *    probe passes alternating with kernel passes (best of each over the
+ *    window), so other load on the machine affects both alike.
+ * 3. Prefill matmul (M = 128 by default) on one matrix per type: GOP/s
+ *    (2 * n_in * n_out * m per call) and weight rows x tokens per second.
+ * Each kernel variant the CPU supports (or just -k VARIANT) is measured.
+ * -c instead measures compute speed with the weights in cache, one
+ *    thread, in thread CPU time (robust when the machine is shared).
+ *
+ * Threads: the kernels' pool; the probe runs on the same pool.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "util/common.h"
+
+typedef struct {
+    const uint64_t *buf;
+    size_t n_words;
+    int streams; /* 1 or 4, see read_slice_avx512 */
+    uint64_t sink[64];
+} probe_job;
+
+/* The probe reads with the widest loads the CPU has (a narrow loop can
+ * understate the bandwidth, which would flatter the kernels' ratios). */
+static uint64_t read_slice_portable(const uint64_t *p, size_t lo, size_t hi)
+{
+    uint64_t a[8] = {0};
+    for (size_t i = lo; i < hi; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += p[i + k];
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* streams 1: one sequential stream; 4: the slice read as four
+ * interleaved streams with software prefetch 2 KiB ahead (the access
+ * pattern of the decode kernels, which can beat one stream per core). */
+__attribute__((target("avx512f"))) static uint64_t read_slice_avx512(const uint64_t *p, size_t lo, size_t hi,
+                                                                     int streams)
+{
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    if (streams == 4) {
+        size_t q = ((hi - lo) / 4) & ~(size_t)7;
+        const uint64_t *a = p + lo, *b = a + q, *c = b + q, *d = c + q;
+        for (size_t i = 0; i < q; i += 8) {
+            _mm_prefetch((const char *)(a + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(d + i) + 2048, _MM_HINT_T0);
+            s0 = _mm512_add_epi64(s0, _mm512_load_si512(a + i));
+            s1 = _mm512_add_epi64(s1, _mm512_load_si512(b + i));
+            s2 = _mm512_add_epi64(s2, _mm512_load_si512(c + i));
+            s3 = _mm512_add_epi64(s3, _mm512_load_si512(d + i));
+        }
+    } else {
+        for (size_t i = lo; i < hi; i += 32) {
+            s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
+            s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 8));
+            s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 16));
+            s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 24));
+        }
+    }
+    s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
+    return (uint64_t)_mm512_reduce_add_epi64(s0);
+}
+__attribute__((target("avx2"))) static uint64_t read_slice_avx2(const uint64_t *p, size_t lo, size_t hi)
+{
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = lo; i < hi; i += 16) {
+        s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + i)));
+        s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + i + 4)));
+        s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + i + 8)));
+        s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + i + 12)));
+    }
+    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    uint64_t o[4];
+    _mm256_storeu_si256((__m256i *)o, s0);
+    return o[0] ^ o[1] ^ o[2] ^ o[3];
+}
+#endif
+
+static void probe_fn(void *ctx, int ith, int nth)
+{
+    probe_job *j = ctx;
+    size_t lo = j->n_words * (size_t)ith / (size_t)nth, hi = j->n_words * (size_t)(ith + 1) / (size_t)nth;
+    lo &= ~(size_t)63;
+    hi &= ~(size_t)63;
+    uint64_t s;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) s = read_slice_avx512(j->buf, lo, hi, j->streams);
+    else if (__builtin_cpu_supports("avx2")) s = read_slice_avx2(j->buf, lo, hi);
+    else
+#endif
+        s = read_slice_portable(j->buf, lo, hi);
+    j->sink[ith % 64] = s;
+}
+
+/* One pass of the probe over the whole buffer: GB/s. Passes alternate
+ * between the probe's access patterns; callers keep the best. */
+static double probe_pass(rkm_pool *pool, probe_job *j)
+{
+    j->streams = j->streams == 4 ? 1 : 4;
+    double t0 = rkm_now();
+    rkm_pool_run(pool, probe_fn, j);
+    return (double)j->n_words * 8 / (rkm_now() - t0) / 1e9;
+}
+
+static void fill_weights(int type, void *w, int64_t n_in, int64_t n_out, unsigned seed)
+{
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    size_t rb = rkm_type_row_bytes(type, n_in);
+    srand(seed);
+    for (int64_t r = 0; r < n_out; r++) {
+        /* one random row, then cheap variations: quantizing 1 GiB of
+         * random floats would dominate the run */
+        if (r < 8)
+            for (int64_t k = 0; k < n_in; k++) row[k] = (float)((double)rand() / RAND_MAX) - 0.5f;
+        if (r < 8) rkm_quantize_row(type, row, (char *)w + rb * (size_t)r, n_in);
+        else memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
+    }
+    free(row);
+}
+
+static double thread_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* -c: compute speed with the weights in cache (4096 x 256), one thread,
+ * thread CPU time (robust to other load on the machine). */
+static int compute_mode(const char *only, double seconds)
+{
+    const int64_t n_in = 4096, n_out = 256;
+    const int ms[] = {1, 4, 16, 128};
+    const int types[] = {RKM_TYPE_Q4_0, RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
+    const char *names[16];
+    int n_var = rkm_kernels_list(names, 16);
+    float *x = malloc(sizeof(float) * (size_t)(n_in * 128)), *y = malloc(sizeof(float) * (size_t)(n_out * 128));
+    for (int64_t i = 0; i < n_in * 128; i++) x[i] = sinf((float)i * 0.37f);
+    printf("in-cache compute, 1 thread, %lld x %lld weights: GOP/s (2 n_in n_out m per call); m=1 also as GB/s of weights\n",
+           (long long)n_out, (long long)n_in);
+    printf("%-11s %-5s %9s %9s %9s %9s %9s\n", "kernels", "type", "m=1 GB/s", "m=1", "m=4", "m=16", "m=128");
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        size_t rb = rkm_type_row_bytes(types[ti], n_in);
+        void *w = rkm_alloc_aligned(rb * (size_t)n_out, 64);
+        fill_weights(types[ti], w, n_in, n_out, 1);
+        for (int v = 0; v < n_var; v++) {
+            if (only ? strcmp(only, names[v]) != 0 : strcmp(names[v], "ref") == 0) continue;
+            rkm_kernels_select(names[v]);
+            double gops[4], gbs = 0;
+            for (size_t mi = 0; mi < RKM_ARRAY_LEN(ms); mi++) {
+                double best = 1e30, t_end = rkm_now() + seconds / 4;
+                do {
+                    double t0 = thread_cpu_now();
+                    rkm_matmul(NULL, types[ti], w, n_in, n_out, x, ms[mi], y, n_out);
+                    best = fmin(best, thread_cpu_now() - t0);
+                } while (rkm_now() < t_end);
+                gops[mi] = 2.0 * n_in * n_out * ms[mi] / best / 1e9;
+                if (mi == 0) gbs = (double)rb * n_out / best / 1e9;
+            }
+            printf("%-11s %-5s %9.1f %9.1f %9.1f %9.1f %9.1f\n", names[v], rkm_type_name(types[ti]), gbs, gops[0],
+                   gops[1], gops[2], gops[3]);
+            fflush(stdout);
+        }
+        rkm_free_aligned(w);
+    }
+    free(x);
+    free(y);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int n_threads = 2, m_prefill = 128;
+    int64_t n_in = 4096, n_out = 14336;
+    double seconds = 2.0, gib = 1.0;
+    const char *only = NULL;
+    int opt, compute = 0;
+    while ((opt = getopt(argc, argv, "ct:k:n:o:m:s:g:")) != -1) {
+        switch (opt) {
+        case 'c': compute = 1; break;
+        case 't': n_threads = atoi(optarg); break;
+        case 'k': only = optarg; break;
+        case 'n': n_in = atoll(optarg); break;
+        case 'o': n_out = atoll(optarg); break;
+        case 'm': m_prefill = atoi(optarg); break;
+        case 's': seconds = atof(optarg); break;
+        case 'g': gib = atof(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-c] [-t threads] [-k variant] [-n n_in] [-o n_out] [-m m] [-s sec] [-g GiB]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (n_in % 32 || n_in <= 0 || n_out <= 0 || m_prefill <= 0) {
+        fprintf(stderr, "n_in must be a positive multiple of 32\n");
+        return 2;
+    }
+    if (compute) return compute_mode(only, seconds);
+    rkm_pool *pool = rkm_pool_new(n_threads);
+    if (!pool) return 1;
+    size_t total = (size_t)(gib * 1073741824.0);
+    probe_job pj;
+    memset(&pj, 0, sizeof pj);
+    uint64_t *pbuf = rkm_alloc_aligned(total, 4096);
+    if (!pbuf) return 1;
+    pj.n_words = total / 8;
+    for (size_t i = 0; i < pj.n_words; i++) pbuf[i] = i * 0x9e3779b97f4a7c15ull;
+    pj.buf = pbuf;
+    double bw = 0, t_probe = rkm_now() + seconds;
+    do bw = fmax(bw, probe_pass(pool, &pj));
+    while (rkm_now() < t_probe);
+    printf("read bandwidth (%d threads, %.1f GiB buffer): %.2f GB/s\n", rkm_pool_n_threads(pool), gib, bw);
+    printf("(each decode figure alternates kernel and probe passes; 'of bw' is best kernel / best probe\n"
+           " of that window, so a busy machine slows both alike)\n");
+
+    const char *names[16];
+    int n_var = rkm_kernels_list(names, 16);
+    const int types[] = {RKM_TYPE_Q4_0, RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
+    float *x = malloc(sizeof(float) * (size_t)(n_in * m_prefill));
+    float *y = malloc(sizeof(float) * (size_t)(n_out * m_prefill));
+    for (int64_t i = 0; i < n_in * m_prefill; i++) x[i] = sinf((float)i * 0.37f);
+    printf("%-11s %-5s %10s %7s %8s %12s %10s\n", "kernels", "type", "decode GB/s", "of bw", "bw GB/s", "prefill GOP/s",
+           "rows*tok/s");
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        int type = types[ti];
+        size_t mat_bytes = rkm_type_row_bytes(type, n_in) * (size_t)n_out;
+        int n_mats = (int)((total + mat_bytes - 1) / mat_bytes);
+        if (n_mats < 2) n_mats = 2;
+        void **w = calloc((size_t)n_mats, sizeof *w);
+        for (int i = 0; i < n_mats; i++) {
+            w[i] = rkm_alloc_aligned(mat_bytes, 64);
+            if (!w[i]) {
+                fprintf(stderr, "out of memory\n");
+                return 1;
+            }
+            fill_weights(type, w[i], n_in, n_out, (unsigned)i);
+        }
+        for (int v = 0; v < n_var; v++) {
+            if (only ? strcmp(only, names[v]) != 0 : strcmp(names[v], "ref") == 0) continue;
+            rkm_kernels_select(names[v]);
+            /* decode: cycle through all matrices */
+            double best = 0, best_bw = 0, t_end = rkm_now() + seconds;
+            do {
+                best_bw = fmax(best_bw, probe_pass(pool, &pj));
+                double t0 = rkm_now();
+                for (int i = 0; i < n_mats; i++) rkm_matmul(pool, type, w[i], n_in, n_out, x, 1, y, n_out);
+                double dt = rkm_now() - t0;
+                best = fmax(best, (double)mat_bytes * n_mats / dt / 1e9);
+            } while (rkm_now() < t_end);
+            /* prefill: one matrix (it is compute-bound) */
+            double calls = 0, t0 = rkm_now(), dt;
+            do {
+                rkm_matmul(pool, type, w[(int)calls % n_mats], n_in, n_out, x, m_prefill, y, n_out);
+                calls++;
+                dt = rkm_now() - t0;
+            } while (dt < seconds);
+            double gops = 2.0 * n_in * n_out * m_prefill * calls / dt / 1e9;
+            printf("%-11s %-5s %10.2f %6.1f%% %8.2f %12.1f %10.3g\n", names[v], rkm_type_name(type), best,
+                   100.0 * best / best_bw, best_bw, gops, (double)n_out * m_prefill * calls / dt);
+            fflush(stdout);
+        }
+        for (int i = 0; i < n_mats; i++) rkm_free_aligned(w[i]);
+        free(w);
+    }
+    free(x);
+    free(y);
+    rkm_free_aligned(pbuf);
+    rkm_pool_free(pool);
+    return 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * kernels_dotprod.c - ARMv8.2 dot product (sdot) + fp16 (Cortex-A55/A76 and later; the RK3588)
+ * kernels; the body is neon_impl.h, compiled with this file's flags
+ * (Makefile, by suffix). Stateless.
+ */
+#define RKM_NEON_DOTPROD 1
+#define RKM_NEON_SUFFIX dotprod
+#include "kernels/arch/arm/neon_impl.h"
+
+const rkm_kernel_set rkm_kernels_dotprod = {
+    .name = "dotprod",
+    .quantize_act = quantize_act_dotprod,
+    .mm_f32 = mm_f32_dotprod,
+    .mm_f16 = mm_f16_dotprod,
+    .mm_q8_0 = mm_q8_0_dotprod,
+    .mm_q4_0 = mm_q4_0_dotprod,
+    .rmsnorm = rmsnorm_dotprod,
+    .softmax = softmax_dotprod,
+    .swiglu = swiglu_dotprod,
+    .geglu = geglu_dotprod,
+    .f32_to_f16 = f32_to_f16_dotprod,
+    .f16_to_f32 = f16_to_f32_dotprod,
+    .dot_f32_f16 = dot_f32_f16_dotprod,
+    .axpy_f16 = axpy_f16_dotprod,
+};

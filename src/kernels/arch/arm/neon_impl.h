@@ -1,0 +1,507 @@
+/*
+ * neon_impl.h - AArch64 NEON kernels, written once and compiled twice:
+ * kernels_neon.c (baseline ARMv8.0: int8 products with smull/smlal and
+ * pairwise widening adds) and kernels_dotprod.c (RKM_NEON_DOTPROD: ARMv8.2
+ * sdot, four int8 products per 32-bit lane in one instruction, e.g. the
+ * Cortex-A76 cores of an RK3588). The including file defines
+ * RKM_NEON_DOTPROD (0/1) and RKM_NEON_SUFFIX.
+ *
+ * Quantized matmuls: per block, the integer dot product of 32 int8 pairs
+ * in int32 lanes, converted to float once and accumulated with a
+ * by-element FMA: the d_w * d_x products of a tile (RW rows x one
+ * activation row) are one vector multiply, and lane rr of it scales row
+ * rr. q4_0 nibbles become signed (nibble - 8) before the product.
+ * Tiles: 4 weight rows x 1 activation row for decode, 4 x 4 for prefill
+ * (16 float accumulators, 32 registers in all); the dot-product build
+ * uses interleaved rows for prefill instead (see below).
+ *
+ * Plain NEON's 16-bit intermediate sums two products of |value| <= 127
+ * (at most 32258): exact for every block the quantizers produce. A
+ * malformed file with -128 weights could wrap there; it cannot crash.
+ *
+ * Element ops: vector exp (Cephes polynomial, about 2 ulp), f16
+ * conversions with fcvtl/fcvtn (ARMv8.0), roundf with frinta (ties away
+ * from zero, exactly ggml's quantizer). Stateless apart from
+ * rkm_kernel_scratch; safe from any thread.
+ */
+#include <arm_neon.h>
+#include <math.h>
+
+#include "kernels/kernels_impl.h"
+
+#define N_INLINE static inline __attribute__((always_inline))
+#define N_CAT2(a, b) a##b
+#define N_CAT(a, b) N_CAT2(a, b)
+#define N_FN(name) N_CAT(name, RKM_NEON_SUFFIX)
+#define PF_BYTES 2048
+
+N_INLINE float32x4_t n_f16x4(const rkm_f16 *p0, const rkm_f16 *p1, const rkm_f16 *p2, const rkm_f16 *p3)
+{
+    uint16x4_t v = vdup_n_u16(0);
+    v = vld1_lane_u16(p0, v, 0);
+    v = vld1_lane_u16(p1, v, 1);
+    v = vld1_lane_u16(p2, v, 2);
+    v = vld1_lane_u16(p3, v, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(v));
+}
+
+/* int32x4 lanes whose sum is the dot product of 32 int8 pairs */
+N_INLINE int32x4_t n_dot32(int8x16_t w0, int8x16_t w1, int8x16_t x0, int8x16_t x1)
+{
+#if RKM_NEON_DOTPROD
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1);
+#else
+    int16x8_t a = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
+    a = vmlal_high_s8(a, w0, x0);
+    int16x8_t b = vmull_s8(vget_low_s8(w1), vget_low_s8(x1));
+    b = vmlal_high_s8(b, w1, x1);
+    return vpadalq_s16(vpaddlq_s16(a), b);
+#endif
+}
+
+/* ------------------------------------------------------ quantization */
+static void N_FN(quantize_act_)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
+{
+    int64_t nb = n / RKM_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * 32;
+        float32x4_t v[8], amax = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(xb + 4 * k);
+            amax = vmaxq_f32(amax, vabsq_f32(v[k]));
+        }
+        float am = vmaxvq_f32(amax);
+        float db = am / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32x4_t q[8], sum = vdupq_n_s32(0);
+        for (int k = 0; k < 8; k++) {
+            q[k] = vcvtq_s32_f32(vrndaq_f32(vmulq_n_f32(v[k], id)));
+            sum = vaddq_s32(sum, q[k]);
+        }
+        for (int k = 0; k < 8; k += 4) {
+            int16x8_t a = vcombine_s16(vmovn_s32(q[k]), vmovn_s32(q[k + 1]));
+            int16x8_t c = vcombine_s16(vmovn_s32(q[k + 2]), vmovn_s32(q[k + 3]));
+            vst1q_s8(qs + b * 32 + 4 * k, vcombine_s8(vmovn_s16(a), vmovn_s16(c)));
+        }
+        d[b] = vgetq_lane_f32(vcvt_f32_f16(vcvt_f16_f32(vdupq_n_f32(db))), 0);
+        s[b] = vaddvq_s32(sum);
+    }
+}
+
+/* ------------------------------------------------------ q8_0 / q4_0 */
+N_INLINE void n_load_w(const void *blk, int q4, int8x16_t *w0, int8x16_t *w1)
+{
+    if (q4) {
+        const rkm_block_q4_0 *b = blk;
+        uint8x16_t q = vld1q_u8(b->qs);
+        int8x16_t e = vdupq_n_s8(8);
+        *w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15))), e);
+        *w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), e);
+    } else {
+        const rkm_block_q8_0 *b = blk;
+        *w0 = vld1q_s8(b->qs);
+        *w1 = vld1q_s8(b->qs + 16);
+    }
+}
+
+N_INLINE void n_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    const char *w[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    float32x4_t acc[4][4];
+    const size_t tile = (size_t)RW * a->w_row_bytes, pfd = tile * ((PF_BYTES + tile - 1) / tile);
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; rr++) w[rr] = (const char *)a->w + (r + (rr < RW ? rr : 0)) * a->w_row_bytes;
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t w0[4], w1[4];
+        const rkm_f16 *dp[4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; rr++) {
+            const char *blk = w[rr] + b * bb;
+            dp[rr] = (const rkm_f16 *)blk; /* d is the first field of both blocks */
+            if (rr < RW) {
+                if (RX == 1) __builtin_prefetch(blk + pfd);
+                n_load_w(blk, q4, &w0[rr], &w1[rr]);
+            }
+        }
+        /* lane rr: d_w of row rr (rows past RW repeat row 0, unused) */
+        float32x4_t dw = n_f16x4(dp[0], dp[1], dp[2], dp[3]);
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            int8x16_t x0 = vld1q_s8(xq[c] + b * 32), x1 = vld1q_s8(xq[c] + b * 32 + 16);
+            float32x4_t dd = vmulq_n_f32(dw, xd[c][b]);
+#pragma GCC unroll 4
+            for (int rr = 0; rr < RW; rr++) {
+                float32x4_t p = vcvtq_f32_s32(n_dot32(w0[rr], w1[rr], x0, x1));
+                switch (rr) { /* the lane index must be a constant */
+                case 0: acc[rr][c] = vfmaq_laneq_f32(acc[rr][c], p, dd, 0); break;
+                case 1: acc[rr][c] = vfmaq_laneq_f32(acc[rr][c], p, dd, 1); break;
+                case 2: acc[rr][c] = vfmaq_laneq_f32(acc[rr][c], p, dd, 2); break;
+                default: acc[rr][c] = vfmaq_laneq_f32(acc[rr][c], p, dd, 3); break;
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) a->y[(i + c) * a->ldy + r + rr] = vaddvq_f32(acc[rr][c]);
+}
+
+#if RKM_NEON_DOTPROD
+/* ---------------------------------------- prefill: interleaved rows ----
+ * For m >= IL_MIN_M, q4_0/q8_0 weights are repacked on the fly, 4 rows at
+ * a time, so that 32-bit lane r of a vector belongs to weight row r: per
+ * block, 4 float scales and 8 vectors whose lane r holds 4 values of row
+ * r (k = 4g..4g+3). One sdot by element (vdotq_laneq_s32: activation
+ * bytes 4g..4g+3 against all four rows) covers 16 products of 4 rows, a
+ * block is 8 of them, and the float scaling is done once per 4 rows
+ * instead of once per row. The repacked tile stays in L1/L2 and serves
+ * every activation row. q4_0 nibbles stay 0..15 (value + 8); the integer
+ * sum starts at -8 * sum(x) instead. */
+#define IL_ROWS 4
+#define IL_MIN_M 4
+#define IL_BLOCK_BYTES (16 + 8 * 16)
+
+/* 4 rows of 16 bytes -> t[h], lane r = dword h of row r */
+N_INLINE void il_transpose4x4(const uint8_t *const *p, size_t off, int32x4_t t[4])
+{
+    int32x4_t r0 = vreinterpretq_s32_u8(vld1q_u8(p[0] + off)), r1 = vreinterpretq_s32_u8(vld1q_u8(p[1] + off));
+    int32x4_t r2 = vreinterpretq_s32_u8(vld1q_u8(p[2] + off)), r3 = vreinterpretq_s32_u8(vld1q_u8(p[3] + off));
+    int32x4_t a0 = vtrn1q_s32(r0, r1), a1 = vtrn2q_s32(r0, r1), a2 = vtrn1q_s32(r2, r3), a3 = vtrn2q_s32(r2, r3);
+    t[0] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(a0), vreinterpretq_s64_s32(a2)));
+    t[1] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(a3)));
+    t[2] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(a0), vreinterpretq_s64_s32(a2)));
+    t[3] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(a3)));
+}
+
+static void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, const int q4)
+{
+    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    const uint8_t *p[IL_ROWS];
+    for (int64_t b = 0; b < nb; b++) {
+        float *sc = (float *)(buf + b * IL_BLOCK_BYTES);
+        int8_t *q = (int8_t *)(buf + b * IL_BLOCK_BYTES + 16);
+        const rkm_f16 *dp[IL_ROWS];
+        for (int rr = 0; rr < IL_ROWS; rr++) {
+            const char *blk = (const char *)a->w + (r + rr) * a->w_row_bytes + b * bb;
+            dp[rr] = (const rkm_f16 *)blk;
+            p[rr] = (const uint8_t *)blk + sizeof(rkm_f16);
+        }
+        vst1q_f32(sc, n_f16x4(dp[0], dp[1], dp[2], dp[3]));
+        int32x4_t t[4];
+        il_transpose4x4(p, 0, t);
+        if (q4) {
+            for (int h = 0; h < 4; h++) {
+                uint8x16_t v = vreinterpretq_u8_s32(t[h]);
+                vst1q_u8((uint8_t *)q + 16 * h, vandq_u8(v, vdupq_n_u8(15)));
+                vst1q_u8((uint8_t *)q + 16 * (h + 4), vshrq_n_u8(v, 4));
+            }
+        } else {
+            for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(q + 16 * h), t[h]);
+            il_transpose4x4(p, 16, t);
+            for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(q + 16 * (h + 4)), t[h]);
+        }
+    }
+}
+
+N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64_t i, const int RX, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    float32x4_t acc[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+        acc[c] = vdupq_n_f32(0.0f);
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+        xs[c] = a->xs + (i + c) * nb;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const float32x4_t sc = vld1q_f32((const float *)(buf + b * IL_BLOCK_BYTES));
+        const int8_t *q = (const int8_t *)(buf + b * IL_BLOCK_BYTES + 16);
+        int8x16_t w[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) w[g] = vld1q_s8(q + 16 * g);
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            int8x16_t x0 = vld1q_s8(xq[c] + b * 32), x1 = vld1q_s8(xq[c] + b * 32 + 16);
+            int32x4_t s0 = vdupq_n_s32(q4 ? -8 * xs[c][b] : 0), s1 = vdupq_n_s32(0);
+            s0 = vdotq_laneq_s32(s0, w[0], x0, 0);
+            s1 = vdotq_laneq_s32(s1, w[1], x0, 1);
+            s0 = vdotq_laneq_s32(s0, w[2], x0, 2);
+            s1 = vdotq_laneq_s32(s1, w[3], x0, 3);
+            s0 = vdotq_laneq_s32(s0, w[4], x1, 0);
+            s1 = vdotq_laneq_s32(s1, w[5], x1, 1);
+            s0 = vdotq_laneq_s32(s0, w[6], x1, 2);
+            s1 = vdotq_laneq_s32(s1, w[7], x1, 3);
+            float32x4_t p = vcvtq_f32_s32(vaddq_s32(s0, s1));
+            acc[c] = vfmaq_f32(acc[c], p, vmulq_n_f32(sc, xd[c][b]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) vst1q_f32(a->y + (i + c) * a->ldy + r, acc[c]);
+}
+
+N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    char *buf = rkm_kernel_scratch((size_t)nb * IL_BLOCK_BYTES);
+    int64_t r = r0;
+    for (; r + IL_ROWS <= r1; r += IL_ROWS) {
+        il_repack(a, r, nb, buf, q4);
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, q4);
+        for (; i < a->m; i++) il_compute(a, buf, r, i, 1, q4);
+    }
+    for (; r < r1; r++)
+        for (int64_t i = 0; i < a->m; i++) n_tile(a, r, i, 1, 1, q4);
+}
+#endif
+
+/* ---------------------------------------------------------- f32 / f16 */
+N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, int f16)
+{
+    if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)w + k)));
+    return vld1q_f32((const float *)w + k);
+}
+
+N_INLINE void n_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int f16)
+{
+    const int64_t n = a->n_in, n4 = n & ~(int64_t)3;
+    const void *w[4];
+    const float *x[4];
+    float32x4_t acc[4][4];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) w[rr] = (const char *)a->w + (r + rr) * a->w_row_bytes;
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) x[c] = a->x + (i + c) * n;
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = vdupq_n_f32(0.0f);
+    for (int64_t k = 0; k < n4; k += 4) {
+        float32x4_t wv[4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) wv[rr] = n_load_w4(w[rr], k, f16);
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            float32x4_t xv = vld1q_f32(x[c] + k);
+#pragma GCC unroll 4
+            for (int rr = 0; rr < RW; rr++) acc[rr][c] = vfmaq_f32(acc[rr][c], wv[rr], xv);
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            float s = vaddvq_f32(acc[rr][c]);
+            for (int64_t k = n4; k < n; k++) {
+                float wk = f16 ? rkm_f16_to_f32(((const rkm_f16 *)w[rr])[k]) : ((const float *)w[rr])[k];
+                s += wk * x[c][k];
+            }
+            a->y[(i + c) * a->ldy + r + rr] = s;
+        }
+}
+
+#define N_DEFINE_MM(NAME, TILE, ARG)                                                \
+    static void NAME(const rkm_mm_args *a, int64_t r0, int64_t r1)                  \
+    {                                                                               \
+        int64_t r = r0;                                                             \
+        if (a->m == 1) {                                                            \
+            for (; r + 4 <= r1; r += 4) TILE(a, r, 0, 4, 1, ARG);                   \
+            for (; r < r1; r++) TILE(a, r, 0, 1, 1, ARG);                           \
+            return;                                                                 \
+        }                                                                           \
+        for (; r + 4 <= r1; r += 4) {                                               \
+            int64_t i = 0;                                                          \
+            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 4, 4, ARG);                 \
+            for (; i < a->m; i++) TILE(a, r, i, 4, 1, ARG);                         \
+        }                                                                           \
+        for (; r < r1; r++) {                                                       \
+            int64_t i = 0;                                                          \
+            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 1, 4, ARG);                 \
+            for (; i < a->m; i++) TILE(a, r, i, 1, 1, ARG);                         \
+        }                                                                           \
+    }
+
+#if RKM_NEON_DOTPROD
+N_DEFINE_MM(mm_q8_0_tiles, n_tile, 0)
+N_DEFINE_MM(mm_q4_0_tiles, n_tile, 1)
+static void N_FN(mm_q8_0_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    if (a->m >= IL_MIN_M) il_mm(a, r0, r1, 0);
+    else mm_q8_0_tiles(a, r0, r1);
+}
+static void N_FN(mm_q4_0_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    if (a->m >= IL_MIN_M) il_mm(a, r0, r1, 1);
+    else mm_q4_0_tiles(a, r0, r1);
+}
+#else
+N_DEFINE_MM(N_FN(mm_q8_0_), n_tile, 0)
+N_DEFINE_MM(N_FN(mm_q4_0_), n_tile, 1)
+#endif
+N_DEFINE_MM(N_FN(mm_f32_), n_fp_tile, 0)
+N_DEFINE_MM(N_FN(mm_f16_), n_fp_tile, 1)
+
+/* --------------------------------------------------------- element ops */
+N_INLINE float32x4_t n_exp(float32x4_t x)
+{
+    const float32x4_t hi = vdupq_n_f32(88.7228394f), lo = vdupq_n_f32(-104.0f);
+    float32x4_t xc = vminq_f32(vmaxq_f32(x, lo), hi);
+    float32x4_t n = vrndnq_f32(vmulq_n_f32(xc, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    int32x4_t ni = vcvtq_s32_f32(n);
+    int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    float32x4_t f1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    float32x4_t f2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    float32x4_t res = vmulq_f32(vmulq_f32(p, f1), f2);
+    res = vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), res);
+    res = vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), res);
+    return vbslq_f32(vceqq_f32(x, x), res, x); /* NaN in, NaN out */
+}
+
+static void N_FN(rmsnorm_)(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
+        s0 = vfmaq_f32(s0, a, a);
+        s1 = vfmaq_f32(s1, b, b);
+    }
+    float sum = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) sum += x[i] * x[i];
+    float scale = 1.0f / sqrtf(sum / (float)n + eps);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t v = vmulq_n_f32(vld1q_f32(x + i), scale);
+        if (w) v = vmulq_f32(v, vld1q_f32(w + i));
+        vst1q_f32(out + i, v);
+    }
+    for (; i < n; i++) out[i] = w ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+static void N_FN(softmax_)(float *x, int64_t n)
+{
+    if (n <= 0) return;
+    float mx = x[0];
+    int64_t i = 0;
+    float32x4_t mv = vdupq_n_f32(-INFINITY);
+    for (; i + 4 <= n; i += 4) mv = vmaxq_f32(mv, vld1q_f32(x + i));
+    if (n >= 4) mx = vmaxvq_f32(mv);
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float32x4_t sum = vdupq_n_f32(0.0f), m4 = vdupq_n_f32(mx);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t e = n_exp(vsubq_f32(vld1q_f32(x + i), m4));
+        sum = vaddq_f32(sum, e);
+        vst1q_f32(x + i, e);
+    }
+    float s = vaddvq_f32(sum);
+    if (i < n) {
+        float t[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        for (int64_t k = i; k < n; k++) t[k - i] = x[k] - mx;
+        float32x4_t e = n_exp(vld1q_f32(t));
+        float o[4];
+        vst1q_f32(o, e);
+        for (int64_t k = i; k < n; k++) {
+            x[k] = o[k - i];
+            s += o[k - i];
+        }
+    }
+    float inv = 1.0f / s;
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++) x[i] *= inv;
+}
+
+N_INLINE float32x4_t n_silu(float32x4_t g)
+{
+    return vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), n_exp(vnegq_f32(g))));
+}
+
+N_INLINE float32x4_t n_gelu(float32x4_t x)
+{
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    float32x4_t z = vmulq_f32(vmulq_n_f32(x, 0.79788456080286535587989211986876f),
+                              vfmaq_f32(one, vmulq_n_f32(x, 0.044715f), x));
+    float32x4_t e = n_exp(vaddq_f32(z, z));
+    float32x4_t t = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+    return vmulq_f32(vmulq_n_f32(x, 0.5f), vaddq_f32(one, t));
+}
+
+#define N_GLU(NAME, ACT)                                                            \
+    static void NAME(float *out, const float *g, const float *u, int64_t n)         \
+    {                                                                               \
+        int64_t i = 0;                                                              \
+        for (; i + 4 <= n; i += 4)                                                  \
+            vst1q_f32(out + i, vmulq_f32(ACT(vld1q_f32(g + i)), vld1q_f32(u + i))); \
+        if (i < n) {                                                                \
+            float tg[4] = {0}, tu[4] = {0}, o[4];                                   \
+            for (int64_t k = i; k < n; k++) {                                       \
+                tg[k - i] = g[k];                                                   \
+                tu[k - i] = u[k];                                                   \
+            }                                                                       \
+            vst1q_f32(o, vmulq_f32(ACT(vld1q_f32(tg)), vld1q_f32(tu)));             \
+            for (int64_t k = i; k < n; k++) out[k] = o[k - i];                      \
+        }                                                                           \
+    }
+
+N_GLU(N_FN(swiglu_), n_silu)
+N_GLU(N_FN(geglu_), n_gelu)
+
+static void N_FN(f32_to_f16_)(const float *x, rkm_f16 *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) y[i] = rkm_f32_to_f16(x[i]);
+}
+
+static void N_FN(f16_to_f32_)(const rkm_f16 *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+    for (; i < n; i++) y[i] = rkm_f16_to_f32(x[i]);
+}
+
+static float N_FN(dot_f32_f16_)(const float *x, const rkm_f16 *y, int64_t n)
+{
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(x + i), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(y + i))));
+        s1 = vfmaq_f32(s1, vld1q_f32(x + i + 4), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(y + i + 4))));
+    }
+    float s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) s += x[i] * rkm_f16_to_f32(y[i]);
+    return s;
+}
+
+static void N_FN(axpy_f16_)(float *y, float a, const rkm_f16 *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))), a));
+    for (; i < n; i++) y[i] += a * rkm_f16_to_f32(x[i]);
+}

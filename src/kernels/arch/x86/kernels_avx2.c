@@ -1,0 +1,380 @@
+/*
+ * kernels_avx2.c - x86-64 kernels for AVX2 + FMA + F16C (Haswell and
+ * later, Zen). Compiled with -mavx2 -mfma -mf16c (Makefile, by suffix) and
+ * only called when the CPU has those (dispatch.c).
+ *
+ * Quantized matmuls: int8 x int8 products with vpmaddubsw (u8 x s8 -> s16
+ * pairs) and vpmaddwd (-> s32), converted to float once per block and
+ * scaled by d_w * d_x with an FMA, like ggml. q8_0 x q8_0 uses the sign
+ * trick (|w| x sign(w)*x); q4_0 keeps its nibbles unsigned (0..15) and
+ * subtracts 8 * (x pairs) per 16-bit lane (precomputed once per activation
+ * block), which stays exact: every intermediate fits its lane.
+ * Tiles: RW weight rows x RX activation rows share each loaded block
+ * (RW=4, RX=1 for decode; 2 x 4 for prefill), so prefill reads each weight
+ * block once per four tokens from L1 instead of once per token.
+ *
+ * Stateless; safe from any thread.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/arch/x86/x86_common.h"
+#include "kernels/kernels_impl.h"
+
+/* ------------------------------------------------------ quantization */
+static void quantize_act_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
+{
+    int64_t nb = n / RKM_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * 32;
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            amax = _mm256_max_ps(amax, rkm_x86_abs_ps(v[k]));
+        }
+        float am = rkm_x86_hmax_ps(amax);
+        float db = am / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(rkm_x86_roundf_ps(_mm256_mul_ps(v[k], idv)));
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        /* packs interleave 128-bit lanes: 0 1 2 3 -> fix with a permute */
+        __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(qs + b * 32), p8);
+        d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        s[b] = rkm_x86_hsum_epi32(sum);
+    }
+}
+
+/* ------------------------------------------------------------- q8_0 */
+#define AVX2_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Weight scales: a table lookup (two loads) instead of vcvtph2ps, whose
+ * shuffles compete with the nibble unpacking for port 5. */
+AVX2_ALWAYS_INLINE __m256 scale8(rkm_f16 d) { return _mm256_broadcast_ss(&rkm_x86_f16_table[d]); }
+
+/* Software prefetch of the tile PF bytes ahead: the rows of a tile are
+ * short streams (a few KiB) that the hardware prefetcher would pick up
+ * too late; PF covers the DRAM latency at the per-core bandwidth. */
+#define PF_BYTES 4096
+
+AVX2_ALWAYS_INLINE void q8_0_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX)
+{
+    const int64_t nb = a->n_in / 32;
+    const rkm_block_q8_0 *w[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    __m256 acc[4][4];
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t tile = (size_t)RW * a->w_row_bytes, pfd = tile * ((PF_BYTES + tile - 1) / tile);
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) w[rr] = (const rkm_block_q8_0 *)((const char *)a->w + (r + rr) * a->w_row_bytes);
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wv[4], aw[4];
+        __m256 dw[4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) {
+            if (RX == 1) _mm_prefetch((const char *)&w[rr][b] + pfd, _MM_HINT_T0);
+            wv[rr] = _mm256_loadu_si256((const __m256i *)w[rr][b].qs);
+            aw[rr] = _mm256_sign_epi8(wv[rr], wv[rr]);
+            dw[rr] = scale8(w[rr][b].d);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            __m256i xv = _mm256_load_si256((const __m256i *)(xq[c] + b * 32));
+            __m256 dx = _mm256_broadcast_ss(xd[c] + b);
+#pragma GCC unroll 4
+            for (int rr = 0; rr < RW; rr++) {
+                __m256i p16 = _mm256_maddubs_epi16(aw[rr], _mm256_sign_epi8(xv, wv[rr]));
+                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[rr][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw[rr], dx), acc[rr][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) a->y[(i + c) * a->ldy + r + rr] = rkm_x86_hsum_ps(acc[rr][c]);
+}
+
+/* ------------------------------------------------------------- q4_0 */
+/* 16 bytes of packed nibbles -> 32 bytes 0..15 (low nibbles first). The
+ * 128-bit broadcast is a pure load and the variable shift runs on ports
+ * 0/1, keeping port 5 free. */
+AVX2_ALWAYS_INLINE __m256i q4_nibbles(const uint8_t *qs)
+{
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    v = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+AVX2_ALWAYS_INLINE void q4_0_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX)
+{
+    const int64_t nb = a->n_in / 32;
+    const rkm_block_q4_0 *w[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    __m256 acc[4][4];
+    const __m256i ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8);
+    const size_t tile = (size_t)RW * a->w_row_bytes, pfd = tile * ((PF_BYTES + tile - 1) / tile);
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) w[rr] = (const rkm_block_q4_0 *)((const char *)a->w + (r + rr) * a->w_row_bytes);
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i nib[4];
+        __m256 dw[4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) {
+            if (RX == 1 && (b & 1) == 0) _mm_prefetch((const char *)&w[rr][b] + pfd, _MM_HINT_T0);
+            nib[rr] = q4_nibbles(w[rr][b].qs);
+            dw[rr] = scale8(w[rr][b].d);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            __m256i xv = _mm256_load_si256((const __m256i *)(xq[c] + b * 32));
+            __m256i cx = _mm256_maddubs_epi16(eights, xv); /* 8 * (x pairs) */
+            __m256 dx = _mm256_broadcast_ss(xd[c] + b);
+#pragma GCC unroll 4
+            for (int rr = 0; rr < RW; rr++) {
+                __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(nib[rr], xv), cx);
+                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[rr][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw[rr], dx), acc[rr][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) a->y[(i + c) * a->ldy + r + rr] = rkm_x86_hsum_ps(acc[rr][c]);
+}
+
+/* ---------------------------------------------------------- f32 / f16 */
+AVX2_ALWAYS_INLINE __m256 load_w8(const void *w, int64_t k, int f16)
+{
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const rkm_f16 *)w + k)));
+    return _mm256_loadu_ps((const float *)w + k);
+}
+
+AVX2_ALWAYS_INLINE float load_w1(const void *w, int64_t k, int f16)
+{
+    return f16 ? _cvtsh_ss(((const rkm_f16 *)w)[k]) : ((const float *)w)[k];
+}
+
+AVX2_ALWAYS_INLINE void fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX,
+                                const int f16)
+{
+    const int64_t n = a->n_in, n8 = n & ~(int64_t)7;
+    const void *w[4];
+    const float *x[4];
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) w[rr] = (const char *)a->w + (r + rr) * a->w_row_bytes;
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) x[c] = a->x + (i + c) * n;
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n8; k += 8) {
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) {
+            __m256 wv = load_w8(w[rr], k, f16);
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) acc[rr][c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[c] + k), acc[rr][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) {
+            float s = rkm_x86_hsum_ps(acc[rr][c]);
+            for (int64_t k = n8; k < n; k++) s += load_w1(w[rr], k, f16) * x[c][k];
+            a->y[(i + c) * a->ldy + r + rr] = s;
+        }
+}
+
+/* Row/column tiling shared by all types: the big tile where it fits, then
+ * single rows and single activation rows for the remainders. */
+#define DEFINE_MM(NAME, TILE, ...)                                                    \
+    static void NAME(const rkm_mm_args *a, int64_t r0, int64_t r1)                    \
+    {                                                                                 \
+        int64_t r = r0;                                                               \
+        if (a->m == 1) {                                                              \
+            for (; r + 4 <= r1; r += 4) TILE(a, r, 0, 4, 1, ##__VA_ARGS__);           \
+            for (; r < r1; r++) TILE(a, r, 0, 1, 1, ##__VA_ARGS__);                   \
+            return;                                                                   \
+        }                                                                             \
+        for (; r + 2 <= r1; r += 2) {                                                 \
+            int64_t i = 0;                                                            \
+            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 2, 4, ##__VA_ARGS__);         \
+            for (; i < a->m; i++) TILE(a, r, i, 2, 1, ##__VA_ARGS__);                 \
+        }                                                                             \
+        for (; r < r1; r++) {                                                         \
+            int64_t i = 0;                                                            \
+            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 1, 4, ##__VA_ARGS__);         \
+            for (; i < a->m; i++) TILE(a, r, i, 1, 1, ##__VA_ARGS__);                 \
+        }                                                                             \
+    }
+
+DEFINE_MM(mm_q8_0_avx2, q8_0_tile)
+DEFINE_MM(mm_q4_0_avx2, q4_0_tile)
+DEFINE_MM(mm_f32_avx2, fp_tile, 0)
+DEFINE_MM(mm_f16_avx2, fp_tile, 1)
+
+/* --------------------------------------------------------- element ops */
+static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    float sum = rkm_x86_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) sum += x[i] * x[i];
+    float scale = 1.0f / sqrtf(sum / (float)n + eps);
+    __m256 sv = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), sv);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < n; i++) out[i] = w ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+/* Applies f to 8-float chunks of n values, with a masked tail. */
+#define MAP8(n, BODY)                                                           \
+    do {                                                                        \
+        int64_t i_ = 0;                                                         \
+        for (; i_ + 8 <= (n); i_ += 8) {                                        \
+            const int64_t i = i_;                                               \
+            const __m256i mask = _mm256_set1_epi32(-1);                         \
+            BODY;                                                               \
+        }                                                                       \
+        if (i_ < (n)) {                                                         \
+            const int64_t i = i_;                                               \
+            const __m256i mask = rkm_x86_tail_mask((int)((n) - i_));            \
+            BODY;                                                               \
+        }                                                                       \
+    } while (0)
+
+static void softmax_avx2(float *x, int64_t n)
+{
+    if (n <= 0) return;
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    MAP8(n, mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY),
+                                                     _mm256_maskload_ps(x + i, mask),
+                                                     _mm256_castsi256_ps(mask))));
+    __m256 mv = _mm256_set1_ps(rkm_x86_hmax_ps(mx));
+    __m256 sum = _mm256_setzero_ps();
+    MAP8(n, {
+        __m256 e = rkm_x86_exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), mv));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+        sum = _mm256_add_ps(sum, e);
+        _mm256_maskstore_ps(x + i, mask, e);
+    });
+    __m256 inv = _mm256_set1_ps(1.0f / rkm_x86_hsum_ps(sum));
+    MAP8(n, _mm256_maskstore_ps(x + i, mask, _mm256_mul_ps(_mm256_maskload_ps(x + i, mask), inv)));
+}
+
+static void swiglu_avx2(float *out, const float *g, const float *u, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    MAP8(n, {
+        __m256 gv = _mm256_maskload_ps(g + i, mask);
+        __m256 e = rkm_x86_exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+        __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
+        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(s, _mm256_maskload_ps(u + i, mask)));
+    });
+}
+
+static void geglu_avx2(float *out, const float *g, const float *u, int64_t n)
+{
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 c0 = _mm256_set1_ps(0.79788456080286535587989211986876f), c1 = _mm256_set1_ps(0.044715f);
+    MAP8(n, {
+        __m256 xv = _mm256_maskload_ps(g + i, mask);
+        __m256 z = _mm256_mul_ps(_mm256_mul_ps(c0, xv), _mm256_fmadd_ps(_mm256_mul_ps(c1, xv), xv, one));
+        __m256 t = rkm_x86_tanh_ps(z);
+        __m256 gl = _mm256_mul_ps(_mm256_mul_ps(half, xv), _mm256_add_ps(one, t));
+        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(gl, _mm256_maskload_ps(u + i, mask)));
+    });
+}
+
+static void f32_to_f16_avx2(const float *x, rkm_f16 *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+static void f16_to_f32_avx2(const rkm_f16 *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static float dot_f32_f16_avx2(const float *x, const rkm_f16 *y, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8))), s1);
+    }
+    float s = rkm_x86_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += x[i] * _cvtsh_ss(y[i]);
+    return s;
+}
+
+static void axpy_f16_avx2(float *y, float a, const rkm_f16 *x, int64_t n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                                                _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
+}
+
+const rkm_kernel_set rkm_kernels_avx2 = {
+    .name = "avx2",
+    .init = rkm_x86_init_f16_table,
+    .quantize_act = quantize_act_avx2,
+    .mm_f32 = mm_f32_avx2,
+    .mm_f16 = mm_f16_avx2,
+    .mm_q8_0 = mm_q8_0_avx2,
+    .mm_q4_0 = mm_q4_0_avx2,
+    .rmsnorm = rmsnorm_avx2,
+    .softmax = softmax_avx2,
+    .swiglu = swiglu_avx2,
+    .geglu = geglu_avx2,
+    .f32_to_f16 = f32_to_f16_avx2,
+    .f16_to_f32 = f16_to_f32_avx2,
+    .dot_f32_f16 = dot_f32_f16_avx2,
+    .axpy_f16 = axpy_f16_avx2,
+};

@@ -1,0 +1,29 @@
+/*
+ * kernels_avx512vnni.c - AVX-512 VNNI (vpdpbusd: Ice Lake, Sapphire
+ * Rapids, Zen 4 and later) quantized matmuls; the body is avx512_impl.h.
+ * The other entries come from the AVX-512 and AVX2 sets (dispatch.c
+ * chains them). Stateless.
+ */
+#define RKM_AVX512_VNNI 1
+#include "kernels/arch/x86/avx512_impl.h"
+
+Z_DEFINE_MM(mm_q8_0_tiles, z_q8_0_tile)
+
+static void mm_q8_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    if (a->m >= IL_MIN_M) mm_q8_0_il(a, r0, r1);
+    else mm_q8_0_tiles(a, r0, r1);
+}
+Z_DEFINE_MM(mm_q4_0_tiles, z_q4_0_tile)
+
+static void mm_q4_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    if (a->m >= IL_MIN_M) mm_q4_0_il(a, r0, r1);
+    else mm_q4_0_tiles(a, r0, r1);
+}
+
+const rkm_kernel_set rkm_kernels_avx512vnni = {
+    .name = "avx512vnni",
+    .mm_q8_0 = mm_q8_0_avx512vnni,
+    .mm_q4_0 = mm_q4_0_avx512vnni,
+};

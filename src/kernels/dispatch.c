@@ -1,0 +1,368 @@
+/*
+ * dispatch.c - picks the kernel set for this CPU once (cpuid and xgetbv
+ * on x86, getauxval(AT_HWCAP) on ARM; RKM_KERNELS
+ * forces one), and implements the public entry points of kernels.h on top
+ * of it: the matmul driver (activation quantization, splitting weight rows
+ * across the pool) and the element ops.
+ *
+ * Threads: the active set is written once under pthread_once (or by
+ * rkm_kernels_select, which tests call while no kernel runs) and read by
+ * everyone. The quantized-activation scratch is per calling thread (a
+ * pthread key frees it when the thread exits); pool workers only read it
+ * while the owner waits in rkm_pool_run.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+#include "kernels/kernels_impl.h"
+#include "util/common.h"
+
+/* ------------------------------------------------------ variant table */
+typedef struct {
+    const char *name;
+    const rkm_kernel_set *set;
+    int (*supported)(void);
+    const char *parent; /* entries the set leaves NULL come from here (else ref) */
+} variant;
+
+static int sup_always(void) { return 1; }
+
+#if defined(__x86_64__)
+/* cpuid + xgetbv directly (not __builtin_cpu_supports: clang's lacks
+ * "f16c"): the CPU must have the instructions and the OS must save the
+ * ymm/zmm state. */
+#include <cpuid.h>
+
+enum { X86_AVX2 = 1, X86_AVX512 = 2, X86_VNNI = 4, X86_AVXVNNI = 8 };
+
+static int x86_features(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return 0;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if ((xlo & 6) != 6) return 0; /* xmm and ymm state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int f = 0;
+    if (((b >> 5) & 1) && fma && f16c) f |= X86_AVX2;
+    unsigned a1, b1, c1, d1;
+    if ((f & X86_AVX2) && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && ((a1 >> 4) & 1)) f |= X86_AVXVNNI;
+    int zmm_state = (xlo & 0xe0) == 0xe0; /* opmask, upper zmm0-15, zmm16-31 */
+    int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1); /* F DQ BW VL */
+    if ((f & X86_AVX2) && avx512 && zmm_state) {
+        f |= X86_AVX512;
+        if ((c >> 11) & 1) f |= X86_VNNI;
+    }
+    return f;
+}
+
+static int sup_avx2(void) { return (x86_features() & X86_AVX2) != 0; }
+static int sup_avx512(void) { return (x86_features() & X86_AVX512) != 0; }
+static int sup_avx512vnni(void) { return (x86_features() & (X86_AVX512 | X86_VNNI)) == (X86_AVX512 | X86_VNNI); }
+static int sup_avxvnni(void) { return (x86_features() & X86_AVXVNNI) != 0; }
+#endif
+
+#if defined(__aarch64__)
+static int sup_dotprod(void)
+{
+    unsigned long hw = getauxval(AT_HWCAP);
+    return (hw & HWCAP_ASIMDDP) && (hw & HWCAP_ASIMDHP) && (hw & HWCAP_FPHP);
+}
+#endif
+
+/* Best first. */
+static const variant variants[] = {
+#if defined(__x86_64__)
+    {"avx512vnni", &rkm_kernels_avx512vnni, sup_avx512vnni, "avx512"},
+    {"avx512", &rkm_kernels_avx512, sup_avx512, "avx2"},
+    {"avxvnni", &rkm_kernels_avxvnni, sup_avxvnni, "avx2"},
+    {"avx2", &rkm_kernels_avx2, sup_avx2, NULL},
+#endif
+#if defined(__aarch64__)
+    {"dotprod", &rkm_kernels_dotprod, sup_dotprod, "neon"},
+    {"neon", &rkm_kernels_neon, sup_always, NULL},
+#endif
+    {"ref", &rkm_kernels_ref, sup_always, NULL},
+};
+
+static rkm_kernel_set active;
+static _Atomic int active_ready;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static const variant *find_variant(const char *name);
+
+/* Merges v over its parents over the reference into `active`. */
+static void merge(rkm_kernel_set *k, const variant *v)
+{
+    if (v->parent) merge(k, find_variant(v->parent));
+    const rkm_kernel_set *s = v->set;
+    if (s->init) s->init();
+#define TAKE(f) \
+    if (s->f) k->f = s->f
+    k->name = s->name;
+    TAKE(quantize_act);
+    TAKE(mm_f32);
+    TAKE(mm_f16);
+    TAKE(mm_q8_0);
+    TAKE(mm_q4_0);
+    TAKE(rmsnorm);
+    TAKE(softmax);
+    TAKE(swiglu);
+    TAKE(geglu);
+    TAKE(f32_to_f16);
+    TAKE(f16_to_f32);
+    TAKE(dot_f32_f16);
+    TAKE(axpy_f16);
+#undef TAKE
+}
+
+static void activate(const variant *v)
+{
+    rkm_kernel_set k = rkm_kernels_ref;
+    merge(&k, v);
+    k.init = NULL;
+    active = k;
+    atomic_store_explicit(&active_ready, 1, memory_order_release);
+}
+
+static const variant *find_variant(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(variants); i++)
+        if (strcmp(variants[i].name, name) == 0) return &variants[i];
+    return NULL;
+}
+
+static void init_default(void)
+{
+    const char *force = getenv("RKM_KERNELS");
+    if (force && *force) {
+        const variant *v = find_variant(force);
+        if (v && v->supported()) {
+            activate(v);
+            return;
+        }
+        /* An env knob for debugging; say why it was ignored. */
+        fprintf(stderr, "rkmojo: RKM_KERNELS=%s is %s here; using the best available\n", force,
+                v ? "not supported by this CPU" : "unknown");
+    }
+    for (size_t i = 0; i < RKM_ARRAY_LEN(variants); i++)
+        if (variants[i].supported()) {
+            activate(&variants[i]);
+            return;
+        }
+}
+
+void rkm_kernels_init(void) { pthread_once(&init_once, init_default); }
+
+const rkm_kernel_set *rkm_kernels_active(void)
+{
+    if (!atomic_load_explicit(&active_ready, memory_order_acquire)) rkm_kernels_init();
+    return &active;
+}
+
+const char *rkm_kernels_name(void) { return rkm_kernels_active()->name; }
+
+int rkm_kernels_list(const char **names, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(variants); i++)
+        if (variants[i].supported()) {
+            if (n < cap) names[n] = variants[i].name;
+            n++;
+        }
+    return n;
+}
+
+int rkm_kernels_select(const char *name)
+{
+    rkm_kernels_init();
+    const variant *v = find_variant(name);
+    if (!v) return rkm_err(RKM_EINVAL, "unknown kernel set '%s'", name);
+    if (!v->supported()) return rkm_err(RKM_EUNSUPPORTED, "kernel set '%s' needs CPU features this machine lacks", name);
+    activate(v);
+    return 0;
+}
+
+/* ------------------------------------------------------------ scratch */
+/* Per-thread buffers, one per slot: SLOT_ACT holds the owner's quantized
+ * activations (read by the workers during the run), SLOT_KERNEL is for a
+ * kernel's own use on whichever thread runs it (rkm_kernel_scratch). */
+enum { SLOT_ACT, SLOT_KERNEL, N_SLOTS };
+
+typedef struct {
+    void *p[N_SLOTS];
+    size_t cap[N_SLOTS];
+} scratch_buf;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v)
+{
+    scratch_buf *s = v;
+    if (s)
+        for (int i = 0; i < N_SLOTS; i++) rkm_free_aligned(s->p[i]);
+    free(s);
+}
+
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+/* This thread's scratch of at least bytes (64-byte aligned). Aborts on
+ * out-of-memory: the sizes are bounded by the model's shapes, which the
+ * loader has validated, so failure here is an exhausted machine. */
+static void *scratch_get(int slot, size_t bytes)
+{
+    pthread_once(&scratch_once, scratch_init);
+    scratch_buf *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        RKM_ASSERT(s);
+        pthread_setspecific(scratch_key, s);
+    }
+    if (s->cap[slot] < bytes) {
+        rkm_free_aligned(s->p[slot]);
+        s->cap[slot] = RKM_ALIGN_UP(bytes + bytes / 4, 4096);
+        s->p[slot] = rkm_alloc_aligned(s->cap[slot], 64);
+        RKM_ASSERT(s->p[slot]);
+    }
+    return s->p[slot];
+}
+
+void *rkm_kernel_scratch(size_t bytes) { return scratch_get(SLOT_KERNEL, bytes); }
+
+/* ------------------------------------------------------------- matmul */
+/* Weight rows are handed out in chunks from an atomic counter, so a thread
+ * slowed down by something else (IO threads, a LITTLE core) takes fewer. */
+typedef struct {
+    rkm_mm_args a;
+    rkm_mm_fn fn;
+    const float *x; /* quantize job: source rows */
+    int64_t chunk;  /* rows per chunk, a multiple of ROW_GRAIN */
+    _Atomic int64_t next;
+} mm_job;
+
+/* The SIMD decode kernels work on tiles of up to 4 weight rows. */
+#define ROW_GRAIN 4
+
+static void mm_worker(void *ctx, int ith, int nth)
+{
+    mm_job *j = ctx;
+    for (;;) {
+        int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
+        if (r0 >= j->a.n_out) break;
+        int64_t r1 = RKM_MIN(r0 + j->chunk, j->a.n_out);
+        j->fn(&j->a, r0, r1);
+    }
+}
+
+static void quant_worker(void *ctx, int ith, int nth)
+{
+    mm_job *j = ctx;
+    const rkm_kernel_set *k = rkm_kernels_active();
+    int64_t nb = j->a.n_in / RKM_QK8_0;
+    for (int64_t i = ith; i < j->a.m; i += nth)
+        k->quantize_act(j->x + i * j->a.n_in, j->a.n_in, (int8_t *)j->a.xq + i * nb * RKM_QK8_0,
+                        (float *)j->a.xd + i * nb, (int32_t *)j->a.xs + i * nb);
+}
+
+void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
+                const float *x, int64_t m, float *y, int64_t ldy)
+{
+    const rkm_kernel_set *k = rkm_kernels_active();
+    if (m <= 0 || n_out <= 0) return;
+    RKM_ASSERT(n_in > 0 && ldy >= n_out);
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.a.w = w;
+    j.a.n_in = n_in;
+    j.a.n_out = n_out;
+    j.a.m = m;
+    j.a.y = y;
+    j.a.ldy = ldy;
+    int nth = rkm_pool_n_threads(pool);
+    switch (wtype) {
+    case RKM_TYPE_F32:
+        j.fn = k->mm_f32;
+        j.a.w_row_bytes = (size_t)n_in * sizeof(float);
+        j.a.x = x;
+        break;
+    case RKM_TYPE_F16:
+        j.fn = k->mm_f16;
+        j.a.w_row_bytes = (size_t)n_in * sizeof(rkm_f16);
+        j.a.x = x;
+        break;
+    case RKM_TYPE_Q8_0:
+    case RKM_TYPE_Q4_0: {
+        RKM_ASSERT(n_in % RKM_QK8_0 == 0);
+        j.fn = wtype == RKM_TYPE_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
+        j.a.w_row_bytes = (size_t)(n_in / RKM_QK8_0) *
+                          (wtype == RKM_TYPE_Q8_0 ? sizeof(rkm_block_q8_0) : sizeof(rkm_block_q4_0));
+        int64_t nb = n_in / RKM_QK8_0;
+        size_t qs_bytes = RKM_ALIGN_UP((size_t)(m * n_in), 64);
+        size_t d_bytes = RKM_ALIGN_UP((size_t)(m * nb) * sizeof(float), 64);
+        char *buf = scratch_get(SLOT_ACT, qs_bytes + 2 * d_bytes);
+        j.a.xq = (const int8_t *)buf;
+        j.a.xd = (const float *)(buf + qs_bytes);
+        j.a.xs = (const int32_t *)(buf + qs_bytes + d_bytes);
+        j.x = x;
+        if (m > 1 && nth > 1) rkm_pool_run(pool, quant_worker, &j);
+        else quant_worker(&j, 0, 1);
+        break;
+    }
+    default:
+        RKM_ASSERT(!"rkm_matmul: unsupported weight type");
+    }
+    /* About 8 chunks per thread; whole tiles. */
+    int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);
+    if (chunk < 16 && n_out >= 16 * nth) chunk = 16;
+    /* prefill kernels may work on 16-row tiles */
+    j.chunk = RKM_ALIGN_UP(RKM_MAX(chunk, 1), m > 1 ? 16 : ROW_GRAIN);
+    atomic_store_explicit(&j.next, 0, memory_order_relaxed);
+    if (nth > 1 && n_out > j.chunk) rkm_pool_run(pool, mm_worker, &j);
+    else j.fn(&j.a, 0, n_out);
+}
+
+/* --------------------------------------------------------- element ops */
+void rkm_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    rkm_kernels_active()->rmsnorm(out, x, w, n, eps);
+}
+
+void rkm_softmax(float *x, int64_t n) { rkm_kernels_active()->softmax(x, n); }
+
+void rkm_swiglu(float *out, const float *g, const float *u, int64_t n)
+{
+    rkm_kernels_active()->swiglu(out, g, u, n);
+}
+
+void rkm_geglu(float *out, const float *g, const float *u, int64_t n)
+{
+    rkm_kernels_active()->geglu(out, g, u, n);
+}
+
+void rkm_f32_to_f16_row(const float *x, rkm_f16 *y, int64_t n)
+{
+    rkm_kernels_active()->f32_to_f16(x, y, n);
+}
+
+void rkm_f16_to_f32_row(const rkm_f16 *x, float *y, int64_t n)
+{
+    rkm_kernels_active()->f16_to_f32(x, y, n);
+}
+
+float rkm_dot_f32_f16(const float *x, const rkm_f16 *y, int64_t n)
+{
+    return rkm_kernels_active()->dot_f32_f16(x, y, n);
+}
+
+void rkm_axpy_f16(float *y, float a, const rkm_f16 *x, int64_t n)
+{
+    rkm_kernels_active()->axpy_f16(y, a, x, n);
+}

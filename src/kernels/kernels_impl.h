@@ -1,0 +1,87 @@
+/*
+ * kernels_impl.h - internal interface between the kernel dispatcher
+ * (dispatch.c), the scalar reference (kernels_ref.c) and the per-ISA
+ * implementations (arch/x86, arch/arm). Not part of the public API.
+ *
+ * Each implementation fills an rkm_kernel_set; entries it leaves NULL fall
+ * back to the reference. Kernels are stateless and thread-safe.
+ *
+ * Quantized activations ("q8 activations"): the matmul driver quantizes
+ * each row of X to q8_0 exactly like ggml's quantize_row_q8_0 (blocks of
+ * 32, d = max|x|/127 rounded to fp16, q = roundf(x/d)) but stores them as
+ * structure-of-arrays so SIMD loads are aligned and the scale is already a
+ * float:
+ *   qs[i*nb*32 + b*32 + j]  int8 values (row i, block b)
+ *   d[i*nb + b]             the fp16-rounded scale, as float
+ *   s[i*nb + b]             sum of the 32 qs of the block (q4_0 weights
+ *                           store nibbles 0..15 = value + 8, so
+ *                           sum(w*x) = sum(nib*x) - 8*s exactly)
+ */
+#ifndef RKM_KERNELS_IMPL_H
+#define RKM_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* One matmul job: Y[i][r] for activation rows i in [0, m) and weight rows
+ * r in [r0, r1) (the range is passed separately). */
+typedef struct {
+    const void *w;       /* n_out rows of w_row_bytes */
+    size_t w_row_bytes;
+    int64_t n_in, n_out, m;
+    const float *x;      /* f32 activations, row stride n_in (F32/F16 weights) */
+    const int8_t *xq;    /* q8 activations (Q8_0/Q4_0 weights), see above */
+    const float *xd;
+    const int32_t *xs;
+    float *y;
+    int64_t ldy;
+} rkm_mm_args;
+
+typedef void (*rkm_mm_fn)(const rkm_mm_args *a, int64_t r0, int64_t r1);
+
+typedef struct {
+    const char *name;
+    /* One-time set-up (tables), run before the set is first used. */
+    void (*init)(void);
+    /* Quantizes one row of n values (n % 32 == 0) to q8 activations. */
+    void (*quantize_act)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
+    rkm_mm_fn mm_f32, mm_f16, mm_q8_0, mm_q4_0;
+    void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
+    void (*softmax)(float *x, int64_t n);
+    void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
+    void (*geglu)(float *out, const float *g, const float *u, int64_t n);
+    void (*f32_to_f16)(const float *x, rkm_f16 *y, int64_t n);
+    void (*f16_to_f32)(const rkm_f16 *x, float *y, int64_t n);
+    float (*dot_f32_f16)(const float *x, const rkm_f16 *y, int64_t n);
+    void (*axpy_f16)(float *y, float a, const rkm_f16 *x, int64_t n);
+} rkm_kernel_set;
+
+/* The reference (every entry set). */
+extern const rkm_kernel_set rkm_kernels_ref;
+
+/* Per-ISA sets; defined only on their architecture. */
+#if defined(__x86_64__)
+extern const rkm_kernel_set rkm_kernels_avx2;
+extern const rkm_kernel_set rkm_kernels_avx512;
+extern const rkm_kernel_set rkm_kernels_avx512vnni;
+extern const rkm_kernel_set rkm_kernels_avxvnni;
+#endif
+#if defined(__aarch64__)
+extern const rkm_kernel_set rkm_kernels_neon;
+extern const rkm_kernel_set rkm_kernels_dotprod;
+#endif
+
+/* The active set (after rkm_kernels_init), every entry non-NULL. */
+const rkm_kernel_set *rkm_kernels_active(void);
+
+/* A 64-byte aligned buffer of at least bytes, private to the calling
+ * thread and reused by its next call (kernels' temporary repacking). */
+void *rkm_kernel_scratch(size_t bytes);
+
+/* Shared by the reference and the SIMD quantizers' tails: ggml's rounding
+ * (roundf: half away from zero) of x * (1/d). */
+void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * kernels_ref.c - the portable scalar reference of every kernel. The SIMD
+ * versions are tested against it, and any entry an ISA set leaves NULL
+ * falls back to it. Numerics follow ggml's reference code (float
+ * accumulation of per-block integer dot products, double sums in rmsnorm
+ * and softmax) so results can be compared with llama.cpp's.
+ *
+ * Stateless: callable from any thread; nothing is allocated.
+ */
+#include <math.h>
+
+#include "kernels/kernels_impl.h"
+
+void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
+{
+    int64_t nb = n / RKM_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * RKM_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < RKM_QK8_0; j++) {
+            float v = fabsf(xb[j]);
+            if (v > amax) amax = v;
+        }
+        float db = amax / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < RKM_QK8_0; j++) {
+            float v = roundf(xb[j] * id);
+            int q = v != v ? 0 : (int)v; /* NaN in, 0 out: never UB */
+            qs[b * RKM_QK8_0 + j] = (int8_t)q;
+            sum += q;
+        }
+        d[b] = rkm_f16_to_f32(rkm_f32_to_f16(db));
+        if (s) s[b] = sum;
+    }
+}
+
+static void mm_f32_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t i = 0; i < a->m; i++) {
+        const float *x = a->x + i * a->n_in;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *w = (const float *)((const char *)a->w + r * a->w_row_bytes);
+            float sum = 0.0f;
+            for (int64_t k = 0; k < a->n_in; k++) sum += w[k] * x[k];
+            a->y[i * a->ldy + r] = sum;
+        }
+    }
+}
+
+static void mm_f16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t i = 0; i < a->m; i++) {
+        const float *x = a->x + i * a->n_in;
+        for (int64_t r = r0; r < r1; r++) {
+            const rkm_f16 *w = (const rkm_f16 *)((const char *)a->w + r * a->w_row_bytes);
+            float sum = 0.0f;
+            for (int64_t k = 0; k < a->n_in; k++) sum += rkm_f16_to_f32(w[k]) * x[k];
+            a->y[i * a->ldy + r] = sum;
+        }
+    }
+}
+
+static void mm_q8_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t nb = a->n_in / RKM_QK8_0;
+    for (int64_t i = 0; i < a->m; i++) {
+        const int8_t *xq = a->xq + i * nb * RKM_QK8_0;
+        const float *xd = a->xd + i * nb;
+        for (int64_t r = r0; r < r1; r++) {
+            const rkm_block_q8_0 *w =
+                (const rkm_block_q8_0 *)((const char *)a->w + r * a->w_row_bytes);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t sumi = 0;
+                for (int j = 0; j < RKM_QK8_0; j++)
+                    sumi += (int32_t)w[b].qs[j] * xq[b * RKM_QK8_0 + j];
+                sum += (float)sumi * (rkm_f16_to_f32(w[b].d) * xd[b]);
+            }
+            a->y[i * a->ldy + r] = sum;
+        }
+    }
+}
+
+static void mm_q4_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t nb = a->n_in / RKM_QK4_0;
+    for (int64_t i = 0; i < a->m; i++) {
+        const int8_t *xq = a->xq + i * nb * RKM_QK8_0;
+        const float *xd = a->xd + i * nb;
+        for (int64_t r = r0; r < r1; r++) {
+            const rkm_block_q4_0 *w =
+                (const rkm_block_q4_0 *)((const char *)a->w + r * a->w_row_bytes);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const int8_t *xb = xq + b * RKM_QK8_0;
+                int32_t sumi = 0;
+                for (int j = 0; j < RKM_QK4_0 / 2; j++) {
+                    int lo = (w[b].qs[j] & 15) - 8, hi = (w[b].qs[j] >> 4) - 8;
+                    sumi += lo * xb[j] + hi * xb[j + RKM_QK4_0 / 2];
+                }
+                sum += (float)sumi * (rkm_f16_to_f32(w[b].d) * xd[b]);
+            }
+            a->y[i * a->ldy + r] = sum;
+        }
+    }
+}
+
+static void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] * scale;
+        out[i] = w ? v * w[i] : v;
+    }
+}
+
+static void softmax_ref(float *x, int64_t n)
+{
+    if (n <= 0) return;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void swiglu_ref(float *out, const float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+float rkm_gelu_tanh(float x)
+{
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f, coef_a = 0.044715f;
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+}
+
+static void geglu_ref(float *out, const float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = rkm_gelu_tanh(g[i]) * u[i];
+}
+
+static void f32_to_f16_ref(const float *x, rkm_f16 *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = rkm_f32_to_f16(x[i]);
+}
+
+static void f16_to_f32_ref(const rkm_f16 *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = rkm_f16_to_f32(x[i]);
+}
+
+static float dot_f32_f16_ref(const float *x, const rkm_f16 *y, int64_t n)
+{
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += x[i] * rkm_f16_to_f32(y[i]);
+    return sum;
+}
+
+static void axpy_f16_ref(float *y, float a, const rkm_f16 *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * rkm_f16_to_f32(x[i]);
+}
+
+const rkm_kernel_set rkm_kernels_ref = {
+    .name = "ref",
+    .quantize_act = rkm_quantize_act_ref,
+    .mm_f32 = mm_f32_ref,
+    .mm_f16 = mm_f16_ref,
+    .mm_q8_0 = mm_q8_0_ref,
+    .mm_q4_0 = mm_q4_0_ref,
+    .rmsnorm = rmsnorm_ref,
+    .softmax = softmax_ref,
+    .swiglu = swiglu_ref,
+    .geglu = geglu_ref,
+    .f32_to_f16 = f32_to_f16_ref,
+    .f16_to_f32 = f16_to_f32_ref,
+    .dot_f32_f16 = dot_f32_f16_ref,
+    .axpy_f16 = axpy_f16_ref,
+};

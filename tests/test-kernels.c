@@ -1,0 +1,438 @@
+/*
+ * test-kernels.c - every kernel implementation this CPU can run (ref, and
+ * avx2/avx512/avx512vnni on x86 or neon/dotprod on ARM) against an exact
+ * float64 computation and against the scalar reference, at odd sizes.
+ *
+ * Tolerances come from the arithmetic, not from observation:
+ *  - Quantized matmuls multiply int8 values exactly in integers; only the
+ *    per-block float terms t_b = sumi_b * (dw_b * dx_b) are rounded and
+ *    summed in some order. A SIMD kernel may keep a block's integer sum in
+ *    up to 16 lanes and convert each lane to float, then reduce the lanes
+ *    at the end: a summation tree of depth <= nb + 16 over terms whose
+ *    absolute values add up to at most A = sum_b |dw_b dx_b| sum_j |qw qx|.
+ *    Any such sum is within (depth + 2) * u * A of the exact value (u =
+ *    2^-24; +2 for rounding the scale product and each term), so every
+ *    variant is checked against the float64 sum with (nb + 18) u A.
+ *  - F32/F16 matmuls: the same bound with the n_in products w_k * x_k.
+ *  - Activation quantization must be bit-identical to the lead's ggml-style
+ *    reference quantizer (rkm_quantize_row_q8_0), in every variant.
+ *  - f16 conversions are exact (round to nearest even) and must match the
+ *    portable converter bit for bit (NaN only as NaN).
+ *  - Element ops with transcendental functions allow the documented error
+ *    of the vector exp/tanh approximations (a few ulp) on top of the
+ *    reduction bound.
+ * Runs single-threaded and with pools of 2 and 3 threads.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "common/test.h"
+#include "kernels/kernels_impl.h"
+#include "util/common.h"
+
+static const double U = 1.0 / 16777216.0; /* float unit roundoff 2^-24 */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+/* uniform in [-1, 1) */
+static float rng_f(void) { return (float)((double)rng_u32() / 2147483648.0 - 1.0); }
+
+static void fill(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = rng_f() * scale;
+    /* some exact zeros and a zero block, which gives d = 0 */
+    if (n >= 64) {
+        for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;
+    }
+    if (n > 5) x[5] = 0.0f;
+}
+
+/* ------------------------------------------------------ quantization */
+static void test_quantize(const char *variant)
+{
+    const rkm_kernel_set *k = rkm_kernels_active();
+    const int64_t sizes[] = {32, 64, 96, 160, 4096};
+    for (size_t si = 0; si < RKM_ARRAY_LEN(sizes); si++) {
+        int64_t n = sizes[si], nb = n / 32;
+        float *x = malloc(sizeof(float) * (size_t)n);
+        fill(x, n, si == 4 ? 100.0f : 1.0f);
+        /* exact ties: x * (1/d) lands on .5 for these */
+        if (n >= 96) {
+            for (int j = 0; j < 32; j++) x[64 + j] = (float)(j - 16) * 0.5f;
+            x[64] = 127.0f;
+        }
+        rkm_block_q8_0 *ref = malloc(sizeof *ref * (size_t)nb);
+        rkm_quantize_row_q8_0(x, ref, n);
+        int8_t *qs = malloc((size_t)n);
+        float *d = malloc(sizeof(float) * (size_t)nb);
+        int32_t *s = malloc(sizeof(int32_t) * (size_t)nb);
+        k->quantize_act(x, n, qs, d, s);
+        int bad = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t sum = 0;
+            for (int j = 0; j < 32; j++) {
+                if (qs[b * 32 + j] != ref[b].qs[j]) bad++;
+                sum += ref[b].qs[j];
+            }
+            if (d[b] != rkm_f16_to_f32(ref[b].d)) bad++;
+            if (s[b] != sum) bad++;
+        }
+        CHECK_MSG(bad == 0, "%s: quantize n=%lld: %d mismatches", variant, (long long)n, bad);
+        free(x);
+        free(ref);
+        free(qs);
+        free(d);
+        free(s);
+    }
+}
+
+/* ------------------------------------------------------------- matmul */
+typedef struct {
+    int wtype;
+    int64_t n_in, n_out, m;
+    void *w;
+    float *x;
+    double *exact; /* [m][n_out] */
+    double *bound; /* [m][n_out] allowed |y - exact| */
+} mm_case;
+
+static void mm_case_free(mm_case *c)
+{
+    free(c->w);
+    free(c->x);
+    free(c->exact);
+    free(c->bound);
+}
+
+static void mm_case_make(mm_case *c, int wtype, int64_t n_in, int64_t n_out, int64_t m)
+{
+    c->wtype = wtype;
+    c->n_in = n_in;
+    c->n_out = n_out;
+    c->m = m;
+    size_t row = rkm_type_row_bytes(wtype, n_in);
+    c->w = malloc(row * (size_t)n_out);
+    c->x = malloc(sizeof(float) * (size_t)(n_in * m));
+    c->exact = malloc(sizeof(double) * (size_t)(n_out * m));
+    c->bound = malloc(sizeof(double) * (size_t)(n_out * m));
+    float *wf = malloc(sizeof(float) * (size_t)n_in);
+    float *wd = malloc(sizeof(float) * (size_t)(n_in * n_out)); /* dequantized */
+    for (int64_t r = 0; r < n_out; r++) {
+        fill(wf, n_in, 0.5f);
+        if (r == 2) memset(wf, 0, sizeof(float) * (size_t)n_in); /* all-zero row */
+        rkm_quantize_row(wtype, wf, (char *)c->w + row * (size_t)r, n_in);
+        rkm_dequantize_row(wtype, (char *)c->w + row * (size_t)r, wd + r * n_in, n_in);
+    }
+    fill(c->x, n_in * m, 3.0f);
+    int64_t nb = n_in / 32;
+    rkm_block_q8_0 *xq = malloc(sizeof *xq * (size_t)nb);
+    for (int64_t i = 0; i < m; i++) {
+        const float *x = c->x + i * n_in;
+        if (wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0) rkm_quantize_row_q8_0(x, xq, n_in);
+        for (int64_t r = 0; r < n_out; r++) {
+            const float *w = wd + r * n_in;
+            double sum = 0.0, abs_sum = 0.0;
+            int64_t n_terms;
+            if (wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0) {
+                /* the weight's dequantized values are d_w * q exactly
+                 * (an f16 times a small integer fits a float) */
+                for (int64_t b = 0; b < nb; b++) {
+                    double t = 0.0, ta = 0.0;
+                    for (int j = 0; j < 32; j++) {
+                        t += (double)w[b * 32 + j] * (double)xq[b].qs[j];
+                        ta += fabs((double)w[b * 32 + j] * (double)xq[b].qs[j]);
+                    }
+                    sum += t * rkm_f16_to_f32(xq[b].d);
+                    abs_sum += ta * rkm_f16_to_f32(xq[b].d);
+                }
+                n_terms = nb + 18;
+            } else {
+                for (int64_t j = 0; j < n_in; j++) {
+                    double t = (double)w[j] * (double)x[j];
+                    sum += t;
+                    abs_sum += fabs(t);
+                }
+                n_terms = n_in;
+            }
+            c->exact[i * n_out + r] = sum;
+            c->bound[i * n_out + r] = (double)(n_terms + 2) * U * abs_sum + 1e-30;
+        }
+    }
+    free(xq);
+    free(wf);
+    free(wd);
+}
+
+/* Runs the active variant on c with the pool and checks every output;
+ * returns the number of bad outputs. ldy > n_out checks the stride. */
+static int mm_case_check(const mm_case *c, rkm_pool *pool, const char *variant)
+{
+    int64_t ldy = c->n_out + 3;
+    float *y = malloc(sizeof(float) * (size_t)(ldy * c->m));
+    for (int64_t i = 0; i < ldy * c->m; i++) y[i] = 12345.0f;
+    rkm_matmul(pool, c->wtype, c->w, c->n_in, c->n_out, c->x, c->m, y, ldy);
+    int bad = 0;
+    for (int64_t i = 0; i < c->m; i++) {
+        for (int64_t r = 0; r < c->n_out; r++) {
+            double e = c->exact[i * c->n_out + r], b = c->bound[i * c->n_out + r];
+            double v = y[i * ldy + r];
+            if (!(fabs(v - e) <= b)) {
+                if (bad < 5)
+                    fprintf(stderr,
+                            "%s %s n_in=%lld n_out=%lld m=%lld nth=%d: y[%lld][%lld] = %.9g, exact %.9g, "
+                            "bound %.3g\n",
+                            variant, rkm_type_name(c->wtype), (long long)c->n_in,
+                            (long long)c->n_out, (long long)c->m, rkm_pool_n_threads(pool),
+                            (long long)i, (long long)r, v, e, b);
+                bad++;
+            }
+        }
+        for (int64_t r = c->n_out; r < ldy; r++)
+            if (y[i * ldy + r] != 12345.0f) bad++; /* wrote past n_out */
+    }
+    free(y);
+    return bad;
+}
+
+static int quick_mode(void)
+{
+    const char *q = getenv("RKM_TEST_QUICK");
+    if (q) return strcmp(q, "0") != 0;
+#if defined(__aarch64__)
+    return 1; /* usually under qemu: keep the ARM CI short */
+#else
+    return 0;
+#endif
+}
+
+static void test_matmul(const char **variants, int n_var, rkm_pool **pools, int n_pools)
+{
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_F32, RKM_TYPE_F16};
+    const int64_t n_ins[] = {32, 64, 96, 160, 4096};
+    const int64_t n_outs[] = {1, 3, 7, 15, 17, 31, 33, 63, 65};
+    const int64_t ms[] = {1, 2, 3, 5, 8, 17, 33, 128};
+    int quick = quick_mode();
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        int n_cases = 0, bad_total = 0;
+        for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
+            for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
+                for (size_t cidx = 0; cidx < RKM_ARRAY_LEN(ms); cidx++) {
+                    int64_t n_in = n_ins[a], n_out = n_outs[b], m = ms[cidx];
+                    /* The big sizes cost the most and add the least: sample them. */
+                    if (n_in == 4096 && (m > 33 || n_out > 33) && (b + cidx) % 3 != 0) continue;
+                    /* qemu: every n_out and m at the small widths, a few at 4096 */
+                    if (quick && (n_in * n_out * m > 4096 * 17 * 2 || (n_in > 32 && (b + cidx + a) % 2)))
+                        continue;
+                    mm_case c;
+                    mm_case_make(&c, types[ti], n_in, n_out, m);
+                    for (int v = 0; v < n_var; v++) {
+                        rkm_kernels_select(variants[v]);
+                        for (int p = 0; p < n_pools; p++) {
+                            /* the pooled runs only on some shapes, to keep time */
+                            if (p > 0 && (b + cidx) % (quick ? 4 : 2)) continue;
+                            int bad = mm_case_check(&c, pools[p], variants[v]);
+                            CHECK_MSG(bad == 0, "%s %s n_in=%lld n_out=%lld m=%lld nth=%d: %d bad",
+                                      variants[v], rkm_type_name(types[ti]), (long long)n_in,
+                                      (long long)n_out, (long long)m, rkm_pool_n_threads(pools[p]),
+                                      bad);
+                            bad_total += bad;
+                        }
+                    }
+                    n_cases++;
+                    mm_case_free(&c);
+                }
+        printf("matmul %s: %d shapes x %d variants, %d bad outputs\n", rkm_type_name(types[ti]),
+               n_cases, n_var, bad_total);
+        fflush(stdout);
+    }
+}
+
+/* Variants must agree with each other on one large prefill shape too
+ * (threads, tiling remainders): same bound, against the exact values. */
+static void test_matmul_big(const char **variants, int n_var, rkm_pool *pool)
+{
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    int64_t n_out = quick_mode() ? 13 : 259;
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        mm_case c;
+        mm_case_make(&c, types[ti], quick_mode() ? 256 : 1024, n_out, quick_mode() ? 37 : 128);
+        for (int v = 0; v < n_var; v++) {
+            rkm_kernels_select(variants[v]);
+            int bad = mm_case_check(&c, pool, variants[v]);
+            CHECK_MSG(bad == 0, "%s %s big: %d bad", variants[v], rkm_type_name(types[ti]), bad);
+        }
+        mm_case_free(&c);
+    }
+}
+
+/* --------------------------------------------------------- element ops */
+static const int64_t op_sizes[] = {1, 3, 7, 15, 17, 31, 33, 63, 65, 128, 1029};
+
+static void test_ops(const char *variant)
+{
+    const rkm_kernel_set *ref = &rkm_kernels_ref;
+    for (size_t si = 0; si < RKM_ARRAY_LEN(op_sizes); si++) {
+        int64_t n = op_sizes[si];
+        size_t fb = sizeof(float) * (size_t)n;
+        float *x = malloc(fb), *w = malloc(fb), *u = malloc(fb), *a = malloc(fb), *b = malloc(fb);
+        fill(x, n, 4.0f);
+        fill(w, n, 2.0f);
+        fill(u, n, 3.0f);
+        int bad;
+
+        /* rmsnorm (with and without weight, in place): the sum of squares
+         * may be summed in float lanes, relative error <= n u, halved by
+         * the square root, plus a few roundings of the products. */
+        for (int with_w = 0; with_w < 2; with_w++) {
+            ref->rmsnorm(a, x, with_w ? w : NULL, n, 1e-6f);
+            memcpy(b, x, fb);
+            rkm_rmsnorm(b, b, with_w ? w : NULL, n, 1e-6f);
+            bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (!(fabs(a[i] - b[i]) <= ((double)n / 2 + 6) * U * fabs(a[i]) + 1e-30)) bad++;
+            CHECK_MSG(bad == 0, "%s rmsnorm n=%lld w=%d: %d bad", variant, (long long)n, with_w, bad);
+        }
+
+        /* softmax: the vector exp is within 2 ulp; the sum of n terms
+         * within n u relative. Also: outputs sum to 1. */
+        memcpy(a, x, fb);
+        memcpy(b, x, fb);
+        if (n > 3) b[3] = a[3] = -1000.0f; /* underflows to 0 */
+        ref->softmax(a, n);
+        rkm_softmax(b, n);
+        bad = 0;
+        double tot = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            tot += b[i];
+            if (!(fabs(a[i] - b[i]) <= ((double)n + 8) * U * fabs(a[i]) + 1e-37)) bad++;
+        }
+        CHECK_MSG(bad == 0, "%s softmax n=%lld: %d bad", variant, (long long)n, bad);
+        CHECK_NEAR(tot, 1.0, ((double)n + 8) * U);
+
+        /* swiglu: silu(g) * u = g * u / (1 + exp(-g)): a few ulp. Include
+         * large |g| where exp overflows or underflows. */
+        float *g = malloc(fb);
+        fill(g, n, 12.0f);
+        if (n > 2) {
+            g[0] = 100.0f;
+            g[1] = -100.0f;
+            g[2] = -88.5f;
+        }
+        ref->swiglu(a, g, u, n);
+        rkm_swiglu(b, g, u, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(a[i] - b[i]) <= 8 * U * fabs(a[i]) + 1e-37)) bad++;
+        CHECK_MSG(bad == 0, "%s swiglu n=%lld: %d bad", variant, (long long)n, bad);
+
+        /* geglu: 0.5 g (1 + tanh(z)) u. tanh within a few ulp in absolute
+         * terms (|tanh| <= 1), so the error scales with |g u|, not with the
+         * result, which cancels for negative g. */
+        ref->geglu(a, g, u, n);
+        rkm_geglu(b, g, u, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(a[i] - b[i]) <= 8 * U * fabs((double)g[i] * u[i]) + 1e-37)) bad++;
+        CHECK_MSG(bad == 0, "%s geglu n=%lld: %d bad", variant, (long long)n, bad);
+        free(g);
+
+        /* f16 round trips: exact. Include specials. */
+        rkm_f16 *h1 = malloc(sizeof(rkm_f16) * (size_t)n), *h2 = malloc(sizeof(rkm_f16) * (size_t)n);
+        memcpy(a, x, fb);
+        const float specials[] = {65504.0f, 65520.0f, 1e-8f, -6.0e-8f, 3e-5f, INFINITY, -INFINITY,
+                                  NAN, 1.0f + 1.0f / 2048.0f, -0.0f, 100000.0f, 2.9802322e-08f};
+        for (size_t i = 0; i < RKM_ARRAY_LEN(specials) && (int64_t)i < n; i++)
+            a[(int64_t)(i * 5) % n] = specials[i];
+        ref->f32_to_f16(a, h1, n);
+        rkm_f32_to_f16_row(a, h2, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int nan1 = (h1[i] & 0x7c00) == 0x7c00 && (h1[i] & 0x3ff);
+            int nan2 = (h2[i] & 0x7c00) == 0x7c00 && (h2[i] & 0x3ff);
+            if (nan1 != nan2 || (!nan1 && h1[i] != h2[i])) bad++;
+        }
+        CHECK_MSG(bad == 0, "%s f32_to_f16 n=%lld: %d bad", variant, (long long)n, bad);
+        for (int64_t i = 0; i < n; i++) h1[i] = (rkm_f16)rng_u32();
+        ref->f16_to_f32(h1, a, n);
+        rkm_f16_to_f32_row(h1, b, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) bad++;
+        CHECK_MSG(bad == 0, "%s f16_to_f32 n=%lld: %d bad", variant, (long long)n, bad);
+
+        /* dot f32 . f16 and axpy: against float64. */
+        ref->f32_to_f16(u, h1, n);
+        double exact = 0.0, abs_sum = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            double t = (double)x[i] * rkm_f16_to_f32(h1[i]);
+            exact += t;
+            abs_sum += fabs(t);
+        }
+        float dot = rkm_dot_f32_f16(x, h1, n);
+        CHECK_MSG(fabs(dot - exact) <= ((double)n + 2) * U * abs_sum + 1e-30,
+                  "%s dot_f32_f16 n=%lld: %.9g vs %.9g", variant, (long long)n, dot, exact);
+        memcpy(a, w, fb);
+        rkm_axpy_f16(a, 0.37f, h1, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double e = (double)w[i] + 0.37 * (double)rkm_f16_to_f32(h1[i]);
+            double t = fabs(0.37 * (double)rkm_f16_to_f32(h1[i])) + fabs((double)w[i]);
+            if (!(fabs(a[i] - e) <= 3 * U * t + 1e-30)) bad++;
+        }
+        CHECK_MSG(bad == 0, "%s axpy_f16 n=%lld: %d bad", variant, (long long)n, bad);
+        free(h1);
+        free(h2);
+        free(x);
+        free(w);
+        free(u);
+        free(a);
+        free(b);
+    }
+}
+
+static void test_gelu_scalar(void)
+{
+    /* rkm_gelu_tanh against the formula in float64 */
+    for (int i = -40; i <= 40; i++) {
+        double x = i * 0.25;
+        double e = 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+        CHECK_NEAR(rkm_gelu_tanh((float)x), e, 1e-6 * (1.0 + fabs(x)));
+    }
+    CHECK(rkm_gelu_tanh(0.0f) == 0.0f);
+}
+
+int main(void)
+{
+    const char *names[16];
+    int n_var = rkm_kernels_list(names, 16);
+    CHECK(n_var >= 1 && strcmp(names[n_var - 1], "ref") == 0);
+    printf("default kernels: %s; testing:", rkm_kernels_name());
+    for (int v = 0; v < n_var; v++) printf(" %s", names[v]);
+    printf("\n");
+    CHECK(rkm_kernels_select("no-such-isa") == RKM_EINVAL);
+
+    test_gelu_scalar();
+    for (int v = 0; v < n_var; v++) {
+        CHECK_EQ_INT(rkm_kernels_select(names[v]), 0);
+        CHECK(strcmp(rkm_kernels_name(), names[v]) == 0);
+        test_quantize(names[v]);
+        test_ops(names[v]);
+        printf("ops %s: done\n", names[v]);
+        fflush(stdout);
+    }
+
+    rkm_pool *pools[3] = {NULL, rkm_pool_new(2), rkm_pool_new(3)};
+    CHECK(pools[1] && pools[2]);
+    test_matmul(names, n_var, pools, 3);
+    test_matmul_big(names, n_var, pools[1]);
+    rkm_pool_free(pools[1]);
+    rkm_pool_free(pools[2]);
+    return test_done();
+}
