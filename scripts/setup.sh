@@ -11,7 +11,9 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 host_pkgs="build-essential clang libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev
-           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user nodejs npm curl ca-certificates bc time"
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time"
+# Node.js and npm: Debian's packages unless a node/npm is already installed
+command -v node > /dev/null && command -v npm > /dev/null || host_pkgs="$host_pkgs nodejs npm"
 arm_pkgs="libcjson-dev:arm64 libmicrohttpd-dev:arm64 liburing-dev:arm64"
 
 missing=()
