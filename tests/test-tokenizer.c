@@ -8,6 +8,8 @@
  *  - invalid UTF-8, malformed tokenizer.json, hostile inputs: errors, no
  *    crash; linear time on long whitespace runs;
  *  - NFC against the Unicode NormalizationTest.txt facts we embed;
+ *  - Unigram: hand-worked Viterbi segmentations, unknown runs, byte
+ *    fallback and Metaspace split on tiny vocabularies;
  *  - the built-in vocabulary: GGUF and tokenizer.json round trips.
  * The comparison against Hugging Face tokenizers is tests/test-tokenizer-ref.sh.
  */
@@ -294,7 +296,19 @@ static void check_malformed(void)
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}, \"merges\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [5]}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"ab\"]}}",
-        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": {\"a\": 0}}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[1, 0.5]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 1, \"vocab\": [[\"a\", 0.0]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": \"a\", \"vocab\": [[\"a\", 0.0]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": \"NFKC\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"pre_tokenizer\": {\"type\": "
+        "\"WhitespaceSplit\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"decoder\": {\"type\": \"ByteLevel\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": -3}]}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"NFKD\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
@@ -336,6 +350,116 @@ static void check_malformed(void)
     CHECK(rkm_tokenizer_load("/nonexistent/tokenizer.json", NULL) == NULL);
     CHECK(rkm_tokenizer_load("/nonexistent/x.gguf", NULL) == NULL);
     CHECK(rkm_tokenizer_builtin(10) == NULL);
+}
+
+static int encode_is(const rkm_tokenizer *t, const char *text, const int32_t *want, int n_want)
+{
+    int32_t ids[64];
+    int n = rkm_tokenizer_encode(t, text, strlen(text), ids, 64, 0, 0);
+    if (n != n_want || !ids_equal(ids, n, want, n_want)) {
+        printf("  encode(\"%s\") gave %d ids:", text, n);
+        for (int i = 0; i < n && i < 64; i++) printf(" %d", (int)ids[i]);
+        printf("\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* Unigram on hand-made vocabularies; expected ids worked out by hand
+ * (the comparison with @huggingface/tokenizers on the corpus is in
+ * tests/test-tokenizer-ref.sh). "\u2581" is U+2581. */
+#define U2581 "\u2581"
+static void check_unigram(void)
+{
+    /* 10 pieces; "abc" -> "▁abc", candidate paths:
+     *   ▁a + bc = -1 - 2 = -3 (best)   ▁a + b + c = -4.5   ▁ + abc = -6.5
+     *   ▁ab + c = -7   ▁ + a + bc = -5   ▁ + ab + c = -7   ▁ + a + b + c = -6.5
+     * "ab" -> "▁ab": ▁a + b = -2.5 (best), ▁ + a + b = -4.5, ▁ + ab = -5, ▁ab = -5
+     * "bc" -> "▁bc": ▁ + bc = -4 beats ▁ + b + c = -5.5
+     * "xyz" -> "▁xyz": ▁ then one fused <unk> (unknown characters score
+     * min(score) - 10 = -15 each; fused as the references do)
+     * "cab" -> "▁cab": ▁ + c + ab = -7 vs ▁ + c + a + b = -6.5 (best) */
+    const char *doc =
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"" U2581 "\", -2.0], "
+        "[\"a\", -1.0], [\"b\", -1.5], [\"ab\", -3.0], [\"" U2581 "a\", -1.0], [\"" U2581 "ab\", -5.0], "
+        "[\"c\", -2.0], [\"bc\", -2.0], [\"abc\", -4.5]]}, \"pre_tokenizer\": {\"type\": \"Metaspace\", "
+        "\"replacement\": \"" U2581 "\", \"prepend_scheme\": \"always\", \"split\": true}, \"decoder\": "
+        "{\"type\": \"Metaspace\", \"replacement\": \"" U2581 "\", \"prepend_scheme\": \"always\"}}";
+    rkm_tokenizer *t = from_json_str(doc);
+    CHECK_MSG(t != NULL, "unigram: %s", rkm_last_error());
+    if (t) {
+        CHECK(!strcmp(rkm_tokenizer_model_name(t), "t5"));
+        CHECK_EQ_INT(rkm_tokenizer_n_vocab(t), 10);
+        CHECK(encode_is(t, "abc", (const int32_t[]){5, 8}, 2));
+        CHECK(encode_is(t, "ab", (const int32_t[]){5, 3}, 2));
+        CHECK(encode_is(t, "bc", (const int32_t[]){1, 8}, 2));
+        CHECK(encode_is(t, "xyz", (const int32_t[]){1, 0}, 2));
+        CHECK(encode_is(t, "cab", (const int32_t[]){1, 7, 2, 3}, 4));
+        CHECK(encode_is(t, "abc xab", (const int32_t[]){5, 8, 1, 0, 2, 3}, 6));
+        CHECK(encode_is(t, "", NULL, 0));
+        char out[64];
+        int n = rkm_tokenizer_decode(t, (const int32_t[]){5, 8, 1, 7, 2, 3}, 6, out, sizeof out);
+        CHECK(n == 7 && !memcmp(out, "abc cab", 7));
+        n = rkm_tokenizer_piece(t, 5, out, sizeof out);
+        CHECK(n == 2 && !memcmp(out, " a", 2));
+        rkm_gguf_writer *w = rkm_gguf_writer_new();
+        if (w) {
+            CHECK(rkm_tokenizer_write_gguf(t, w) == RKM_EUNSUPPORTED);
+            rkm_gguf_writer_free(w);
+        }
+        rkm_tokenizer_free(t);
+    }
+    /* Metaspace split: "a a" -> "▁a▁a"; one piece when not split, but a
+     * split word never crosses a ▁ */
+    for (int split = 0; split < 2; split++) {
+        char d[512];
+        snprintf(d, sizeof d,
+                 "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"" U2581
+                 "\", -1], [\"a\", -1], [\"" U2581 "a" U2581 "a\", -1]]}, \"pre_tokenizer\": {\"type\": "
+                 "\"Metaspace\", \"replacement\": \"" U2581 "\", \"prepend_scheme\": \"always\", \"split\": %s}}",
+                 split ? "true" : "false");
+        t = from_json_str(d);
+        CHECK(t != NULL);
+        if (!t) continue;
+        if (split) CHECK(encode_is(t, "a a", (const int32_t[]){1, 2, 1, 2}, 4));
+        else CHECK(encode_is(t, "a a", (const int32_t[]){3}, 1));
+        rkm_tokenizer_free(t);
+    }
+    /* byte_fallback: a fused unknown run becomes its bytes' <0xXX> tokens
+     * when all exist ("xy"), else one <unk> ("xz": no <0x7A>); Prepend +
+     * Replace normalizers instead of Metaspace */
+    for (int bf = 0; bf < 2; bf++) {
+        char d[768];
+        snprintf(d, sizeof d,
+                 "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"byte_fallback\": %s, \"vocab\": "
+                 "[[\"<unk>\", 0], [\"" U2581 "\", -1], [\"a\", -1], [\"<0x78>\", -5], [\"<0x79>\", -5]]}, "
+                 "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", "
+                 "\"prepend\": \"" U2581 "\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                 "\"content\": \"" U2581 "\"}]}}",
+                 bf ? "true" : "false");
+        t = from_json_str(d);
+        CHECK(t != NULL);
+        if (!t) continue;
+        if (bf) {
+            CHECK(encode_is(t, "xya", (const int32_t[]){1, 3, 4, 2}, 4));
+            CHECK(encode_is(t, "xza", (const int32_t[]){1, 0, 2}, 3));
+            char out[16];
+            int n = rkm_tokenizer_decode(t, (const int32_t[]){1, 3, 4, 2}, 4, out, sizeof out);
+            CHECK(n == 4 && !memcmp(out, " xya", 4)); /* no Strip decoder: the space stays */
+        } else {
+            CHECK(encode_is(t, "xya", (const int32_t[]){1, 0, 2}, 3));
+        }
+        rkm_tokenizer_free(t);
+    }
+    /* no unk_id: an unknown character is an error, not a crash */
+    t = from_json_str("{\"model\": {\"type\": \"Unigram\", \"unk_id\": null, \"vocab\": [[\"a\", -1]]}}");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK(encode_is(t, "aa", (const int32_t[]){0, 0}, 2));
+        int32_t ids[4];
+        CHECK(rkm_tokenizer_encode(t, "ab", 2, ids, 4, 0, 0) == RKM_EINVAL);
+        rkm_tokenizer_free(t);
+    }
 }
 
 /* NFC facts from the Unicode standard (UAX #15 examples); the full
@@ -632,6 +756,7 @@ int main(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[1], "--write-builtin")) return write_builtin(argv[2], atoi(argv[3]));
     check_nfc();
     check_malformed();
+    check_unigram();
     check_builtin();
     check_threads();
     check_json_to_gguf();

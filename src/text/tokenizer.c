@@ -1,7 +1,8 @@
 /*
  * tokenizer.c - the tokenizers: loading (GGUF tokenizer.ggml.* metadata,
  * Hugging Face tokenizer.json + tokenizer_config.json), encoding (added
- * tokens, normalizers, pre-tokenizer splits, BPE / SentencePiece merges),
+ * tokens, normalizers, pre-tokenizer splits, BPE / SentencePiece merges,
+ * Unigram Viterbi segmentation),
  * decoding (pieces, whole sequences, streaming) and writing back out (GGUF
  * metadata, tokenizer.json).
  *
@@ -173,6 +174,7 @@ enum model_kind {
     MODEL_BPE_BYTES, /* byte-level BPE: symbols are bytes, ranks from merges */
     MODEL_BPE_CHARS, /* BPE over characters (tokenizer.json, byte_fallback) */
     MODEL_SPM,       /* llama.cpp SentencePiece BPE: merges by token score */
+    MODEL_UNIGRAM,   /* SentencePiece Unigram (tokenizer.json): Viterbi over piece scores */
 };
 
 enum norm_op { NORM_NFC, NORM_PREPEND, NORM_REPLACE };
@@ -225,6 +227,7 @@ struct rkm_tokenizer {
     int metaspace;        /* Metaspace pre-tokenizer present */
     char metaspace_rep[8];
     int metaspace_prepend; /* 0 never, 1 always, 2 first */
+    int metaspace_split;  /* Metaspace "split": each replacement starts a word */
     norm_step norm[MAX_NORMS];
     int n_norm;
     int has_normalizer;
@@ -233,6 +236,14 @@ struct rkm_tokenizer {
     int fuse_unk;         /* consecutive <unk> of one section become one */
     int add_space_prefix; /* llama.cpp SPM: ' ' before the first fragment */
     int strip_leading_space; /* decoder drops one leading space */
+    /* Unigram: piece scores as the file gives them (double, as the
+     * references sum them), the penalty score of an unknown character
+     * (lowest score - 10), how many ids are model pieces (the lattice's
+     * vocabulary) and the longest piece in bytes. */
+    double *uscore;
+    double unk_score;
+    int n_pieces;
+    int max_piece_bytes;
 
     int unk, bos, eos, eot, eom, pad;
     int add_bos, add_eos;
@@ -527,6 +538,7 @@ void rkm_tokenizer_free(rkm_tokenizer *t)
         free(t->norm[i].b);
     }
     free(t->chat_template);
+    free(t->uscore);
     free(t);
 }
 
@@ -670,7 +682,14 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
     int kind;
     if (!strcmp(model, "gpt2")) kind = MODEL_BPE_BYTES;
     else if (!strcmp(model, "llama")) kind = MODEL_SPM;
-    else {
+    else if (!strcmp(model, "t5")) {
+        /* llama.cpp's UGM: its normalizer is the SentencePiece
+         * precompiled_charsmap (a compiled trie of NFKC-like rewrites) plus
+         * whitespace rules we have no reference for here. */
+        rkm_err(RKM_EUNSUPPORTED, "tokenizer: GGUF 't5' (Unigram) tokenizers are not supported (their "
+                                  "precompiled_charsmap normalizer is not implemented); use tokenizer.json");
+        return NULL;
+    } else {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer: unsupported tokenizer.ggml.model '%s'", model);
         return NULL;
     }
@@ -879,6 +898,7 @@ static int add_pretok(rkm_tokenizer *t, const cJSON *p, int depth)
         t->metaspace_prepend = !scheme || !strcmp(scheme, "always") ? 1 : !strcmp(scheme, "first") ? 2 : 0;
         if (!scheme && !json_bool(p, "add_prefix_space", 1)) t->metaspace_prepend = 0;
         t->strip_leading_space = t->metaspace_prepend != 0;
+        t->metaspace_split = json_bool(p, "split", 1);
         return 0;
     }
     if (!strcmp(type, "Split")) {
@@ -967,24 +987,43 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         rkm_err(RKM_EFORMAT, "tokenizer.json: no model");
         goto fail;
     }
-    if (mtype && strcmp(mtype, "BPE")) {
+    int unigram = mtype && !strcmp(mtype, "Unigram");
+    if (mtype && strcmp(mtype, "BPE") && !unigram) {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: unsupported model type '%s'", mtype);
-        goto fail;
-    }
-    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
-        rkm_err(RKM_EFORMAT, "tokenizer.json: BPE model needs a vocab object and a merges array");
         goto fail;
     }
     int n = 0;
     const cJSON *v;
-    cJSON_ArrayForEach(v, vocab)
-    {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= (1 << 24)) {
-            rkm_err(RKM_EFORMAT, "tokenizer.json: bad id for token '%.40s'", v->string ? v->string : "");
+    if (unigram) {
+        /* "vocab": [[piece, score], ...], the index is the id */
+        if (!cJSON_IsArray(vocab) || cJSON_GetArraySize(vocab) >= (1 << 24)) {
+            rkm_err(RKM_EFORMAT, "tokenizer.json: Unigram model needs a vocab array");
             goto fail;
         }
-        if (v->valueint + 1 > n) n = v->valueint + 1;
+        cJSON_ArrayForEach(v, vocab)
+        {
+            if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsString(cJSON_GetArrayItem(v, 0)) ||
+                !cJSON_IsNumber(cJSON_GetArrayItem(v, 1)) || !isfinite(cJSON_GetArrayItem(v, 1)->valuedouble)) {
+                rkm_err(RKM_EFORMAT, "tokenizer.json: bad Unigram vocab entry #%d", n);
+                goto fail;
+            }
+            n++;
+        }
+    } else {
+        if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
+            rkm_err(RKM_EFORMAT, "tokenizer.json: BPE model needs a vocab object and a merges array");
+            goto fail;
+        }
+        cJSON_ArrayForEach(v, vocab)
+        {
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= (1 << 24)) {
+                rkm_err(RKM_EFORMAT, "tokenizer.json: bad id for token '%.40s'", v->string ? v->string : "");
+                goto fail;
+            }
+            if (v->valueint + 1 > n) n = v->valueint + 1;
+        }
     }
+    int n_pieces = n;
     cJSON_ArrayForEach(v, added)
     {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
@@ -1013,15 +1052,44 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Metaspace with ByteLevel");
         goto fail;
     }
+    if (unigram) {
+        if (t->model == MODEL_BPE_BYTES) {
+            rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Unigram with a ByteLevel pre-tokenizer or decoder");
+            goto fail;
+        }
+        t->model = MODEL_UNIGRAM;
+    }
     if (decoder_strips(dec)) t->strip_leading_space = 1;
     t->ignore_merges = json_bool(model, "ignore_merges", 0);
     t->byte_fallback = json_bool(model, "byte_fallback", 0);
-    t->fuse_unk = json_bool(model, "fuse_unk", 0);
-    snprintf(t->model_name, sizeof t->model_name, "%s", t->model == MODEL_BPE_BYTES ? "gpt2" : "llama");
-    cJSON_ArrayForEach(v, vocab)
-    {
-        if (t->tok[v->valueint].text) continue; /* two texts, one id: keep the first */
-        if ((rc = tok_set(t, v->valueint, v->string, strlen(v->string), 0.0f, RKM_TOKEN_NORMAL, 0))) goto fail_rc;
+    /* Unigram fuses unknown runs itself, inside the segmentation */
+    t->fuse_unk = unigram ? 0 : json_bool(model, "fuse_unk", 0);
+    snprintf(t->model_name, sizeof t->model_name, "%s",
+             t->model == MODEL_BPE_BYTES ? "gpt2" : unigram ? "t5" : "llama");
+    if (unigram) {
+        if (!(t->uscore = calloc((size_t)n, sizeof *t->uscore))) goto oom;
+        t->n_pieces = n_pieces;
+        double min_score = INFINITY;
+        int id = 0;
+        cJSON_ArrayForEach(v, vocab)
+        {
+            const char *piece = cJSON_GetArrayItem(v, 0)->valuestring;
+            double score = cJSON_GetArrayItem(v, 1)->valuedouble;
+            size_t pl = strlen(piece);
+            if ((rc = tok_set(t, id, piece, pl, (float)score, RKM_TOKEN_NORMAL, 0))) goto fail_rc;
+            t->uscore[id] = score;
+            if (score < min_score) min_score = score;
+            if (pl > (size_t)t->max_piece_bytes) t->max_piece_bytes = pl > 4096 ? 4096 : (int)pl;
+            id++;
+        }
+        t->unk_score = min_score - 10.0; /* the references' unknown penalty */
+    } else {
+        cJSON_ArrayForEach(v, vocab)
+        {
+            if (t->tok[v->valueint].text) continue; /* two texts, one id: keep the first */
+            if ((rc = tok_set(t, v->valueint, v->string, strlen(v->string), 0.0f, RKM_TOKEN_NORMAL, 0)))
+                goto fail_rc;
+        }
     }
     cJSON_ArrayForEach(v, added)
     {
@@ -1040,12 +1108,26 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
     const char *unk = json_str(model, "unk_token");
     if ((rc = tok_finish(t))) goto fail_rc;
     t->unk = json_token_id(t, unk);
+    if (unigram) {
+        const cJSON *uid = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
+        t->unk = -1;
+        if (cJSON_IsNumber(uid)) {
+            if (uid->valuedouble < 0 || uid->valuedouble >= n_pieces) {
+                rkm_err(RKM_EFORMAT, "tokenizer.json: Unigram unk_id %g out of range", uid->valuedouble);
+                goto fail;
+            }
+            t->unk = uid->valueint;
+        } else if (uid && !cJSON_IsNull(uid)) {
+            rkm_err(RKM_EFORMAT, "tokenizer.json: bad Unigram unk_id");
+            goto fail;
+        }
+    }
     if (t->unk >= 0 && !t->tok[t->unk].added) t->tok[t->unk].type = RKM_TOKEN_UNKNOWN;
-    int nm = cJSON_GetArraySize(merges);
+    int nm = unigram ? 0 : cJSON_GetArraySize(merges);
     if (pair_map_init(&t->merges, (size_t)nm) || !(t->merge_list = malloc(((size_t)nm + 1) * 2 * sizeof(int32_t))))
         goto oom;
     int rank = 0;
-    cJSON_ArrayForEach(v, merges)
+    if (!unigram) cJSON_ArrayForEach(v, merges)
     {
         if (cJSON_IsString(v)) {
             const char *s = v->valuestring;
@@ -1626,6 +1708,11 @@ typedef struct {
     int32_t *prev, *next, *id;
     size_t cap;
     heap h;
+    /* Unigram lattice, per byte position: best score of a path ending
+     * there, where its last piece starts (-1: no path yet) and its id */
+    double *vscore;
+    int32_t *vfrom, *vid;
+    size_t vcap;
 } merge_ws;
 
 static int merge_ws_reserve(merge_ws *w, size_t n)
@@ -1655,6 +1742,9 @@ static void merge_ws_free(merge_ws *w)
     free(w->next);
     free(w->id);
     free(w->h.v);
+    free(w->vscore);
+    free(w->vfrom);
+    free(w->vid);
 }
 
 static int try_pair(const rkm_tokenizer *t, merge_ws *w, const char *s, int32_t l)
@@ -1695,11 +1785,132 @@ static int emit_unknown(const rkm_tokenizer *t, const char *s, size_t n, id_vec 
     return t->unk >= 0 ? id_push(out, t->unk) : 0;
 }
 
+/* Unigram: emits a run of unknown characters s[0..n) (one or more
+ * lattice nodes of the unk id, fused as both references do): the run's
+ * own piece if it is one, else its bytes' <0xXX> tokens when byte_fallback
+ * is set and all exist, else one unk. */
+static int unigram_emit_unknown(const rkm_tokenizer *t, const char *s, size_t n, id_vec *out)
+{
+    int id = str_map_get(t, s, n);
+    if (id >= 0 && id < t->n_pieces) return id_push(out, id);
+    if (t->byte_fallback) {
+        int all = 1;
+        for (size_t i = 0; i < n; i++) all &= t->byte_tok[(uint8_t)s[i]] >= 0;
+        if (all) {
+            int rc;
+            for (size_t i = 0; i < n; i++)
+                if ((rc = id_push(out, t->byte_tok[(uint8_t)s[i]]))) return rc;
+            return 0;
+        }
+    }
+    return id_push(out, t->unk);
+}
+
+/* Unigram segmentation of one word s[0..n) (valid UTF-8): the path of
+ * pieces with the highest sum of scores (Viterbi over byte positions).
+ * Nodes are considered by start position, then by length, and a later
+ * node replaces the best one ending at the same position only when its
+ * score is strictly higher: the references' tie rule. A character that
+ * starts no one-character piece gets an unk node scored unk_score; the
+ * unk piece itself also scores unk_score when matched from the text (as
+ * @huggingface/tokenizers does). */
+static int unigram_word(const rkm_tokenizer *t, merge_ws *w, const char *s, size_t n, id_vec *out)
+{
+    int rc;
+    if (n + 1 > w->vcap) {
+        size_t cap = n + 1 + n / 2 + 16;
+        double *sc = realloc(w->vscore, cap * sizeof *sc);
+        if (sc) w->vscore = sc;
+        int32_t *fr = realloc(w->vfrom, cap * sizeof *fr);
+        if (fr) w->vfrom = fr;
+        int32_t *vi = realloc(w->vid, cap * sizeof *vi);
+        if (vi) w->vid = vi;
+        if (!sc || !fr || !vi) return RKM_ENOMEM;
+        w->vcap = cap;
+    }
+    if (n > INT32_MAX - 1) return rkm_err(RKM_EINVAL, "tokenizer: word too long");
+    for (size_t i = 0; i <= n; i++) w->vfrom[i] = -1;
+    w->vscore[0] = 0;
+    w->vfrom[0] = 0;
+    for (size_t b = 0; b < n;) {
+        size_t mblen = (size_t)rkm_utf8_seq_len((uint8_t)s[b]);
+        if (mblen == 0 || b + mblen > n) mblen = 1;
+        double base = w->vscore[b];
+        int single = 0;
+        size_t lim = n - b < (size_t)t->max_piece_bytes ? n - b : (size_t)t->max_piece_bytes;
+        for (size_t l = 1; l <= lim; l++) {
+            if (b + l < n && ((uint8_t)s[b + l] & 0xC0) == 0x80) continue; /* not a character end */
+            int id = str_map_get(t, s + b, l);
+            if (id < 0 || id >= t->n_pieces) continue;
+            double sc = base + (id == t->unk ? t->unk_score : t->uscore[id]);
+            if (w->vfrom[b + l] < 0 || sc > w->vscore[b + l]) {
+                w->vscore[b + l] = sc;
+                w->vfrom[b + l] = (int32_t)b;
+                w->vid[b + l] = id;
+            }
+            if (l == mblen) single = 1;
+        }
+        if (!single) {
+            if (t->unk < 0)
+                return rkm_err(RKM_EINVAL, "tokenizer: Unigram model has no unk_id for an unknown character");
+            double sc = base + t->unk_score;
+            if (w->vfrom[b + mblen] < 0 || sc > w->vscore[b + mblen]) {
+                w->vscore[b + mblen] = sc;
+                w->vfrom[b + mblen] = (int32_t)b;
+                w->vid[b + mblen] = t->unk;
+            }
+        }
+        b += mblen;
+    }
+    /* Backtrack: the path's nodes, last first. Reuse start/len/id of the
+     * merge scratch for them (n nodes at most). */
+    if ((rc = merge_ws_reserve(w, n))) return rc;
+    size_t m = 0;
+    for (size_t e = n; e > 0;) {
+        size_t b = (size_t)w->vfrom[e];
+        w->start[m] = (uint32_t)b;
+        w->len[m] = (uint32_t)(e - b);
+        w->id[m] = w->vid[e];
+        m++;
+        e = b;
+    }
+    for (size_t k = m; k-- > 0;) {
+        if (w->id[k] != t->unk) {
+            if ((rc = id_push(out, w->id[k]))) return rc;
+            continue;
+        }
+        size_t j = k; /* a run of unk nodes k, k-1, ..., j */
+        while (j > 0 && w->id[j - 1] == t->unk) j--;
+        size_t rs = w->start[k], re = w->start[j] + w->len[j];
+        if ((rc = unigram_emit_unknown(t, s + rs, re - rs, out))) return rc;
+        k = j;
+    }
+    return 0;
+}
+
+/* Unigram word: with a splitting Metaspace, each replacement character
+ * starts a new word ("a▁▁b" -> "a", "▁", "▁b"), as the Rust reference
+ * does; segmentation never crosses those boundaries. */
+static int unigram_words(const rkm_tokenizer *t, merge_ws *w, const char *s, size_t n, id_vec *out)
+{
+    if (!t->metaspace || !t->metaspace_split) return unigram_word(t, w, s, n, out);
+    size_t rl = strlen(t->metaspace_rep), start = 0;
+    for (size_t i = 1; rl && i + rl <= n; i++) {
+        if (memcmp(s + i, t->metaspace_rep, rl) != 0) continue;
+        int rc = unigram_word(t, w, s + start, i - start, out);
+        if (rc) return rc;
+        start = i;
+        i += rl - 1;
+    }
+    return unigram_word(t, w, s + start, n - start, out);
+}
+
 /* Merges one word s[0..n) and appends its ids. */
 static int merge_word(const rkm_tokenizer *t, merge_ws *w, const char *s, size_t n, id_vec *out)
 {
     int rc;
     if (n == 0) return 0;
+    if (t->model == MODEL_UNIGRAM) return unigram_words(t, w, s, n, out);
     if (t->ignore_merges || n == 1) {
         int id = str_map_get(t, s, n);
         if (id >= 0 && (t->ignore_merges || t->model == MODEL_BPE_BYTES)) return id_push(out, id);
@@ -2255,6 +2466,8 @@ int rkm_detok_flush(rkm_detok *d, char *out, int cap)
 int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
 {
     if (!t || !w) return rkm_err(RKM_EINVAL, "write_gguf: bad arguments");
+    if (t->model == MODEL_UNIGRAM) /* GGUF 't5' is not read back (see rkm_tokenizer_from_gguf) */
+        return rkm_err(RKM_EUNSUPPORTED, "write_gguf: Unigram tokenizers have no supported GGUF form");
     int n = t->n_vocab;
     const char **strs = malloc((size_t)n * sizeof *strs);
     size_t *lens = malloc((size_t)n * sizeof *lens);

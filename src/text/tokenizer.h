@@ -7,7 +7,10 @@
  * Falcon, OLMo/GPT-NeoX pre-tokenizers), SentencePiece-style BPE from GGUF
  * (`llama` model: merges by token score, byte tokens for unknown
  * characters) and from tokenizer.json (BPE over characters with
- * byte_fallback and Prepend/Replace/NFC normalizers: Llama 2, Gemma 3).
+ * byte_fallback and Prepend/Replace/NFC normalizers: Llama 2, Gemma 3)
+ * and SentencePiece Unigram from tokenizer.json (Viterbi over piece
+ * scores, unknown runs fused, byte_fallback: T5-style tokenizers without a
+ * Precompiled normalizer; GGUF "t5" is RKM_EUNSUPPORTED).
  * Pre-tokenizer regexes are hand-written matchers (see tokenizer.c), not a
  * regex engine; an unknown regex is RKM_EUNSUPPORTED at load, never a
  * silent approximation.
@@ -72,7 +75,8 @@ int rkm_tokenizer_token_type(const rkm_tokenizer *t, int32_t id);        /* enum
 /* Id of a token by its exact text (added tokens first), or -1. */
 int rkm_tokenizer_find(const rkm_tokenizer *t, const char *text);
 const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t); /* or NULL */
-/* "gpt2" (byte-level BPE) or "llama" (SentencePiece style), and the
+/* "gpt2" (byte-level BPE), "llama" (SentencePiece style) or "t5"
+ * (Unigram, from tokenizer.json), and the
  * pre-tokenizer name as llama.cpp spells it ("llama-bpe", "qwen2", ...). */
 const char *rkm_tokenizer_model_name(const rkm_tokenizer *t);
 const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t);

@@ -14,6 +14,21 @@ const tokenizer = new Tokenizer(
   JSON.parse(readFileSync(tokPath, "utf8")),
   JSON.parse(readFileSync(cfgPath, "utf8")),
 );
+// @huggingface/tokenizers' Unigram ignores byte_fallback; the Rust
+// reference (tokenizers' Unigram::tokenize) replaces a piece that is not in
+// the vocabulary (a fused run of unknown characters) with the <0xXX> tokens
+// of its UTF-8 bytes when all of them exist, else <unk>. Do the same here.
+const model = tokenizer.model;
+if (model.config?.type === "Unigram" && model.config.byte_fallback) {
+  const call = model._call.bind(model);
+  const hex = (b) => `<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`;
+  model._call = (tokens) =>
+    call(tokens).flatMap((s) => {
+      if (model.tokens_to_ids.has(s)) return [s];
+      const bytes = [...Buffer.from(s, "utf8")].map(hex);
+      return bytes.every((b) => model.tokens_to_ids.has(b)) ? bytes : [s];
+    });
+}
 const sep = "\n__ggml_vocab_test__\n";
 const parts = readFileSync(corpusPath, "utf8").split(sep);
 parts.pop(); // the text after the last separator
