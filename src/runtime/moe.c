@@ -6,7 +6,9 @@
  * A chunk of n rows is routed first; then rows are grouped by expert and
  * each selected expert runs ONCE for all its rows (one matmul with m = its
  * row count). Experts come from the expert cache in tiles of at most
- * rkm_expert_cache_slots: request(tile), get each, compute, release. Each
+ * rkm_expert_cache_slots (half of it when they do not all fit, so the next
+ * tile is read while one computes): request(tile), get each, compute,
+ * unpin or release. Each
  * (row, slot) output is kept apart and the slots are summed in top-k order
  * afterwards, as llama.cpp does, so the result does not depend on the
  * grouping.
@@ -215,10 +217,29 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
     if (slots <= 0 || slots > n_ids) slots = n_ids;
     const rkm_expert_part *pg = &el->part[RKM_PART_GATE], *pu = &el->part[RKM_PART_UP],
                           *pd = &el->part[RKM_PART_DOWN];
-    for (int t0 = 0; t0 < n_ids; t0 += slots) {
-        int nt = RKM_MIN(slots, n_ids - t0);
-        int rc = rkm_expert_cache_request(m->cache, il, ids + t0, nt);
-        if (rc) return rc;
+    /* When the chunk's experts outnumber the slots, tiles of half the slots
+     * let the next tile's reads run while this one computes: request(t+1),
+     * compute t, unpin(t). Outputs are kept per (row, slot) and summed in
+     * top-k order below, so the tiling never changes the result. */
+    int overlap = slots < n_ids && slots >= 2;
+    int tile = overlap ? slots / 2 : slots;
+    int next = 0; /* ids[0 .. next) have been requested */
+    for (int t0 = 0; t0 < n_ids; t0 += tile) {
+        int nt = RKM_MIN(tile, n_ids - t0);
+        int rc = 0;
+        if (next < t0 + nt) {
+            rc = rkm_expert_cache_request(m->cache, il, ids + t0, nt);
+            next = t0 + nt;
+        }
+        if (!rc && overlap && next < n_ids) {
+            int nn = RKM_MIN(tile, n_ids - next);
+            rc = rkm_expert_cache_request(m->cache, il, ids + next, nn);
+            next += nn;
+        }
+        if (rc) {
+            rkm_expert_cache_release(m->cache, il);
+            return rc;
+        }
         /* Compute the tile's experts as their reads land: each round takes
          * every expert that is ready (try_get), blocking on the first
          * pending one only when none is. A round runs its experts'
@@ -293,8 +314,10 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
                 left--;
             }
         }
-        rkm_expert_cache_release(m->cache, il);
+        if (overlap) rkm_expert_cache_unpin(m->cache, il, ids + t0, nt);
+        else rkm_expert_cache_release(m->cache, il);
     }
+    if (overlap) rkm_expert_cache_release(m->cache, il);
     for (int r = 0; r < n; r++) {
         float *o = out + (size_t)r * E;
         const float *y = s->ye + (size_t)r * k * E;
