@@ -100,11 +100,11 @@ static int ffn_block(rkm_session *s, int il, int n)
         for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i];
         return 0;
     }
-    /* gemma4: dense MLP and routed experts side by side, sandwich norms */
-    norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
-    rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+    /* gemma4: dense MLP and routed experts side by side, sandwich norms.
+     * Both read the post-attention residual x, so the experts are routed
+     * (and their reads started) first, and the dense MLP runs while they
+     * are read. */
     if (moe) {
-        if (L->post_ffw_norm_1) norm_rows(s->ffn, s->ffn, L->post_ffw_norm_1, n, E, eps);
         /* router input: rms_norm(x) / sqrt(n_embd) * scale */
         float inv = 1.0f / sqrtf((float)E);
         norm_rows(s->cur, s->x, NULL, n, E, eps);
@@ -115,8 +115,14 @@ static int ffn_block(rkm_session *s, int il, int n)
                 if (L->router_scale) c[i] *= L->router_scale[i];
             }
         }
+        if ((rc = rkm_moe_route(s, il, s->cur, n))) return rc;
         norm_rows(s->cur2, s->x, L->pre_ffw_norm_2, n, E, eps);
-        if ((rc = rkm_moe_forward(s, il, s->cur2, s->cur, n, s->ffn2))) return rc;
+    }
+    norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
+    rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+    if (moe) {
+        if (L->post_ffw_norm_1) norm_rows(s->ffn, s->ffn, L->post_ffw_norm_1, n, E, eps);
+        if ((rc = rkm_moe_experts(s, il, s->cur2, n, s->ffn2))) return rc;
         if (L->post_ffw_norm_2) norm_rows(s->ffn2, s->ffn2, L->post_ffw_norm_2, n, E, eps);
         for (size_t i = 0; i < rowsz; i++) s->ffn[i] += s->ffn2[i];
     }

@@ -103,6 +103,17 @@ typedef struct rkm_kv_layer {
 typedef void (*rkm_trace_fn)(void *user, int il, const char *what, const float *x, int rows,
                              int cols);
 
+/* The MoE layer in flight between rkm_moe_route and rkm_moe_experts: the
+ * chunk's (row, slot) entries grouped by expert, and the tile plan. */
+typedef struct rkm_moe_state {
+    int il, n;
+    int n_ids;                        /* distinct experts of the chunk */
+    int tile, next, overlap;          /* tile size, ids[0..next) requested */
+    int cnt[RKM_MAX_EXPERTS];         /* entries per expert */
+    int start[RKM_MAX_EXPERTS + 1];   /* first entry of each expert in erows */
+    int ids[RKM_MAX_EXPERTS];         /* the distinct experts, ascending */
+} rkm_moe_state;
+
 struct rkm_session {
     rkm_model *m;
     rkm_session_params p;
@@ -128,6 +139,7 @@ struct rkm_session {
     float *selw;              /* their weights */
     float *xe, *ge, *ue, *ye; /* gathered expert rows, n_chunk*k rows */
     int *erows;               /* row lists grouped by expert */
+    rkm_moe_state moe;        /* routing of the MoE layer in flight */
     int n_threads_scratch;
     rkm_trace_fn trace;
     void *trace_user;
@@ -154,6 +166,12 @@ void rkm_kv_store(rkm_session *s, int il, int pos0, int n);
 /* moe.c: out[n][n_embd] = routed experts (+ shared expert) of x (normed
  * input) for layer il; rin is the router input (x for most archs). */
 int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, int n, float *out);
+/* The two halves of rkm_moe_forward, so that other work (Gemma 4's dense
+ * MLP) runs while the experts are read: route = router, top-k, grouping and
+ * the first expert-cache request; experts = the routed experts on x, summed
+ * into out. A route must be followed by experts on the same session. */
+int rkm_moe_route(rkm_session *s, int il, const float *rin, int n);
+int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* Dense gated FFN: out = down(act(gate x) * up x). */
 void rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
                    const float *x, int n, float *out, float *tg, float *tu);

@@ -184,26 +184,24 @@ static void prefetch_next(rkm_session *s, int il, const float *rin)
     if (n_ids) rkm_expert_cache_prefetch(m->cache, nl, ids, n_ids);
 }
 
-int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, int n, float *out)
+int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
 {
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
     const rkm_layer *L = &m->layers[il];
-    const rkm_expert_layer *el = L->el;
-    int E = hp->n_embd, ne = hp->n_expert, k = hp->n_expert_used, ff = m->n_ff_exp;
-    rkm_pool *pool = m->pool;
+    int ne = hp->n_expert, k = hp->n_expert_used;
+    rkm_moe_state *ms = &s->moe;
 
-    rkm_matmul_mat(pool, &L->router, rin, n, s->router);
+    rkm_matmul_mat(m->pool, &L->router, rin, n, s->router);
     for (int r = 0; r < n; r++)
         route_row(m, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k);
 
     if (m->prefetch && n == 1) prefetch_next(s, il, rin);
 
     /* group (row, slot) entries by expert: counting sort */
-    int cnt[RKM_MAX_EXPERTS + 1], start[RKM_MAX_EXPERTS + 1];
+    int *cnt = ms->cnt, *start = ms->start, *ids = ms->ids, n_ids = 0;
     memset(cnt, 0, sizeof(int) * (size_t)ne);
     for (int i = 0; i < n * k; i++) cnt[s->sel[i]]++;
-    int ids[RKM_MAX_EXPERTS], n_ids = 0;
     start[0] = 0;
     for (int e = 0; e < ne; e++) {
         start[e + 1] = start[e] + cnt[e];
@@ -215,26 +213,55 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
 
     int slots = m->cache ? rkm_expert_cache_slots(m->cache) : 0;
     if (slots <= 0 || slots > n_ids) slots = n_ids;
-    const rkm_expert_part *pg = &el->part[RKM_PART_GATE], *pu = &el->part[RKM_PART_UP],
-                          *pd = &el->part[RKM_PART_DOWN];
     /* When the chunk's experts outnumber the slots, tiles of half the slots
      * let the next tile's reads run while this one computes: request(t+1),
      * compute t, unpin(t). Outputs are kept per (row, slot) and summed in
-     * top-k order below, so the tiling never changes the result. */
-    int overlap = slots < n_ids && slots >= 2;
-    int tile = overlap ? slots / 2 : slots;
-    int next = 0; /* ids[0 .. next) have been requested */
+     * top-k order, so the tiling never changes the result. */
+    ms->il = il;
+    ms->n = n;
+    ms->n_ids = n_ids;
+    ms->overlap = slots < n_ids && slots >= 2;
+    ms->tile = ms->overlap ? slots / 2 : slots;
+    ms->next = 0;
+    /* the first tile (and the next) are requested now, so their reads run
+     * while the caller computes what does not need them */
+    int nt = RKM_MIN(ms->tile, n_ids);
+    int rc = nt > 0 ? rkm_expert_cache_request(m->cache, il, ids, nt) : 0;
+    ms->next = nt;
+    if (!rc && ms->overlap && ms->next < n_ids) {
+        int nn = RKM_MIN(ms->tile, n_ids - ms->next);
+        rc = rkm_expert_cache_request(m->cache, il, ids + ms->next, nn);
+        ms->next += nn;
+    }
+    if (rc) rkm_expert_cache_release(m->cache, il);
+    return rc;
+}
+
+int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    const rkm_expert_layer *el = L->el;
+    int E = hp->n_embd, k = hp->n_expert_used, ff = m->n_ff_exp;
+    rkm_pool *pool = m->pool;
+    rkm_moe_state *ms = &s->moe;
+    RKM_ASSERT(ms->il == il && ms->n == n);
+    const int *cnt = ms->cnt, *start = ms->start, *ids = ms->ids;
+    const int n_ids = ms->n_ids, tile = ms->tile, overlap = ms->overlap;
+    const rkm_expert_part *pg = &el->part[RKM_PART_GATE], *pu = &el->part[RKM_PART_UP],
+                          *pd = &el->part[RKM_PART_DOWN];
     for (int t0 = 0; t0 < n_ids; t0 += tile) {
         int nt = RKM_MIN(tile, n_ids - t0);
         int rc = 0;
-        if (next < t0 + nt) {
+        if (ms->next < t0 + nt) {
             rc = rkm_expert_cache_request(m->cache, il, ids + t0, nt);
-            next = t0 + nt;
+            ms->next = t0 + nt;
         }
-        if (!rc && overlap && next < n_ids) {
-            int nn = RKM_MIN(tile, n_ids - next);
-            rc = rkm_expert_cache_request(m->cache, il, ids + next, nn);
-            next += nn;
+        if (!rc && overlap && ms->next < n_ids && ms->next < t0 + nt + tile) { /* the next tile, once */
+            int nn = RKM_MIN(tile, n_ids - ms->next);
+            rc = rkm_expert_cache_request(m->cache, il, ids + ms->next, nn);
+            ms->next += nn;
         }
         if (rc) {
             rkm_expert_cache_release(m->cache, il);
@@ -326,10 +353,24 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
             for (int c = 0; c < E; c++) o[c] += y[(size_t)j * E + c];
     }
 
+    return 0;
+}
+
+int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, int n, float *out)
+{
+    const rkm_layer *L = &s->m->layers[il];
+    int E = s->m->hp.n_embd;
+    int rc = rkm_moe_route(s, il, rin, n);
+    if (rc) return rc;
+    /* the shared expert (qwen2moe) runs while the routed experts are read */
+    float *sh = NULL;
     if (L->sh_gate.data) {
-        /* shared expert, optionally scaled by sigmoid(gate_inp . x) */
-        float *sh = s->ffn2;
+        sh = s->ffn2;
         rkm_ffn_dense(s, &L->sh_gate, &L->sh_up, &L->sh_down, x, n, sh, s->ge, s->ue);
+    }
+    if ((rc = rkm_moe_experts(s, il, x, n, out))) return rc;
+    if (sh) {
+        /* scaled by sigmoid(gate_inp . x) */
         for (int r = 0; r < n; r++) {
             float g = 1.0f;
             if (L->sh_gate_inp.data) {
