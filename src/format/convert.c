@@ -60,20 +60,21 @@ static void progress(conv *c, uint64_t bytes)
     pthread_mutex_unlock(&c->mu);
 }
 
+static const char *const part_names[RKM_PART_COUNT] = {"gate", "up", "down"};
+
 /* Routed-expert tensors go to the expert files, not resident.bin:
  * blk.N.ffn_{gate,up,down,gate_up}_exps.weight and blk.N.ffn_{gate,up,down}.E.weight. */
 static int is_expert_tensor(const char *name)
 {
     static const char *fused[] = {"gate_exps.weight", "up_exps.weight", "down_exps.weight", "gate_up_exps.weight"};
-    static const char *split[] = {"gate", "up", "down"};
     const char *p = strstr(name, ".ffn_");
     if (strncmp(name, "blk.", 4) || !p) return 0;
     p += 5;
     for (size_t i = 0; i < RKM_ARRAY_LEN(fused); i++)
         if (!strcmp(p, fused[i])) return 1;
-    for (size_t i = 0; i < RKM_ARRAY_LEN(split); i++) {
-        size_t n = strlen(split[i]);
-        if (strncmp(p, split[i], n) || p[n] != '.' || p[n + 1] < '0' || p[n + 1] > '9') continue;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(part_names); i++) {
+        size_t n = strlen(part_names[i]);
+        if (strncmp(p, part_names[i], n) || p[n] != '.' || p[n + 1] < '0' || p[n + 1] > '9') continue;
         const char *q = p + n + 1;
         while (*q >= '0' && *q <= '9') q++;
         if (!strcmp(q, ".weight")) return 1;
@@ -169,7 +170,7 @@ static int layer_sources(const rkm_source *s, int il, layer_parts *lp)
 {
     const rkm_hparams *hp = &s->hp;
     char nm[128];
-    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
+    const char *const *pn = part_names;
     memset(lp, 0, sizeof *lp);
     for (int p = 0; p < RKM_PART_COUNT; p++) {
         lp->rows[p] = p == RKM_PART_DOWN ? hp->n_embd : hp->n_ff_exp;
@@ -200,6 +201,20 @@ static int layer_sources(const rkm_source *s, int il, layer_parts *lp)
         }
     }
     return 0;
+}
+
+/* Where part p of expert e comes from: a slice of the fused tensor, or the
+ * split tensor blk.L.ffn_<part>.E.weight from row 0. */
+static const rkm_src_tensor *part_source(const rkm_source *s, const layer_parts *lp, int il, int p, int e, int64_t *r0)
+{
+    if (lp->t[p]) {
+        *r0 = (int64_t)e * lp->stride[p] + lp->row_off[p];
+        return lp->t[p];
+    }
+    char nm[128];
+    snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, part_names[p], e);
+    *r0 = 0;
+    return rkm_source_find(s, nm);
 }
 
 static int check_shapes(const rkm_source *s)
@@ -328,19 +343,11 @@ typedef struct {
 
 static int convert_expert(layer_job *j, scratch *sc, uint8_t *blob, int e)
 {
-    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
     const rkm_expert_layer *el = j->el;
     memset(blob, 0, (size_t)el->blob_stride);
     for (int p = 0; p < RKM_PART_COUNT; p++) {
-        const rkm_src_tensor *t = j->lp->t[p];
-        int64_t r0 = 0;
-        if (t) {
-            r0 = (int64_t)e * j->lp->stride[p] + j->lp->row_off[p];
-        } else {
-            char nm[128];
-            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", j->il, pn[p], e);
-            t = rkm_source_find(j->c->src, nm);
-        }
+        int64_t r0;
+        const rkm_src_tensor *t = part_source(j->c->src, j->lp, j->il, p, e, &r0);
         int rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], el->part[p].type, blob + el->part[p].offset);
         if (rc) return rc;
     }
@@ -385,15 +392,11 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
     layer_parts lp;
     int rc = layer_sources(s, il, &lp);
     if (rc) return rc;
-    static const char *pn[RKM_PART_COUNT] = {"gate", "up", "down"};
     char nm[128];
     uint64_t off = 0;
     for (int p = 0; p < RKM_PART_COUNT; p++) {
-        const rkm_src_tensor *t = lp.t[p];
-        if (!t) {
-            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.0.weight", il, pn[p]);
-            t = rkm_source_find(s, nm);
-        }
+        int64_t r0;
+        const rkm_src_tensor *t = part_source(s, &lp, il, p, 0, &r0);
         rkm_expert_part *ep = &el->part[p];
         ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
         ep->ne[0] = lp.cols[p];
