@@ -10,8 +10,16 @@
  *  - NFC against the Unicode NormalizationTest.txt facts we embed;
  *  - Unigram: hand-worked Viterbi segmentations, unknown runs, byte
  *    fallback and Metaspace split on tiny vocabularies;
- *  - the built-in vocabulary: GGUF and tokenizer.json round trips.
- * The comparison against Hugging Face tokenizers is tests/test-tokenizer-ref.sh.
+ *  - the built-in vocabulary: GGUF and tokenizer.json round trips;
+ *  - the Precompiled charsmap (a blob built by tests/js/charsmap.mjs,
+ *    corrupt and malformed blobs), NFKC/NFD/NFKD, Strip, Replace " {2,}",
+ *    Lowercase, BertNormalizer, WhitespaceSplit + Metaspace;
+ *  - WordPiece: segmentation, unknown words, decoding;
+ *  - GGUF t5 (Unigram): written, read back, llama.cpp's whitespace flags.
+ * The comparison against Hugging Face tokenizers is tests/test-tokenizer-ref.sh,
+ * which also runs the modes of main() below (--norm-check, --charsmap-check,
+ * --gguf-check, --decode-corpus, --write-builtin) on files its node scripts
+ * write.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -296,21 +304,36 @@ static void check_malformed(void)
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}, \"merges\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [5]}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"ab\"]}}",
-        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": [1]}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}, \"max_input_chars_per_word\": \"x\"}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": {\"a\": 0}}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"]]}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[1, 0.5]]}}",
         "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 1, \"vocab\": [[\"a\", 0.0]]}}",
         "{\"model\": {\"type\": \"Unigram\", \"unk_id\": \"a\", \"vocab\": [[\"a\", 0.0]]}}",
-        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": \"NFKC\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": \"Nmt\"}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
-        "\"Precompiled\", \"precompiled_charsmap\": \"\"}}",
+        "\"Replace\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"content\": \" \"}}",
+        /* Precompiled charsmaps: bad base64, too short, trie size past the
+         * end, replacements not NUL-terminated, not UTF-8, not a string */
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"@@@@\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"AAAA\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"/////w==\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"AAAAAGE=\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": \"AAAAAP8A\"}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"normalizer\": {\"type\": "
+        "\"Precompiled\", \"precompiled_charsmap\": 5}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"pre_tokenizer\": {\"type\": "
-        "\"WhitespaceSplit\"}}",
+        "\"Whitespace\"}}",
         "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}, \"decoder\": {\"type\": \"ByteLevel\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": -3}]}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"NFKD\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"StripAccents\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
         "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|b)*c\"}, \"behavior\": \"Isolated\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": "
@@ -404,7 +427,7 @@ static void check_unigram(void)
         CHECK(n == 2 && !memcmp(out, " a", 2));
         rkm_gguf_writer *w = rkm_gguf_writer_new();
         if (w) {
-            CHECK(rkm_tokenizer_write_gguf(t, w) == RKM_EUNSUPPORTED);
+            CHECK(rkm_tokenizer_write_gguf(t, w) == 0); /* as GGUF t5; read back in check_ugm_gguf */
             rkm_gguf_writer_free(w);
         }
         rkm_tokenizer_free(t);
@@ -675,6 +698,279 @@ static void check_json_to_gguf(void)
     }
 }
 
+/* A precompiled_charsmap built by tests/js/charsmap.mjs from the rules
+ * a->A, ab->X, abc->"", U+FB01->fi, U+2460->1, U+FF76 U+FF9E->U+30AC,
+ * U+2581->' ', U+00E9->e U+0301 (the expected outputs below are that
+ * script's naive longest-match application of the same rules). */
+static const char small_charsmap_b64[] =
+    "kAIAAACAAQBhDQAAAAAAgKkVAACsPAIAAgAAgBAAAICgKQAAkbwCAIEdAACBaQAAttQDAAQAAIAIAACADgAAgJYcAgAFAACA7/QC"
+    "AL58AgCeHQAACgAAgL2gAgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAGKVAQAAAAAAAAAAAAAAAAAAAAAAAAAAAGOpAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAADi"
+    "bAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA75wAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAADDJAAAQQBYAABmaQAxAOOCrAAg"
+    "AGXMgQA=";
+
+static int normalize_is(const rkm_tokenizer *t, const char *in, const char *want)
+{
+    char *out = NULL;
+    size_t n = 0;
+    int rc = rkm_tokenizer_normalize(t, in, strlen(in), &out, &n);
+    int ok = rc == 0 && n == strlen(want) && !memcmp(out, want, n);
+    if (!ok) fprintf(stderr, "  normalize('%s') = '%.*s', want '%s'\n", in, (int)n, out ? out : "", want);
+    free(out);
+    return ok;
+}
+
+static rkm_tokenizer *unigram_with(const char *normalizer, const char *pre_tokenizer)
+{
+    char *d = malloc(4096);
+    snprintf(d, 4096,
+             "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"" U2581 "\", -1], "
+             "[\"a\", -1], [\"b\", -1], [\"" U2581 "a\", -1.5], [\"" U2581 "b\", -1.5]]}, \"normalizer\": %s, "
+             "\"pre_tokenizer\": %s}",
+             normalizer, pre_tokenizer);
+    rkm_tokenizer *t = from_json_str(d);
+    CHECK_MSG(t != NULL, "%s", rkm_last_error());
+    free(d);
+    return t;
+}
+
+/* Precompiled, NFKC/NFD/NFKD, Strip, Replace " {2,}", Lowercase,
+ * BertNormalizer; WhitespaceSplit before Metaspace. */
+static void check_normalizers(void)
+{
+    char norm[2048];
+    snprintf(norm, sizeof norm, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"%s\"}", small_charsmap_b64);
+    rkm_tokenizer *t = unigram_with(norm, "null");
+    if (t) {
+        CHECK(normalize_is(t, "abcab", "X"));
+        CHECK(normalize_is(t, "xaby", "xXy"));
+        CHECK(normalize_is(t, "\xef\xac\x81\xe2\x91\xa0", "fi1"));
+        CHECK(normalize_is(t, "\xef\xbd\xb6\xef\xbe\x9e\xef\xbd\xb6", "\xe3\x82\xac\xef\xbd\xb6"));
+        CHECK(normalize_is(t, U2581 "\xc3\xa9" "a", " e\xcc\x81" "A"));
+        CHECK(normalize_is(t, "aab\xc3\xa9", "AXe\xcc\x81"));
+        CHECK(normalize_is(t, "", ""));
+        rkm_tokenizer_free(t);
+    }
+    /* a corrupt trie (every unit 0xFFFFFFFF: labels never match, offsets
+     * far outside) is walked safely: nothing matches */
+    t = unigram_with("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"EAAAAP////////////////////8A\"}", "null");
+    if (t) {
+        char *o = NULL;
+        size_t on;
+        CHECK(rkm_tokenizer_normalize(t, "ab\xff" "c", 4, &o, &on) == RKM_EINVAL); /* invalid UTF-8 */
+        CHECK(normalize_is(t, "abc \xe2\x91\xa0", "abc \xe2\x91\xa0"));
+        rkm_tokenizer_free(t);
+    }
+    /* the Unicode forms (JS normalize() agrees on every code point: see
+     * test-tokenizer-ref.sh), Strip, Replace " {2,}", Lowercase */
+    t = unigram_with("{\"type\": \"NFKC\"}", "null");
+    if (t) {
+        CHECK(normalize_is(t, "\xef\xac\x81 \xe2\x91\xa0 \xef\xbd\xb6\xef\xbe\x9e e\xcc\x81", "fi 1 \xe3\x82\xac \xc3\xa9"));
+        rkm_tokenizer_free(t);
+    }
+    t = unigram_with("{\"type\": \"NFKD\"}", "null");
+    if (t) {
+        CHECK(normalize_is(t, "\xef\xac\x81\xc3\xa9", "fie\xcc\x81"));
+        rkm_tokenizer_free(t);
+    }
+    t = unigram_with("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFD\"}, {\"type\": \"Strip\", "
+                     "\"strip_left\": false, \"strip_right\": true}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": "
+                     "\" {2,}\"}, \"content\": \"" U2581 "\"}, {\"type\": \"Lowercase\"}]}",
+                     "null");
+    if (t) {
+        CHECK(normalize_is(t, "  \xc3\x89T\xc3\x89  \xc4\xb0 x \t\xe3\x80\x80", U2581 "e\xcc\x81te\xcc\x81" U2581 "i\xcc\x87 x"));
+        rkm_tokenizer_free(t);
+    }
+    /* BertNormalizer: controls dropped (VT and FF too: they are Cc),
+     * whitespace -> ' ', CJK padded, accents stripped, lowercase */
+    t = unigram_with("{\"type\": \"BertNormalizer\", \"clean_text\": true, \"handle_chinese_chars\": true, "
+                     "\"strip_accents\": null, \"lowercase\": true}",
+                     "null");
+    if (t) {
+        CHECK(normalize_is(t, "H\xc3\xa9llo\tW\x01O\x0bR\x0cLD\xe4\xb8\xad\xf0\xa0\x80\x80!", "hello world \xe4\xb8\xad  \xf0\xa0\x80\x80 !"));
+        rkm_tokenizer_free(t);
+    }
+    /* WhitespaceSplit then Metaspace (T5): every word gets its own U+2581,
+     * whitespace of every kind separates words */
+    t = unigram_with("null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"WhitespaceSplit\"}, {\"type\": "
+                             "\"Metaspace\", \"replacement\": \"" U2581 "\", \"prepend_scheme\": \"always\"}]}");
+    if (t) {
+        CHECK(encode_is(t, "  ab\t\xe3\x80\x80 b ", (const int32_t[]){4, 3, 5}, 3));
+        CHECK(encode_is(t, "   ", NULL, 0));
+        rkm_tokenizer_free(t);
+    }
+    /* the Unicode helpers the normalizers use */
+    uint32_t lo[2];
+    CHECK(rkm_unicode_lower(0x130, lo) == 2 && lo[0] == 'i' && lo[1] == 0x307);
+    CHECK(rkm_unicode_lower(0x3A3, lo) == 1 && lo[0] == 0x3C3); /* no Final_Sigma */
+    CHECK(rkm_unicode_lower(0x1E9E, lo) == 1 && lo[0] == 0xDF);
+    CHECK(rkm_unicode_is_mn(0x301) && !rkm_unicode_is_mn(0x903) && !rkm_unicode_is_mn('a'));
+    size_t n;
+    char *r = rkm_unicode_normalize("\xef\xb7\xba", 3, RKM_NF_NFKD, &n); /* U+FDFA: 18 code points */
+    CHECK(r && n == 33);
+    free(r);
+    CHECK(rkm_unicode_normalize("a", 1, 7, &n) == NULL);
+}
+
+/* WordPiece: greedy longest match with "##" continuations, unknown words,
+ * max_input_chars_per_word, BertPreTokenizer, the WordPiece decoder. */
+static void check_wordpiece(void)
+{
+    rkm_tokenizer *t = from_json_str(
+        "{\"added_tokens\": [{\"id\": 0, \"content\": \"[UNK]\", \"special\": true}, {\"id\": 1, \"content\": "
+        "\"[CLS]\", \"special\": true}, {\"id\": 2, \"content\": \"[SEP]\", \"special\": true}], "
+        "\"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true}, \"pre_tokenizer\": {\"type\": "
+        "\"BertPreTokenizer\"}, \"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"[SEP]\", 2], "
+        "\"cls\": [\"[CLS]\", 1]}, \"decoder\": {\"type\": \"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}, "
+        "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", "
+        "\"max_input_chars_per_word\": 10, \"vocab\": {\"[UNK]\": 0, \"[CLS]\": 1, \"[SEP]\": 2, \"un\": 3, "
+        "\"##aff\": 4, \"##able\": 5, \"u\": 6, \"##n\": 7, \".\": 8, \"do\": 9, \"##n\": 7, \"'\": 10, \"t\": 11, "
+        "\"##a\": 12, \"##ff\": 13}}}");
+    CHECK_MSG(t != NULL, "%s", rkm_last_error());
+    if (!t) return;
+    CHECK(!strcmp(rkm_tokenizer_model_name(t), "bert"));
+    /* "unaffable": un + ##aff + ##able (longest first: ##aff beats ##a) */
+    CHECK(encode_is(t, "UnAffable.", (const int32_t[]){3, 4, 5, 8}, 4));
+    /* "unaffables" has no piece for the final "s": the whole word is [UNK] */
+    CHECK(encode_is(t, "unaffables don't", (const int32_t[]){0, 9, 7, 10, 11}, 5));
+    /* 11 characters > max_input_chars_per_word 10 */
+    CHECK(encode_is(t, "unaffaffaff", (const int32_t[]){0}, 1));
+    CHECK(encode_is(t, "unaffaffa", (const int32_t[]){3, 4, 4, 12}, 4));
+    int32_t ids[8];
+    CHECK_EQ_INT(rkm_tokenizer_encode(t, "un", 2, ids, 8, 1, 0), 3); /* [CLS] un [SEP] */
+    CHECK(ids[0] == 1 && ids[1] == 3 && ids[2] == 2);
+    char out[64];
+    /* the decoder: ## joins, others get a space; cleanup (per token, as
+     * the references do) removes the space before '.' */
+    int n = rkm_tokenizer_decode(t, (const int32_t[]){3, 4, 5, 9, 7, 10, 11, 8}, 8, out, sizeof out);
+    CHECK_EQ_INT(n, 18);
+    out[n > 0 && n < 64 ? n : 0] = 0;
+    CHECK_MSG(!strcmp(out, "unaffable don ' t."), "decoded '%s'", out);
+    rkm_detok d;
+    rkm_detok_init(&d);
+    char all[64] = "";
+    size_t k = 0;
+    for (int i = 0; i < 8; i++) {
+        char piece[64];
+        int m = rkm_detok_push(&d, t, (const int32_t[]){3, 4, 5, 9, 7, 10, 11, 8}[i], piece, sizeof piece);
+        CHECK(m >= 0);
+        if (m > 0 && k + (size_t)m < sizeof all) memcpy(all + k, piece, (size_t)m), k += (size_t)m;
+    }
+    CHECK(k == (size_t)n && !memcmp(all, out, k));
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    if (w) {
+        CHECK(rkm_tokenizer_write_gguf(t, w) == RKM_EUNSUPPORTED);
+        rkm_gguf_writer_free(w);
+    }
+    rkm_tokenizer_free(t);
+    /* no unk token: an unknown word is an error */
+    t = from_json_str("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK(encode_is(t, "a", (const int32_t[]){0}, 1));
+        CHECK(rkm_tokenizer_encode(t, "b", 1, ids, 8, 0, 0) == RKM_EINVAL);
+        rkm_tokenizer_free(t);
+    }
+}
+
+/* Writes a GGUF "t5" vocabulary of n tokens; flags: bit 0
+ * add_space_prefix, bit 1 remove_extra_whitespaces (-1: neither key);
+ * a charsmap array of cmap_n elements of cmap_type if cmap. */
+static int write_t5_gguf(const char *path, const char *const *toks, const float *scores, const int32_t *types, int n,
+                         int flags, int cmap_type, const void *cmap, int cmap_n)
+{
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    if (!w) return RKM_ENOMEM;
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", "t5");
+    rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, (uint64_t)n);
+    rkm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RKM_GGUF_FLOAT32, scores, (uint64_t)n);
+    if (types) rkm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RKM_GGUF_INT32, types, (uint64_t)n);
+    if (flags >= 0) {
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", flags & 1);
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", flags >> 1);
+    }
+    if (cmap) rkm_gguf_writer_set_arr(w, "tokenizer.ggml.precompiled_charsmap", cmap_type, cmap, (uint64_t)cmap_n);
+    int rc = rkm_gguf_writer_begin(w, path);
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    rkm_gguf_writer_free(w);
+    return rc;
+}
+
+/* GGUF "t5": written from tokenizer.json Unigram vocabularies and read
+ * back; the charsmap travels as a u8 array; llama.cpp's whitespace flags. */
+static void check_ugm_gguf(void)
+{
+    char norm[2048];
+    snprintf(norm, sizeof norm, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"%s\"}", small_charsmap_b64);
+    rkm_tokenizer *t = unigram_with(norm, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+                                          "\"WhitespaceSplit\"}, {\"type\": \"Metaspace\", \"replacement\": \"" U2581
+                                          "\", \"prepend_scheme\": \"always\"}]}");
+    if (!t) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/t5.gguf", test_tmpdir());
+    rkm_tokenizer *g = gguf_round_trip(t, path);
+    if (g) {
+        CHECK(!strcmp(rkm_tokenizer_model_name(g), "t5"));
+        /* charsmap, then spaces merged and one U+2581 before each word */
+        CHECK(normalize_is(g, "  xaby  ab ", U2581 "xXy" U2581 "X"));
+        /* (only spaces: WhitespaceSplit also splits at tabs and other
+         * White_Space that this charsmap keeps, llama.cpp's rules do not) */
+        const char *texts[] = {"  a b  ab ba ", "aab", "abc abcb", "x", "", "b    a", "\xef\xac\x81 a"};
+        for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+            int32_t *x = NULL, *y = NULL;
+            int nx = encode_vec(t, texts[i], strlen(texts[i]), &x, 1), ny = encode_vec(g, texts[i], strlen(texts[i]), &y, 1);
+            CHECK_MSG(ids_equal(x, nx, y, ny), "GGUF t5 differs on '%s'", texts[i]);
+            free(x);
+            free(y);
+        }
+        rkm_tokenizer_free(g);
+    }
+    rkm_tokenizer_free(t);
+    /* llama.cpp's flags without a charsmap: prefix only, merge only */
+    for (int flags = 0; flags < 4; flags++) {
+        const char *toks[] = {"<pad>", "</s>", "<unk>", U2581, "a", U2581 "a"};
+        const float scores[] = {0, 0, 0, -1, -1, -1.5f};
+        const int32_t types[] = {3, 3, 2, 1, 1, 1};
+        snprintf(path, sizeof path, "%s/t5-%d.gguf", test_tmpdir(), flags);
+        CHECK_EQ_INT(write_t5_gguf(path, toks, scores, types, 6, flags, 0, NULL, 0), 0);
+        t = rkm_tokenizer_load(path, NULL);
+        CHECK_MSG(t != NULL, "%s", rkm_last_error());
+        if (!t) continue;
+        static const char *const want[4][2] = {
+            {U2581 U2581 "a" U2581 U2581 "a" U2581, U2581 U2581},
+            {U2581 U2581 U2581 "a" U2581 U2581 "a" U2581, U2581 U2581},
+            {U2581 "a" U2581 "a", ""},
+            {U2581 "a" U2581 "a", ""},
+        };
+        CHECK_MSG(normalize_is(t, "  a  a ", want[flags][0]), "flags %d", flags);
+        CHECK_MSG(normalize_is(t, "  ", want[flags][1]), "flags %d", flags);
+        CHECK(encode_is(t, "a", flags & 1 || flags & 2 ? (const int32_t[]){5} : (const int32_t[]){4}, 1));
+        CHECK(encode_is(t, "b", flags & 1 || flags & 2 ? (const int32_t[]){3, 2} : (const int32_t[]){2}, flags ? 2 : 1));
+        rkm_tokenizer_free(t);
+    }
+    /* a charsmap of the wrong element type, or a malformed one, is
+     * refused with a message */
+    const char *toks[] = {"<unk>", "a"};
+    const float scores[] = {0, -1};
+    const int32_t wide[] = {1, 2};
+    const uint8_t short_blob[] = {8, 0, 0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/t5-bad%d.gguf", test_tmpdir(), k);
+        int rc = k == 0   ? write_t5_gguf(path, toks, scores, NULL, 2, -1, RKM_GGUF_INT32, wide, 2)
+                 : k == 1 ? write_t5_gguf(path, toks, scores, NULL, 2, -1, RKM_GGUF_UINT8, short_blob, 5)
+                          : write_t5_gguf(path, toks, scores, NULL, 2, -1, RKM_GGUF_UINT8, short_blob, 4);
+        CHECK_EQ_INT(rc, 0);
+        t = rkm_tokenizer_load(path, NULL);
+        CHECK_MSG(t == NULL && strstr(rkm_last_error(), "charsmap"), "bad charsmap %d: %s", k, rkm_last_error());
+        rkm_tokenizer_free(t);
+    }
+}
+
 /* --write-builtin DIR N: writes the built-in vocabulary as a Hugging Face
  * tokenizer (for tests/test-tokenizer-ref.sh). */
 static int write_builtin(const char *dir, int n)
@@ -692,6 +988,306 @@ static int write_builtin(const char *dir, int n)
     rkm_tokenizer_free(t);
     if (rc) fprintf(stderr, "%s\n", rkm_last_error());
     return rc ? 1 : 0;
+}
+
+/* Hex of UTF-8 bytes -> malloc'd bytes (NUL-terminated); NULL if bad. */
+static char *unhex(const char *h, size_t hn, size_t *n)
+{
+    if (hn % 2) return NULL;
+    char *r = malloc(hn / 2 + 1);
+    if (!r) return NULL;
+    for (size_t i = 0; i < hn / 2; i++) {
+        unsigned v;
+        if (sscanf(h + 2 * i, "%2x", &v) != 1) {
+            free(r);
+            return NULL;
+        }
+        r[i] = (char)v;
+    }
+    r[hn / 2] = 0;
+    *n = hn / 2;
+    return r;
+}
+
+/* Whether any code point of s is unassigned in our Unicode tables. */
+static int has_unassigned(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        int l = rkm_utf8_decode(s + i, n - i, &c);
+        if (l == 0) return 1;
+        if (!rkm_unicode_assigned(c)) return 1;
+        i += (size_t)l;
+    }
+    return 0;
+}
+
+/* --norm-check FILE (written by tests/js/normalize-ref.mjs): every code
+ * point's NFC/NFD/NFKC/NFKD, and every listed string's, must equal
+ * JavaScript's String.prototype.normalize. Code points not listed are
+ * their own normal forms. Cases involving a code point our tables
+ * (Unicode 15.0) do not assign are skipped and counted: node's ICU may
+ * know a newer Unicode. */
+static int norm_check(const char *path)
+{
+    size_t len;
+    char *text = slurp(path, &len);
+    if (!text) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 1;
+    }
+    static const char *const names[4] = {"NFC", "NFD", "NFKC", "NFKD"};
+    static uint8_t listed[0x110000];
+    long n_cp = 0, n_str = 0, skipped = 0, bad = 0;
+    for (char *line = text, *eol; *line; line = eol + 1) {
+        eol = strchr(line, '\n');
+        if (!eol) eol = line + strlen(line);
+        *eol = 0;
+        char *f[6];
+        int nf = 0;
+        for (char *p = line; nf < 6; nf++) {
+            f[nf] = p;
+            char *tab = strchr(p, '\t');
+            if (!tab) {
+                nf++;
+                break;
+            }
+            *tab = 0;
+            p = tab + 1;
+        }
+        if (nf != 6) {
+            fprintf(stderr, "bad line in %s\n", path);
+            bad++;
+            break;
+        }
+        size_t in_n;
+        char *in;
+        if (!strcmp(f[0], "c")) {
+            unsigned long cp = strtoul(f[1], NULL, 16);
+            if (cp >= 0x110000) { bad++; break; }
+            listed[cp] = 1;
+            char u[4];
+            in_n = (size_t)rkm_utf8_encode((uint32_t)cp, u);
+            in = malloc(in_n + 1);
+            memcpy(in, u, in_n);
+            n_cp++;
+        } else {
+            in = unhex(f[1], strlen(f[1]), &in_n);
+            n_str++;
+        }
+        if (!in) { bad++; break; }
+        int skip = has_unassigned(in, in_n);
+        for (int form = 0; form < 4; form++) {
+            size_t wn, gn;
+            char *want = unhex(f[2 + form], strlen(f[2 + form]), &wn);
+            char *got = rkm_unicode_normalize(in, in_n, form, &gn);
+            int ok = want && got && wn == gn && !memcmp(want, got, gn);
+            if (!ok && skip) {
+                skipped++;
+            } else if (!ok) {
+                if (bad < 10) fprintf(stderr, "%s of %s %s: want %s, got %.*s\n", names[form], f[0], f[1], f[2 + form],
+                                      (int)(got ? gn : 0), got ? got : "");
+                bad++;
+            }
+            free(want);
+            free(got);
+        }
+        free(in);
+        if (!*eol && eol == line + strlen(line)) break;
+    }
+    /* every other code point is its own normal form in all four forms */
+    long n_same = 0;
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        if ((cp >= 0xD800 && cp <= 0xDFFF) || listed[cp]) continue;
+        char u[4];
+        size_t un = (size_t)rkm_utf8_encode(cp, u);
+        for (int form = 0; form < 4; form++) {
+            size_t gn;
+            char *got = rkm_unicode_normalize(u, un, form, &gn);
+            int ok = got && gn == un && !memcmp(got, u, un);
+            if (!ok && !rkm_unicode_assigned(cp)) skipped++;
+            else if (!ok) {
+                if (bad < 10) fprintf(stderr, "%s of U+%04X: should be unchanged\n", names[form], (unsigned)cp);
+                bad++;
+            }
+            free(got);
+        }
+        n_same++;
+    }
+    free(text);
+    printf("normalization vs JS: %ld listed code points, %ld unchanged code points, %ld strings, 4 forms each: "
+           "%ld differ, %ld skipped (code points unassigned in our Unicode tables)\n",
+           n_cp, n_same, n_str, bad, skipped);
+    return bad ? 1 : 0;
+}
+
+/* --charsmap-check DIR: DIR/tokenizer.json has a Precompiled normalizer
+ * (built by tests/js/unigram-ref.mjs t5); DIR/charsmap-check.txt lists
+ * strings and their normalization by the naive longest-match of
+ * tests/js/charsmap.mjs. Ours (the double-array walk) must agree. */
+/* DIR/tokenizer.json, or NULL with the reason printed. */
+static rkm_tokenizer *load_dir(const char *dir)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    rkm_tokenizer *t = rkm_tokenizer_load(p, NULL);
+    if (!t) fprintf(stderr, "%s\n", rkm_last_error());
+    return t;
+}
+
+static int charsmap_check(const char *dir)
+{
+    char p[1024];
+    rkm_tokenizer *t = load_dir(dir);
+    if (!t) return 1;
+    snprintf(p, sizeof p, "%s/charsmap-check.txt", dir);
+    size_t len;
+    char *text = slurp(p, &len);
+    int n = 0, bad = 0, changed = 0;
+    for (char *line = text, *eol; line && *line; line = eol + 1) {
+        eol = strchr(line, '\n');
+        if (!eol) break;
+        *eol = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab) {
+            bad++;
+            break;
+        }
+        size_t in_n, want_n, got_n;
+        char *in = unhex(line, (size_t)(tab - line), &in_n);
+        char *want = unhex(tab + 1, strlen(tab + 1), &want_n);
+        char *got = NULL;
+        int rc = in && want ? rkm_tokenizer_normalize(t, in, in_n, &got, &got_n) : -1;
+        if (rc || got_n != want_n || memcmp(got, want, got_n)) {
+            if (bad < 5) fprintf(stderr, "charsmap differs on string %d: want %s\n", n, tab + 1);
+            bad++;
+        }
+        changed += in && want && (in_n != want_n || memcmp(in, want, in_n));
+        free(in);
+        free(want);
+        free(got);
+        n++;
+    }
+    free(text);
+    rkm_tokenizer_free(t);
+    printf("charsmap: %d strings (%d changed by it), %d differ from the naive reference\n", n, changed, bad);
+    return bad || n == 0 || changed == 0;
+}
+
+/* Whether the sections of s (split at the Unigram test vocabularies'
+ * added tokens) have a form on which a GGUF t5 tokenizer (llama.cpp's
+ * SentencePiece whitespace rules) and the tokenizer.json it was written
+ * from cannot agree: variant "metaspace-bf": a section starting with a
+ * space or a U+2581 (Metaspace does not prepend then, SentencePiece does);
+ * "replace-unk": a section of spaces only (Prepend still prepends,
+ * llama.cpp adds no prefix without a word); "t5*": whitespace other than
+ * ' ' left by the normalizer (WhitespaceSplit and Strip see it, the GGUF
+ * rules only know ' '). */
+static int gguf_json_differ(const rkm_tokenizer *t, const char *variant, const char *s, size_t n)
+{
+    static const char *const added[] = {"<pad>", "</s>", "<unk>"};
+    for (size_t a = 0; a < n;) {
+        size_t b = a, skip = 0;
+        for (; b < n && !skip; b++)
+            for (int k = 0; k < 3 && !skip; k++)
+                if (!strncmp(s + b, added[k], strlen(added[k]))) skip = strlen(added[k]);
+        if (skip) b--;
+        size_t e = b; /* section [a, e) */
+        if (e > a) {
+            if (!strcmp(variant, "metaspace-bf") && (s[a] == ' ' || !strncmp(s + a, U2581, 3))) return 1;
+            if (!strcmp(variant, "replace-unk") && strspn(s + a, " ") >= e - a) return 1;
+            if (!strncmp(variant, "t5", 2)) {
+                char *nf;
+                size_t nl;
+                if (rkm_tokenizer_normalize(t, s + a, e - a, &nf, &nl)) return 1;
+                int other = 0;
+                for (size_t i = 0; i < nl && !other;) {
+                    uint32_t c;
+                    int l = rkm_utf8_decode(nf + i, nl - i, &c);
+                    if (!l) break;
+                    other = c != ' ' && (rkm_unicode_flags(c) & RKM_UC_WS);
+                    i += (size_t)l;
+                }
+                free(nf);
+                if (other) return 1;
+            }
+        }
+        a = e + skip;
+    }
+    return 0;
+}
+
+/* --gguf-check DIR VARIANT: the Unigram tokenizer.json of DIR (written by
+ * tests/js/unigram-ref.mjs VARIANT, itself checked against
+ * @huggingface/tokenizers) written as GGUF t5 and read back gives the same
+ * ids on every corpus string, except the ones gguf_json_differ names
+ * (counted; they must stay a minority). */
+static int gguf_check(const char *dir, const char *variant)
+{
+    char p[1024];
+    rkm_tokenizer *t = load_dir(dir);
+    if (!t) return 1;
+    snprintf(p, sizeof p, "%s/tokenizer.gguf", dir);
+    rkm_tokenizer *g = gguf_round_trip(t, p);
+    size_t len;
+    char *text = slurp("tests/data/tokenizer-corpus.txt", &len);
+    int n = 0, skipped = 0, diff = 0;
+    const char *sep = "\n__ggml_vocab_test__\n";
+    for (char *s = text, *e; g && s && (e = strstr(s, sep)); s = e + strlen(sep)) {
+        size_t sl = (size_t)(e - s);
+        n++;
+        if (gguf_json_differ(t, variant, s, sl)) {
+            skipped++;
+            continue;
+        }
+        int32_t *x = NULL, *y = NULL;
+        int nx = encode_vec(t, s, sl, &x, 1), ny = encode_vec(g, s, sl, &y, 1);
+        if (!ids_equal(x, nx, y, ny)) {
+            if (diff < 3) fprintf(stderr, "  %s: GGUF differs on '%.60s'\n", variant, s);
+            diff++;
+        }
+        free(x);
+        free(y);
+    }
+    free(text);
+    printf("%s: tokenizer.json -> GGUF t5 -> %d corpus strings, %d compared, %d differ (%d skipped: forms the "
+           "two cannot share)\n",
+           variant, n, n - skipped, diff, skipped);
+    int ok = g && n > 0 && diff == 0 && skipped * 4 < n && !strcmp(rkm_tokenizer_model_name(g), "t5");
+    rkm_tokenizer_free(g);
+    rkm_tokenizer_free(t);
+    return ok ? test_done() : 1;
+}
+
+/* --decode-corpus TOKENIZER.JSON CORPUS: per corpus string, the hex of
+ * decode(encode(string)) (for comparison with tokenizer-ref.mjs --decode). */
+static int decode_corpus(const char *tok_path, const char *corpus)
+{
+    rkm_tokenizer *t = rkm_tokenizer_load(tok_path, NULL);
+    size_t len;
+    char *text = slurp(corpus, &len);
+    if (!t || !text) {
+        fprintf(stderr, "%s\n", t ? corpus : rkm_last_error());
+        rkm_tokenizer_free(t);
+        free(text);
+        return 1;
+    }
+    const char *sep = "\n__ggml_vocab_test__\n";
+    int rc = 0;
+    for (char *s = text, *e; (e = strstr(s, sep)); s = e + strlen(sep)) {
+        int32_t *ids = NULL;
+        int n = encode_vec(t, s, (size_t)(e - s), &ids, 1);
+        int need = n < 0 ? n : rkm_tokenizer_decode(t, ids, n, NULL, 0);
+        char *buf = need >= 0 ? malloc((size_t)need + 1) : NULL;
+        if (!buf || rkm_tokenizer_decode(t, ids, n, buf, need) != need) rc = 1;
+        for (int i = 0; buf && i < need; i++) printf("%02x", (unsigned char)buf[i]);
+        printf("\n");
+        free(buf);
+        free(ids);
+    }
+    free(text);
+    rkm_tokenizer_free(t);
+    return rc;
 }
 
 /* One tokenizer shared by several threads gives every thread the same ids
@@ -754,9 +1350,16 @@ static void check_threads(void)
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--write-builtin")) return write_builtin(argv[2], atoi(argv[3]));
+    if (argc == 3 && !strcmp(argv[1], "--norm-check")) return norm_check(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--charsmap-check")) return charsmap_check(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--decode-corpus")) return decode_corpus(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "--gguf-check")) return gguf_check(argv[2], argv[3]);
     check_nfc();
     check_malformed();
     check_unigram();
+    check_normalizers();
+    check_wordpiece();
+    check_ugm_gguf();
     check_builtin();
     check_threads();
     check_json_to_gguf();

@@ -1,8 +1,9 @@
 /*
  * tokenizer.c - the tokenizers: loading (GGUF tokenizer.ggml.* metadata,
  * Hugging Face tokenizer.json + tokenizer_config.json), encoding (added
- * tokens, normalizers, pre-tokenizer splits, BPE / SentencePiece merges,
- * Unigram Viterbi segmentation),
+ * tokens, normalizers (Unicode forms, SentencePiece charsmaps via
+ * charsmap.c, BERT's), pre-tokenizer splits, BPE / SentencePiece merges,
+ * Unigram Viterbi segmentation, WordPiece),
  * decoding (pieces, whole sequences, streaming) and writing back out (GGUF
  * metadata, tokenizer.json).
  *
@@ -36,6 +37,7 @@
 #include <string.h>
 
 #include "format/gguf.h"
+#include "text/charsmap.h"
 #include "text/unicode.h"
 #include "util/common.h"
 
@@ -168,21 +170,42 @@ enum pre_kind {
     PRE_DSL_CJK,   /* [一-龥ࠀ-一가-퟿]+ */
     PRE_NUMS,      /* \p{N}+ */
     PRE_LITERAL,   /* a literal string (Split with a String pattern) */
+    PRE_WS_SPLIT,  /* WhitespaceSplit: runs of non-White_Space, whitespace dropped */
+    PRE_BERT,      /* BertPreTokenizer: WhitespaceSplit, then each punctuation character alone */
 };
 
 enum model_kind {
     MODEL_BPE_BYTES, /* byte-level BPE: symbols are bytes, ranks from merges */
     MODEL_BPE_CHARS, /* BPE over characters (tokenizer.json, byte_fallback) */
     MODEL_SPM,       /* llama.cpp SentencePiece BPE: merges by token score */
-    MODEL_UNIGRAM,   /* SentencePiece Unigram (tokenizer.json): Viterbi over piece scores */
+    MODEL_UNIGRAM,   /* SentencePiece Unigram (tokenizer.json, GGUF t5): Viterbi over piece scores */
+    MODEL_WORDPIECE, /* BERT WordPiece: greedy longest match, "##" continuations */
 };
 
-enum norm_op { NORM_NFC, NORM_PREPEND, NORM_REPLACE };
+/* Normalizer steps. The Unicode forms are in the order of enum rkm_nf. */
+enum norm_op {
+    NORM_NFC,
+    NORM_NFD,
+    NORM_NFKC,
+    NORM_NFKD,
+    NORM_PREPEND,
+    NORM_REPLACE,        /* literal a -> b */
+    NORM_REPLACE_SPACES, /* Replace with Regex " {2,}": runs of 2+ spaces -> b */
+    NORM_STRIP,          /* flags: 1 left, 2 right (White_Space) */
+    NORM_LOWERCASE,      /* per code point, full mapping, no Final_Sigma */
+    NORM_BERT,           /* BertNormalizer, flags BERT_* */
+    NORM_PRECOMPILED,    /* SentencePiece precompiled_charsmap (cmap) */
+    NORM_SPM_WS,         /* llama.cpp UGM whitespace: flags 1 add prefix, 2 merge runs; ' ' -> U+2581 */
+};
+
+enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP_ACCENTS = 4, BERT_LOWER = 8 };
 
 typedef struct norm_step {
     int op;
-    char *a, *b; /* PREPEND: a; REPLACE: a -> b */
+    char *a, *b; /* PREPEND: a; REPLACE: a -> b; REPLACE_SPACES: b */
     size_t a_len, b_len;
+    int flags;
+    rkm_charsmap *cmap; /* PRECOMPILED */
 } norm_step;
 
 #define MAX_SPLITS 8
@@ -228,6 +251,7 @@ struct rkm_tokenizer {
     char metaspace_rep[8];
     int metaspace_prepend; /* 0 never, 1 always, 2 first */
     int metaspace_split;  /* Metaspace "split": each replacement starts a word */
+    int metaspace_at;     /* split steps that run before the Metaspace (WhitespaceSplit first, as T5) */
     norm_step norm[MAX_NORMS];
     int n_norm;
     int has_normalizer;
@@ -244,6 +268,15 @@ struct rkm_tokenizer {
     double unk_score;
     int n_pieces;
     int max_piece_bytes;
+    int ugm_gguf; /* from GGUF: control/unknown tokens stay out of the lattice */
+    /* WordPiece: continuation prefix ("##"), words longer than
+     * wp_max_chars characters are unk, longest token (bytes); decoder
+     * prefix and clean-up flag. */
+    char wp_prefix[32];
+    int wp_max_chars;
+    int wp_max_bytes;
+    char wp_dec_prefix[32];
+    int wp_cleanup;
 
     int unk, bos, eos, eot, eom, pad;
     int add_bos, add_eos;
@@ -536,6 +569,7 @@ void rkm_tokenizer_free(rkm_tokenizer *t)
     for (int i = 0; i < t->n_norm; i++) {
         free(t->norm[i].a);
         free(t->norm[i].b);
+        rkm_charsmap_free(t->norm[i].cmap);
     }
     free(t->chat_template);
     free(t->uscore);
@@ -671,6 +705,60 @@ static int gguf_id(const rkm_gguf *g, const char *key, int n_vocab)
     return v >= 0 && v < n_vocab ? (int)v : -1;
 }
 
+/* The Unigram parts of a GGUF "t5" vocabulary (llama.cpp's UGM): piece
+ * scores, the unknown penalty, byte fallback when all 256 <0xXX> byte
+ * tokens exist (SentencePiece's byte_fallback), and the normalizer:
+ * tokenizer.ggml.precompiled_charsmap (u8 array) if present, then the
+ * whitespace rules of add_space_prefix (default on) and
+ * remove_extra_whitespaces (default off). Control and unknown tokens
+ * are matched as added tokens, never inside the lattice (llama.cpp). */
+static int ugm_from_gguf(rkm_tokenizer *t, const rkm_gguf *g, int isc)
+{
+    int n = t->n_vocab;
+    if (isc < 0) return rkm_err(RKM_EFORMAT, "tokenizer: GGUF t5 tokenizer without tokenizer.ggml.scores");
+    if (!(t->uscore = calloc((size_t)n, sizeof *t->uscore))) return RKM_ENOMEM;
+    t->n_pieces = n;
+    t->ugm_gguf = 1;
+    double min_score = INFINITY;
+    for (int i = 0; i < n; i++) {
+        double sc = rkm_gguf_arr_float(g, isc, (uint64_t)i);
+        if (!isfinite(sc)) return rkm_err(RKM_EFORMAT, "tokenizer: token %d has a non-finite score", i);
+        t->uscore[i] = sc;
+        int ty = t->tok[i].type;
+        if (ty != RKM_TOKEN_CONTROL && ty != RKM_TOKEN_UNKNOWN && sc < min_score) min_score = sc;
+        size_t pl = t->tok[i].text_len;
+        if (pl > (size_t)t->max_piece_bytes) t->max_piece_bytes = pl > 4096 ? 4096 : (int)pl;
+    }
+    t->unk_score = (isfinite(min_score) ? min_score : 0) - 10.0;
+    if (t->unk < 0)
+        for (int i = 0; i < n && t->unk < 0; i++)
+            if (t->tok[i].type == RKM_TOKEN_UNKNOWN) t->unk = i;
+    t->byte_fallback = 1;
+    for (int b = 0; b < 256; b++) t->byte_fallback &= t->byte_tok[b] >= 0;
+    int v, prefix = 1, merge = 0;
+    if (rkm_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &v) == 0) prefix = v;
+    if (rkm_gguf_get_bool(g, "tokenizer.ggml.remove_extra_whitespaces", &v) == 0) merge = v;
+    t->add_space_prefix = 0; /* the normalizer step does it */
+    t->strip_leading_space = prefix;
+    t->has_normalizer = 1;
+    int ic = rkm_gguf_find(g, "tokenizer.ggml.precompiled_charsmap");
+    if (ic >= 0) {
+        int ty = rkm_gguf_arr_type(g, ic);
+        const void *data = rkm_gguf_arr_data(g, ic);
+        if ((ty != RKM_GGUF_UINT8 && ty != RKM_GGUF_INT8) || (!data && rkm_gguf_arr_n(g, ic)))
+            return rkm_err(RKM_EFORMAT, "tokenizer: tokenizer.ggml.precompiled_charsmap is not a byte array");
+        norm_step *st = &t->norm[t->n_norm];
+        st->op = NORM_PRECOMPILED;
+        if (!(st->cmap = rkm_charsmap_parse(data, (size_t)rkm_gguf_arr_n(g, ic)))) return RKM_EFORMAT;
+        t->n_norm++;
+    }
+    t->norm[t->n_norm].op = NORM_SPM_WS;
+    t->norm[t->n_norm].flags = prefix | merge << 1;
+    t->n_norm++;
+    snprintf(t->pre_name, sizeof t->pre_name, "default");
+    return 0;
+}
+
 rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
 {
     rkm_tokenizer *t = NULL;
@@ -682,14 +770,8 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
     int kind;
     if (!strcmp(model, "gpt2")) kind = MODEL_BPE_BYTES;
     else if (!strcmp(model, "llama")) kind = MODEL_SPM;
-    else if (!strcmp(model, "t5")) {
-        /* llama.cpp's UGM: its normalizer is the SentencePiece
-         * precompiled_charsmap (a compiled trie of NFKC-like rewrites) plus
-         * whitespace rules we have no reference for here. */
-        rkm_err(RKM_EUNSUPPORTED, "tokenizer: GGUF 't5' (Unigram) tokenizers are not supported (their "
-                                  "precompiled_charsmap normalizer is not implemented); use tokenizer.json");
-        return NULL;
-    } else {
+    else if (!strcmp(model, "t5")) kind = MODEL_UNIGRAM; /* llama.cpp's UGM */
+    else {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer: unsupported tokenizer.ggml.model '%s'", model);
         return NULL;
     }
@@ -757,6 +839,7 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         const char *pre = rkm_gguf_get_str(g, "tokenizer.ggml.pre");
         if ((rc = set_pre_by_name(t, pre ? pre : "gpt-2"))) goto fail_rc;
     }
+    if (kind == MODEL_UNIGRAM && (rc = ugm_from_gguf(t, g, isc))) goto fail_rc;
     const char *tmpl = rkm_gguf_get_str(g, "tokenizer.chat_template");
     if (tmpl && !(t->chat_template = strdup(tmpl))) goto oom;
     if ((rc = tok_finish(t))) goto fail_rc;
@@ -818,6 +901,42 @@ static int json_type_is(const cJSON *o, const char *type)
     return s && !strcmp(s, type);
 }
 
+/* Standard base64 (RFC 4648, '=' padding optional, no whitespace) into a
+ * malloc'd buffer. RKM_EFORMAT on a bad character or length. */
+static int base64_decode(const char *s, unsigned char **out, size_t *out_len)
+{
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '=') n--;
+    if (n % 4 == 1) return rkm_err(RKM_EFORMAT, "tokenizer.json: bad base64 length");
+    unsigned char *o = malloc(n / 4 * 3 + 3);
+    if (!o) return RKM_ENOMEM;
+    size_t k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52
+                : c == '+'             ? 62
+                : c == '/'             ? 63
+                                       : -1;
+        if (v < 0) {
+            free(o);
+            return rkm_err(RKM_EFORMAT, "tokenizer.json: bad base64 character at %zu", i);
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *out = o;
+    *out_len = k;
+    return 0;
+}
+
 static int add_normalizer(rkm_tokenizer *t, const cJSON *n, int depth)
 {
     if (!n || cJSON_IsNull(n)) return 0;
@@ -839,6 +958,39 @@ static int add_normalizer(rkm_tokenizer *t, const cJSON *n, int depth)
     norm_step *s = &t->norm[t->n_norm];
     if (!strcmp(type, "NFC")) {
         s->op = NORM_NFC;
+    } else if (!strcmp(type, "NFD")) {
+        s->op = NORM_NFD;
+    } else if (!strcmp(type, "NFKC")) {
+        s->op = NORM_NFKC;
+    } else if (!strcmp(type, "NFKD")) {
+        s->op = NORM_NFKD;
+    } else if (!strcmp(type, "Lowercase")) {
+        s->op = NORM_LOWERCASE;
+    } else if (!strcmp(type, "Strip")) {
+        s->op = NORM_STRIP;
+        s->flags = json_bool(n, "strip_left", 1) | json_bool(n, "strip_right", 1) << 1;
+    } else if (!strcmp(type, "BertNormalizer")) {
+        s->op = NORM_BERT;
+        int lower = json_bool(n, "lowercase", 1);
+        const cJSON *sa = cJSON_GetObjectItemCaseSensitive(n, "strip_accents");
+        int strip = cJSON_IsBool(sa) ? cJSON_IsTrue(sa) : lower; /* null: follows lowercase */
+        s->flags = (json_bool(n, "clean_text", 1) ? BERT_CLEAN : 0) |
+                   (json_bool(n, "handle_chinese_chars", 1) ? BERT_CHINESE : 0) | (strip ? BERT_STRIP_ACCENTS : 0) |
+                   (lower ? BERT_LOWER : 0);
+    } else if (!strcmp(type, "Precompiled")) {
+        const cJSON *cm = cJSON_GetObjectItemCaseSensitive(n, "precompiled_charsmap");
+        unsigned char *blob = NULL;
+        size_t blob_len = 0;
+        if (cJSON_IsString(cm)) {
+            int rc = base64_decode(cm->valuestring, &blob, &blob_len);
+            if (rc) return rc;
+        } else if (cm && !cJSON_IsNull(cm)) {
+            return rkm_err(RKM_EFORMAT, "tokenizer.json: Precompiled normalizer: precompiled_charsmap is not a string");
+        }
+        s->op = NORM_PRECOMPILED;
+        s->cmap = rkm_charsmap_parse(blob, blob_len);
+        free(blob);
+        if (!s->cmap) return RKM_EFORMAT; /* the parser's message stands */
     } else if (!strcmp(type, "Prepend")) {
         const char *p = json_str(n, "prepend");
         if (!p) return rkm_err(RKM_EFORMAT, "tokenizer.json: Prepend without prepend");
@@ -849,9 +1001,19 @@ static int add_normalizer(rkm_tokenizer *t, const cJSON *n, int depth)
     } else if (!strcmp(type, "Replace")) {
         const cJSON *pat = cJSON_GetObjectItemCaseSensitive(n, "pattern");
         const char *from = json_str(pat, "String");
+        const char *re = json_str(pat, "Regex");
         const char *to = json_str(n, "content");
+        if (re && to && !strcmp(re, " {2,}")) { /* SentencePiece converters: merge space runs */
+            s->op = NORM_REPLACE_SPACES;
+            s->b = strdup(to);
+            s->b_len = strlen(to);
+            if (!s->b) return RKM_ENOMEM;
+            t->n_norm++;
+            return 0;
+        }
         if (!from || !to || !*from)
-            return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Replace normalizer needs a String pattern");
+            return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Replace normalizer needs a String pattern "
+                                             "(or the Regex \" {2,}\")");
         s->op = NORM_REPLACE;
         s->a = strdup(from);
         s->b = strdup(to);
@@ -895,10 +1057,18 @@ static int add_pretok(rkm_tokenizer *t, const cJSON *p, int depth)
         const char *scheme = json_str(p, "prepend_scheme");
         snprintf(t->metaspace_rep, sizeof t->metaspace_rep, "%s", rep ? rep : "\xe2\x96\x81");
         t->metaspace = 1;
+        t->metaspace_at = t->n_split;
         t->metaspace_prepend = !scheme || !strcmp(scheme, "always") ? 1 : !strcmp(scheme, "first") ? 2 : 0;
         if (!scheme && !json_bool(p, "add_prefix_space", 1)) t->metaspace_prepend = 0;
         t->strip_leading_space = t->metaspace_prepend != 0;
         t->metaspace_split = json_bool(p, "split", 1);
+        return 0;
+    }
+    if (!strcmp(type, "WhitespaceSplit") || !strcmp(type, "BertPreTokenizer")) {
+        if (t->model == MODEL_BPE_BYTES)
+            return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: %s after ByteLevel is not supported", type);
+        if (t->n_split == MAX_SPLITS) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: too many splits");
+        t->split[t->n_split++].kind = type[0] == 'W' ? PRE_WS_SPLIT : PRE_BERT;
         return 0;
     }
     if (!strcmp(type, "Split")) {
@@ -988,7 +1158,8 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         goto fail;
     }
     int unigram = mtype && !strcmp(mtype, "Unigram");
-    if (mtype && strcmp(mtype, "BPE") && !unigram) {
+    int wordpiece = mtype && !strcmp(mtype, "WordPiece");
+    if (mtype && strcmp(mtype, "BPE") && !unigram && !wordpiece) {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: unsupported model type '%s'", mtype);
         goto fail;
     }
@@ -1010,8 +1181,9 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
             n++;
         }
     } else {
-        if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
-            rkm_err(RKM_EFORMAT, "tokenizer.json: BPE model needs a vocab object and a merges array");
+        if (!cJSON_IsObject(vocab) || (!wordpiece && !cJSON_IsArray(merges))) {
+            rkm_err(RKM_EFORMAT, wordpiece ? "tokenizer.json: WordPiece model needs a vocab object"
+                                           : "tokenizer.json: BPE model needs a vocab object and a merges array");
             goto fail;
         }
         cJSON_ArrayForEach(v, vocab)
@@ -1044,10 +1216,11 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
     if ((rc = add_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), 0))) goto fail_rc;
     const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
     if (json_type_is(dec, "ByteLevel")) t->model = MODEL_BPE_BYTES;
-    if (t->model == MODEL_BPE_BYTES && (t->n_norm > 0 && !(t->n_norm == 1 && t->norm[0].op == NORM_NFC))) {
-        rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: byte-level BPE with a non-NFC normalizer");
-        goto fail;
-    }
+    for (int k = 0; t->model == MODEL_BPE_BYTES && k < t->n_norm; k++)
+        if (t->norm[k].op > NORM_NFKD) {
+            rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: byte-level BPE with a normalizer other than NFC/NFD/NFKC/NFKD");
+            goto fail;
+        }
     if (t->metaspace && t->model == MODEL_BPE_BYTES) {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Metaspace with ByteLevel");
         goto fail;
@@ -1059,13 +1232,31 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         }
         t->model = MODEL_UNIGRAM;
     }
+    if (wordpiece) {
+        if (t->model == MODEL_BPE_BYTES) {
+            rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: WordPiece with a ByteLevel pre-tokenizer or decoder");
+            goto fail;
+        }
+        t->model = MODEL_WORDPIECE;
+        const char *pfx = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix") ? json_str(model, "continuing_subword_prefix") : "##";
+        const cJSON *mx = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
+        if (!pfx || strlen(pfx) >= sizeof t->wp_prefix || (mx && !cJSON_IsNumber(mx))) {
+            rkm_err(RKM_EFORMAT, "tokenizer.json: bad WordPiece continuing_subword_prefix or max_input_chars_per_word");
+            goto fail;
+        }
+        snprintf(t->wp_prefix, sizeof t->wp_prefix, "%s", pfx);
+        t->wp_max_chars = !mx ? 100 : mx->valuedouble < 0 ? 0 : mx->valuedouble > 1e9 ? 1000000000 : mx->valueint;
+        const char *dp = json_type_is(dec, "WordPiece") ? json_str(dec, "prefix") : NULL;
+        snprintf(t->wp_dec_prefix, sizeof t->wp_dec_prefix, "%s", dp ? dp : t->wp_prefix);
+        t->wp_cleanup = json_type_is(dec, "WordPiece") ? json_bool(dec, "cleanup", 1) : 1;
+    }
     if (decoder_strips(dec)) t->strip_leading_space = 1;
     t->ignore_merges = json_bool(model, "ignore_merges", 0);
     t->byte_fallback = json_bool(model, "byte_fallback", 0);
     /* Unigram fuses unknown runs itself, inside the segmentation */
     t->fuse_unk = unigram ? 0 : json_bool(model, "fuse_unk", 0);
     snprintf(t->model_name, sizeof t->model_name, "%s",
-             t->model == MODEL_BPE_BYTES ? "gpt2" : unigram ? "t5" : "llama");
+             t->model == MODEL_BPE_BYTES ? "gpt2" : unigram ? "t5" : wordpiece ? "bert" : "llama");
     if (unigram) {
         if (!(t->uscore = calloc((size_t)n, sizeof *t->uscore))) goto oom;
         t->n_pieces = n_pieces;
@@ -1087,8 +1278,9 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         cJSON_ArrayForEach(v, vocab)
         {
             if (t->tok[v->valueint].text) continue; /* two texts, one id: keep the first */
-            if ((rc = tok_set(t, v->valueint, v->string, strlen(v->string), 0.0f, RKM_TOKEN_NORMAL, 0)))
-                goto fail_rc;
+            size_t vl = strlen(v->string);
+            if ((rc = tok_set(t, v->valueint, v->string, vl, 0.0f, RKM_TOKEN_NORMAL, 0))) goto fail_rc;
+            if (vl > (size_t)t->wp_max_bytes) t->wp_max_bytes = vl > (1 << 20) ? 1 << 20 : (int)vl;
         }
     }
     cJSON_ArrayForEach(v, added)
@@ -1123,11 +1315,11 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         }
     }
     if (t->unk >= 0 && !t->tok[t->unk].added) t->tok[t->unk].type = RKM_TOKEN_UNKNOWN;
-    int nm = unigram ? 0 : cJSON_GetArraySize(merges);
+    int nm = unigram || wordpiece ? 0 : cJSON_GetArraySize(merges);
     if (pair_map_init(&t->merges, (size_t)nm) || !(t->merge_list = malloc(((size_t)nm + 1) * 2 * sizeof(int32_t))))
         goto oom;
     int rank = 0;
-    if (!unigram) cJSON_ArrayForEach(v, merges)
+    if (!unigram && !wordpiece) cJSON_ArrayForEach(v, merges)
     {
         if (cJSON_IsString(v)) {
             const char *s = v->valuestring;
@@ -1168,6 +1360,14 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
             t->bos = json_token_id(t, id);
             t->add_bos = t->bos >= 0;
         }
+    } else if (json_type_is(post, "BertProcessing") || json_type_is(post, "RobertaProcessing")) {
+        /* "cls": ["[CLS]", 101], "sep": ["[SEP]", 102] */
+        const cJSON *cls = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(post, "cls"), 0);
+        const cJSON *sep = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(post, "sep"), 0);
+        if (cJSON_IsString(cls)) t->bos = json_token_id(t, cls->valuestring);
+        if (cJSON_IsString(sep)) t->eos = json_token_id(t, sep->valuestring);
+        t->add_bos = t->bos >= 0;
+        t->add_eos = t->eos >= 0;
     }
     if (cfg) {
         const char *s;
@@ -1175,7 +1375,7 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         if ((s = json_str(cfg, "eos_token"))) t->eos = json_token_id(t, s);
         if ((s = json_str(cfg, "pad_token"))) t->pad = json_token_id(t, s);
         t->add_bos = json_bool(cfg, "add_bos_token", t->add_bos) && t->bos >= 0;
-        t->add_eos = json_bool(cfg, "add_eos_token", 0);
+        t->add_eos = json_bool(cfg, "add_eos_token", t->add_eos);
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
         const char *tmpl = NULL;
         if (cJSON_IsString(ct)) tmpl = ct->valuestring;
@@ -1532,6 +1732,12 @@ static int id_push(id_vec *iv, int32_t id)
     return 0;
 }
 
+static int bert_is_punct(uint32_t c, unsigned fl)
+{
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E) || (fl & RKM_UC_P);
+}
+
 /* Splits one piece [0, n) of code points by one split step, appending the
  * sub-pieces (offset by base) to out: matches and the gaps between them
  * are both kept ("Isolated"). */
@@ -1539,6 +1745,23 @@ static int split_piece(const split_step *st, const uint32_t *c, const uint8_t *f
                        span_vec *out)
 {
     int rc;
+    if (st->kind == PRE_WS_SPLIT || st->kind == PRE_BERT) {
+        /* whitespace removed; BERT: each punctuation character (Unicode P*
+         * or ASCII punctuation/symbol) a piece of its own */
+        for (size_t i = 0; i < n;) {
+            if (f[i] & RKM_UC_WS) {
+                i++;
+                continue;
+            }
+            size_t j = i;
+            if (st->kind == PRE_BERT && bert_is_punct(c[i], f[i])) j++;
+            else
+                while (j < n && !(f[j] & RKM_UC_WS) && !(st->kind == PRE_BERT && bert_is_punct(c[j], f[j]))) j++;
+            if ((rc = span_push(out, base + i, base + j))) return rc;
+            i = j;
+        }
+        return 0;
+    }
     if (st->kind == PRE_DSL_WSEND) { /* \s+$: the trailing whitespace run */
         size_t k = n;
         while (k > 0 && (f[k - 1] & RKM_UC_WS)) k--;
@@ -1606,6 +1829,167 @@ static int replace_all(const char *s, size_t n, const char *a, size_t an, const 
     return buf_put(out, s + last, n - last);
 }
 
+/* Appends code point c as UTF-8. */
+static int buf_cp(buf_t *b, uint32_t c)
+{
+    char u[4];
+    return buf_put(b, u, (size_t)rkm_utf8_encode(c, u));
+}
+
+/* Runs of two or more spaces -> b (Replace with the Regex " {2,}"). */
+static int replace_space_runs(const char *s, size_t n, const char *b, size_t bn, buf_t *out)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc;) {
+        size_t j = i;
+        while (j < n && s[j] == ' ') j++;
+        if (j - i >= 2) rc = buf_put(out, b, bn);
+        else if (j > i) rc = buf_put(out, " ", 1);
+        else {
+            while (j < n && s[j] != ' ') j++;
+            rc = buf_put(out, s + i, j - i);
+        }
+        i = j;
+    }
+    return rc ? rc : buf_put(out, "", 0);
+}
+
+/* Strip: drops White_Space at the start (flags & 1) and/or end (flags & 2). */
+static int strip_ws(const char *s, size_t n, int flags, buf_t *out)
+{
+    size_t a = 0, b = n;
+    while ((flags & 1) && a < b) {
+        uint32_t c;
+        int l = rkm_utf8_decode(s + a, b - a, &c);
+        if (!l || !(rkm_unicode_flags(c) & RKM_UC_WS)) break;
+        a += (size_t)l;
+    }
+    if (flags & 2)
+        while (b > a) {
+            size_t k = b - 1;
+            while (k > a && ((uint8_t)s[k] & 0xC0) == 0x80) k--;
+            uint32_t c;
+            if (!rkm_utf8_decode(s + k, b - k, &c) || !(rkm_unicode_flags(c) & RKM_UC_WS)) break;
+            b = k;
+        }
+    return buf_put(out, s + a, b - a);
+}
+
+static int lowercase(const char *s, size_t n, buf_t *out)
+{
+    int rc = buf_put(out, "", 0);
+    for (size_t i = 0; i < n && !rc;) {
+        size_t j = i;
+        while (j < n && (uint8_t)s[j] < 0x80 && !(s[j] >= 'A' && s[j] <= 'Z')) j++;
+        if (j > i) { /* ASCII without capitals: as is */
+            rc = buf_put(out, s + i, j - i);
+            i = j;
+            continue;
+        }
+        uint32_t c, lo[2];
+        int l = rkm_utf8_decode(s + i, n - i, &c);
+        if (l == 0) {
+            c = 0xFFFD;
+            l = 1;
+        }
+        int k = rkm_unicode_lower(c, lo);
+        for (int q = 0; q < k && !rc; q++) rc = buf_cp(out, lo[q]);
+        i += (size_t)l;
+    }
+    return rc;
+}
+
+/* The CJK ideograph blocks BERT pads with spaces (its own list, kept by
+ * every implementation). */
+static int bert_is_chinese(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/* BertNormalizer, in the Rust reference's order: clean_text (drop NUL,
+ * U+FFFD and control/format/unassigned/private-use characters except
+ * \t\n\r; whitespace -> ' '), CJK ideographs padded with spaces, accents
+ * stripped (NFD, then nonspacing marks dropped), lowercase. */
+static int bert_normalize(const char *s, size_t n, int flags, buf_t *out)
+{
+    buf_t a = {0};
+    int rc = buf_put(&a, "", 0);
+    for (size_t i = 0; i < n && !rc;) {
+        uint32_t c;
+        int l = rkm_utf8_decode(s + i, n - i, &c);
+        if (l == 0) {
+            c = 0xFFFD;
+            l = 1;
+        }
+        i += (size_t)l;
+        unsigned fl = rkm_unicode_flags(c);
+        int ws = (fl & RKM_UC_WS) || c == '\t' || c == '\n' || c == '\r';
+        if (flags & BERT_CLEAN) {
+            if (c == 0 || c == 0xFFFD || ((fl & RKM_UC_C) && c != '\t' && c != '\n' && c != '\r')) continue;
+            if (ws) c = ' ';
+        }
+        if ((flags & BERT_CHINESE) && bert_is_chinese(c)) {
+            if (!(rc = buf_put(&a, " ", 1)) && !(rc = buf_cp(&a, c))) rc = buf_put(&a, " ", 1);
+        } else {
+            rc = buf_cp(&a, c);
+        }
+    }
+    if (!rc && (flags & BERT_STRIP_ACCENTS)) {
+        size_t dn;
+        char *d = rkm_unicode_normalize(a.p, a.n, RKM_NF_NFD, &dn);
+        if (!d) rc = RKM_ENOMEM;
+        size_t w = 0;
+        for (size_t i = 0; !rc && i < dn;) {
+            uint32_t c;
+            int l = rkm_utf8_decode(d + i, dn - i, &c);
+            if (l == 0) l = 1;
+            if (!rkm_unicode_is_mn(c)) memmove(d + w, d + i, (size_t)l), w += (size_t)l;
+            i += (size_t)l;
+        }
+        if (!rc) {
+            free(a.p);
+            a.p = d;
+            a.n = w;
+            a.cap = dn + 1;
+            a.p[w] = 0;
+        }
+    }
+    if (!rc && (flags & BERT_LOWER)) rc = lowercase(a.p, a.n, out);
+    else if (!rc) rc = buf_put(out, a.p, a.n);
+    free(a.p);
+    return rc;
+}
+
+/* llama.cpp's UGM whitespace handling after the charsmap (its version of
+ * SentencePiece's normalizer): spaces become U+2581; with the prefix flag
+ * one U+2581 goes before the first non-space character (none if there is
+ * none); with the merge flag spaces are dropped and every word (a run of
+ * non-spaces) gets one U+2581 before it. */
+static int spm_whitespace(const char *s, size_t n, int flags, buf_t *out)
+{
+    static const char sp[] = "\xe2\x96\x81";
+    int prefix = flags & 1, merge = flags & 2;
+    int rc = buf_put(out, "", 0), in_word = 0, prefixed = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (s[i] != ' ') {
+            if (!in_word) {
+                in_word = 1;
+                if ((prefix && !prefixed) || merge) {
+                    rc = buf_put(out, sp, 3);
+                    prefixed = 1;
+                }
+            }
+            if (!rc) rc = buf_put(out, s + i, 1);
+        } else {
+            in_word = 0;
+            if (!merge) rc = buf_put(out, sp, 3);
+        }
+    }
+    return rc;
+}
+
 /* Applies the normalizers to s; *res is malloc'd. */
 static int normalize(const rkm_tokenizer *t, const char *s, size_t n, buf_t *res)
 {
@@ -1614,19 +1998,41 @@ static int normalize(const rkm_tokenizer *t, const char *s, size_t n, buf_t *res
     for (int k = 0; k < t->n_norm && !rc; k++) {
         const norm_step *st = &t->norm[k];
         buf_t nx = {0};
-        if (st->op == NORM_NFC) {
+        switch (st->op) {
+        case NORM_NFC:
+        case NORM_NFD:
+        case NORM_NFKC:
+        case NORM_NFKD: {
             size_t len;
-            char *p = rkm_unicode_nfc(cur.p, cur.n, &len);
+            char *p = rkm_unicode_normalize(cur.p, cur.n, st->op - NORM_NFC, &len);
             if (!p) rc = RKM_ENOMEM;
             else {
                 nx.p = p;
                 nx.n = len;
                 nx.cap = len + 1;
             }
-        } else if (st->op == NORM_PREPEND) {
+            break;
+        }
+        case NORM_PREPEND:
             if (!(rc = buf_put(&nx, st->a, st->a_len))) rc = buf_put(&nx, cur.p, cur.n);
-        } else {
-            rc = replace_all(cur.p, cur.n, st->a, st->a_len, st->b, st->b_len, &nx);
+            break;
+        case NORM_REPLACE: rc = replace_all(cur.p, cur.n, st->a, st->a_len, st->b, st->b_len, &nx); break;
+        case NORM_REPLACE_SPACES: rc = replace_space_runs(cur.p, cur.n, st->b, st->b_len, &nx); break;
+        case NORM_STRIP: rc = strip_ws(cur.p, cur.n, st->flags, &nx); break;
+        case NORM_LOWERCASE: rc = lowercase(cur.p, cur.n, &nx); break;
+        case NORM_BERT: rc = bert_normalize(cur.p, cur.n, st->flags, &nx); break;
+        case NORM_PRECOMPILED: {
+            char *p;
+            size_t len;
+            if (!(rc = rkm_charsmap_normalize(st->cmap, cur.p, cur.n, &p, &len))) {
+                nx.p = p;
+                nx.n = len;
+                nx.cap = len + 1;
+            }
+            break;
+        }
+        case NORM_SPM_WS: rc = spm_whitespace(cur.p, cur.n, st->flags, &nx); break;
+        default: rc = RKM_EINVAL; break;
         }
         free(cur.p);
         cur = nx;
@@ -1842,6 +2248,7 @@ static int unigram_word(const rkm_tokenizer *t, merge_ws *w, const char *s, size
             if (b + l < n && ((uint8_t)s[b + l] & 0xC0) == 0x80) continue; /* not a character end */
             int id = str_map_get(t, s + b, l);
             if (id < 0 || id >= t->n_pieces) continue;
+            if (t->ugm_gguf && (t->tok[id].type == RKM_TOKEN_CONTROL || t->tok[id].type == RKM_TOKEN_UNKNOWN)) continue;
             double sc = base + (id == t->unk ? t->unk_score : t->uscore[id]);
             if (w->vfrom[b + l] < 0 || sc > w->vscore[b + l]) {
                 w->vscore[b + l] = sc;
@@ -1905,12 +2312,56 @@ static int unigram_words(const rkm_tokenizer *t, merge_ws *w, const char *s, siz
     return unigram_word(t, w, s + start, n - start, out);
 }
 
+/* WordPiece: greedy longest-match-first over the word s[0..n) (valid
+ * UTF-8); every piece after the first is looked up with the continuation
+ * prefix. A word of more than wp_max_chars characters, or one with a
+ * position where no piece matches, is one unk. Only substrings no longer
+ * than the longest token are tried, which gives the references' result
+ * (they try every end) in O(n * longest) lookups. */
+static int wordpiece_word(const rkm_tokenizer *t, const char *s, size_t n, id_vec *out)
+{
+    size_t nch = 0;
+    for (size_t i = 0; i < n; i++) nch += ((uint8_t)s[i] & 0xC0) != 0x80;
+    size_t first = out->n;
+    size_t pl = strlen(t->wp_prefix);
+    char stack[512];
+    size_t need = pl + (size_t)t->wp_max_bytes + 1;
+    char *buf = need <= sizeof stack ? stack : malloc(need);
+    if (!buf) return RKM_ENOMEM;
+    int rc = 0, unknown = nch > (size_t)t->wp_max_chars;
+    memcpy(buf, t->wp_prefix, pl);
+    for (size_t start = 0; start < n && !unknown && !rc;) {
+        size_t end = n - start > (size_t)t->wp_max_bytes ? start + (size_t)t->wp_max_bytes : n;
+        int id = -1;
+        for (; end > start; end--) {
+            if (end < n && ((uint8_t)s[end] & 0xC0) == 0x80) continue; /* not a character boundary */
+            size_t l = end - start;
+            if (start == 0) id = str_map_get(t, s, l);
+            else if (pl + l <= (size_t)t->wp_max_bytes) {
+                memcpy(buf + pl, s + start, l);
+                id = str_map_get(t, buf, pl + l);
+            }
+            if (id >= 0) break;
+        }
+        if (id < 0) unknown = 1;
+        else rc = id_push(out, id);
+        start = end;
+    }
+    if (buf != stack) free(buf);
+    if (rc) return rc;
+    if (!unknown) return 0;
+    out->n = first;
+    if (t->unk < 0) return rkm_err(RKM_EINVAL, "tokenizer: WordPiece model has no unk token for an unknown word");
+    return id_push(out, t->unk);
+}
+
 /* Merges one word s[0..n) and appends its ids. */
 static int merge_word(const rkm_tokenizer *t, merge_ws *w, const char *s, size_t n, id_vec *out)
 {
     int rc;
     if (n == 0) return 0;
     if (t->model == MODEL_UNIGRAM) return unigram_words(t, w, s, n, out);
+    if (t->model == MODEL_WORDPIECE) return wordpiece_word(t, s, n, out);
     if (t->ignore_merges || n == 1) {
         int id = str_map_get(t, s, n);
         if (id >= 0 && (t->ignore_merges || t->model == MODEL_BPE_BYTES)) return id_push(out, id);
@@ -2031,6 +2482,102 @@ static int encode_plain(enc_ctx *x, const char *s, size_t n)
     return rc;
 }
 
+/* Metaspace: ' ' -> the replacement, which is prepended when asked and the
+ * text does not start with it already. */
+static int metaspace_apply(const rkm_tokenizer *t, const char *s, size_t n, int prepend, buf_t *out)
+{
+    size_t rl = strlen(t->metaspace_rep);
+    int rc = 0;
+    if (prepend && !(n >= 1 && s[0] == ' ') && !(n >= rl && !memcmp(s, t->metaspace_rep, rl)))
+        rc = buf_put(out, t->metaspace_rep, rl);
+    buf_t r = {0};
+    if (!rc) rc = replace_all(s, n, " ", 1, t->metaspace_rep, rl, &r);
+    if (!rc) rc = buf_put(out, r.p, r.n);
+    free(r.p);
+    return rc;
+}
+
+/* Runs split steps [from, to) over s[0..n): the pieces are left in x->a
+ * (code point indices) with the byte offsets in x->cb.off. */
+static int run_splits(enc_ctx *x, const char *s, size_t n, int from, int to)
+{
+    const rkm_tokenizer *t = x->t;
+    int rc;
+    size_t ncp;
+    if ((rc = cp_decode(&x->cb, s, n, &ncp))) return rc;
+    x->a.n = 0;
+    if ((rc = span_push(&x->a, 0, ncp))) return rc;
+    for (int k = from; k < to; k++) {
+        const split_step *st = &t->split[k];
+        x->b.n = 0;
+        for (size_t p = 0; p < x->a.n; p++) {
+            span sp = x->a.v[p];
+            if (st->kind == PRE_LITERAL) {
+                /* literal delimiter, matched on code point boundaries */
+                size_t gap = sp.s, i = sp.s;
+                const uint32_t *off = x->cb.off;
+                while (i < sp.e) {
+                    size_t bl = off[sp.e] - off[i];
+                    if (bl >= st->lit_len && !memcmp(s + off[i], st->lit, st->lit_len)) {
+                        size_t j = i;
+                        while (j < sp.e && off[j] < off[i] + st->lit_len) j++;
+                        if ((rc = span_push(&x->b, gap, i))) return rc;
+                        if (!st->removed && (rc = span_push(&x->b, i, j))) return rc;
+                        i = gap = j;
+                    } else {
+                        i++;
+                    }
+                }
+                if ((rc = span_push(&x->b, gap, sp.e))) return rc;
+            } else if ((rc = split_piece(st, x->cb.cp + sp.s, x->cb.fl + sp.s, sp.s, sp.e - sp.s, &x->b))) {
+                return rc;
+            }
+        }
+        span_vec tmp = x->a;
+        x->a = x->b;
+        x->b = tmp;
+    }
+    return 0;
+}
+
+/* Split steps [from, n_split) then the model, on s[0..n). */
+static int split_and_merge(enc_ctx *x, const char *s, size_t n, int from)
+{
+    const rkm_tokenizer *t = x->t;
+    if (from >= t->n_split) return merge_word(t, &x->mw, s, n, &x->out);
+    int rc = run_splits(x, s, n, from, t->n_split);
+    for (size_t p = 0; p < x->a.n && !rc; p++) {
+        size_t bs = x->cb.off[x->a.v[p].s], be = x->cb.off[x->a.v[p].e];
+        rc = merge_word(t, &x->mw, s + bs, be - bs, &x->out);
+    }
+    return rc;
+}
+
+/* A Metaspace after split steps (T5: WhitespaceSplit, then Metaspace):
+ * the first splits, then each piece gets the Metaspace rewrite of its own
+ * (prepend "first": only the piece at the start of the first section, the
+ * Rust reference's rule), then the remaining splits and the model. */
+static int encode_split_then_metaspace(enc_ctx *x, const char *s, size_t n)
+{
+    const rkm_tokenizer *t = x->t;
+    int rc = run_splits(x, s, n, 0, t->metaspace_at);
+    if (rc) return rc;
+    size_t np = x->a.n;
+    span *pieces = malloc((np ? np : 1) * sizeof *pieces); /* byte spans; x->a is reused below */
+    if (!pieces) return RKM_ENOMEM;
+    for (size_t p = 0; p < np; p++) pieces[p] = (span){x->cb.off[x->a.v[p].s], x->cb.off[x->a.v[p].e]};
+    for (size_t p = 0; p < np && !rc; p++) {
+        int prepend = t->metaspace_prepend == 1 ||
+                      (t->metaspace_prepend == 2 && x->section_index == 0 && pieces[p].s == 0);
+        buf_t m = {0};
+        rc = metaspace_apply(t, s + pieces[p].s, pieces[p].e - pieces[p].s, prepend, &m);
+        if (!rc) rc = split_and_merge(x, m.p, m.n, t->metaspace_at);
+        free(m.p);
+    }
+    free(pieces);
+    return rc;
+}
+
 static int encode_plain_inner(enc_ctx *x, const char *s, size_t n)
 {
     const rkm_tokenizer *t = x->t;
@@ -2047,18 +2594,11 @@ static int encode_plain_inner(enc_ctx *x, const char *s, size_t n)
         free(e.p);
         return rc;
     }
+    if (t->metaspace && t->metaspace_at > 0) return encode_split_then_metaspace(x, s, n);
     buf_t meta = {0}, pre = {0};
     if (t->metaspace) { /* Metaspace: ' ' -> replacement, maybe prepended */
-        size_t rl = strlen(t->metaspace_rep);
-        if ((rc = replace_all(s, n, " ", 1, t->metaspace_rep, rl, &meta))) return rc;
         int prepend = t->metaspace_prepend == 1 || (t->metaspace_prepend == 2 && x->section_index == 0);
-        if (prepend && !(meta.n >= rl && !memcmp(meta.p, t->metaspace_rep, rl))) {
-            buf_t p2 = {0};
-            if (!(rc = buf_put(&p2, t->metaspace_rep, rl))) rc = buf_put(&p2, meta.p, meta.n);
-            free(meta.p);
-            meta = p2;
-            if (rc) goto out;
-        }
+        if ((rc = metaspace_apply(t, s, n, prepend, &meta))) goto out;
         s = meta.p;
         n = meta.n;
     }
@@ -2067,48 +2607,7 @@ static int encode_plain_inner(enc_ctx *x, const char *s, size_t n)
         s = pre.p;
         n = pre.n;
     }
-    if (t->n_split == 0) {
-        rc = merge_word(t, &x->mw, s, n, &x->out);
-        goto out;
-    }
-    size_t ncp;
-    if ((rc = cp_decode(&x->cb, s, n, &ncp))) goto out;
-    x->a.n = 0;
-    if ((rc = span_push(&x->a, 0, ncp))) goto out;
-    for (int k = 0; k < t->n_split; k++) {
-        const split_step *st = &t->split[k];
-        x->b.n = 0;
-        for (size_t p = 0; p < x->a.n; p++) {
-            span sp = x->a.v[p];
-            if (st->kind == PRE_LITERAL) {
-                /* literal delimiter, matched on code point boundaries */
-                size_t gap = sp.s, i = sp.s;
-                const uint32_t *off = x->cb.off;
-                while (i < sp.e) {
-                    size_t bl = off[sp.e] - off[i];
-                    if (bl >= st->lit_len && !memcmp(s + off[i], st->lit, st->lit_len)) {
-                        size_t j = i;
-                        while (j < sp.e && off[j] < off[i] + st->lit_len) j++;
-                        if ((rc = span_push(&x->b, gap, i))) goto out;
-                        if (!st->removed && (rc = span_push(&x->b, i, j))) goto out;
-                        i = gap = j;
-                    } else {
-                        i++;
-                    }
-                }
-                if ((rc = span_push(&x->b, gap, sp.e))) goto out;
-            } else if ((rc = split_piece(st, x->cb.cp + sp.s, x->cb.fl + sp.s, sp.s, sp.e - sp.s, &x->b))) {
-                goto out;
-            }
-        }
-        span_vec tmp = x->a;
-        x->a = x->b;
-        x->b = tmp;
-    }
-    for (size_t p = 0; p < x->a.n; p++) {
-        size_t bs = x->cb.off[x->a.v[p].s], be = x->cb.off[x->a.v[p].e];
-        if ((rc = merge_word(t, &x->mw, s + bs, be - bs, &x->out))) goto out;
-    }
+    rc = split_and_merge(x, s, n, 0);
 out:
     free(meta.p);
     free(pre.p);
@@ -2208,6 +2707,19 @@ int rkm_tokenizer_encode(const rkm_tokenizer *t, const char *text, size_t len, i
     return rc;
 }
 
+int rkm_tokenizer_normalize(const rkm_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len)
+{
+    if (!t || (!s && n) || !out || !out_len) return rkm_err(RKM_EINVAL, "tokenizer: bad arguments to normalize");
+    if (rkm_utf8_valid_prefix(s, n) < n) return rkm_err(RKM_EINVAL, "tokenizer: normalize: invalid UTF-8");
+    buf_t r = {0};
+    int rc = normalize(t, s ? s : "", n, &r);
+    if (rc) return rkm_err(RKM_ENOMEM, "tokenizer: out of memory");
+    if (!r.p && (rc = buf_put(&r, "", 0))) return rkm_err(RKM_ENOMEM, "tokenizer: out of memory");
+    *out = r.p;
+    *out_len = r.n;
+    return 0;
+}
+
 /* ------------------------------------------------------------ getters */
 
 int rkm_tokenizer_n_vocab(const rkm_tokenizer *t) { return t ? t->n_vocab : 0; }
@@ -2250,7 +2762,7 @@ int rkm_tokenizer_find(const rkm_tokenizer *t, const char *text)
 static int piece_bytes(const rkm_tokenizer *t, int32_t id, const char **p, size_t *n, char *tmp, size_t tmp_cap)
 {
     const tok_entry *e = &t->tok[id];
-    if (t->model == MODEL_BPE_BYTES || e->added) {
+    if (t->model == MODEL_BPE_BYTES || t->model == MODEL_WORDPIECE || e->added) {
         *p = e->ibytes;
         *n = e->ibytes_len;
         return 0;
@@ -2351,6 +2863,35 @@ static size_t utf8_step(const unsigned char *s, size_t n, char *out, size_t *out
     return k;
 }
 
+/* The WordPiece decoder's text for the index-th token of a sequence: the
+ * continuation prefix removed, else a space before it (not the first
+ * token); then, with cleanup, the references' clean_up_tokenization
+ * rewrites applied to that text. */
+static int wp_decode_piece(const rkm_tokenizer *t, int32_t id, int index, buf_t *out)
+{
+    static const char *const cleanup[][2] = {
+        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+    };
+    const tok_entry *e = &t->tok[id];
+    size_t pl = strlen(t->wp_dec_prefix);
+    buf_t a = {0};
+    int rc;
+    if (index > 0 && pl && e->text_len >= pl && !memcmp(e->text, t->wp_dec_prefix, pl))
+        rc = buf_put(&a, e->text + pl, e->text_len - pl);
+    else if (!(rc = buf_put(&a, " ", index > 0 ? 1 : 0)))
+        rc = buf_put(&a, e->text, e->text_len);
+    for (size_t k = 0; t->wp_cleanup && !rc && k < RKM_ARRAY_LEN(cleanup); k++) {
+        buf_t b = {0};
+        rc = replace_all(a.p, a.n, cleanup[k][0], strlen(cleanup[k][0]), cleanup[k][1], strlen(cleanup[k][1]), &b);
+        free(a.p);
+        a = b;
+    }
+    if (!rc) rc = buf_put(out, a.p, a.n);
+    free(a.p);
+    return rc;
+}
+
 int rkm_tokenizer_decode(const rkm_tokenizer *t, const int32_t *ids, int n, char *buf, int cap)
 {
     if (!t || n < 0 || (n && !ids) || cap < 0) return rkm_err(RKM_EINVAL, "tokenizer: decode: bad arguments");
@@ -2361,6 +2902,10 @@ int rkm_tokenizer_decode(const rkm_tokenizer *t, const int32_t *ids, int n, char
         if (ids[i] < 0 || ids[i] >= t->n_vocab) {
             rc = rkm_err(RKM_EINVAL, "tokenizer: decode: id %d out of range", (int)ids[i]);
             break;
+        }
+        if (t->model == MODEL_WORDPIECE) {
+            rc = wp_decode_piece(t, ids[i], i, &raw);
+            continue;
         }
         const char *p;
         size_t len;
@@ -2428,7 +2973,16 @@ int rkm_detok_push(rkm_detok *d, const rkm_tokenizer *t, int32_t id, char *out, 
     if (!tmp) return rkm_err(RKM_ENOMEM, "out of memory");
     const char *p;
     size_t n;
+    buf_t wp = {0};
     piece_bytes(t, id, &p, &n, tmp, tmp_cap);
+    if (t->model == MODEL_WORDPIECE) {
+        if (wp_decode_piece(t, id, d->n_pushed, &wp)) {
+            if (tmp != stack) free(tmp);
+            return rkm_err(RKM_ENOMEM, "out of memory");
+        }
+        p = wp.p;
+        n = wp.n;
+    }
     if (d->n_pushed == 0 && t->strip_leading_space && n && p[0] == ' ' && !e->added) {
         p++;
         n--;
@@ -2448,6 +3002,7 @@ int rkm_detok_push(rkm_detok *d, const rkm_tokenizer *t, int32_t id, char *out, 
             free(all);
         }
     }
+    free(wp.p);
     if (tmp != stack) free(tmp);
     return rc;
 }
@@ -2466,8 +3021,36 @@ int rkm_detok_flush(rkm_detok *d, char *out, int cap)
 int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
 {
     if (!t || !w) return rkm_err(RKM_EINVAL, "write_gguf: bad arguments");
-    if (t->model == MODEL_UNIGRAM) /* GGUF 't5' is not read back (see rkm_tokenizer_from_gguf) */
-        return rkm_err(RKM_EUNSUPPORTED, "write_gguf: Unigram tokenizers have no supported GGUF form");
+    if (t->model == MODEL_WORDPIECE)
+        return rkm_err(RKM_EUNSUPPORTED, "write_gguf: WordPiece tokenizers have no supported GGUF form");
+    int unigram = t->model == MODEL_UNIGRAM;
+    int ugm_prefix = 0, ugm_merge = 0;
+    const rkm_charsmap *cmap = NULL;
+    if (unigram) {
+        /* what llama.cpp's UGM can express: a charsmap, then SentencePiece's
+         * space prefix and space merging */
+        static const char sp[] = "\xe2\x96\x81";
+        for (int k = 0; k < t->n_norm; k++) {
+            const norm_step *st = &t->norm[k];
+            if (st->op == NORM_PRECOMPILED && k == 0) cmap = st->cmap;
+            else if (st->op == NORM_PREPEND && !strcmp(st->a, sp)) ugm_prefix = 1;
+            else if (st->op == NORM_REPLACE && !strcmp(st->a, " ") && !strcmp(st->b, sp)) continue;
+            else if (st->op == NORM_REPLACE_SPACES) ugm_merge = 1;
+            else if (st->op == NORM_STRIP && st->flags == 2) continue; /* trailing spaces: merged away */
+            else if (st->op == NORM_SPM_WS) ugm_prefix |= st->flags & 1, ugm_merge |= (st->flags >> 1) & 1;
+            else return rkm_err(RKM_EUNSUPPORTED, "write_gguf: this Unigram tokenizer's normalizers have no GGUF form");
+        }
+        for (int k = 0; k < t->n_split; k++) {
+            if (t->split[k].kind != PRE_WS_SPLIT)
+                return rkm_err(RKM_EUNSUPPORTED, "write_gguf: this Unigram tokenizer's pre-tokenizer has no GGUF form");
+            ugm_merge = 1;
+        }
+        if (t->metaspace) {
+            if (strcmp(t->metaspace_rep, sp))
+                return rkm_err(RKM_EUNSUPPORTED, "write_gguf: Metaspace replacement other than U+2581");
+            ugm_prefix |= t->metaspace_prepend != 0;
+        }
+    }
     int n = t->n_vocab;
     const char **strs = malloc((size_t)n * sizeof *strs);
     size_t *lens = malloc((size_t)n * sizeof *lens);
@@ -2482,7 +3065,7 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
         strs[i] = e->text;
         lens[i] = e->text_len;
         types[i] = e->type;
-        scores[i] = e->score;
+        scores[i] = unigram ? (float)t->uscore[i] : e->score;
         if (e->text_len == 0 && e->type == RKM_TOKEN_UNUSED) { /* id hole: llama.cpp wants unique texts */
             snprintf(hole_names + 24 * (size_t)i, 24, "[PAD%d]", i);
             strs[i] = hole_names + 24 * (size_t)i;
@@ -2490,9 +3073,9 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
         }
     }
     int spm = t->model != MODEL_BPE_BYTES;
-    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", unigram ? "t5" : spm ? "llama" : "gpt2");
     rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name[0] ? t->pre_name : "default");
-    if (spm && t->from_json) {
+    if (t->model == MODEL_BPE_CHARS && t->from_json) {
         /* BPE over characters as SentencePiece scores: a merge's result
          * scores higher the earlier the merge, so merging by score
          * reproduces the merge order. */
@@ -2532,7 +3115,15 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
     if (t->eot >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)t->eot);
     rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos);
     rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos);
-    if (spm) {
+    if (unigram) {
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", ugm_prefix);
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", ugm_merge);
+        if (cmap) {
+            size_t cn;
+            const void *blob = rkm_charsmap_blob(cmap, &cn);
+            rkm_gguf_writer_set_arr(w, "tokenizer.ggml.precompiled_charsmap", RKM_GGUF_UINT8, blob, (uint64_t)cn);
+        }
+    } else if (spm) {
         int prefix = t->add_space_prefix;
         if (t->from_json) /* a Prepend(U+2581) normalizer is SentencePiece's space prefix */
             for (int k = 0; k < t->n_norm; k++)

@@ -7,10 +7,13 @@
  * Falcon, OLMo/GPT-NeoX pre-tokenizers), SentencePiece-style BPE from GGUF
  * (`llama` model: merges by token score, byte tokens for unknown
  * characters) and from tokenizer.json (BPE over characters with
- * byte_fallback and Prepend/Replace/NFC normalizers: Llama 2, Gemma 3)
- * and SentencePiece Unigram from tokenizer.json (Viterbi over piece
- * scores, unknown runs fused, byte_fallback: T5-style tokenizers without a
- * Precompiled normalizer; GGUF "t5" is RKM_EUNSUPPORTED).
+ * byte_fallback: Llama 2, Gemma 3), SentencePiece Unigram from
+ * tokenizer.json and from GGUF `t5` (Viterbi over piece scores, unknown
+ * runs fused, byte_fallback; the Precompiled charsmap normalizer) and
+ * BERT WordPiece from tokenizer.json. Normalizers: NFC, NFD, NFKC, NFKD,
+ * Precompiled, Prepend, Replace (string, or the Regex " {2,}"), Strip,
+ * Lowercase, BertNormalizer. Pre-tokenizers: ByteLevel, Split (known
+ * regexes, literals), Metaspace, WhitespaceSplit, BertPreTokenizer.
  * Pre-tokenizer regexes are hand-written matchers (see tokenizer.c), not a
  * regex engine; an unknown regex is RKM_EUNSUPPORTED at load, never a
  * silent approximation.
@@ -62,6 +65,10 @@ int rkm_tokenizer_n_vocab(const rkm_tokenizer *t);
  * Invalid UTF-8 is RKM_EINVAL. */
 int rkm_tokenizer_encode(const rkm_tokenizer *t, const char *text, size_t len, int32_t *ids,
                          int cap, int add_bos, int parse_special);
+/* The tokenizer's normalizer chain (tokenizer.json "normalizer"; for GGUF
+ * t5 the charsmap and whitespace rules) applied to valid UTF-8 s[0..n),
+ * into a malloc'd NUL-terminated *out. 0 or a negative RKM_E*. */
+int rkm_tokenizer_normalize(const rkm_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len);
 /* Raw bytes of one token's text (byte tokens decoded, SentencePiece '▁' ->
  * ' '); control tokens give their text. Returns the length, or minus the
  * size needed when cap is too small; an id out of range gives 0 bytes. */
@@ -75,8 +82,8 @@ int rkm_tokenizer_token_type(const rkm_tokenizer *t, int32_t id);        /* enum
 /* Id of a token by its exact text (added tokens first), or -1. */
 int rkm_tokenizer_find(const rkm_tokenizer *t, const char *text);
 const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t); /* or NULL */
-/* "gpt2" (byte-level BPE), "llama" (SentencePiece style) or "t5"
- * (Unigram, from tokenizer.json), and the
+/* "gpt2" (byte-level BPE), "llama" (SentencePiece style), "t5"
+ * (Unigram) or "bert" (WordPiece), and the
  * pre-tokenizer name as llama.cpp spells it ("llama-bpe", "qwen2", ...). */
 const char *rkm_tokenizer_model_name(const rkm_tokenizer *t);
 const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t);
@@ -111,7 +118,10 @@ rkm_tokenizer *rkm_tokenizer_builtin(int n_vocab);
 
 /* Writes the tokenizer as GGUF metadata (tokenizer.ggml.model, .pre,
  * .tokens, .token_type, .merges or .scores, bos/eos ids, add_bos_token,
- * chat_template) into a writer, the way llama.cpp's GGUF files store it. */
+ * chat_template; for Unigram "t5" also add_space_prefix,
+ * remove_extra_whitespaces and precompiled_charsmap) into a writer, the
+ * way llama.cpp's GGUF files store it. RKM_EUNSUPPORTED for WordPiece and
+ * for Unigram normalizers llama.cpp's t5 cannot express (NFKC, ...). */
 int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w);
 /* Writes a Hugging Face tokenizer.json equivalent (byte-level BPE
  * tokenizers; others are RKM_EUNSUPPORTED). */

@@ -1,7 +1,7 @@
 /*
  * unicode.c - UTF-8 coding, category lookups and NFC over the generated
  * tables of unicode_data.c. Pure functions on read-only tables: any thread.
- * rkm_unicode_nfc returns a malloc'd buffer the caller frees.
+ * rkm_unicode_normalize returns a malloc'd buffer the caller frees.
  *
  * Lookups are binary searches over sorted ranges, with an ASCII table in
  * front because tokenizer input is mostly ASCII.
@@ -145,10 +145,24 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
     return 0;
 }
 
-/* Appends the full canonical decomposition of cp. Canonical decompositions
- * nest at most a few levels deep (the UCD guarantees it); the depth bound
- * only protects against a corrupt table. */
-static size_t decompose(uint32_t cp, uint32_t *out, int depth)
+static const rkm_ucd_kdecomp_entry *kdecomp_find(uint32_t cp)
+{
+    int lo = 0, hi = rkm_ucd_n_kdecomp - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cp < rkm_ucd_kdecomp[mid].cp) hi = mid - 1;
+        else if (cp > rkm_ucd_kdecomp[mid].cp) lo = mid + 1;
+        else return &rkm_ucd_kdecomp[mid];
+    }
+    return NULL;
+}
+
+/* Appends the full canonical decomposition of cp (or, with compat, the
+ * full compatibility decomposition: the generated table holds it already
+ * expanded for every code point where it differs from the canonical one).
+ * Canonical decompositions nest at most a few levels deep (the UCD
+ * guarantees it); the depth bound only protects against a corrupt table. */
+static size_t decompose(uint32_t cp, uint32_t *out, int depth, int compat)
 {
     if (cp >= HANGUL_S && cp < HANGUL_S + HANGUL_SC) {
         uint32_t s = cp - HANGUL_S;
@@ -160,13 +174,24 @@ static size_t decompose(uint32_t cp, uint32_t *out, int depth)
         }
         return 2;
     }
+    if (cp < 0xA0) {
+        out[0] = cp;
+        return 1;
+    }
+    if (compat) {
+        const rkm_ucd_kdecomp_entry *k = kdecomp_find(cp);
+        if (k) {
+            memcpy(out, rkm_ucd_kdecomp_pool + k->offset, k->len * sizeof *out);
+            return k->len;
+        }
+    }
     const rkm_ucd_decomp_entry *e = cp >= 0xC0 && depth < 8 ? decomp_find(cp) : NULL;
     if (!e) {
         out[0] = cp;
         return 1;
     }
-    size_t n = decompose(e->a, out, depth + 1);
-    if (e->b) n += decompose(e->b, out + n, depth + 1);
+    size_t n = decompose(e->a, out, depth + 1, 0);
+    if (e->b) n += decompose(e->b, out + n, depth + 1, 0);
     return n;
 }
 
@@ -202,14 +227,36 @@ static void sort_run(uint32_t *c, uint8_t *k, size_t n, uint32_t *tmp_c, uint8_t
     memcpy(k, tmp_k, n);
 }
 
-char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
+/* The quick check of a form: 1 when c's NFC_QC / NFD_QC / NFKC_QC /
+ * NFKD_QC is No or Maybe. NFD_QC (NFKD_QC) is No exactly for the code
+ * points with a canonical (any) decomposition, so those two need no table. */
+static int qc_not_yes(int form, uint32_t c)
 {
-    /* Fast paths: below U+0300 every string is already NFC (no character
-     * there has a non-zero combining class or composes with a follower);
-     * otherwise the quick check of UAX #15 (NFC_QC property, canonical
-     * ordering) proves most text normalized without rewriting it. */
+    switch (form) {
+    case RKM_NF_NFC: return range_find(rkm_ucd_nfc_qc, rkm_ucd_n_nfc_qc, c) != NULL;
+    case RKM_NF_NFKC: return range_find(rkm_ucd_qc_nfkc, rkm_ucd_n_qc_nfkc, c) != NULL;
+    default: {
+        int decomposes = (c >= HANGUL_S && c < HANGUL_S + HANGUL_SC) || (c >= 0xC0 && decomp_find(c));
+        return decomposes || (form == RKM_NF_NFKD && kdecomp_find(c));
+    }
+    }
+}
+
+char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len) { return rkm_unicode_normalize(s, n, RKM_NF_NFC, out_len); }
+
+char *rkm_unicode_normalize(const char *s, size_t n, int form, size_t *out_len)
+{
+    if (form < RKM_NF_NFC || form > RKM_NF_NFKD) return NULL;
+    int compat = form == RKM_NF_NFKC || form == RKM_NF_NFKD;
+    int compose = form == RKM_NF_NFC || form == RKM_NF_NFKC;
+    /* Fast paths: below U+00A0 every string is normal in every form, and
+     * below U+0300 in NFC (no character there decomposes, has a non-zero
+     * combining class or composes with a follower); otherwise the quick
+     * check of UAX #15 (the form's QC property, canonical ordering) proves
+     * most text normalized without rewriting it. */
     size_t i = 0;
-    while (i < n && (unsigned char)s[i] < 0xCC) i++;
+    unsigned char fast = form == RKM_NF_NFC ? 0xCC : 0xC2;
+    while (i < n && (unsigned char)s[i] < fast) i++;
     int quick_yes = 1;
     for (size_t k = i, last_cc = 0; k < n && quick_yes;) {
         uint32_t c;
@@ -219,13 +266,13 @@ char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
             break;
         }
         k += (size_t)l;
-        if (c < 0x300) {
+        if (c < 0xA0) {
             last_cc = 0;
             continue;
         }
         size_t cc = (size_t)rkm_unicode_ccc(c);
         if (cc != 0 && last_cc > cc) quick_yes = 0;
-        if (range_find(rkm_ucd_nfc_qc, rkm_ucd_n_nfc_qc, c)) quick_yes = 0; /* No or Maybe */
+        if (qc_not_yes(form, c)) quick_yes = 0; /* No or Maybe */
         last_cc = cc;
     }
     if (quick_yes) {
@@ -236,15 +283,18 @@ char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
         *out_len = n;
         return r;
     }
-    /* Each code point decomposes into at most 4 (UCD fact: max canonical
-     * decomposition length); one code point takes >= 1 byte. */
-    size_t cap = n * 4 + 4;
+    /* One input byte yields at most rkm_ucd_nfkd_max_per_byte code points
+     * (a bound the generator computes over every character's canonical
+     * and compatibility decompositions: U+FDFA gives 18 from 3 bytes). */
+    size_t per = (size_t)(rkm_ucd_nfkd_max_per_byte > 4 ? rkm_ucd_nfkd_max_per_byte : 4);
+    if (n > ((size_t)-1 / 4 - 8) / per / sizeof(uint32_t)) return NULL;
+    size_t cap = n * per + 4;
     uint32_t *cp = malloc(cap * sizeof *cp);
     uint8_t *cc = malloc(cap);
     uint32_t *tmp_c = malloc(cap * sizeof *tmp_c);
     uint8_t *tmp_k = malloc(cap);
-    char *out = malloc(n * 4 + 8);
-    if (!cp || !cc || !tmp_c || !tmp_k || !out) goto fail;
+    char *out = NULL;
+    if (!cp || !cc || !tmp_c || !tmp_k) goto fail;
     size_t m = 0;
     for (i = 0; i < n;) {
         uint32_t c;
@@ -254,8 +304,9 @@ char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
             l = 1;
         }
         i += (size_t)l;
-        m += decompose(c, cp + m, 0);
+        m += decompose(c, cp + m, 0, compat);
     }
+    if (!(out = malloc(m * 4 + 1))) goto fail;
     for (size_t j = 0; j < m; j++) cc[j] = (uint8_t)rkm_unicode_ccc(cp[j]);
     for (size_t j = 0; j < m;) {
         if (cc[j] == 0) {
@@ -267,11 +318,11 @@ char *rkm_unicode_nfc(const char *s, size_t n, size_t *out_len)
         if (e - j > 1) sort_run(cp + j, cc + j, e - j, tmp_c, tmp_k);
         j = e;
     }
-    /* Canonical composition, in place. */
-    size_t w = 0;
+    /* Canonical composition, in place (NFC, NFKC). */
+    size_t w = compose ? 0 : m;
     long starter = -1;
     int last_cc = 0;
-    for (size_t j = 0; j < m; j++) {
+    for (size_t j = 0; compose && j < m; j++) {
         uint32_t c = cp[j];
         int k = cc[j];
         if (starter >= 0 && (w == (size_t)starter + 1 || (last_cc != 0 && last_cc < k))) {
@@ -304,3 +355,32 @@ fail:
     free(out);
     return NULL;
 }
+
+/* ------------------------------------------------------------ case, marks */
+
+int rkm_unicode_lower(uint32_t cp, uint32_t out[2])
+{
+    if (cp < 0x80) {
+        out[0] = cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+        return 1;
+    }
+    int lo = 0, hi = rkm_ucd_n_lower - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const rkm_ucd_decomp_entry *e = &rkm_ucd_lower[mid];
+        if (cp < e->cp) hi = mid - 1;
+        else if (cp > e->cp) lo = mid + 1;
+        else {
+            out[0] = e->a;
+            if (!e->b) return 1;
+            out[1] = e->b;
+            return 2;
+        }
+    }
+    out[0] = cp;
+    return 1;
+}
+
+int rkm_unicode_is_mn(uint32_t cp) { return cp >= 0x300 && range_find(rkm_ucd_mn, rkm_ucd_n_mn, cp) != NULL; }
+
+int rkm_unicode_assigned(uint32_t cp) { return range_find(rkm_ucd_assigned, rkm_ucd_n_assigned, cp) != NULL; }
