@@ -3,7 +3,8 @@
  * bandwidth (a benchmark, not a test: nothing here asserts timings).
  *
  *   build-x/bench/bench-kernels [-t THREADS] [-k VARIANT] [-n N_IN] [-o N_OUT]
- *                               [-m M] [-s SECONDS] [-g GIB]
+ *                               [-m M] [-s SECONDS] [-g GIB] [-Q]
+ * (-Q: only q4_0 / q8_0; "q4_0p" / "q8_0p" rows are the packed layout)
  *   build-x/bench/bench-kernels -c [-k VARIANT] [-s SECONDS]
  *
  * 1. Read-bandwidth probe: THREADS threads (default 2) sum disjoint
@@ -127,8 +128,20 @@ static double probe_pass(rkm_pool *pool, probe_job *j)
     return (double)j->n_words * 8 / (rkm_now() - t0) / 1e9;
 }
 
-static void fill_weights(int type, void *w, int64_t n_in, int64_t n_out, unsigned seed)
+/* "q4_0", or "q4_0p" for the packed layout */
+static const char *type_label(int type)
 {
+    static char buf[4][16];
+    static int k;
+    if (!(type & RKM_TYPE_PACKED)) return rkm_type_name(type);
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%sp", rkm_type_name(rkm_unpack_type(type)));
+    return b;
+}
+
+static void fill_weights(int type_in, void *w, int64_t n_in, int64_t n_out, unsigned seed)
+{
+    int type = rkm_unpack_type(type_in);
     float *row = malloc(sizeof(float) * (size_t)n_in);
     size_t rb = rkm_type_row_bytes(type, n_in);
     srand(seed);
@@ -141,7 +154,11 @@ static void fill_weights(int type, void *w, int64_t n_in, int64_t n_out, unsigne
         else memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
     }
     free(row);
+    if (type_in & RKM_TYPE_PACKED) rkm_pack_rows(type, w, n_in, n_out);
 }
+
+/* -Q: only the q4_0 / q8_0 types (packed and plain) */
+static int quant_only;
 
 static double thread_cpu_now(void)
 {
@@ -156,7 +173,8 @@ static int compute_mode(const char *only, double seconds)
 {
     const int64_t n_in = 4096, n_out = 256;
     const int ms[] = {1, 4, 16, 128};
-    const int types[] = {RKM_TYPE_Q4_0, RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
+    const int types[] = {RKM_TYPE_Q4_0 | RKM_TYPE_PACKED, RKM_TYPE_Q4_0, RKM_TYPE_Q8_0 | RKM_TYPE_PACKED,
+                         RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
     const char *names[16];
     int n_var = rkm_kernels_list(names, 16);
     float *x = malloc(sizeof(float) * (size_t)(n_in * 128)), *y = malloc(sizeof(float) * (size_t)(n_out * 128));
@@ -165,7 +183,8 @@ static int compute_mode(const char *only, double seconds)
            (long long)n_out, (long long)n_in);
     printf("%-11s %-5s %9s %9s %9s %9s %9s\n", "kernels", "type", "m=1 GB/s", "m=1", "m=4", "m=16", "m=128");
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
-        size_t rb = rkm_type_row_bytes(types[ti], n_in);
+        if (quant_only && (types[ti] == RKM_TYPE_F16 || types[ti] == RKM_TYPE_F32)) continue;
+        size_t rb = rkm_mat_row_bytes(types[ti], n_in);
         void *w = rkm_alloc_aligned(rb * (size_t)n_out, 64);
         fill_weights(types[ti], w, n_in, n_out, 1);
         for (int v = 0; v < n_var; v++) {
@@ -182,7 +201,7 @@ static int compute_mode(const char *only, double seconds)
                 gops[mi] = 2.0 * n_in * n_out * ms[mi] / best / 1e9;
                 if (mi == 0) gbs = (double)rb * n_out / best / 1e9;
             }
-            printf("%-11s %-5s %9.1f %9.1f %9.1f %9.1f %9.1f\n", names[v], rkm_type_name(types[ti]), gbs, gops[0],
+            printf("%-11s %-5s %9.1f %9.1f %9.1f %9.1f %9.1f\n", names[v], type_label(types[ti]), gbs, gops[0],
                    gops[1], gops[2], gops[3]);
             fflush(stdout);
         }
@@ -200,9 +219,10 @@ int main(int argc, char **argv)
     double seconds = 2.0, gib = 1.0;
     const char *only = NULL;
     int opt, compute = 0;
-    while ((opt = getopt(argc, argv, "ct:k:n:o:m:s:g:")) != -1) {
+    while ((opt = getopt(argc, argv, "cQt:k:n:o:m:s:g:")) != -1) {
         switch (opt) {
         case 'c': compute = 1; break;
+        case 'Q': quant_only = 1; break;
         case 't': n_threads = atoi(optarg); break;
         case 'k': only = optarg; break;
         case 'n': n_in = atoll(optarg); break;
@@ -211,7 +231,7 @@ int main(int argc, char **argv)
         case 's': seconds = atof(optarg); break;
         case 'g': gib = atof(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-c] [-t threads] [-k variant] [-n n_in] [-o n_out] [-m m] [-s sec] [-g GiB]\n",
+            fprintf(stderr, "usage: %s [-c] [-Q] [-t threads] [-k variant] [-n n_in] [-o n_out] [-m m] [-s sec] [-g GiB]\n",
                     argv[0]);
             return 2;
         }
@@ -240,7 +260,8 @@ int main(int argc, char **argv)
 
     const char *names[16];
     int n_var = rkm_kernels_list(names, 16);
-    const int types[] = {RKM_TYPE_Q4_0, RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
+    const int types[] = {RKM_TYPE_Q4_0 | RKM_TYPE_PACKED, RKM_TYPE_Q4_0, RKM_TYPE_Q8_0 | RKM_TYPE_PACKED,
+                         RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
     float *x = malloc(sizeof(float) * (size_t)(n_in * m_prefill));
     float *y = malloc(sizeof(float) * (size_t)(n_out * m_prefill));
     for (int64_t i = 0; i < n_in * m_prefill; i++) x[i] = sinf((float)i * 0.37f);
@@ -248,7 +269,8 @@ int main(int argc, char **argv)
            "rows*tok/s");
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int type = types[ti];
-        size_t mat_bytes = rkm_type_row_bytes(type, n_in) * (size_t)n_out;
+        if (quant_only && (type == RKM_TYPE_F16 || type == RKM_TYPE_F32)) continue;
+        size_t mat_bytes = rkm_mat_row_bytes(type, n_in) * (size_t)n_out;
         int n_mats = (int)((total + mat_bytes - 1) / mat_bytes);
         if (n_mats < 2) n_mats = 2;
         void **w = calloc((size_t)n_mats, sizeof *w);
@@ -280,7 +302,7 @@ int main(int argc, char **argv)
                 dt = rkm_now() - t0;
             } while (dt < seconds);
             double gops = 2.0 * n_in * n_out * m_prefill * calls / dt / 1e9;
-            printf("%-11s %-5s %10.2f %6.1f%% %8.2f %12.1f %10.3g\n", names[v], rkm_type_name(type), best,
+            printf("%-11s %-5s %10.2f %6.1f%% %8.2f %12.1f %10.3g\n", names[v], type_label(type), best,
                    100.0 * best / best_bw, best_bw, gops, (double)n_out * m_prefill * calls / dt);
             fflush(stdout);
         }

@@ -21,6 +21,11 @@
  *  - Element ops with transcendental functions allow the documented error
  *    of the vector exp/tanh approximations (a few ulp) on top of the
  *    reduction bound.
+ *  - Packed weights (kernels.h): pack.c against the layout as documented
+ *    (an independent byte map); every variant's packed kernels within the
+ *    same bound and bit-identical to the reference's packed kernel (they
+ *    all compute the reference's way), also on a matrix split at a group
+ *    boundary; tail rows identical to the same variant's plain kernel.
  * Runs single-threaded and with pools of 2 and 3 threads.
  */
 #include <float.h>
@@ -397,6 +402,182 @@ static void test_ops(const char *variant)
     }
 }
 
+/* ------------------------------------------------------ packed weights */
+/* The packed layout, written from its description in kernels.h (not from
+ * pack.c): where byte j (-2, -1: the fp16 scale) of row r, block b lands. */
+static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
+{
+    int q4 = wtype == RKM_TYPE_Q4_0;
+    size_t rb = rkm_type_row_bytes(wtype, n_in), bb = q4 ? 16 * 18 : 16 * 34;
+    size_t g0 = (size_t)(r / 16) * 16 * rb + (size_t)b * bb;
+    size_t rr = (size_t)(r % 16);
+    if (j < 0) return g0 + 2 * rr + (size_t)(j + 2);
+    return g0 + 32 + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
+}
+
+/* The packed copy of a plain matrix (rows past the last whole group plain). */
+static void *packed_copy(int wtype, const void *w, int64_t n_in, int64_t n_out)
+{
+    size_t bytes = rkm_type_row_bytes(wtype, n_in) * (size_t)n_out;
+    void *p = malloc(bytes);
+    memcpy(p, w, bytes);
+    CHECK_EQ_INT(rkm_pack_rows(wtype, p, n_in, n_out), 0);
+    return p;
+}
+
+static void test_pack_layout(void)
+{
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    int bad = 0;
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        int t = types[ti], q4 = t == RKM_TYPE_Q4_0;
+        CHECK(rkm_pack_type(t, 15) == t);
+        CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
+        CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
+        CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
+        CHECK(rkm_mat_row_bytes(t | RKM_TYPE_PACKED, 96) == rkm_type_row_bytes(t, 96));
+        int64_t n_in = 96, n_out = 37;
+        mm_case c;
+        mm_case_make(&c, t, n_in, n_out, 1);
+        uint8_t *p = packed_copy(t, c.w, n_in, n_out);
+        const uint8_t *w = c.w;
+        size_t rb = rkm_type_row_bytes(t, n_in), blk = q4 ? 18 : 34;
+        for (int64_t r = 0; r < n_out; r++)
+            for (int64_t b = 0; b < n_in / 32; b++)
+                for (int j = -2; j < (int)blk - 2; j++) {
+                    size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j + 2);
+                    size_t off = r < 32 ? packed_offset(t, n_in, r, b, j) : plain; /* 37 rows: 2 groups + tail */
+                    bad += p[off] != w[plain];
+                }
+        free(p);
+        mm_case_free(&c);
+    }
+    CHECK_MSG(bad == 0, "packed layout: %d bytes misplaced", bad);
+    CHECK(rkm_pack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
+}
+
+/* Packed weights in every variant: within the float64 bound, and bit for
+ * bit the reference's result (the packed kernels all compute the
+ * reference's way), with any pool and when the matrix is split at a group
+ * boundary (rkm_mm_multi's chunks); the tail rows equal the same variant's
+ * plain kernel. */
+static int packed_check(const mm_case *c, const float *y, const float *yref, const float *yp, int64_t ldy,
+                        int64_t r_from, const char *what)
+{
+    int bad = 0;
+    int64_t n_pk = c->n_out / 16 * 16;
+    for (int64_t i = 0; i < c->m; i++) {
+        for (int64_t r = r_from; r < c->n_out; r++) {
+            float v = y[i * ldy + r];
+            double e = c->exact[i * c->n_out + r], bd = c->bound[i * c->n_out + r];
+            int ok = fabs((double)v - e) <= bd;
+            ok &= memcmp(&v, r < n_pk ? &yref[i * ldy + r] : &yp[i * ldy + r], sizeof v) == 0;
+            if (!ok && bad < 3)
+                fprintf(stderr, "%s %s n_in=%lld n_out=%lld m=%lld: y[%lld][%lld] = %.9g, ref %.9g, exact %.9g\n", what,
+                        rkm_type_name(c->wtype), (long long)c->n_in, (long long)c->n_out, (long long)c->m, (long long)i,
+                        (long long)r, v, r < n_pk ? yref[i * ldy + r] : yp[i * ldy + r], e);
+            bad += !ok;
+        }
+        for (int64_t r = c->n_out; r < ldy; r++) bad += y[i * ldy + r] != 12345.0f;
+    }
+    return bad;
+}
+
+static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
+{
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    const int64_t n_ins[] = {32, 96, 160, 2048};
+    const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
+    const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
+    int quick = quick_mode();
+    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+        int t = types[ti], n_cases = 0, bad_total = 0;
+        for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
+            for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
+                for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
+                    int64_t n_in = n_ins[a], n_out = n_outs[b], m = ms[ci];
+                    if (n_in == 2048 && (b + ci) % 3) continue;
+                    if (quick && (b + ci + a) % 3) continue;
+                    mm_case c;
+                    mm_case_make(&c, t, n_in, n_out, m);
+                    void *pw = packed_copy(t, c.w, n_in, n_out);
+                    size_t rb = rkm_type_row_bytes(t, n_in);
+                    int64_t ldy = n_out + 3;
+                    size_t ysz = sizeof(float) * (size_t)(ldy * m);
+                    float *yref = malloc(ysz), *y = malloc(ysz), *yp = malloc(ysz);
+                    rkm_kernels_select("ref");
+                    rkm_matmul(NULL, rkm_pack_type(t, n_out), pw, n_in, n_out, c.x, m, yref, ldy);
+                    for (int v = 0; v < n_var; v++) {
+                        rkm_kernels_select(variants[v]);
+                        rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy); /* plain: the tail rows */
+                        for (int pi = 0; pi < n_pools; pi++) {
+                            for (int64_t k = 0; k < ldy * m; k++) y[k] = 12345.0f;
+                            rkm_matmul(pools[pi], rkm_pack_type(t, n_out), pw, n_in, n_out, c.x, m, y, ldy);
+                            int bad = packed_check(&c, y, yref, yp, ldy, 0, variants[v]);
+                            if (n_out > 16) { /* rows 16.. on their own */
+                                for (int64_t k = 0; k < ldy * m; k++) y[k] = 12345.0f;
+                                rkm_matmul(pools[pi], rkm_pack_type(t, n_out - 16), (const char *)pw + 16 * rb, n_in,
+                                           n_out - 16, c.x, m, y + 16, ldy);
+                                bad += packed_check(&c, y, yref, yp, ldy, 16, variants[v]);
+                            }
+                            CHECK_MSG(bad == 0, "%s packed %s n_in=%lld n_out=%lld m=%lld nth=%d: %d bad", variants[v],
+                                      rkm_type_name(t), (long long)n_in, (long long)n_out, (long long)m,
+                                      rkm_pool_n_threads(pools[pi]), bad);
+                            bad_total += bad;
+                        }
+                    }
+                    free(yref);
+                    free(y);
+                    free(yp);
+                    free(pw);
+                    mm_case_free(&c);
+                    n_cases++;
+                }
+        printf("matmul packed %s: %d shapes x %d variants, %d bad outputs\n", rkm_type_name(t), n_cases, n_var,
+               bad_total);
+        fflush(stdout);
+    }
+}
+
+/* rkm_matmul_reuse: the same floats as rkm_matmul, reusing the quantized
+ * activations only while x, n_in and m stay and no begin/plain matmul
+ * came in between. */
+static void test_matmul_reuse(void)
+{
+    const int64_t n_in = 96, n_out = 33, m = 2;
+    mm_case a, b;
+    mm_case_make(&a, RKM_TYPE_Q4_0, n_in, n_out, m);
+    mm_case_make(&b, RKM_TYPE_Q4_0, n_in, n_out, m);
+    float *ya = malloc(sizeof(float) * (size_t)(n_out * m)), *yb = malloc(sizeof(float) * (size_t)(n_out * m));
+    float *y = malloc(sizeof(float) * (size_t)(n_out * m)), *x = malloc(sizeof(float) * (size_t)(n_in * m));
+    rkm_matmul(NULL, RKM_TYPE_Q4_0, a.w, n_in, n_out, a.x, m, ya, n_out);
+    rkm_matmul(NULL, RKM_TYPE_Q4_0, a.w, n_in, n_out, b.x, m, yb, n_out);
+    memcpy(x, a.x, sizeof(float) * (size_t)(n_in * m));
+    rkm_matmul_reuse_begin();
+    rkm_matmul_reuse(RKM_TYPE_Q4_0, a.w, n_in, n_out, x, m, y, n_out);
+    CHECK(memcmp(y, ya, sizeof(float) * (size_t)(n_out * m)) == 0);
+    /* same pointer, new contents: reused until begin says otherwise */
+    memcpy(x, b.x, sizeof(float) * (size_t)(n_in * m));
+    rkm_matmul_reuse(RKM_TYPE_Q4_0, a.w, n_in, n_out, x, m, y, n_out);
+    CHECK(memcmp(y, ya, sizeof(float) * (size_t)(n_out * m)) == 0);
+    rkm_matmul_reuse_begin();
+    rkm_matmul_reuse(RKM_TYPE_Q4_0, a.w, n_in, n_out, x, m, y, n_out);
+    CHECK(memcmp(y, yb, sizeof(float) * (size_t)(n_out * m)) == 0);
+    /* a plain matmul in between uses the buffer: no reuse after it */
+    rkm_matmul(NULL, RKM_TYPE_Q4_0, a.w, n_in, n_out, a.x, m, y, n_out);
+    rkm_matmul_reuse(RKM_TYPE_Q4_0, a.w, n_in, n_out, x, m, y, n_out);
+    CHECK(memcmp(y, yb, sizeof(float) * (size_t)(n_out * m)) == 0);
+    /* another m: quantized again */
+    rkm_matmul_reuse(RKM_TYPE_Q4_0, a.w, n_in, n_out, x, 1, y, n_out);
+    CHECK(memcmp(y, yb, sizeof(float) * (size_t)n_out) == 0);
+    free(ya);
+    free(yb);
+    free(y);
+    free(x);
+    mm_case_free(&a);
+    mm_case_free(&b);
+}
+
 static void test_gelu_scalar(void)
 {
     /* rkm_gelu_tanh against the formula in float64 */
@@ -432,6 +613,9 @@ int main(void)
     CHECK(pools[1] && pools[2]);
     test_matmul(names, n_var, pools, 3);
     test_matmul_big(names, n_var, pools[1]);
+    test_matmul_reuse();
+    test_pack_layout();
+    test_matmul_packed(names, n_var, pools, 3);
     rkm_pool_free(pools[1]);
     rkm_pool_free(pools[2]);
     return test_done();

@@ -111,6 +111,8 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_f16);
     TAKE(mm_q8_0);
     TAKE(mm_q4_0);
+    TAKE(mm_q8_0_p);
+    TAKE(mm_q4_0_p);
     TAKE(rmsnorm);
     TAKE(softmax);
     TAKE(swiglu);
@@ -199,6 +201,9 @@ enum { SLOT_ACT, SLOT_KERNEL, N_SLOTS };
 typedef struct {
     void *p[N_SLOTS];
     size_t cap[N_SLOTS];
+    /* what SLOT_ACT holds, for rkm_matmul_reuse (x NULL: nothing reusable) */
+    const float *act_x;
+    int64_t act_n_in, act_m;
 } scratch_buf;
 
 static pthread_key_t scratch_key;
@@ -217,7 +222,7 @@ static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free);
 /* This thread's scratch of at least bytes (64-byte aligned). Aborts on
  * out-of-memory: the sizes are bounded by the model's shapes, which the
  * loader has validated, so failure here is an exhausted machine. */
-static void *scratch_get(int slot, size_t bytes)
+static scratch_buf *scratch_this(void)
 {
     pthread_once(&scratch_once, scratch_init);
     scratch_buf *s = pthread_getspecific(scratch_key);
@@ -226,6 +231,12 @@ static void *scratch_get(int slot, size_t bytes)
         RKM_ASSERT(s);
         pthread_setspecific(scratch_key, s);
     }
+    return s;
+}
+
+static void *scratch_get(int slot, size_t bytes)
+{
+    scratch_buf *s = scratch_this();
     if (s->cap[slot] < bytes) {
         rkm_free_aligned(s->p[slot]);
         s->cap[slot] = RKM_ALIGN_UP(bytes + bytes / 4, 4096);
@@ -243,6 +254,8 @@ void *rkm_kernel_scratch(size_t bytes) { return scratch_get(SLOT_KERNEL, bytes);
 typedef struct {
     rkm_mm_args a;
     rkm_mm_fn fn;
+    rkm_mm_fn fn_tail; /* packed weights: whole groups by fn, rows from n_pk by fn_tail */
+    int64_t n_pk;
     const float *x; /* quantize job: source rows */
     int64_t chunk;  /* rows per chunk, a multiple of ROW_GRAIN */
     _Atomic int64_t next;
@@ -251,6 +264,18 @@ typedef struct {
 /* The SIMD decode kernels work on tiles of up to 4 weight rows. */
 #define ROW_GRAIN 4
 
+/* Rows [r0, r1): packed groups, then the plain tail rows. r0 is a group
+ * boundary for packed weights (chunks are whole groups). */
+static void mm_range(const mm_job *j, int64_t r0, int64_t r1)
+{
+    if (!j->fn_tail) {
+        j->fn(&j->a, r0, r1);
+        return;
+    }
+    if (r0 < j->n_pk) j->fn(&j->a, r0, RKM_MIN(r1, j->n_pk));
+    if (r1 > j->n_pk) j->fn_tail(&j->a, RKM_MAX(r0, j->n_pk), r1);
+}
+
 static void mm_worker(void *ctx, int ith, int nth)
 {
     mm_job *j = ctx;
@@ -258,7 +283,7 @@ static void mm_worker(void *ctx, int ith, int nth)
         int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
         if (r0 >= j->a.n_out) break;
         int64_t r1 = RKM_MIN(r0 + j->chunk, j->a.n_out);
-        j->fn(&j->a, r0, r1);
+        mm_range(j, r0, r1);
     }
 }
 
@@ -272,8 +297,25 @@ static void quant_worker(void *ctx, int ith, int nth)
                         (float *)j->a.xd + i * nb, (int32_t *)j->a.xs + i * nb);
 }
 
+static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m,
+                   float *y, int64_t ldy, int reuse);
+
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy)
+{
+    matmul(pool, wtype, w, n_in, n_out, x, m, y, ldy, 0);
+}
+
+void rkm_matmul_reuse_begin(void) { scratch_this()->act_x = NULL; }
+
+void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m, float *y,
+                      int64_t ldy)
+{
+    matmul(NULL, wtype, w, n_in, n_out, x, m, y, ldy, 1);
+}
+
+static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m,
+                   float *y, int64_t ldy, int reuse)
 {
     const rkm_kernel_set *k = rkm_kernels_active();
     if (m <= 0 || n_out <= 0) return;
@@ -298,12 +340,20 @@ void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t 
         j.a.w_row_bytes = (size_t)n_in * sizeof(rkm_f16);
         j.a.x = x;
         break;
+    case RKM_TYPE_Q8_0 | RKM_TYPE_PACKED:
+    case RKM_TYPE_Q4_0 | RKM_TYPE_PACKED:
     case RKM_TYPE_Q8_0:
     case RKM_TYPE_Q4_0: {
         RKM_ASSERT(n_in % RKM_QK8_0 == 0);
-        j.fn = wtype == RKM_TYPE_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
+        int base = rkm_unpack_type(wtype);
+        j.fn = base == RKM_TYPE_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
+        if (wtype & RKM_TYPE_PACKED) {
+            j.fn_tail = j.fn;
+            j.fn = base == RKM_TYPE_Q8_0 ? k->mm_q8_0_p : k->mm_q4_0_p;
+            j.n_pk = n_out / RKM_PACK_ROWS * RKM_PACK_ROWS;
+        }
         j.a.w_row_bytes = (size_t)(n_in / RKM_QK8_0) *
-                          (wtype == RKM_TYPE_Q8_0 ? sizeof(rkm_block_q8_0) : sizeof(rkm_block_q4_0));
+                          (base == RKM_TYPE_Q8_0 ? sizeof(rkm_block_q8_0) : sizeof(rkm_block_q4_0));
         int64_t nb = n_in / RKM_QK8_0;
         size_t qs_bytes = RKM_ALIGN_UP((size_t)(m * n_in), 64);
         size_t d_bytes = RKM_ALIGN_UP((size_t)(m * nb) * sizeof(float), 64);
@@ -312,8 +362,13 @@ void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t 
         j.a.xd = (const float *)(buf + qs_bytes);
         j.a.xs = (const int32_t *)(buf + qs_bytes + d_bytes);
         j.x = x;
+        scratch_buf *sb = scratch_this();
+        if (reuse && sb->act_x == x && sb->act_n_in == n_in && sb->act_m == m) break;
         if (m > 1 && nth > 1) rkm_pool_run(pool, quant_worker, &j);
         else quant_worker(&j, 0, 1);
+        sb->act_x = reuse ? x : NULL;
+        sb->act_n_in = n_in;
+        sb->act_m = m;
         break;
     }
     default:
@@ -323,10 +378,10 @@ void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t 
     int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);
     if (chunk < 16 && n_out >= 16 * nth) chunk = 16;
     /* prefill kernels may work on 16-row tiles */
-    j.chunk = RKM_ALIGN_UP(RKM_MAX(chunk, 1), m > 1 ? 16 : ROW_GRAIN);
+    j.chunk = RKM_ALIGN_UP(RKM_MAX(chunk, 1), m > 1 || j.fn_tail ? 16 : ROW_GRAIN);
     atomic_store_explicit(&j.next, 0, memory_order_relaxed);
     if (nth > 1 && n_out > j.chunk) rkm_pool_run(pool, mm_worker, &j);
-    else j.fn(&j.a, 0, n_out);
+    else mm_range(&j, 0, n_out);
 }
 
 /* --------------------------------------------------------- element ops */

@@ -49,11 +49,55 @@ int rkm_kernels_select(const char *name);
 
 /* ------------------------------------------------------------ matmul */
 /* Y[m][n_out] (row stride ldy) = X[m][n_in] (row stride n_in) . W^T.
- * wtype: F32, F16, Q8_0, Q4_0. For Q8_0/Q4_0 weights the activations are
+ * wtype: F32, F16, Q8_0, Q4_0 and their packed forms (below). For Q8_0/Q4_0 weights the activations are
  * quantized to q8_0 blocks first (as ggml does) and multiplied in integers.
  * Rows of W are split across the pool's threads. */
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy);
+
+/* Batched small matmuls (rkm_mm_multi: gate and up of every expert split
+ * in row chunks): rkm_matmul on the calling thread alone that reuses the
+ * activations it quantized for this thread's previous rkm_matmul_reuse
+ * when x, n_in and m are the same and no rkm_matmul_reuse_begin (nor plain
+ * rkm_matmul) came in between. The caller guarantees that x's contents did
+ * not change since: call rkm_matmul_reuse_begin at the start of each job. */
+void rkm_matmul_reuse_begin(void);
+void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m, float *y,
+                      int64_t ldy);
+
+/* ------------------------------------------- packed (interleaved) rows
+ * An in-memory layout of q8_0 / q4_0 matrices for the matmuls, never on
+ * disk: type RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0). Rows go in groups
+ * of RKM_PACK_ROWS = 16; within a group, block b (values 32b..32b+31) of
+ * the 16 rows is stored as
+ *   16 fp16 scales (row order), 32 bytes, then
+ *   q4_0: 4 x 64 bytes: part h (0..3) holds, for rows 0..15, 4 bytes each:
+ *         bytes 4h..4h+3 of the row's qs (low nibbles = values 4h..4h+3,
+ *         high nibbles = values 16+4h..16+4h+3): 288 bytes = 16 x 18;
+ *   q8_0: 8 x 64 bytes: part g (0..7) holds, for rows 0..15, values
+ *         4g..4g+3 (int8): 544 bytes = 16 x 34.
+ * A group takes exactly the bytes of its 16 plain rows, so row r of a
+ * group boundary (r % 16 == 0) still starts at r * row_bytes and a matrix
+ * can be split at group boundaries. Rows past the last whole group stay
+ * plain. One 4-byte word belongs to one row: one vpdpbusd / sdot-by-lane
+ * multiplies 16 (or 4) rows by 4 activation values, and the float scaling
+ * is shared by 16 rows.
+ *
+ * Every kernel set computes a packed row as the reference does: per
+ * block the exact integer dot product, then acc = fma(float(isum),
+ * d_w * d_x, acc) block after block, so all sets give bit-identical
+ * results for packed weights, at any m, thread count or row split. */
+#define RKM_TYPE_PACKED 0x100
+#define RKM_PACK_ROWS 16
+/* The packed type of a q8_0 / q4_0 matrix with at least one whole group
+ * (else type unchanged); the plain type of a packed one. */
+int rkm_pack_type(int type, int64_t n_out);
+int rkm_unpack_type(int type);
+/* Bytes of one row (packed types: of a plain row), 0 if unsupported. */
+size_t rkm_mat_row_bytes(int type, int64_t n_in);
+/* Packs n_out plain rows of type (Q8_0 or Q4_0) in place (each whole
+ * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
+int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 
 /* ------------------------------------------------------- element ops */
 /* out = x / rms(x) * w (w may be NULL: no weight); out may alias x. */

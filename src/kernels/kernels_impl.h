@@ -48,6 +48,9 @@ typedef struct {
     /* Quantizes one row of n values (n % 32 == 0) to q8 activations. */
     void (*quantize_act)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
     rkm_mm_fn mm_f32, mm_f16, mm_q8_0, mm_q4_0;
+    /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
+     * of RKM_PACK_ROWS; must compute exactly as the reference does. */
+    rkm_mm_fn mm_q8_0_p, mm_q4_0_p;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
@@ -72,6 +75,12 @@ extern const rkm_kernel_set rkm_kernels_avxvnni;
 extern const rkm_kernel_set rkm_kernels_neon;
 extern const rkm_kernel_set rkm_kernels_dotprod;
 #endif
+
+/* Packed-layout block sizes (bytes of one block of a 16-row group). */
+#define RKM_PK_Q4_0_BLOCK (RKM_PACK_ROWS * 18)
+#define RKM_PK_Q8_0_BLOCK (RKM_PACK_ROWS * 34)
+_Static_assert(RKM_PK_Q4_0_BLOCK == 32 + 4 * 64, "packed q4_0 block");
+_Static_assert(RKM_PK_Q8_0_BLOCK == 32 + 8 * 64, "packed q8_0 block");
 
 /* The active set (after rkm_kernels_init), every entry non-NULL. */
 const rkm_kernel_set *rkm_kernels_active(void);

@@ -8,6 +8,7 @@
  * Stateless: callable from any thread; nothing is allocated.
  */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kernels_impl.h"
 
@@ -106,6 +107,43 @@ static void mm_q4_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
     }
 }
 
+/* Packed weights (layout in kernels.h): whole 16-row groups. Every SIMD
+ * set must reproduce this bit for bit: per block the exact integer dot
+ * product, then one fused multiply-add with the product of the scales. */
+static void mm_packed_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        const uint8_t *g = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+        for (int64_t i = 0; i < a->m; i++) {
+            const int8_t *xq = a->xq + i * nb * 32;
+            const float *xd = a->xd + i * nb;
+            for (int rr = 0; rr < RKM_PACK_ROWS; rr++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = g + (size_t)b * bb;
+                    const int8_t *xb = xq + b * 32;
+                    rkm_f16 d;
+                    memcpy(&d, blk + 2 * rr, 2);
+                    int32_t isum = 0;
+                    for (int h = 0; h < (q4 ? 4 : 8); h++)
+                        for (int j = 0; j < 4; j++) {
+                            uint8_t v = blk[32 + 64 * h + 4 * rr + j];
+                            if (q4) isum += ((v & 15) - 8) * xb[4 * h + j] + ((v >> 4) - 8) * xb[16 + 4 * h + j];
+                            else isum += (int8_t)v * xb[4 * h + j];
+                        }
+                    acc = fmaf((float)isum, rkm_f16_to_f32(d) * xd[b], acc);
+                }
+                a->y[i * a->ldy + r + rr] = acc;
+            }
+        }
+    }
+}
+
+static void mm_q8_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, 0); }
+static void mm_q4_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, 1); }
+
 static void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps)
 {
     double sum = 0.0;
@@ -177,6 +215,8 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_f16 = mm_f16_ref,
     .mm_q8_0 = mm_q8_0_ref,
     .mm_q4_0 = mm_q4_0_ref,
+    .mm_q8_0_p = mm_q8_0_p_ref,
+    .mm_q4_0_p = mm_q4_0_p_ref,
     .rmsnorm = rmsnorm_ref,
     .softmax = softmax_ref,
     .swiglu = swiglu_ref,

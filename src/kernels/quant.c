@@ -33,6 +33,7 @@ static const type_info types[RKM_TYPE_COUNT] = {
     [RKM_TYPE_Q5_K] = {"q5_k", 256, 176, 1},
     [RKM_TYPE_Q6_K] = {"q6_k", 256, 210, 1},
     [RKM_TYPE_Q8_K] = {"q8_k", 256, 292, 0},
+    [RKM_TYPE_RKNN_I8] = {"rknn_i8", 32, 32, 0}, /* + 4 bytes of scale per row */
 };
 
 static const type_info *info(int type)
@@ -74,6 +75,7 @@ size_t rkm_type_row_bytes(int type, int64_t n)
 {
     const type_info *t = info(type);
     if (!t || n < 0 || n % t->block) return 0;
+    if (type == RKM_TYPE_RKNN_I8) return (size_t)n + 4; /* its row's f32 scale is stored after the matrix */
     return (size_t)(n / t->block) * t->bytes;
 }
 

@@ -273,6 +273,154 @@ N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
 }
 #endif
 
+/* ------------------------------------------------ packed weights ----
+ * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
+ * scales and 4 (q4_0) / 8 (q8_0) 64-byte parts of one 4-byte word per row;
+ * a q register holds one word of 4 rows (a quad), so a group is 4 quads and
+ * part g multiplies activation bytes 4g..4g+3 (lane g % 4 of x0 / x1).
+ * sdot: vdotq_laneq_s32 per part. Plain NEON: smull/smull2 against the 4
+ * activation bytes repeated, pairwise add to 16 bits (|pair| <= 2*128*127)
+ * and sadalp into the row's 32-bit lane. Either way the exact integer
+ * block sum (q4_0 from -8 * sum(x)), then the reference's float step
+ * acc = fma(float(isum), d_w * d_x, acc), so the results are bit-identical
+ * to every other set's. */
+N_INLINE int32x4_t pk_dot(const int8x16_t w[8], int8x16_t x0, int8x16_t x1, int32x4_t init)
+{
+#if RKM_NEON_DOTPROD
+    int32x4_t s0 = init, s1 = vdupq_n_s32(0);
+    s0 = vdotq_laneq_s32(s0, w[0], x0, 0);
+    s1 = vdotq_laneq_s32(s1, w[1], x0, 1);
+    s0 = vdotq_laneq_s32(s0, w[2], x0, 2);
+    s1 = vdotq_laneq_s32(s1, w[3], x0, 3);
+    s0 = vdotq_laneq_s32(s0, w[4], x1, 0);
+    s1 = vdotq_laneq_s32(s1, w[5], x1, 1);
+    s0 = vdotq_laneq_s32(s0, w[6], x1, 2);
+    s1 = vdotq_laneq_s32(s1, w[7], x1, 3);
+    return vaddq_s32(s0, s1);
+#else
+    int32x4_t s = init;
+#define PK_STEP(G, XV, L)                                                                               \
+    do {                                                                                              \
+        int8x16_t xr = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(XV), L));            \
+        int16x8_t pl = vmull_s8(vget_low_s8(w[G]), vget_low_s8(xr)), ph = vmull_high_s8(w[G], xr);     \
+        s = vpadalq_s16(s, vpaddq_s16(pl, ph));                                                       \
+    } while (0)
+    PK_STEP(0, x0, 0);
+    PK_STEP(1, x0, 1);
+    PK_STEP(2, x0, 2);
+    PK_STEP(3, x0, 3);
+    PK_STEP(4, x1, 0);
+    PK_STEP(5, x1, 1);
+    PK_STEP(6, x1, 2);
+    PK_STEP(7, x1, 3);
+#undef PK_STEP
+    return s;
+#endif
+}
+
+/* Quad qd (rows 4qd..4qd+3) of block blk: 4 float scales, 8 weight vectors. */
+N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int q4, int8x16_t w[8])
+{
+    if (q4) {
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            uint8x16_t v = vld1q_u8(blk + 32 + 64 * h + 16 * qd);
+            w[h] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(15)));
+            w[h + 4] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        }
+    } else {
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) w[g] = vld1q_s8((const int8_t *)blk + 32 + 64 * g + 16 * qd);
+    }
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 8 * qd))));
+}
+
+/* RX activation rows x the 16 rows of the group at row r. */
+N_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    float32x4_t acc[4][4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) acc[qd][c] = vdupq_n_f32(0.0f);
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+        xs[c] = a->xs + (i + c) * nb;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * bb;
+        if (RX == 1) {
+            __builtin_prefetch(blk + PF_BYTES);
+            __builtin_prefetch(blk + PF_BYTES + 64);
+            __builtin_prefetch(blk + PF_BYTES + 128);
+            __builtin_prefetch(blk + PF_BYTES + 192);
+            __builtin_prefetch(blk + PF_BYTES + 256);
+            if (!q4)
+                for (int o = 320; o < (int)bb; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+        }
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) {
+            int8x16_t w[8];
+            float32x4_t dw = pk_unpack(blk, qd, q4, w);
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) {
+                const int8_t *xb = xq[c] + b * 32;
+                int32x4_t s = pk_dot(w, vld1q_s8(xb), vld1q_s8(xb + 16), vdupq_n_s32(q4 ? -8 * xs[c][b] : 0));
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vcvtq_f32_s32(s), vmulq_n_f32(dw, xd[c][b]));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
+}
+
+#if RKM_NEON_DOTPROD
+/* Quad qd of a packed group into il_compute's scratch layout. */
+static void pk_to_il(const uint8_t *grp, int qd, int64_t nb, char *buf, const int q4)
+{
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t w[8];
+        vst1q_f32((float *)(buf + b * IL_BLOCK_BYTES), pk_unpack(grp + (size_t)b * bb, qd, q4, w));
+        for (int g = 0; g < 8; g++) vst1q_s8((int8_t *)(buf + b * IL_BLOCK_BYTES + 16 + 16 * g), w[g]);
+    }
+}
+#endif
+
+N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+{
+#if RKM_NEON_DOTPROD
+    if (a->m >= IL_MIN_M) {
+        const int64_t nb = a->n_in / 32;
+        char *buf = rkm_kernel_scratch((size_t)nb * IL_BLOCK_BYTES);
+        for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS)
+            for (int qd = 0; qd < 4; qd++) {
+                pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, qd, nb, buf, q4);
+                int64_t i = 0;
+                for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r + 4 * qd, i, 4, q4);
+                for (; i < a->m; i++) il_compute(a, buf, r + 4 * qd, i, 1, q4);
+            }
+        return;
+    }
+#endif
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, q4);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, q4);
+    }
+}
+
+static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 0); }
+static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 1); }
+
 /* ---------------------------------------------------------- f32 / f16 */
 N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, int f16)
 {

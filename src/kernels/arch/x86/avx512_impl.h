@@ -352,4 +352,142 @@ Z_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64
 
 IL_DEFINE_MM(mm_q4_0_il, il_repack_q4_0, 8, z_q4_0_tile)
 IL_DEFINE_MM(mm_q8_0_il, il_repack_q8_0, 128, z_q8_0_tile)
+
+/* ------------------------------------------------ packed weights ----
+ * The packed layout (kernels.h) is the interleaved layout above minus the
+ * nibble split and the scale conversion, stored at load time: a block of
+ * a 16-row group is 16 fp16 scales and 4 (q4_0) or 8 (q8_0) zmm of one
+ * 4-byte word per row, read as one sequential stream. Decode (m < 6)
+ * unpacks each block in registers (and/shift, or the +128 flip for q8_0)
+ * and runs the il_compute arithmetic on it; prefill unpacks a group into
+ * the il scratch once and reuses il_compute, so both give exactly the
+ * reference's per-row result (integer block sums, then one FMA per block
+ * with d_w * d_x). */
+#ifndef PK_PF_BYTES
+#define PK_PF_BYTES 4096
+#endif
+#ifndef PK_STREAMS
+#define PK_STREAMS 4
+#endif
+
+Z_INLINE void pk_unpack(const uint8_t *blk, const int q4, __m512i w[8], __m512 *dw)
+{
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    if (q4) {
+        const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            __m512i v = _mm512_loadu_si512((const void *)(blk + 32 + 64 * h));
+            w[h] = _mm512_and_si512(v, m4);
+            w[h + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+    } else {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) w[g] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + 32 + 64 * g)), flip);
+    }
+}
+
+/* RX activation rows x NG groups (NG * 16 weight rows): NG > 1 reads NG
+ * groups as parallel streams, which the memory system serves faster than
+ * one stream per core (decode). */
+Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK, gstride = a->w_row_bytes * IL_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const int bias = q4 ? 8 : 128;
+    __m512 acc[4][4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) acc[k][c] = _mm512_setzero_ps();
+        xq[c] = a->xq + (i + c) * nb * 32;
+        xd[c] = a->xd + (i + c) * nb;
+        xs[c] = a->xs + (i + c) * nb;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * bb;
+            if (RX == 1 && PK_PF_BYTES) {
+                /* stream k continues with group k + NG (the next call's):
+                 * prefetching past the end of group k would hit group k + 1,
+                 * which stream k + 1 is reading, and leave the start of the
+                 * next groups cold (a 2048-wide q4_0 group is 18 KiB) */
+                size_t o = (size_t)b * bb + PK_PF_BYTES;
+                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
+#pragma GCC unroll 9
+                for (size_t l = 0; l < bb; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            }
+            __m512i w[8];
+            __m512 dw;
+            pk_unpack(blk, q4, w, &dw);
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) {
+                const int8_t *xb = xq[c] + b * 32;
+                __m512i s0 = _mm512_set1_epi32(-bias * xs[c][b]), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; g += 2) {
+                    s0 = _mm512_dpbusd_epi32(s0, w[g], _mm512_set1_epi32(il_x4(xb + 4 * g)));
+                    s1 = _mm512_dpbusd_epi32(s1, w[g + 1], _mm512_set1_epi32(il_x4(xb + 4 * g + 4)));
+                }
+                __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+                acc[k][c] = _mm512_fmadd_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(xd[c][b])), acc[k][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + IL_ROWS * k, acc[k][c]);
+}
+
+/* A packed group into the il scratch layout (float scales, unpacked zmm). */
+static void pk_to_il(const uint8_t *grp, int64_t nb, char *buf, const int q4)
+{
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i w[8];
+        __m512 dw;
+        pk_unpack(grp + (size_t)b * bb, q4, w, &dw);
+        _mm512_store_ps((float *)(buf + b * IL_BLOCK_BYTES), dw);
+        __m512i *q = (__m512i *)(buf + b * IL_BLOCK_BYTES + 64);
+        for (int g = 0; g < 8; g++) _mm512_store_si512(q + g, w[g]);
+    }
+}
+
+Z_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    char *buf = a->m >= IL_MIN_M ? rkm_kernel_scratch((size_t)nb * IL_BLOCK_BYTES) : NULL;
+    int64_t r = r0;
+    if (buf) {
+        for (; r + IL_ROWS <= r1; r += IL_ROWS) {
+            pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, nb, buf, q4);
+            int64_t i = 0;
+            for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, q4 ? 8 : 128);
+            for (; i < a->m; i++) il_compute(a, buf, r, i, 1, q4 ? 8 : 128);
+        }
+        return;
+    }
+    if (a->m == 1) {
+        for (; r + PK_STREAMS * IL_ROWS <= r1; r += PK_STREAMS * IL_ROWS) pk_compute(a, r, 0, 1, PK_STREAMS, q4);
+        for (; r + IL_ROWS <= r1; r += IL_ROWS) pk_compute(a, r, 0, 1, 1, q4);
+        return;
+    }
+    for (; r + 2 * IL_ROWS <= r1; r += 2 * IL_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 2, q4);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, 2, q4);
+    }
+    for (; r + IL_ROWS <= r1; r += IL_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 1, q4);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, 1, q4);
+    }
+}
 #endif

@@ -17,6 +17,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/arch/x86/x86_common.h"
 #include "kernels/kernels_impl.h"
@@ -241,6 +242,89 @@ DEFINE_MM(mm_q4_0_avx2, q4_0_tile)
 DEFINE_MM(mm_f32_avx2, fp_tile, 0)
 DEFINE_MM(mm_f16_avx2, fp_tile, 1)
 
+/* ------------------------------------------------ packed weights ----
+ * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
+ * scales and 4 (q4_0) / 8 (q8_0) 64-byte parts of one 4-byte word per
+ * row. A ymm holds 8 rows' words, so a group is two halves of 8 rows;
+ * part g multiplies the broadcast activation bytes 4g..4g+3. q4_0:
+ * nibbles (0..15) x x with vpmaddubsw, the 8 parts' 16-bit pair sums
+ * added in 16 bits (at most 8 * 2 * 15 * 127 = 30480: exact), then one
+ * vpmaddwd and -8 * sum(x). q8_0: the sign trick per part, pair sums at
+ * most 2 * 128 * 127 = 32512, widened per part. Then exactly the
+ * reference's float step: acc = fma(float(isum), d_w * d_x, acc). */
+static inline __attribute__((always_inline)) int32_t pk2_x4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* NG groups (16 * NG rows) x one activation row: decode reads NG groups as
+ * parallel streams, which the memory system serves faster than one. */
+static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a, int64_t r, int64_t i, const int NG,
+                                                           const int q4)
+{
+    const int64_t nb = a->n_in / 32;
+    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK, gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const int8_t *xq = a->xq + i * nb * 32;
+    const float *xd = a->xd + i * nb;
+    const int32_t *xs = a->xs + i * nb;
+    __m256 acc[4][2];
+    for (int k = 0; k < NG; k++) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *xb = xq + b * 32;
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * bb;
+            if (a->m == 1) /* every line of the block, 4 KiB ahead in its stream */
+                for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)blk + 4096 + l, _MM_HINT_T0);
+            for (int hf = 0; hf < 2; hf++) {
+                __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
+                __m256i isum;
+                if (q4) {
+                    __m256i s16 = _mm256_setzero_si256();
+                    for (int h = 0; h < 4; h++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * h + 32 * hf));
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4),
+                                                                         _mm256_set1_epi32(pk2_x4(xb + 4 * h))));
+                        s16 = _mm256_add_epi16(s16,
+                                               _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                                    _mm256_set1_epi32(pk2_x4(xb + 16 + 4 * h))));
+                    }
+                    isum = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(-8 * xs[b]));
+                } else {
+                    isum = _mm256_setzero_si256();
+                    for (int g = 0; g < 8; g++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * hf));
+                        __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v),
+                                                         _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 4 * g)), v));
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+                    }
+                }
+                acc[k][hf] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(xd[b])), acc[k][hf]);
+            }
+        }
+    }
+    for (int k = 0; k < NG; k++) {
+        _mm256_storeu_ps(a->y + i * a->ldy + r + RKM_PACK_ROWS * k, acc[k][0]);
+        _mm256_storeu_ps(a->y + i * a->ldy + r + RKM_PACK_ROWS * k + 8, acc[k][1]);
+    }
+}
+
+static inline __attribute__((always_inline)) void pk2_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+{
+    int64_t r = r0;
+    if (a->m == 1)
+        for (; r + 4 * RKM_PACK_ROWS <= r1; r += 4 * RKM_PACK_ROWS) pk2_rows(a, r, 0, 4, q4);
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS)
+        for (int64_t i = 0; i < a->m; i++) pk2_rows(a, r, i, 1, q4);
+}
+
+static void mm_q8_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, 0); }
+static void mm_q4_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, 1); }
+
 /* --------------------------------------------------------- element ops */
 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps)
 {
@@ -369,6 +453,8 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_f16 = mm_f16_avx2,
     .mm_q8_0 = mm_q8_0_avx2,
     .mm_q4_0 = mm_q4_0_avx2,
+    .mm_q8_0_p = mm_q8_0_p_avx2,
+    .mm_q4_0_p = mm_q4_0_p_avx2,
     .rmsnorm = rmsnorm_avx2,
     .softmax = softmax_avx2,
     .swiglu = swiglu_avx2,

@@ -22,8 +22,13 @@ static void mm_q4_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
     else mm_q4_0_tiles(a, r0, r1);
 }
 
+static void mm_q8_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 0); }
+static void mm_q4_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 1); }
+
 const rkm_kernel_set rkm_kernels_avx512vnni = {
     .name = "avx512vnni",
     .mm_q8_0 = mm_q8_0_avx512vnni,
     .mm_q4_0 = mm_q4_0_avx512vnni,
+    .mm_q8_0_p = mm_q8_0_p_avx512vnni,
+    .mm_q4_0_p = mm_q4_0_p_avx512vnni,
 };

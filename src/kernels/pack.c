@@ -1,0 +1,106 @@
+/*
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 weight
+ * matrices (layout in kernels.h): type helpers and the in-place repack
+ * from the plain GGUF layout, which the model loader runs on resident
+ * matrices and the expert cache on each expert blob it has read and
+ * verified.
+ *
+ * Threads: stateless; rkm_pack_rows may run on any thread (the expert
+ * cache calls it on its IO threads) on memory nobody else touches yet.
+ * Ownership: rkm_pack_rows allocates one group's worth of temporary
+ * bytes and frees it before returning.
+ */
+#include "kernels/kernels_impl.h"
+#include "util/common.h"
+
+int rkm_pack_type(int type, int64_t n_out)
+{
+    if ((type == RKM_TYPE_Q8_0 || type == RKM_TYPE_Q4_0) && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
+    return type;
+}
+
+int rkm_unpack_type(int type) { return type & ~RKM_TYPE_PACKED; }
+
+size_t rkm_mat_row_bytes(int type, int64_t n_in)
+{
+    if (type & RKM_TYPE_PACKED) {
+        int t = rkm_unpack_type(type);
+        if (t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0) return 0;
+        return rkm_type_row_bytes(t, n_in);
+    }
+    return rkm_type_row_bytes(type, n_in);
+}
+
+/* 4 rows x 4 words (16 bytes at p[k]) -> 4 x 16 bytes at o + 64 h: word h
+ * of the 4 rows. With the baseline vector unit of the architecture (SSE2,
+ * NEON: no extra flags), as the expert cache packs every blob it reads. */
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static void transpose4(const uint8_t *const p[4], uint8_t *o)
+{
+    __m128i r0 = _mm_loadu_si128((const __m128i *)p[0]), r1 = _mm_loadu_si128((const __m128i *)p[1]);
+    __m128i r2 = _mm_loadu_si128((const __m128i *)p[2]), r3 = _mm_loadu_si128((const __m128i *)p[3]);
+    __m128i a = _mm_unpacklo_epi32(r0, r1), b = _mm_unpackhi_epi32(r0, r1);
+    __m128i c = _mm_unpacklo_epi32(r2, r3), d = _mm_unpackhi_epi32(r2, r3);
+    _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi64(a, c));
+    _mm_storeu_si128((__m128i *)(o + 64), _mm_unpackhi_epi64(a, c));
+    _mm_storeu_si128((__m128i *)(o + 128), _mm_unpacklo_epi64(b, d));
+    _mm_storeu_si128((__m128i *)(o + 192), _mm_unpackhi_epi64(b, d));
+}
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+static void transpose4(const uint8_t *const p[4], uint8_t *o)
+{
+    uint32x4_t r0 = vreinterpretq_u32_u8(vld1q_u8(p[0])), r1 = vreinterpretq_u32_u8(vld1q_u8(p[1]));
+    uint32x4_t r2 = vreinterpretq_u32_u8(vld1q_u8(p[2])), r3 = vreinterpretq_u32_u8(vld1q_u8(p[3]));
+    uint32x4_t a = vtrn1q_u32(r0, r1), b = vtrn2q_u32(r0, r1), c = vtrn1q_u32(r2, r3), d = vtrn2q_u32(r2, r3);
+    vst1q_u8(o, vreinterpretq_u8_u64(vtrn1q_u64(vreinterpretq_u64_u32(a), vreinterpretq_u64_u32(c))));
+    vst1q_u8(o + 64, vreinterpretq_u8_u64(vtrn1q_u64(vreinterpretq_u64_u32(b), vreinterpretq_u64_u32(d))));
+    vst1q_u8(o + 128, vreinterpretq_u8_u64(vtrn2q_u64(vreinterpretq_u64_u32(a), vreinterpretq_u64_u32(c))));
+    vst1q_u8(o + 192, vreinterpretq_u8_u64(vtrn2q_u64(vreinterpretq_u64_u32(b), vreinterpretq_u64_u32(d))));
+}
+#else
+static void transpose4(const uint8_t *const p[4], uint8_t *o)
+{
+    for (int k = 0; k < 4; k++)
+        for (int h = 0; h < 4; h++) memcpy(o + 64 * h + 4 * k, p[k] + 4 * h, 4);
+}
+#endif
+
+/* One group: src = 16 plain rows of rb bytes, dst = the packed group. */
+static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
+{
+    const int q4 = type == RKM_TYPE_Q4_0;
+    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = dst + (size_t)b * (q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK);
+        for (int r = 0; r < RKM_PACK_ROWS; r++) memcpy(o + 2 * r, src + (size_t)r * rb + (size_t)b * bb, 2);
+        for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
+            const uint8_t *p[4];
+            for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + 2;
+            transpose4(p, o + 32 + 16 * qd); /* parts 0-3: words 0-3 */
+            if (!q4) {
+                for (int k = 0; k < 4; k++) p[k] += 16;
+                transpose4(p, o + 32 + 256 + 16 * qd); /* parts 4-7 */
+            }
+        }
+    }
+}
+
+int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out)
+{
+    if ((type != RKM_TYPE_Q8_0 && type != RKM_TYPE_Q4_0) || n_in % 32)
+        return rkm_err(RKM_EINVAL, "pack: type %d with %lld columns cannot be packed", type, (long long)n_in);
+    size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
+    int64_t n_groups = n_out / RKM_PACK_ROWS;
+    if (n_groups <= 0) return 0;
+    uint8_t *tmp = malloc(gb);
+    if (!tmp) return rkm_err(RKM_ENOMEM, "pack: out of memory");
+    for (int64_t g = 0; g < n_groups; g++) {
+        uint8_t *p = (uint8_t *)w + (size_t)g * gb;
+        memcpy(tmp, p, gb);
+        pack_group(type, p, tmp, rb, n_in / 32);
+    }
+    free(tmp);
+    return 0;
+}
