@@ -74,6 +74,17 @@ $(BUILD)/rkmojo: $(CLI_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Emulated librknnrt.so for the NPU backend's tests (tests/rknn/README.md):
+# a plain shared library from tests/rknn/*.c that tests dlopen through
+# RKM_RKNN_LIB. It links nothing of librkmojo and is built without $(SAN)
+# (a sanitized .so would need the runtime preloaded into every dlopen-er).
+RKNN_EMU := $(BUILD)/tests/librknnrt.so
+all: $(RKNN_EMU)
+$(RKNN_EMU): $(wildcard tests/rknn/*.c tests/rknn/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -fPIC -shared -fvisibility=hidden -pthread \
+	  -o $@ $(filter %.c,$^) -lm
+
 # Each fuzz target linked with a plain main that replays the kept corpus
 # and crashers (tests/test-fuzz-replay.sh runs them).
 $(BUILD)/fuzz-replay/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/replay.o $(LIB)

@@ -28,6 +28,7 @@ static const command commands[] = {
     {"trace-sim", rkm_cmd_trace_sim, "replay a routing trace under LRU, LFU and Belady; expert-cache hit rates"},
     {"template", rkm_cmd_template, "render a chat template for a conversation (debugging aid)"},
     {"serve", rkm_cmd_serve, "OpenAI- and Ollama-compatible HTTP server (docs/SERVER.md)"},
+    {"doctor", rkm_cmd_doctor, "CPU kernels, Rockchip NPU driver/runtime/chip, and whether the NPU backend is used"},
 };
 
 static void usage(FILE *f)

@@ -22,6 +22,8 @@
  */
 #include "format/convert.h"
 
+#include "backend/rknn_i8.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -42,6 +44,7 @@ typedef struct {
     const rkm_source *src;
     int keep;
     int target;
+    int npu;            /* --target rk3588: experts as rknn_i8 */
     pthread_mutex_t mu; /* guards prog */
     rkm_progress prog;
 } conv;
@@ -348,7 +351,21 @@ static int convert_expert(layer_job *j, scratch *sc, uint8_t *blob, int e)
     for (int p = 0; p < RKM_PART_COUNT; p++) {
         int64_t r0;
         const rkm_src_tensor *t = part_source(j->c->src, j->lp, j->il, p, e, &r0);
-        int rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], el->part[p].type, blob + el->part[p].offset);
+        int rc = 0;
+        if (el->part[p].type == RKM_TYPE_RKNN_I8) {
+            /* 32 rows at a time through f32, quantized per row into their
+             * native tile (bounded memory whatever the part's size) */
+            int64_t K = el->part[p].ne[0], N = el->part[p].ne[1];
+            float *rows = malloc(sizeof(float) * (size_t)K * RKM_RKNN_I8_TILE);
+            if (!rows) return rkm_err(RKM_ENOMEM, "out of memory");
+            for (int64_t n0 = 0; n0 < N && !rc; n0 += RKM_RKNN_I8_TILE) {
+                rc = convert_rows(j->c, sc, t, r0 + n0, RKM_RKNN_I8_TILE, RKM_TYPE_F32, (uint8_t *)rows);
+                if (!rc) rkm_rknn_i8_pack_rows(rows, K, N, n0, RKM_RKNN_I8_TILE, blob + el->part[p].offset);
+            }
+            free(rows);
+        } else {
+            rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], el->part[p].type, blob + el->part[p].offset);
+        }
         if (rc) return rc;
     }
     j->el->checksums[e] = rkm_hash(blob, (size_t)el->blob_bytes);
@@ -399,6 +416,7 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         const rkm_src_tensor *t = part_source(s, &lp, il, p, 0, &r0);
         rkm_expert_part *ep = &el->part[p];
         ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
+        if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
         ep->ne[0] = lp.cols[p];
         ep->ne[1] = lp.rows[p];
         ep->nbytes = rkm_type_row_bytes(ep->type, ep->ne[0]) * (uint64_t)ep->ne[1];
@@ -522,6 +540,9 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     else if (!strcmp(q, "q8_0")) c.target = RKM_TYPE_Q8_0;
     else if (!strcmp(q, "q4_0")) c.target = RKM_TYPE_Q4_0;
     else return rkm_err(RKM_EINVAL, "--quant must be q8_0, q4_0 or keep (got '%s')", q);
+    const char *tg = o && o->target ? o->target : "cpu";
+    if (!strcmp(tg, "rk3588") || !strcmp(tg, "rk3576")) c.npu = 1;
+    else if (strcmp(tg, "cpu")) return rkm_err(RKM_EINVAL, "--target must be cpu, rk3588 or rk3576 (got '%s')", tg);
     pthread_mutex_init(&c.mu, NULL);
     rkm_source *s = rkm_source_open(input);
     if (!s) {

@@ -12,6 +12,9 @@
 typedef struct rkm_convert_opts {
     const char *quant;  /* "q8_0" (default), "q4_0" or "keep" */
     FILE *progress;     /* NULL: silent */
+    const char *target; /* NULL/"cpu", or "rk3588" (also "rk3576"): routed
+                           experts whose shapes allow it become rknn_i8,
+                           the NPU's native layout (docs/NPU.md) */
 } rkm_convert_opts;
 
 int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);

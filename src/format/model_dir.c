@@ -138,11 +138,14 @@ static int get_shape(const cJSON *o, int *n_dims, int64_t ne[4], int max_dims)
     return 0;
 }
 
-static int get_dtype(const cJSON *o, int *type)
+/* expert: an expert part, which may also be rknn_i8 (the NPU's layout,
+ * backend/rknn_i8.h; its shape is checked by the caller) */
+static int get_dtype(const cJSON *o, int *type, int expert)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
     int t = cJSON_IsString(d) ? rkm_type_from_name(d->valuestring) : -1;
-    if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0)
+    if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
+        !(expert && t == RKM_TYPE_RKNN_I8))
         return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s'", cJSON_IsString(d) ? d->valuestring : "?");
     *type = t;
     return 0;
@@ -188,11 +191,13 @@ static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *
         int nd;
         int64_t ne[4];
         if (!cJSON_IsObject(po)) return rkm_err(RKM_EFORMAT, "manifest: layer %d lacks part '%s'", el->layer, part_names[p]);
-        if ((rc = get_dtype(po, &ep->type)) || (rc = get_shape(po, &nd, ne, 2)) || (rc = get_u64(po, "offset", &ep->offset)) ||
+        if ((rc = get_dtype(po, &ep->type, 1)) || (rc = get_shape(po, &nd, ne, 2)) || (rc = get_u64(po, "offset", &ep->offset)) ||
             (rc = get_u64(po, "bytes", &ep->nbytes)))
             return rc;
         ep->ne[0] = ne[0];
         ep->ne[1] = ne[1];
+        if (ep->type == RKM_TYPE_RKNN_I8 && (ne[0] <= 0 || ne[1] <= 0 || ne[0] % 32 || ne[1] % 32))
+            return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: rknn_i8 needs multiples of 32", el->layer, part_names[p]);
         if (ep->nbytes != shape_bytes(ep->type, 2, ne) || ep->nbytes == 0 || ep->offset > el->blob_bytes ||
             ep->nbytes > el->blob_bytes - ep->offset)
             return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: size/offset inconsistent", el->layer, part_names[p]);
@@ -235,7 +240,7 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
         rkm_tensor_view *tv = &md->tensors[i];
         tv->name = dup_str(t, "name");
         if (!tv->name || !*tv->name) return rkm_err(RKM_EFORMAT, "manifest: tensor %d has no name", i);
-        if ((rc = get_dtype(t, &tv->type)) || (rc = get_shape(t, &tv->n_dims, tv->ne, 4)) ||
+        if ((rc = get_dtype(t, &tv->type, 0)) || (rc = get_shape(t, &tv->n_dims, tv->ne, 4)) ||
             (rc = get_u64(t, "offset", &tv->offset)) || (rc = get_u64(t, "bytes", &tv->nbytes)) ||
             (rc = get_hash(cJSON_GetObjectItemCaseSensitive(t, "xxh3"), &tv->checksum)))
             return rkm_err_prefix(rc, "tensor %s", tv->name);
