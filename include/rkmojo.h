@@ -64,6 +64,13 @@ typedef struct rkm_model_params {
     int cache_policy;            /* 0 LFU (recency tie-break), 1 LRU */
     int prefetch;                /* -1 default, 0 off, 1 on */
     int io_threads;              /* 0: default */
+    /* Added after the first six; zero means the default. */
+    int backend;                 /* 0 auto ($RKM_BACKEND, else the NPU when the
+                                    model has NPU weights and it is usable),
+                                    1 cpu, 2 rknn (docs/NPU.md) */
+    int plan_n_ctx;              /* KV tokens per session the memory budget plans
+                                    for (set it to the sessions' n_ctx);
+                                    0: min(4096, trained) */
 } rkm_model_params;
 
 void rkm_model_params_default(rkm_model_params *p);
@@ -71,6 +78,10 @@ void rkm_model_params_default(rkm_model_params *p);
 /* Opens a .rkmojo directory. NULL on failure, reason in rkm_last_error(). */
 rkm_model *rkm_model_open(const char *dir, const rkm_model_params *p);
 void rkm_model_close(rkm_model *m);
+
+/* The backend the model's matmuls run on and why, in one line
+ * ("rknn: rk3588 ..." or "cpu: <reason>"). */
+const char *rkm_model_backend(const rkm_model *m);
 
 /* Hyper-parameters an embedder may want. */
 int rkm_model_n_vocab(const rkm_model *m);

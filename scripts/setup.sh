@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-host_pkgs="build-essential clang libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev
+host_pkgs="build-essential clang jq libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time"
 # Node.js and npm: Debian's packages unless a node/npm is already installed
 command -v node > /dev/null && command -v npm > /dev/null || host_pkgs="$host_pkgs nodejs npm"

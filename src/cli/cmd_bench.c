@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/bench_limits.h"
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "runtime/budget.h"
@@ -48,6 +49,8 @@ static void bench_usage(FILE *f)
                "  --io-threads N            expert read threads\n"
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"
+               "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
+               "                            they allow, given the bytes per token and the hit rate\n"
                "  --json                    machine-readable output on stdout\n");
     rkm_gen_opts_usage(f, 0);
 }
@@ -89,6 +92,11 @@ static double cpu_now(void)
 }
 
 static double per_s(double x, double t) { return t > 0 ? x / t : 0; }
+
+typedef struct lim {
+    int ok;
+    double mem_gbs, disk_mbs, w_bytes, disk_bytes, overlap_tok_s, serial_tok_s;
+} lim;
 static double hit_rate(const rkm_stats *s)
 {
     uint64_t a = s->expert_hits + s->expert_misses;
@@ -131,7 +139,7 @@ int rkm_cmd_bench(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
-    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = rkm_gen_opts_parse(&o, argc, argv, &i);
@@ -172,6 +180,8 @@ int rkm_cmd_bench(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--per-layer")) {
             per_layer = 1;
+        } else if (!strcmp(a, "--limits")) {
+            limits = 1;
         } else {
             fprintf(stderr, "rkmojo bench: unknown or incomplete option '%s'\n", a);
             bench_usage(stderr);
@@ -269,10 +279,38 @@ int rkm_cmd_bench(int argc, char **argv)
     dec.cpu = cpu_now() - c0;
     rkm_session_stats(s, &dec.st);
 
+    uint64_t rss = rkm_peak_rss_bytes(); /* before the probes' buffers */
+    /* The decode limits: the weights a token needs are read from memory
+     * (hits and freshly read experts alike), the misses from disk first.
+     * Perfect overlap gives max(mem, disk) per token, none gives the sum. */
+    lim L = {0};
+    if (limits && dec.n > 0) {
+        L.mem_gbs = rkm_bench_mem_read_gbs(m->n_threads, (size_t)1 << 30);
+        L.w_bytes = rkm_bench_weight_bytes_per_token(m);
+        L.disk_bytes = (double)dec.st.bytes_read / dec.n;
+        /* every expert file, the last layer's first */
+        int ne = m->md->n_expert_layers;
+        char **paths = calloc(ne > 0 ? (size_t)ne : 1, sizeof *paths);
+        int np_ok = paths != NULL;
+        for (int i = 0; np_ok && i < ne; i++)
+            if (!(np_ok = asprintf(&paths[i], "%s/%s", m->md->path, m->md->experts[ne - 1 - i].file) > 0))
+                paths[i] = NULL;
+        if (np_ok && ne > 0 &&
+            rkm_bench_disk_read_mbs((const char *const *)paths, ne, (uint64_t)512 << 20,
+                                    o.mp.io_threads > 0 ? o.mp.io_threads : 4, &L.disk_mbs))
+            fprintf(stderr, "rkmojo bench: disk probe: %s\n", rkm_last_error());
+        for (int i = 0; paths && i < ne; i++) free(paths[i]);
+        free(paths);
+        double tm = L.mem_gbs > 0 ? L.w_bytes / (L.mem_gbs * 1e9) : 0;
+        double td = L.disk_mbs > 0 ? L.disk_bytes / (L.disk_mbs * 1e6) : 0;
+        L.overlap_tok_s = per_s(1, RKM_MAX(tm, td));
+        L.serial_tok_s = per_s(1, tm + td);
+        L.ok = L.mem_gbs > 0;
+    }
+
     rkm_budget plan;
     int plan_rc = rkm_budget_plan(m->md, o.mp.mem_budget_bytes, o.sp.n_ctx, NULL, &plan);
     int slots = m->cache ? rkm_expert_cache_slots(m->cache) : 0;
-    uint64_t rss = rkm_peak_rss_bytes();
     if (json) {
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", o.model);
@@ -292,6 +330,16 @@ int rkm_cmd_bench(int argc, char **argv)
         cJSON_AddItemToObject(root, "decode", phase_json(&dec, "decode"));
         cJSON_AddBoolToObject(root, "teacher_forced", force_file != NULL);
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)rss);
+        if (L.ok) {
+            cJSON *lo = cJSON_AddObjectToObject(root, "limits");
+            cJSON_AddNumberToObject(lo, "mem_read_gb_s", L.mem_gbs);
+            cJSON_AddNumberToObject(lo, "disk_read_mb_s", L.disk_mbs);
+            cJSON_AddNumberToObject(lo, "weight_bytes_per_token", L.w_bytes);
+            cJSON_AddNumberToObject(lo, "disk_bytes_per_token", L.disk_bytes);
+            cJSON_AddNumberToObject(lo, "decode_tok_s_overlapped", L.overlap_tok_s);
+            cJSON_AddNumberToObject(lo, "decode_tok_s_serial", L.serial_tok_s);
+            cJSON_AddNumberToObject(lo, "decode_share_of_overlapped", per_s(per_s(dec.n, dec.t), L.overlap_tok_s));
+        }
         if (!plan_rc) cJSON_AddNumberToObject(root, "plan_total_bytes", (double)plan.total_bytes);
         if (m->cache) {
             rkm_expert_cache_stats cs;
@@ -329,6 +377,17 @@ int rkm_cmd_bench(int argc, char **argv)
         phase_print(stdout, &pre, "prefill");
         phase_print(stdout, &dec, force_file ? "forced" : "decode");
         printf("TTFT %.0f ms, peak RSS %s\n", ttft * 1e3, rkm_fmt_bytes(rss, b1, sizeof b1));
+        if (L.ok) {
+            char dk[48] = "disk not measured";
+            if (L.disk_mbs > 0) snprintf(dk, sizeof dk, "disk %.0f MB/s (O_DIRECT)", L.disk_mbs);
+            printf("limits: memory %.1f GB/s (%d threads), %s; a decode token reads %.0f MB of weights from memory "
+                   "and %.1f MB from disk\n",
+                   L.mem_gbs, m->n_threads, dk, L.w_bytes / 1e6, L.disk_bytes / 1e6);
+            printf("limits: decode at most %.2f tok/s (IO and compute fully overlapped), %.2f tok/s (serial); "
+                   "measured %.2f = %.0f%% of the first\n",
+                   L.overlap_tok_s, L.serial_tok_s, per_s(dec.n, dec.t),
+                   100 * per_s(per_s(dec.n, dec.t), L.overlap_tok_s));
+        }
         if (m->cache && per_layer) {
             printf("decode hit rate per MoE layer:");
             for (int il = 0; il < m->hp.n_layer; il++) {

@@ -37,6 +37,11 @@ static void usage(FILE *f)
             "  --mem-budget SIZE        memory budget of the model, e.g. 6G (default: none)\n"
             "  --threads N              compute threads (default: the performance cores)\n"
             "  --ctx N                  context length of a session (default min(4096, trained))\n"
+            "  --expert-cache-slots N   expert slots per MoE layer (instead of a budget)\n"
+            "  --cache-policy lfu|lru   expert cache eviction (default lfu)\n"
+            "  --prefetch on|off        next-layer expert prefetch\n"
+            "  --io-threads N           expert read threads\n"
+            "  --backend auto|cpu|rknn  where the expert matmuls run (docs/NPU.md)\n"
             "  --api-key KEY            require 'Authorization: Bearer KEY' (or $RKMOJO_API_KEY)\n"
             "  --idle-unload DUR        unload a model idle this long (default 30m; 0 never)\n"
             "  --queue N                requests that may wait (default 16); more get 503\n"
@@ -87,6 +92,18 @@ int rkm_cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--port")) bad = parse_int(v, 0, 65535, &c.port);
         else if (!strcmp(a, "--threads")) bad = parse_int(v, 0, 1024, &c.n_threads);
         else if (!strcmp(a, "--ctx")) bad = parse_int(v, 0, 1 << 24, &c.n_ctx);
+        else if (!strcmp(a, "--expert-cache-slots")) bad = parse_int(v, 0, 1 << 20, &c.expert_cache_slots);
+        else if (!strcmp(a, "--io-threads")) bad = parse_int(v, 0, 64, &c.io_threads);
+        else if (!strcmp(a, "--cache-policy")) {
+            bad = !v || (strcmp(v, "lfu") && strcmp(v, "lru"));
+            c.cache_policy = v && !strcmp(v, "lru");
+        } else if (!strcmp(a, "--prefetch")) {
+            bad = !v || (strcmp(v, "on") && strcmp(v, "off"));
+            c.prefetch = v && !strcmp(v, "on");
+        } else if (!strcmp(a, "--backend")) {
+            bad = !v || (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "rknn"));
+            c.backend = !v || !strcmp(v, "auto") ? 0 : !strcmp(v, "cpu") ? 1 : 2;
+        }
         else if (!strcmp(a, "--queue")) bad = parse_int(v, 1, 100000, &c.queue_max);
         else if (!strcmp(a, "--slow-ms")) bad = parse_int(v, 0, 10000, &c.slow_ms);
         else if (!strcmp(a, "--http-timeout")) bad = parse_int(v, 1, 86400, &c.http_timeout_s);

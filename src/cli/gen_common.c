@@ -70,6 +70,12 @@ int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
         if (strcmp(v, "on") && strcmp(v, "off")) return fprintf(stderr, "rkmojo: --prefetch on|off\n"), -1;
         o->mp.prefetch = !strcmp(v, "on");
         (*i)++;
+    } else if (!strcmp(a, "--backend") && v) {
+        if (!strcmp(v, "auto")) o->mp.backend = 0;
+        else if (!strcmp(v, "cpu")) o->mp.backend = 1;
+        else if (!strcmp(v, "rknn")) o->mp.backend = 2;
+        else return fprintf(stderr, "rkmojo: --backend auto|cpu|rknn\n"), -1;
+        (*i)++;
     } else if (!strcmp(a, "--cache-policy") && v) {
         if (strcmp(v, "lfu") && strcmp(v, "lru")) return fprintf(stderr, "rkmojo: --cache-policy lfu|lru\n"), -1;
         o->mp.cache_policy = !strcmp(v, "lru");
@@ -129,6 +135,7 @@ void rkm_gen_opts_usage(FILE *f, int sampling)
                "  --expert-cache-slots N expert cache slots per MoE layer (alias --slots)\n"
                "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
                "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
+               "  --backend auto|cpu|rknn where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)\n"
                "  -q, --quiet            no statistics footer\n");
     if (sampling)
         fprintf(f, "  --temp T               temperature (default 0.2; 0 = greedy)\n"
@@ -149,11 +156,15 @@ int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s)
         return 2;
     }
     if (!o->seed_given) o->sp.sampler.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    if (!o->mp.plan_n_ctx) o->mp.plan_n_ctx = o->sp.n_ctx; /* the budget plans for --ctx */
     *m = rkm_model_open(o->model, &o->mp);
     if (!*m) {
         fprintf(stderr, "rkmojo: cannot open %s: %s\n", o->model, rkm_last_error());
         return 1;
     }
+    /* the backend line, unless it only says the model has no NPU weights */
+    if (!o->quiet && strncmp(rkm_model_backend(*m), "cpu: the model has no NPU", 25))
+        fprintf(stderr, "rkmojo: backend %s\n", rkm_model_backend(*m));
     *s = rkm_session_new(*m, &o->sp);
     if (!*s) {
         fprintf(stderr, "rkmojo: cannot create a session: %s\n", rkm_last_error());

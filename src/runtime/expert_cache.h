@@ -44,6 +44,17 @@ typedef struct rkm_expert_cache_params {
     int io_backend;        /* 0 auto (io_uring if built in and allowed), 1 pread, 2 io_uring */
     uint32_t chunk_bytes;  /* one blob is read as parallel chunks of this size; 0: 512 KiB */
     const char *trace_out; /* routing trace file (trace.h); NULL: $RKM_TRACE_OUT or none */
+    int pack;              /* 1: q8_0/q4_0 parts are repacked (kernels.h rkm_pack_rows) after
+                            * each read is verified; get() then returns packed blobs */
+    /* Slot memory from the caller (the NPU backend: buffers the NPU reads
+     * in place, docs/NPU.md); slot_alloc NULL: rkm_alloc_aligned. alloc
+     * returns bytes aligned to RKM_EXPERT_ALIGN, or NULL (out of memory);
+     * slot_filled runs on the IO thread once a blob is verified (and
+     * packed), before any get() returns it. */
+    void *(*slot_alloc)(void *user, size_t bytes);
+    void (*slot_free)(void *user, void *buf);
+    void (*slot_filled)(void *user, void *buf, size_t bytes);
+    void *slot_user;
 } rkm_expert_cache_params;
 
 /* Checksum policy. ALWAYS (default): every read into a slot is checked

@@ -11,8 +11,11 @@
 #include "runtime/model.h"
 
 #include <math.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
+#include "backend/rknn_i8.h"
 #include "runtime/budget.h"
 #include "runtime/tokens.h"
 
@@ -158,7 +161,8 @@ static int bind_layer(rkm_model *m, int il)
             return rkm_err(RKM_EFORMAT, "model: layer %d: expert shapes do not match the model", il);
         for (int k = 0; k < RKM_PART_COUNT; k++) {
             const rkm_expert_part *pt = &el->part[k];
-            if (!mat_type_ok(pt->type) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
+            int npu = pt->type == RKM_TYPE_RKNN_I8 && rkm_rknn_i8_shape_ok(pt->ne[0], pt->ne[1]);
+            if ((!mat_type_ok(pt->type) && !npu) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
                 pt->offset + rkm_type_row_bytes(pt->type, pt->ne[0]) * (uint64_t)pt->ne[1] > el->blob_bytes)
                 return rkm_err(RKM_EFORMAT, "model: layer %d: bad expert part %d", il, k);
         }
@@ -183,6 +187,47 @@ static int bind_layer(rkm_model *m, int il)
     return 0;
 }
 
+/* Resident q8_0/q4_0 matrices are copied into owned buffers in the packed
+ * layout (kernels.h), which the matmuls read fastest; the mapped pages
+ * they came from are dropped (clean file pages: anything that reads them
+ * again, e.g. the embedding lookup of a tied LM head, faults them back). */
+static int pack_mat(rkm_model *m, rkm_mat *w)
+{
+    int pt = rkm_pack_type(w->type, w->n_out);
+    if (!w->data || pt == w->type) return 0;
+    size_t bytes = rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out;
+    void *buf = rkm_alloc_aligned(bytes, 64);
+    float **o = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
+    if (!buf || !o) {
+        rkm_free_aligned(buf);
+        if (o) m->owned = o;
+        return rkm_err(RKM_ENOMEM, "model: out of memory");
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = buf;
+    memcpy(buf, w->data, bytes);
+    int rc = rkm_pack_rows(w->type, buf, w->n_in, w->n_out);
+    if (rc) return rc;
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = RKM_ALIGN_UP((uintptr_t)w->data, (uintptr_t)pg), hi = ((uintptr_t)w->data + bytes) & ~((uintptr_t)pg - 1);
+    if (pg > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    w->data = buf;
+    w->type = pt;
+    return 0;
+}
+
+static int pack_resident(rkm_model *m)
+{
+    int rc = pack_mat(m, &m->output);
+    for (int il = 0; !rc && il < m->hp.n_layer; il++) {
+        rkm_layer *L = &m->layers[il];
+        rkm_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+                           &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_gate_inp};
+        for (size_t i = 0; !rc && i < RKM_ARRAY_LEN(mats); i++) rc = pack_mat(m, mats[i]);
+    }
+    return rc;
+}
+
 static uint64_t model_identity(const rkm_model_dir *md)
 {
     rkm_hasher *h = rkm_hasher_new();
@@ -200,14 +245,14 @@ static uint64_t model_identity(const rkm_model_dir *md)
 }
 
 /* Expert slots per layer: explicit, or planned from the memory budget
- * (budget.h: resident weights, one default-sized session's KV and
- * scratch, then slots), or 0 (every expert stays resident). < 0: error
+ * (budget.h: resident weights, one session's KV (plan_n_ctx tokens, else
+ * the default size) and scratch, then slots), or 0 (every expert stays resident). < 0: error
  * (message set). */
 static int cache_slots(const rkm_model *m, const rkm_model_params *p)
 {
     if (p->expert_cache_slots > 0) return RKM_MIN(p->expert_cache_slots, m->hp.n_expert);
     if (!p->mem_budget_bytes || !m->md->n_expert_layers) return 0;
-    int n_ctx = RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
+    int n_ctx = p->plan_n_ctx > 0 ? p->plan_n_ctx : RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
     rkm_budget b;
     if (rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, NULL, &b)) return -1;
     return b.slots_per_layer >= m->hp.n_expert ? 0 : b.slots_per_layer;
@@ -271,10 +316,21 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             goto fail;
         }
     m->model_id = model_identity(m->md);
+    /* RKM_PACK=0 keeps the file's layout, =resident packs only the
+     * resident matrices (A/B measurements) */
+    const char *pk = getenv("RKM_PACK");
+    m->pack = !(pk && !strcmp(pk, "0"));
+    m->pack_experts = m->pack && !(pk && !strcmp(pk, "resident"));
+    if (m->pack && pack_resident(m)) goto fail;
     m->n_threads = params->n_threads;
     m->pool = rkm_pool_new(params->n_threads);
     if (!m->pool) goto fail;
     m->n_threads = rkm_pool_n_threads(m->pool);
+    int has_npu = 0;
+    for (int i = 0; i < m->md->n_expert_layers; i++)
+        for (int k = 0; k < RKM_PART_COUNT; k++) has_npu |= m->md->experts[i].part[k].type == RKM_TYPE_RKNN_I8;
+    m->backend = rkm_backend_open(params->backend, has_npu);
+    if (!m->backend) goto fail;
     if (m->md->n_expert_layers > 0) {
         int slots = cache_slots(m, params);
         if (slots < 0) goto fail;
@@ -286,6 +342,13 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         m->prefetch = cp.prefetch;
         cp.io_threads = params->io_threads;
         cp.direct_io = 1; /* experts never go through the page cache (RSS is the whole cost) */
+        if (has_npu && rkm_backend_rknn(m->backend)) { /* slots in NPU memory: no copy per run */
+            cp.slot_alloc = rkm_backend_slot_alloc;
+            cp.slot_free = rkm_backend_slot_free;
+            cp.slot_filled = rkm_backend_slot_filled;
+            cp.slot_user = m->backend;
+        }
+        cp.pack = m->pack_experts;
         m->cache = rkm_expert_cache_new(m->md, &cp);
         if (!m->cache) goto fail;
     }
@@ -301,6 +364,7 @@ void rkm_model_close(rkm_model *m)
     if (!m) return;
     rkm_model_free_text(m);
     rkm_expert_cache_free(m->cache);
+    rkm_backend_free(m->backend);
     rkm_pool_free(m->pool);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -314,4 +378,5 @@ int rkm_model_n_vocab(const rkm_model *m) { return m->hp.n_vocab; }
 int rkm_model_n_embd(const rkm_model *m) { return m->hp.n_embd; }
 int rkm_model_n_ctx_train(const rkm_model *m) { return m->hp.n_ctx_train; }
 const char *rkm_model_arch(const rkm_model *m) { return m->hp.arch_name; }
+const char *rkm_model_backend(const rkm_model *m) { return rkm_backend_reason(m->backend); }
 const char *rkm_model_chat_template(const rkm_model *m) { return m->chat_template; }

@@ -73,7 +73,10 @@ struct rkm_model {
     int tok_embd_type;
     const float *output_norm;
     rkm_mat output;                /* LM head (maybe token_embd) */
-    float **owned;                 /* vectors dequantized at load */
+    float **owned;                 /* vectors dequantized at load, packed matrices */
+    int pack;                      /* resident q8_0/q4_0 matrices in the packed layout
+                                    * (kernels.h), packed at load */
+    int pack_experts;              /* the same for expert blobs, in the cache */
     int n_owned;
     uint64_t model_id;             /* identity of the weights (session files) */
     struct rkm_tokenizer *tok;     /* NULL if the directory has none */
@@ -86,6 +89,7 @@ struct rkm_model {
     pthread_mutex_t lock;          /* guards pool, cache (one forward at a time) */
     rkm_pool *pool;
     rkm_expert_cache *cache;
+    struct rkm_backend *backend;   /* where the expert matmuls run (backend/backend.h) */
 };
 
 /* KV rows of one layer: f16, [cap][n_kv*hd]; ring (pos % cap) for sliding

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "backend/backend.h"
 #include "runtime/model.h"
 
 rkm_pool *rkm_pool_for(rkm_pool *pool, double work)
@@ -39,6 +40,13 @@ rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y
     return t;
 }
 
+/* The type of an expert part as the cache holds it (packed when the
+ * model packs, see rkm_expert_cache_params.pack). */
+static int part_type(const rkm_model *m, const rkm_expert_part *p)
+{
+    return m->pack_experts ? rkm_pack_type(p->type, p->ne[1]) : p->type;
+}
+
 typedef struct {
     const rkm_mm_task *t;
     int n;
@@ -51,15 +59,18 @@ static void multi_worker(void *ctx, int ith, int nth)
 {
     multi_job *j = ctx;
     int ti = 0;
+    /* a task's chunks, and the gate/up pair of an expert, share x: each
+     * thread quantizes it once per run of chunks with the same x */
+    rkm_matmul_reuse_begin();
     for (;;) {
         int64_t u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (u >= j->first[j->n]) break;
         while (u >= j->first[ti + 1]) ti++;
         const rkm_mm_task *t = &j->t[ti];
         int64_t r0 = (u - j->first[ti]) * j->chunk, r1 = RKM_MIN(r0 + j->chunk, t->n_out);
-        size_t rb = rkm_type_row_bytes(t->type, t->n_in);
-        rkm_matmul(NULL, t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m, t->y + r0,
-                   t->ldy);
+        size_t rb = rkm_mat_row_bytes(t->type, t->n_in);
+        rkm_matmul_reuse(t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m, t->y + r0,
+                         t->ldy);
     }
 }
 
@@ -307,27 +318,24 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
                 for (int i = 0; i < me; i++)
                     memcpy(xe + (size_t)i * E, x + (size_t)(rows[i] / k) * E, sizeof(float) * (size_t)E);
                 float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
-                tk[2 * b] = (rkm_mm_task){pg->type, blobs[b] + pg->offset, E, ff, xe, me, ge, ff};
-                tk[2 * b + 1] = (rkm_mm_task){pu->type, blobs[b] + pu->offset, E, ff, xe, me, ue, ff};
+                tk[2 * b] = (rkm_mm_task){part_type(m, pg), blobs[b] + pg->offset, E, ff, xe, me, ge, ff};
+                tk[2 * b + 1] = (rkm_mm_task){part_type(m, pu), blobs[b] + pu->offset, E, ff, xe, me, ue, ff};
             }
             int few = n <= RKM_MM_MULTI_MAX_ROWS;
-            if (few) rkm_mm_multi(pool, tk, 2 * nb);
-            else
-                for (int i = 0; i < 2 * nb; i++)
-                    rkm_matmul(rkm_pool_for(pool, (double)E * ff * tk[i].m), tk[i].type, tk[i].w, E, ff, tk[i].x,
-                               tk[i].m, tk[i].y, ff);
+            rc = rkm_backend_mm(m->backend, pool, tk, 2 * nb, few);
             for (int b = 0; b < nb; b++) {
                 int e = ids[t0 + batch[b]];
                 float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
                 rkm_glu(m, ge, ge, ue, (int64_t)cnt[e] * ff);
                 /* down: its output replaces the gathered input rows */
-                tk[b] = (rkm_mm_task){pd->type, blobs[b] + pd->offset, ff, E, ge, cnt[e], s->xe + (size_t)start[e] * E, E};
+                tk[b] = (rkm_mm_task){part_type(m, pd), blobs[b] + pd->offset, ff, E, ge, cnt[e],
+                                      s->xe + (size_t)start[e] * E, E};
             }
-            if (few) rkm_mm_multi(pool, tk, nb);
-            else
-                for (int i = 0; i < nb; i++)
-                    rkm_matmul(rkm_pool_for(pool, (double)E * ff * tk[i].m), tk[i].type, tk[i].w, ff, E, tk[i].x,
-                               tk[i].m, tk[i].y, E);
+            if (!rc) rc = rkm_backend_mm(m->backend, pool, tk, nb, few);
+            if (rc) {
+                rkm_expert_cache_release(m->cache, il);
+                return rc;
+            }
             for (int b = 0; b < nb; b++) {
                 int e = ids[t0 + batch[b]], me = cnt[e];
                 const int *rows = s->erows + start[e];

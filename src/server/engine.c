@@ -312,6 +312,12 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     rkm_model_params_default(&mp);
     mp.mem_budget_bytes = e->cfg.mem_budget_bytes;
     mp.n_threads = e->cfg.n_threads;
+    mp.plan_n_ctx = e->cfg.n_ctx; /* the budget plans for the sessions' context */
+    mp.expert_cache_slots = e->cfg.expert_cache_slots;
+    mp.cache_policy = e->cfg.cache_policy;
+    if (e->cfg.prefetch >= 0) mp.prefetch = e->cfg.prefetch;
+    mp.io_threads = e->cfg.io_threads;
+    mp.backend = e->cfg.backend;
     e->model = rkm_model_open(mi->path, &mp);
     if (!e->model) {
         snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());

@@ -38,6 +38,7 @@ void srv_config_default(srv_config *c)
     c->prompt_cache_max_bytes = 4ull << 30;
     c->prompt_cache_ttl_s = 7 * 86400;
     c->http_timeout_s = 120;
+    c->prefetch = -1;
 }
 
 #if RKM_HAVE_MHD

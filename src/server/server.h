@@ -27,6 +27,10 @@ typedef struct srv_config {
     uint64_t mem_budget_bytes;   /* passed to rkm_model_open */
     int n_threads;               /* 0: library default */
     int n_ctx;                   /* 0: library default */
+    /* expert streaming (rkm_model_params): slots per layer (0: from the
+     * budget), LFU 0 / LRU 1, prefetch -1 default / 0 / 1, IO threads (0:
+     * default), backend 0 auto / 1 cpu / 2 rknn */
+    int expert_cache_slots, cache_policy, prefetch, io_threads, backend;
     const char *api_key;         /* NULL: no authentication */
     double idle_unload_s;        /* unload a model idle this long; <= 0 never */
     int queue_max;               /* waiting requests before 503 */

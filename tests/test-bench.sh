@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test-bench.sh - `rkmojo bench` as a user runs it on a small synthetic
+# model: the text and JSON reports carry every figure the streaming issue
+# names (tok/s, hit rate, bytes and IO wait per token, peak RSS), a budget
+# is honoured (peak RSS under it, fewer slots than experts), --limits
+# prints the probed memory/disk bandwidths and the decode bound they set,
+# and bad options fail with a message.
+set -u
+B=${RKM_BUILD:-build}
+R="${RKM_RUNNER:-} $B/rkmojo"
+T=$(mktemp -d -p "${TMPDIR:-/var/tmp}")
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+num() { grep -o "\"$1\":[[:space:]]*[-0-9.e+]*" "$2" | head -1 | sed 's/.*:[[:space:]]*//'; }
+gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+$R synth --preset tiny -o "$T/a.gguf" --seed 3 --quiet && $R convert "$T/a.gguf" "$T/m" --quant q8_0 --quiet \
+  || { echo "FAIL: synth/convert"; exit 1; }
+
+# text report with a budget that holds only part of the experts
+if $R bench -m "$T/m" --expert-cache-slots 3 --prompt-tokens 12 -n 6 -t 2 --limits > "$T/out.txt" 2> "$T/err.txt"; then
+  grep -Eq '^prefill +12 tok .* tok/s .* hit .* read .* IO wait' "$T/out.txt" && ok "prefill line" || fail "prefill line: $(cat "$T/out.txt")"
+  grep -Eq '^decode +6 tok .* tok/s' "$T/out.txt" && ok "decode line" || fail "decode line"
+  grep -q 'expert cache: 3 of 8 slots per layer' "$T/out.txt" && ok "slots honoured" || fail "slots: $(head -3 "$T/out.txt")"
+  grep -Eq '^limits: memory [0-9.]+ GB/s' "$T/out.txt" && ok "--limits probes memory" || fail "limits line: $(grep limits "$T/out.txt")"
+  grep -Eq '^limits: decode at most [0-9.]+ tok/s' "$T/out.txt" && ok "--limits prints the bound" || fail "bound line"
+else
+  fail "bench with 3 slots: $(cat "$T/err.txt")"
+fi
+
+# JSON report under a memory budget
+if $R bench -m "$T/m" --mem-budget 96M --prompt-tokens 8 -n 4 -t 2 --limits --json > "$T/o.json" 2> "$T/err.txt"; then
+  rss=$(num peak_rss_bytes "$T/o.json"); budget=$(num mem_budget_bytes "$T/o.json")
+  [ -n "$rss" ] && gt "$rss" 0 && ! gt "$rss" "$budget" && ok "peak RSS $rss <= budget $budget" || fail "RSS $rss budget $budget"
+  for k in tok_s hit_rate bytes_per_token io_wait_ms_per_token read_mb_s ttft_s mem_read_gb_s weight_bytes_per_token \
+           decode_tok_s_overlapped decode_tok_s_serial; do
+    v=$(num "$k" "$T/o.json")
+    [ -n "$v" ] && ok "json has $k ($v)" || fail "json lacks $k"
+  done
+  gt "$(num mem_read_gb_s "$T/o.json")" 0.1 && ok "memory probe measured" || fail "memory probe"
+  # the weight bytes a token reads: at least the routed experts' share
+  gt "$(num weight_bytes_per_token "$T/o.json")" 10000 && ok "weight bytes per token" || fail "weight bytes per token"
+  # serial bound never above the overlapped one
+  ! gt "$(num decode_tok_s_serial "$T/o.json")" "$(num decode_tok_s_overlapped "$T/o.json")" && ok "serial <= overlapped" \
+    || fail "serial bound above overlapped"
+else
+  fail "bench --json: $(cat "$T/err.txt")"
+fi
+
+# a budget below the resident core: refused up front with the numbers
+if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
+else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi
+# bad options
+$R bench -m "$T/m" --cache-policy mru > /dev/null 2> "$T/err.txt" && fail "bad policy accepted" \
+  || { grep -Eq "lfu( or |[|])lru" "$T/err.txt" && ok "bad policy refused" || fail "policy message"; }
+$R bench > /dev/null 2> "$T/err.txt" && fail "bench without a model accepted" || ok "bench without -m refused"
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]
