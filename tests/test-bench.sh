@@ -2,7 +2,8 @@
 # test-bench.sh - `rkmojo bench` as a user runs it on a small synthetic
 # model: the text and JSON reports carry every figure the streaming issue
 # names (tok/s, hit rate, bytes and IO wait per token, peak RSS), a budget
-# is honoured (peak RSS under it, fewer slots than experts), --limits
+# is honoured (peak RSS under it, fewer slots than experts) and planned for
+# the --ctx given, --limits
 # prints the probed memory/disk bandwidths and the decode bound they set,
 # and bad options fail with a message.
 set -u
@@ -49,9 +50,29 @@ else
   fail "bench --json: $(cat "$T/err.txt")"
 fi
 
+# --warm: the prompt ran once before, so the timed prefill finds every
+# expert it needs in the (fully resident) cache
+if $R bench -m "$T/m" --prompt-tokens 8 -n 2 -t 2 --warm --json > "$T/w.json" 2> "$T/err.txt"; then
+  grep -q '"warm":[[:space:]]*true' "$T/w.json" && ok "json says warm" || fail "no warm flag"
+  [ "$(num hit_rate "$T/w.json")" = 1 ] && ok "warm prefill hits every expert" \
+    || fail "warm prefill hit rate $(num hit_rate "$T/w.json")"
+else
+  fail "bench --warm: $(cat "$T/err.txt")"
+fi
+
 # a budget below the resident core: refused up front with the numbers
 if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
 else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi
+# the budget plans for the context asked for: 50 MiB is too small for the
+# default 2048-token KV cache of this model, enough for 64 tokens
+if $R bench -m "$T/m" --mem-budget 50M -n 2 --prompt-tokens 4 > /dev/null 2> "$T/err.txt"; then
+  fail "50M with the default context accepted (the test needs a budget between the two plans)"
+elif $R bench -m "$T/m" --mem-budget 50M --ctx 64 -n 2 --prompt-tokens 4 > "$T/out.txt" 2> "$T/err.txt"; then
+  grep -q "kv 64.00 KiB" "$T/out.txt" && ok "--ctx 64 fits a budget the default context does not" \
+    || fail "plan: $(grep plan "$T/out.txt")"
+else
+  fail "--ctx 64 under 50M: $(cat "$T/err.txt")"
+fi
 # bad options
 $R bench -m "$T/m" --cache-policy mru > /dev/null 2> "$T/err.txt" && fail "bad policy accepted" \
   || { grep -Eq "lfu( or |[|])lru" "$T/err.txt" && ok "bad policy refused" || fail "policy message"; }

@@ -425,6 +425,42 @@ static void *packed_copy(int wtype, const void *w, int64_t n_in, int64_t n_out)
     return p;
 }
 
+/* The row-batched attention entries against the same set's single-row
+ * ones: bit-identical, for head sizes around the vector widths, row counts
+ * 1..9 and a stride wider than a row (the rows of one KV head inside the
+ * cache's rows of all heads). */
+static void test_rows(const char *variant)
+{
+    static const int64_t dims[] = {1, 3, 7, 8, 15, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 256};
+    for (size_t di = 0; di < RKM_ARRAY_LEN(dims); di++) {
+        int64_t n = dims[di], stride = n + 13;
+        for (int64_t rows = 1; rows <= 9; rows += 2) {
+            float *x = malloc(sizeof(float) * (size_t)n), *tmp = malloc(sizeof(float) * (size_t)(stride * rows));
+            float *a = malloc(sizeof(float) * (size_t)rows), *o1 = malloc(sizeof(float) * (size_t)rows);
+            float *o2 = malloc(sizeof(float) * (size_t)rows);
+            float *y1 = malloc(sizeof(float) * (size_t)n), *y2 = malloc(sizeof(float) * (size_t)n);
+            rkm_f16 *h = malloc(sizeof(rkm_f16) * (size_t)(stride * rows));
+            fill(x, n, 2.0f);
+            fill(tmp, stride * rows, 3.0f);
+            fill(a, rows, 1.0f);
+            fill(y1, n, 1.0f);
+            memcpy(y2, y1, sizeof(float) * (size_t)n);
+            rkm_f32_to_f16_row(tmp, h, stride * rows);
+            for (int64_t r = 0; r < rows; r++) {
+                o1[r] = rkm_dot_f32_f16(x, h + r * stride, n);
+                rkm_axpy_f16(y1, a[r], h + r * stride, n);
+            }
+            rkm_dot_f32_f16_rows(x, h, stride, rows, n, o2);
+            rkm_axpy_f16_rows(y2, a, h, stride, rows, n);
+            CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)rows) == 0, "%s dot_f32_f16_rows n=%lld rows=%lld",
+                      variant, (long long)n, (long long)rows);
+            CHECK_MSG(memcmp(y1, y2, sizeof(float) * (size_t)n) == 0, "%s axpy_f16_rows n=%lld rows=%lld", variant,
+                      (long long)n, (long long)rows);
+            free(x), free(tmp), free(a), free(o1), free(o2), free(y1), free(y2), free(h);
+        }
+    }
+}
+
 static void test_pack_layout(void)
 {
     const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
@@ -605,6 +641,7 @@ int main(void)
         CHECK(strcmp(rkm_kernels_name(), names[v]) == 0);
         test_quantize(names[v]);
         test_ops(names[v]);
+        test_rows(names[v]);
         printf("ops %s: done\n", names[v]);
         fflush(stdout);
     }

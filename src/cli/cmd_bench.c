@@ -49,6 +49,8 @@ static void bench_usage(FILE *f)
                "  --io-threads N            expert read threads\n"
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"
+               "  --warm                    run the prompt once untimed first, so prefill is measured with\n"
+               "                            the experts it needs already read (a resident model's steady state)\n"
                "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
                "                            they allow, given the bytes per token and the hit rate\n"
                "  --json                    machine-readable output on stdout\n");
@@ -139,7 +141,7 @@ int rkm_cmd_bench(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
-    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = rkm_gen_opts_parse(&o, argc, argv, &i);
@@ -182,6 +184,8 @@ int rkm_cmd_bench(int argc, char **argv)
             per_layer = 1;
         } else if (!strcmp(a, "--limits")) {
             limits = 1;
+        } else if (!strcmp(a, "--warm")) {
+            warm = 1;
         } else {
             fprintf(stderr, "rkmojo bench: unknown or incomplete option '%s'\n", a);
             bench_usage(stderr);
@@ -245,6 +249,11 @@ int rkm_cmd_bench(int argc, char **argv)
         if (n_decode > n_fids) n_decode = n_fids;
     }
 
+    /* --warm: the same prompt once, untimed, then forgotten */
+    if (warm && (rkm_session_eval(s, pids, np, NULL) || rkm_session_truncate(s, 0))) {
+        fprintf(stderr, "rkmojo bench: warm-up failed: %s\n", rkm_last_error());
+        goto out;
+    }
     /* prefill */
     phase pre = {.n = np}, dec = {0};
     rkm_session_stats_reset(s);
@@ -329,6 +338,7 @@ int rkm_cmd_bench(int argc, char **argv)
         cJSON_AddItemToObject(root, "prefill", phase_json(&pre, "prefill"));
         cJSON_AddItemToObject(root, "decode", phase_json(&dec, "decode"));
         cJSON_AddBoolToObject(root, "teacher_forced", force_file != NULL);
+        cJSON_AddBoolToObject(root, "warm", warm);
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)rss);
         if (L.ok) {
             cJSON *lo = cJSON_AddObjectToObject(root, "limits");
@@ -374,6 +384,7 @@ int rkm_cmd_bench(int argc, char **argv)
                    o.mp.mem_budget_bytes ? rkm_fmt_bytes(o.mp.mem_budget_bytes, b2, sizeof b2) : "none");
         char desc[512];
         if (!plan_rc) printf("plan: %s\n", rkm_budget_describe(&plan, desc, sizeof desc));
+        if (warm) printf("prefill measured warm (--warm: the prompt ran once before, untimed)\n");
         phase_print(stdout, &pre, "prefill");
         phase_print(stdout, &dec, force_file ? "forced" : "decode");
         printf("TTFT %.0f ms, peak RSS %s\n", ttft * 1e3, rkm_fmt_bytes(rss, b1, sizeof b1));

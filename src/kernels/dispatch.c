@@ -121,6 +121,9 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(f16_to_f32);
     TAKE(dot_f32_f16);
     TAKE(axpy_f16);
+    /* a set's row-batched entries go with its single-row ones */
+    if (s->dot_f32_f16) k->dot_f32_f16_rows = s->dot_f32_f16_rows;
+    if (s->axpy_f16) k->axpy_f16_rows = s->axpy_f16_rows;
 #undef TAKE
 }
 
@@ -420,4 +423,20 @@ float rkm_dot_f32_f16(const float *x, const rkm_f16 *y, int64_t n)
 void rkm_axpy_f16(float *y, float a, const rkm_f16 *x, int64_t n)
 {
     rkm_kernels_active()->axpy_f16(y, a, x, n);
+}
+
+void rkm_dot_f32_f16_rows(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out)
+{
+    const rkm_kernel_set *k = rkm_kernels_active();
+    if (k->dot_f32_f16_rows) k->dot_f32_f16_rows(x, y, stride, rows, n, out);
+    else
+        for (int64_t r = 0; r < rows; r++) out[r] = k->dot_f32_f16(x, y + r * stride, n);
+}
+
+void rkm_axpy_f16_rows(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n)
+{
+    const rkm_kernel_set *k = rkm_kernels_active();
+    if (k->axpy_f16_rows) k->axpy_f16_rows(y, a, x, stride, rows, n);
+    else
+        for (int64_t r = 0; r < rows; r++) k->axpy_f16(y, a[r], x + r * stride, n);
 }

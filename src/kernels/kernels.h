@@ -116,5 +116,12 @@ void rkm_f16_to_f32_row(const rkm_f16 *x, float *y, int64_t n);
 float rkm_dot_f32_f16(const float *x, const rkm_f16 *y, int64_t n);
 /* y += a * x (x f16). */
 void rkm_axpy_f16(float *y, float a, const rkm_f16 *x, int64_t n);
+/* The same over `rows` f16 rows `stride` elements apart (attention over
+ * the KV cache): out[r] = dot(x, y + r*stride); y += sum over r, in row
+ * order, of a[r] * (x + r*stride). Bit-identical to calling the single-row
+ * functions row by row, without a call per row (and for axpy with y kept
+ * in registers across rows). */
+void rkm_dot_f32_f16_rows(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out);
+void rkm_axpy_f16_rows(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n);
 
 #endif

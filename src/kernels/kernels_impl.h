@@ -59,6 +59,11 @@ typedef struct {
     void (*f16_to_f32)(const rkm_f16 *x, float *y, int64_t n);
     float (*dot_f32_f16)(const float *x, const rkm_f16 *y, int64_t n);
     void (*axpy_f16)(float *y, float a, const rkm_f16 *x, int64_t n);
+    /* Many rows at once (attention over the KV cache), each row computed
+     * exactly as the single-row entry above does; optional: NULL runs the
+     * single-row entry row by row (dispatch.c). */
+    void (*dot_f32_f16_rows)(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out);
+    void (*axpy_f16_rows)(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n);
 } rkm_kernel_set;
 
 /* The reference (every entry set). */

@@ -123,15 +123,22 @@ static void att_worker(void *ctx, int ith, int nth)
         rkm_f16_to_f32_row(q16, qr, hd);
         int kh = h / gq;
         float mx = -INFINITY;
-        for (int p = lo; p <= pos; p++) {
-            const rkm_f16 *krow = kv->k + (size_t)kv_row(kv, p) * kv->k_dim + (size_t)kh * hd;
-            float d = rkm_dot_f32_f16(qr, krow, hd);
-            if (cap > 0) d = cap * tanhf(d / cap);
-            d *= scale;
-            sc[p - lo] = d;
-            if (d > mx) mx = d;
+        /* positions lo..pos are contiguous KV rows but for one wrap of a
+         * ring: at most two runs of rows */
+        for (int p = lo; p <= pos;) {
+            int row = kv_row(kv, p), len = RKM_MIN(pos - p + 1, kv->ring ? kv->cap - row : pos - p + 1);
+            rkm_dot_f32_f16_rows(qr, kv->k + (size_t)row * kv->k_dim + (size_t)kh * hd, kv->k_dim, len, hd,
+                                 sc + (p - lo));
+            p += len;
         }
         int cnt = pos - lo + 1;
+        for (int i = 0; i < cnt; i++) {
+            float d = sc[i];
+            if (cap > 0) d = cap * tanhf(d / cap);
+            d *= scale;
+            sc[i] = d;
+            if (d > mx) mx = d;
+        }
         double sum = 0;
         for (int i = 0; i < cnt; i++) {
             float e = expf(sc[i] - mx);
@@ -140,12 +147,16 @@ static void att_worker(void *ctx, int ith, int nth)
         }
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < cnt; i++) sc[i] *= inv;
+        /* the weights rounded to f16, as ggml multiplies them */
         rkm_f32_to_f16_row(sc, p16, cnt);
+        rkm_f16_to_f32_row(p16, sc, cnt);
         float *out = s->att + (size_t)r * nh * hv + (size_t)h * hv;
         memset(out, 0, sizeof(float) * (size_t)hv);
-        for (int p = lo; p <= pos; p++) {
-            const rkm_f16 *vrow = kv->v + (size_t)kv_row(kv, p) * kv->v_dim + (size_t)kh * hv;
-            rkm_axpy_f16(out, rkm_f16_to_f32(p16[p - lo]), vrow, hv);
+        for (int p = lo; p <= pos;) {
+            int row = kv_row(kv, p), len = RKM_MIN(pos - p + 1, kv->ring ? kv->cap - row : pos - p + 1);
+            rkm_axpy_f16_rows(out, sc + (p - lo), kv->v + (size_t)row * kv->v_dim + (size_t)kh * hv, kv->v_dim, len,
+                              hv);
+            p += len;
         }
     }
 }

@@ -24,4 +24,6 @@ const rkm_kernel_set rkm_kernels_neon = {
     .f16_to_f32 = f16_to_f32_neon,
     .dot_f32_f16 = dot_f32_f16_neon,
     .axpy_f16 = axpy_f16_neon,
+    .dot_f32_f16_rows = dot_f32_f16_rows_neon,
+    .axpy_f16_rows = axpy_f16_rows_neon,
 };

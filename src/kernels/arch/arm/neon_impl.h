@@ -653,3 +653,38 @@ static void N_FN(axpy_f16_)(float *y, float a, const rkm_f16 *x, int64_t n)
         vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))), a));
     for (; i < n; i++) y[i] += a * rkm_f16_to_f32(x[i]);
 }
+
+/* Row-batched forms: each row exactly as the single-row functions above. */
+static void N_FN(dot_f32_f16_rows_)(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
+                                    float *out)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        if (r + 1 < rows) __builtin_prefetch(y + (r + 1) * stride);
+        out[r] = N_FN(dot_f32_f16_)(x, y + r * stride, n);
+    }
+}
+
+static void N_FN(axpy_f16_rows_)(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows,
+                                 int64_t n)
+{
+    int64_t i = 0;
+    /* 32 columns (8 accumulators) at a time, y in registers across rows */
+    for (; i + 32 <= n; i += 32) {
+        float32x4_t acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = vld1q_f32(y + i + 4 * j);
+        for (int64_t r = 0; r < rows; r++) {
+            const rkm_f16 *xr = x + r * stride + i;
+            for (int j = 0; j < 8; j++)
+                acc[j] = vfmaq_n_f32(acc[j], vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xr + 4 * j))), a[r]);
+        }
+        for (int j = 0; j < 8; j++) vst1q_f32(y + i + 4 * j, acc[j]);
+    }
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t acc = vld1q_f32(y + i);
+        for (int64_t r = 0; r < rows; r++)
+            acc = vfmaq_n_f32(acc, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + r * stride + i))), a[r]);
+        vst1q_f32(y + i, acc);
+    }
+    for (; i < n; i++)
+        for (int64_t r = 0; r < rows; r++) y[i] += a[r] * rkm_f16_to_f32(x[r * stride + i]);
+}

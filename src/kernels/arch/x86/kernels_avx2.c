@@ -445,6 +445,45 @@ static void axpy_f16_avx2(float *y, float a, const rkm_f16 *x, int64_t n)
     for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
 }
 
+/* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
+ * axpy_f16_avx2 computes it. */
+static void dot_f32_f16_rows_avx2(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
+                                  float *out)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const rkm_f16 *yr = y + r * stride;
+        if (r + 1 < rows) _mm_prefetch((const char *)(yr + stride), _MM_HINT_T0);
+        out[r] = dot_f32_f16_avx2(x, yr, n);
+    }
+}
+
+static void axpy_f16_rows_avx2(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n)
+{
+    int64_t i = 0;
+    /* 64 columns (8 accumulators) at a time, y in registers across rows:
+     * per element the same fma sequence as row-by-row axpy */
+    for (; i + 64 <= n; i += 64) {
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_loadu_ps(y + i + 8 * j);
+        for (int64_t r = 0; r < rows; r++) {
+            __m256 av = _mm256_set1_ps(a[r]);
+            const rkm_f16 *xr = x + r * stride + i;
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(xr + 8 * j))), acc[j]);
+        }
+        for (int j = 0; j < 8; j++) _mm256_storeu_ps(y + i + 8 * j, acc[j]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(y + i);
+        for (int64_t r = 0; r < rows; r++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(a[r]),
+                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + r * stride + i))), acc);
+        _mm256_storeu_ps(y + i, acc);
+    }
+    for (; i < n; i++)
+        for (int64_t r = 0; r < rows; r++) y[i] += a[r] * _cvtsh_ss(x[r * stride + i]);
+}
+
 const rkm_kernel_set rkm_kernels_avx2 = {
     .name = "avx2",
     .init = rkm_x86_init_f16_table,
@@ -463,4 +502,6 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .f16_to_f32 = f16_to_f32_avx2,
     .dot_f32_f16 = dot_f32_f16_avx2,
     .axpy_f16 = axpy_f16_avx2,
+    .dot_f32_f16_rows = dot_f32_f16_rows_avx2,
+    .axpy_f16_rows = axpy_f16_rows_avx2,
 };
