@@ -8,8 +8,9 @@
 #      the CPU (q8_0) and for the NPU (--target rk3588), rkmojo bench with
 #      --backend cpu and --backend rknn; the NPU model also runs on the CPU
 #      (its fallback kernel), and on the NPU with the expert slots in
-#      ordinary memory (RKM_RKNN_SLOT_BYTES=0: B copied per run), so the
-#      rows can be compared.
+#      ordinary memory (RKM_RKNN_SLOT_BYTES=0: B copied per run), and with
+#      the dense projections kept on the CPU at prefill (RKM_NPU_DENSE=0),
+#      so the rows can be compared.
 #
 #   bench/rknn-check.sh [SOURCE.gguf|HF-dir] [WORKDIR]
 # Without a source, a 4-layer OLMoE-shaped model is synthesized (random
@@ -67,4 +68,5 @@ row "q8_0 experts, --backend cpu" "$cpu" cpu
 row "rknn_i8 experts, --backend cpu" "$npu" cpu
 row "rknn_i8 experts, --backend rknn" "$npu" rknn
 RKM_RKNN_SLOT_BYTES=0 row "rknn_i8, rknn, copy path (no slots)" "$npu" rknn
+RKM_NPU_DENSE=0 row "rknn_i8, rknn, dense on the CPU" "$npu" rknn
 warn

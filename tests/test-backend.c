@@ -408,12 +408,12 @@ static int on_tok(int32_t id, void *u)
     return 0;
 }
 
-static void run_model(rkm_model *m, const int32_t *prompt, int np, float *logits_all, gen_ids *g)
+static void run_model_chunk(rkm_model *m, const int32_t *prompt, int np, float *logits_all, gen_ids *g, int chunk)
 {
     rkm_session_params sp;
     rkm_session_params_default(&sp);
     sp.n_ctx = 256;
-    sp.n_chunk = 16;
+    sp.n_chunk = chunk;
     sp.sampler.temperature = 0;
     rkm_session *s = rkm_session_new(m, &sp);
     CHECK(s != NULL);
@@ -422,6 +422,63 @@ static void run_model(rkm_model *m, const int32_t *prompt, int np, float *logits
     g->n = 0;
     CHECK(rkm_session_generate(s, 24, on_tok, g) == 0);
     rkm_session_free(s);
+}
+
+static void run_model(rkm_model *m, const int32_t *prompt, int np, float *logits_all, gen_ids *g)
+{
+    run_model_chunk(m, prompt, np, logits_all, g, 16);
+}
+
+/* Dense projections at prefill (chunks of >= RKM_NPU_DENSE_MIN_ROWS rows)
+ * on the NPU: the rknn backend gives every attention matrix an rknn_i8
+ * copy; with RKM_NPU_DENSE=force the CPU backend computes the same int8
+ * products with its kernel, so the two must agree bit for bit, and both
+ * must differ from the file's q8_0 path (the copies are really used). */
+static void test_dense(const char *lib, const char *dir)
+{
+    rkm_model *m0 = open_backend(dir, RKM_BACKEND_CPU);
+    if (!m0) return;
+    CHECK(m0->layers[0].wq.npu == NULL);
+    int V = rkm_model_n_vocab(m0), np = 40;
+    int32_t prompt[40];
+    for (int i = 0; i < np; i++) prompt[i] = (int32_t)(rnd() % (uint32_t)V);
+    size_t lb = sizeof(float) * (size_t)np * V;
+    float *l0 = malloc(lb), *l1 = malloc(lb), *l2 = malloc(lb);
+    gen_ids g0, g1, g2;
+    run_model_chunk(m0, prompt, np, l0, &g0, 64);
+    rkm_model_close(m0);
+    setenv("RKM_NPU_DENSE", "force", 1);
+    rkm_model *m1 = open_backend(dir, RKM_BACKEND_CPU);
+    unsetenv("RKM_NPU_DENSE");
+    if (m1) {
+        CHECK(m1->layers[0].wq.npu != NULL && m1->layers[0].wo.npu != NULL);
+        run_model_chunk(m1, prompt, np, l1, &g1, 64);
+        CHECK_MSG(memcmp(l0, l1, lb) != 0, "the rknn_i8 copies of the dense matrices were not used");
+        rkm_model_close(m1);
+    }
+    rkm_model *m2 = lib ? open_backend(dir, RKM_BACKEND_RKNN) : NULL;
+    if (m2 && m1) {
+        CHECK(m2->layers[0].wq.npu != NULL);
+        uint64_t in_place = 0, copied = 0;
+        run_model_chunk(m2, prompt, np, l2, &g2, 64);
+        rkm_rknn_bind_counts(rkm_backend_rknn(m2->backend), &in_place, &copied);
+        CHECK_MSG(copied > 0, "no dense matrix went to the NPU (%llu copied B bindings)", (unsigned long long)copied);
+        CHECK_MSG(memcmp(l1, l2, lb) == 0, "dense at prefill: logits differ between the CPU kernel and the NPU");
+        CHECK(g1.n == 24 && g2.n == 24 && memcmp(g1.ids, g2.ids, sizeof(int32_t) * 24) == 0);
+        printf("dense projections at prefill: CPU rknn_i8 kernel and emulated NPU agree (%llu B copies)\n",
+               (unsigned long long)copied);
+    }
+    rkm_model_close(m2);
+    /* under a memory budget the copies are not made */
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.backend = lib ? RKM_BACKEND_RKNN : RKM_BACKEND_CPU;
+    mp.mem_budget_bytes = 1ull << 30;
+    rkm_model *m3 = rkm_model_open(dir, &mp);
+    CHECK(m3 != NULL);
+    if (m3) CHECK(m3->layers[0].wq.npu == NULL);
+    rkm_model_close(m3);
+    free(l0), free(l1), free(l2);
 }
 
 static void test_end_to_end(const char *lib)
@@ -491,6 +548,7 @@ static void test_end_to_end(const char *lib)
         rkm_model_close(mn);
     }
     free(l1), free(l2);
+    test_dense(lib, dir);
 }
 
 /* ------------------------------------------------ quality, fixtures */

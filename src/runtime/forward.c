@@ -34,8 +34,9 @@ static void trace(rkm_session *s, int il, const char *what, const float *x, int 
 
 /* Attention block of layer il for rows at pos0..: reads s->cur, writes
  * the projected output into s->tmp. */
-static void attention_block(rkm_session *s, int il, int pos0, int n)
+static int attention_block(rkm_session *s, int il, int pos0, int n)
 {
+    int rc;
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
     const rkm_layer *L = &m->layers[il];
@@ -48,10 +49,9 @@ static void attention_block(rkm_session *s, int il, int pos0, int n)
         rkm_mm_task t[3] = {rkm_mm_task_of(&L->wq, s->cur, n, s->q), rkm_mm_task_of(&L->wk, s->cur, n, s->k),
                             rkm_mm_task_of(&L->wv, s->cur, n, s->v)};
         rkm_mm_multi(pool, t, L->v_from_k ? 2 : 3);
-    } else {
-        rkm_matmul_mat(pool, &L->wq, s->cur, n, s->q);
-        rkm_matmul_mat(pool, &L->wk, s->cur, n, s->k);
-        if (!L->v_from_k) rkm_matmul_mat(pool, &L->wv, s->cur, n, s->v);
+    } else if ((rc = rkm_model_mm(m, &L->wq, s->cur, n, s->q)) || (rc = rkm_model_mm(m, &L->wk, s->cur, n, s->k)) ||
+               (!L->v_from_k && (rc = rkm_model_mm(m, &L->wv, s->cur, n, s->v)))) {
+        return rc;
     }
     if (L->v_from_k) memcpy(s->v, s->k, sizeof(float) * (size_t)n * kd);
     add_bias(s->q, L->bq, n, qd);
@@ -75,8 +75,9 @@ static void attention_block(rkm_session *s, int il, int pos0, int n)
     }
     rkm_kv_store(s, il, pos0, n);
     rkm_attention(s, il, pos0, n);
-    rkm_matmul_mat(pool, &L->wo, s->att, n, s->tmp);
+    if ((rc = rkm_model_mm(m, &L->wo, s->att, n, s->tmp))) return rc;
     if (L->post_attn_norm) norm_rows(s->tmp, s->tmp, L->post_attn_norm, n, hp->n_embd, eps);
+    return 0;
 }
 
 /* Feed-forward of layer il on the residual s->x; adds its output. */
@@ -94,8 +95,8 @@ static int ffn_block(rkm_session *s, int il, int n)
         norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
         if (moe) {
             if ((rc = rkm_moe_forward(s, il, s->cur, s->cur, n, s->ffn))) return rc;
-        } else {
-            rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+        } else if ((rc = rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue))) {
+            return rc;
         }
         for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i];
         return 0;
@@ -119,7 +120,10 @@ static int ffn_block(rkm_session *s, int il, int n)
         norm_rows(s->cur2, s->x, L->pre_ffw_norm_2, n, E, eps);
     }
     norm_rows(s->cur, s->x, L->ffn_norm, n, E, eps);
-    rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue);
+    if ((rc = rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue))) {
+        if (moe) rkm_expert_cache_release(m->cache, il); /* the routed experts' pins */
+        return rc;
+    }
     if (moe) {
         if (L->post_ffw_norm_1) norm_rows(s->ffn, s->ffn, L->post_ffw_norm_1, n, E, eps);
         if ((rc = rkm_moe_experts(s, il, s->cur2, n, s->ffn2))) return rc;
@@ -169,7 +173,7 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
     for (int il = 0; il < hp->n_layer; il++) {
         const rkm_layer *L = &m->layers[il];
         norm_rows(s->cur, s->x, L->attn_norm, n, E, hp->rms_eps);
-        attention_block(s, il, pos0, n);
+        if ((rc = attention_block(s, il, pos0, n))) goto out;
         for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;

@@ -228,6 +228,52 @@ static int pack_resident(rkm_model *m)
     return rc;
 }
 
+/* Dense projections on the NPU at prefill (docs/NPU.md): with the RKNN
+ * backend, every resident attention / dense-FFN / shared-expert matrix
+ * whose shape the NPU takes gets an rknn_i8 copy (int8 per output channel,
+ * the NPU's native B layout), used by rkm_model_mm for chunks of at least
+ * RKM_NPU_DENSE_MIN_ROWS rows; decoding stays on the CPU kernels, where
+ * the measurements in NOTES put it. The copies cost about one byte per
+ * weight beyond the resident core, so they are made only without a
+ * memory budget. $RKM_NPU_DENSE: 0 off; force: also on the CPU backend
+ * (its rknn_i8 kernel: the tests compare the two paths). */
+static int npu_dense(rkm_model *m, const rkm_model_params *p)
+{
+    const char *env = getenv("RKM_NPU_DENSE");
+    int force = env && !strcmp(env, "force");
+    if (env && !strcmp(env, "0")) return 0;
+    if (!force && (!rkm_backend_rknn(m->backend) || p->mem_budget_bytes)) return 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        rkm_layer *L = &m->layers[il];
+        rkm_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+                           &L->sh_gate, &L->sh_up, &L->sh_down};
+        for (size_t i = 0; i < RKM_ARRAY_LEN(mats); i++) {
+            rkm_mat *w = mats[i];
+            if (!w->data || !rkm_rknn_i8_shape_ok(w->n_in, w->n_out) || !rkm_type_readable(w->type)) continue;
+            void *buf = rkm_alloc_aligned(rkm_rknn_i8_bytes(w->n_in, w->n_out), 64);
+            float *rows = malloc(sizeof(float) * (size_t)w->n_in * RKM_RKNN_I8_TILE);
+            float **o = buf && rows ? realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1)) : NULL;
+            if (!o) {
+                rkm_free_aligned(buf);
+                free(rows);
+                return rkm_err(RKM_ENOMEM, "model: out of memory for the NPU's copies of the dense matrices");
+            }
+            m->owned = o;
+            m->owned[m->n_owned++] = buf;
+            size_t rb = rkm_type_row_bytes(w->type, w->n_in);
+            for (int64_t n0 = 0; n0 < w->n_out; n0 += RKM_RKNN_I8_TILE) {
+                for (int r = 0; r < RKM_RKNN_I8_TILE; r++)
+                    rkm_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)(n0 + r) * rb,
+                                       rows + (size_t)r * w->n_in, w->n_in);
+                rkm_rknn_i8_pack_rows(rows, w->n_in, w->n_out, n0, RKM_RKNN_I8_TILE, buf);
+            }
+            free(rows);
+            w->npu = buf;
+        }
+    }
+    return 0;
+}
+
 static uint64_t model_identity(const rkm_model_dir *md)
 {
     rkm_hasher *h = rkm_hasher_new();
@@ -321,16 +367,17 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
     const char *pk = getenv("RKM_PACK");
     m->pack = !(pk && !strcmp(pk, "0"));
     m->pack_experts = m->pack && !(pk && !strcmp(pk, "resident"));
-    if (m->pack && pack_resident(m)) goto fail;
-    m->n_threads = params->n_threads;
-    m->pool = rkm_pool_new(params->n_threads);
-    if (!m->pool) goto fail;
-    m->n_threads = rkm_pool_n_threads(m->pool);
     int has_npu = 0;
     for (int i = 0; i < m->md->n_expert_layers; i++)
         for (int k = 0; k < RKM_PART_COUNT; k++) has_npu |= m->md->experts[i].part[k].type == RKM_TYPE_RKNN_I8;
     m->backend = rkm_backend_open(params->backend, has_npu);
     if (!m->backend) goto fail;
+    if (npu_dense(m, params)) goto fail; /* from the file's layout, so before packing */
+    if (m->pack && pack_resident(m)) goto fail;
+    m->n_threads = params->n_threads;
+    m->pool = rkm_pool_new(params->n_threads);
+    if (!m->pool) goto fail;
+    m->n_threads = rkm_pool_n_threads(m->pool);
     if (m->md->n_expert_layers > 0) {
         int slots = cache_slots(m, params);
         if (slots < 0) goto fail;

@@ -33,6 +33,8 @@ typedef struct rkm_mat {
     int type;
     int64_t n_in, n_out;
     const void *data; /* NULL: absent */
+    const void *npu;  /* the same matrix as rknn_i8 for the NPU's prefill
+                         matmuls (model.c, docs/NPU.md), or NULL */
 } rkm_mat;
 
 typedef struct rkm_layer {
@@ -177,7 +179,12 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
 int rkm_moe_route(rkm_session *s, int il, const float *rin, int n);
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* Dense gated FFN: out = down(act(gate x) * up x). */
-void rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
+/* Y = X . W^T for a resident matrix: on the NPU when W has an rknn_i8 copy
+ * and there are at least RKM_NPU_DENSE_MIN_ROWS rows (prefill), else on
+ * the CPU. 0 or an NPU error. */
+#define RKM_NPU_DENSE_MIN_ROWS 32
+int rkm_model_mm(const rkm_model *m, const rkm_mat *w, const float *x, int64_t n, float *y);
+int rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
                    const float *x, int n, float *out, float *tg, float *tu);
 void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y);
 /* The pool, or NULL (run on the calling thread) when an op has too little

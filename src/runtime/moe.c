@@ -127,20 +127,30 @@ void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int
     }
 }
 
-void rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
-                   const float *x, int n, float *out, float *tg, float *tu)
+int rkm_model_mm(const rkm_model *m, const rkm_mat *w, const float *x, int64_t n, float *y)
 {
-    rkm_pool *pool = s->m->pool;
+    if (w->npu && n >= RKM_NPU_DENSE_MIN_ROWS) {
+        rkm_mm_task t = {RKM_TYPE_RKNN_I8, w->npu, w->n_in, w->n_out, x, n, y, w->n_out};
+        return rkm_backend_mm(m->backend, m->pool, &t, 1, 0);
+    }
+    rkm_matmul_mat(m->pool, w, x, n, y);
+    return 0;
+}
+
+int rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
+                  const float *x, int n, float *out, float *tg, float *tu)
+{
+    const rkm_model *m = s->m;
     int64_t ff = gate->n_out;
+    int rc;
     if (n <= RKM_MM_MULTI_MAX_ROWS) {
         rkm_mm_task t[2] = {rkm_mm_task_of(gate, x, n, tg), rkm_mm_task_of(up, x, n, tu)};
-        rkm_mm_multi(pool, t, 2);
-    } else {
-        rkm_matmul_mat(pool, gate, x, n, tg);
-        rkm_matmul_mat(pool, up, x, n, tu);
+        rkm_mm_multi(m->pool, t, 2);
+    } else if ((rc = rkm_model_mm(m, gate, x, n, tg)) || (rc = rkm_model_mm(m, up, x, n, tu))) {
+        return rc;
     }
     rkm_glu(s->m, tg, tg, tu, (int64_t)n * ff);
-    rkm_matmul_mat(pool, down, tg, n, out);
+    return rkm_model_mm(m, down, tg, n, out);
 }
 
 /* Softmax over the router logits of one row, top-k (ties: lower id), then
@@ -374,7 +384,10 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
     float *sh = NULL;
     if (L->sh_gate.data) {
         sh = s->ffn2;
-        rkm_ffn_dense(s, &L->sh_gate, &L->sh_up, &L->sh_down, x, n, sh, s->ge, s->ue);
+        if ((rc = rkm_ffn_dense(s, &L->sh_gate, &L->sh_up, &L->sh_down, x, n, sh, s->ge, s->ue))) {
+            rkm_expert_cache_release(s->m->cache, il); /* the routed experts' pins */
+            return rc;
+        }
     }
     if ((rc = rkm_moe_experts(s, il, x, n, out))) return rc;
     if (sh) {
