@@ -187,11 +187,10 @@ double rkm_bench_weight_bytes_per_token(const rkm_model *m)
 {
     double b = mat_bytes(&m->output);
     for (int il = 0; il < m->hp.n_layer; il++) {
-        const rkm_layer *L = &m->layers[il];
-        b += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo);
-        b += mat_bytes(&L->ffn_gate) + mat_bytes(&L->ffn_up) + mat_bytes(&L->ffn_down);
-        b += mat_bytes(&L->router) + mat_bytes(&L->sh_gate) + mat_bytes(&L->sh_up) + mat_bytes(&L->sh_down);
-        b += mat_bytes(&L->sh_gate_inp);
+        rkm_layer *L = &m->layers[il];
+        rkm_mat *mats[RKM_LAYER_MATS];
+        int nm = rkm_layer_mats(L, mats);
+        for (int i = 0; i < nm; i++) b += mat_bytes(mats[i]);
         if (L->el) b += (double)m->hp.n_expert_used * (double)L->el->blob_bytes;
     }
     return b;

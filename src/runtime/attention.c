@@ -82,6 +82,14 @@ void rkm_rope(float *x, int n_heads, int hd, int rope_dim, int neox, float theta
 
 static inline int kv_row(const rkm_kv_layer *kv, int pos) { return kv->ring ? pos % kv->cap : pos; }
 
+/* Positions p..pos are contiguous KV rows but for one wrap of a ring: the
+ * first row of the run starting at p in *row, its length returned. */
+static inline int kv_run(const rkm_kv_layer *kv, int p, int pos, int *row)
+{
+    *row = kv_row(kv, p);
+    return RKM_MIN(pos - p + 1, kv->ring ? kv->cap - *row : pos - p + 1);
+}
+
 void rkm_kv_store(rkm_session *s, int il, int pos0, int n)
 {
     rkm_kv_layer *kv = &s->kv[il];
@@ -123,13 +131,10 @@ static void att_worker(void *ctx, int ith, int nth)
         rkm_f16_to_f32_row(q16, qr, hd);
         int kh = h / gq;
         float mx = -INFINITY;
-        /* positions lo..pos are contiguous KV rows but for one wrap of a
-         * ring: at most two runs of rows */
-        for (int p = lo; p <= pos;) {
-            int row = kv_row(kv, p), len = RKM_MIN(pos - p + 1, kv->ring ? kv->cap - row : pos - p + 1);
+        for (int p = lo, row, len; p <= pos; p += len) { /* at most two runs of rows */
+            len = kv_run(kv, p, pos, &row);
             rkm_dot_f32_f16_rows(qr, kv->k + (size_t)row * kv->k_dim + (size_t)kh * hd, kv->k_dim, len, hd,
                                  sc + (p - lo));
-            p += len;
         }
         int cnt = pos - lo + 1;
         for (int i = 0; i < cnt; i++) {
@@ -152,11 +157,10 @@ static void att_worker(void *ctx, int ith, int nth)
         rkm_f16_to_f32_row(p16, sc, cnt);
         float *out = s->att + (size_t)r * nh * hv + (size_t)h * hv;
         memset(out, 0, sizeof(float) * (size_t)hv);
-        for (int p = lo; p <= pos;) {
-            int row = kv_row(kv, p), len = RKM_MIN(pos - p + 1, kv->ring ? kv->cap - row : pos - p + 1);
+        for (int p = lo, row, len; p <= pos; p += len) {
+            len = kv_run(kv, p, pos, &row);
             rkm_axpy_f16_rows(out, sc + (p - lo), kv->v + (size_t)row * kv->v_dim + (size_t)kh * hv, kv->v_dim, len,
                               hv);
-            p += len;
         }
     }
 }

@@ -216,14 +216,22 @@ static int pack_mat(rkm_model *m, rkm_mat *w)
     return 0;
 }
 
+int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
+{
+    rkm_mat *all[RKM_LAYER_MATS] = {&L->wq,     &L->wk,      &L->wv,    &L->wo,    &L->ffn_gate, &L->ffn_up,
+                                    &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_gate_inp};
+    memcpy(out, all, sizeof all);
+    return RKM_LAYER_MATS;
+}
+
 static int pack_resident(rkm_model *m)
 {
     int rc = pack_mat(m, &m->output);
     for (int il = 0; !rc && il < m->hp.n_layer; il++) {
         rkm_layer *L = &m->layers[il];
-        rkm_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
-                           &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_gate_inp};
-        for (size_t i = 0; !rc && i < RKM_ARRAY_LEN(mats); i++) rc = pack_mat(m, mats[i]);
+        rkm_mat *mats[RKM_LAYER_MATS];
+        int nm = rkm_layer_mats(L, mats);
+        for (int i = 0; !rc && i < nm; i++) rc = pack_mat(m, mats[i]);
     }
     return rc;
 }
@@ -245,10 +253,13 @@ static int npu_dense(rkm_model *m, const rkm_model_params *p)
     if (!force && (!rkm_backend_rknn(m->backend) || p->mem_budget_bytes)) return 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         rkm_layer *L = &m->layers[il];
-        rkm_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
-                           &L->sh_gate, &L->sh_up, &L->sh_down};
-        for (size_t i = 0; i < RKM_ARRAY_LEN(mats); i++) {
+        rkm_mat *mats[RKM_LAYER_MATS];
+        int nm = rkm_layer_mats(L, mats);
+        for (int i = 0; i < nm; i++) {
             rkm_mat *w = mats[i];
+            /* the router stays exact (it picks the experts), the gate
+             * input has one row */
+            if (w == &L->router || w == &L->sh_gate_inp) continue;
             if (!w->data || !rkm_rknn_i8_shape_ok(w->n_in, w->n_out) || !rkm_type_readable(w->type)) continue;
             void *buf = rkm_alloc_aligned(rkm_rknn_i8_bytes(w->n_in, w->n_out), 64);
             float *rows = malloc(sizeof(float) * (size_t)w->n_in * RKM_RKNN_I8_TILE);

@@ -179,6 +179,12 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
 int rkm_moe_route(rkm_session *s, int il, const float *rin, int n);
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* Dense gated FFN: out = down(act(gate x) * up x). */
+/* The resident matrices of a layer (absent ones have data NULL), in a
+ * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
+ * sh_up sh_down, sh_gate_inp. Fills out, returns the count. */
+#define RKM_LAYER_MATS 12
+int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
+
 /* Y = X . W^T for a resident matrix: on the NPU when W has an rknn_i8 copy
  * and there are at least RKM_NPU_DENSE_MIN_ROWS rows (prefill), else on
  * the CPU. 0 or an NPU error. */
