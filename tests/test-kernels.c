@@ -427,8 +427,8 @@ static void *packed_copy(int wtype, const void *w, int64_t n_in, int64_t n_out)
 
 /* The row-batched attention entries against the same set's single-row
  * ones: bit-identical, for head sizes around the vector widths, row counts
- * 1..9 and a stride wider than a row (the rows of one KV head inside the
- * cache's rows of all heads). */
+ * 1..9 (the four-row blocks and their tails) and a stride wider than a
+ * row (the kernels take any; the head-major KV cache passes the row). */
 static void test_rows(const char *variant)
 {
     static const int64_t dims[] = {1, 3, 7, 8, 15, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 256};

@@ -252,15 +252,17 @@ static void *scratch_get(int slot, size_t bytes)
 void *rkm_kernel_scratch(size_t bytes) { return scratch_get(SLOT_KERNEL, bytes); }
 
 /* ------------------------------------------------------------- matmul */
-/* Weight rows are handed out in chunks from an atomic counter, so a thread
- * slowed down by something else (IO threads, a LITTLE core) takes fewer. */
+/* Weight rows are handed out in runs from an atomic counter (rkm_pool_take),
+ * so a thread slowed down by something else (IO threads, a LITTLE core)
+ * takes fewer, and the runs shrink near the end so both finish together. */
 typedef struct {
     rkm_mm_args a;
     rkm_mm_fn fn;
     rkm_mm_fn fn_tail; /* packed weights: whole groups by fn, rows from n_pk by fn_tail */
     int64_t n_pk;
     const float *x; /* quantize job: source rows */
-    int64_t chunk;  /* rows per chunk, a multiple of ROW_GRAIN */
+    int64_t chunk;  /* most rows per claim (rkm_pool_take) */
+    int64_t grain;  /* claims start at multiples of it: ROW_GRAIN, or 16 */
     _Atomic int64_t next;
 } mm_job;
 
@@ -282,12 +284,9 @@ static void mm_range(const mm_job *j, int64_t r0, int64_t r1)
 static void mm_worker(void *ctx, int ith, int nth)
 {
     mm_job *j = ctx;
-    for (;;) {
-        int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
-        if (r0 >= j->a.n_out) break;
-        int64_t r1 = RKM_MIN(r0 + j->chunk, j->a.n_out);
-        mm_range(j, r0, r1);
-    }
+    (void)ith;
+    int64_t r0, n;
+    while ((n = rkm_pool_take(&j->next, j->a.n_out, j->chunk, j->grain, nth, &r0)) > 0) mm_range(j, r0, r0 + n);
 }
 
 static void quant_worker(void *ctx, int ith, int nth)
@@ -381,7 +380,8 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
     int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);
     if (chunk < 16 && n_out >= 16 * nth) chunk = 16;
     /* prefill kernels may work on 16-row tiles */
-    j.chunk = RKM_ALIGN_UP(RKM_MAX(chunk, 1), m > 1 || j.fn_tail ? 16 : ROW_GRAIN);
+    j.grain = m > 1 || j.fn_tail ? 16 : ROW_GRAIN;
+    j.chunk = RKM_ALIGN_UP(RKM_MAX(chunk, 1), j.grain);
     atomic_store_explicit(&j.next, 0, memory_order_relaxed);
     if (nth > 1 && n_out > j.chunk) rkm_pool_run(pool, mm_worker, &j);
     else mm_range(&j, 0, n_out);

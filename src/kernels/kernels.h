@@ -17,6 +17,7 @@
 #ifndef RKM_KERNELS_H
 #define RKM_KERNELS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,13 @@ typedef void (*rkm_pool_fn)(void *ctx, int ith, int nth);
 /* Runs fn(ctx, ith, nth) for ith = 0..nth-1 on the pool's threads (the
  * caller runs ith 0) and returns when all are done. p may be NULL (nth 1). */
 void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx);
+/* Work sharing for pool jobs over rows [0, total): claims the next run of
+ * rows from *next (start in *r0, count returned, 0 when none are left).
+ * Runs are at most `chunk` rows and shrink to half a fair share of what
+ * is left near the end (guided scheduling), so the threads finish
+ * together; a run starts at a multiple of `grain` (total itself need not
+ * be one). */
+int64_t rkm_pool_take(_Atomic int64_t *next, int64_t total, int64_t chunk, int64_t grain, int nth, int64_t *r0);
 
 /* Selects the best implementations for this CPU (idempotent, thread-safe).
  * RKM_KERNELS=ref|avx2|avxvnni|avx512|avx512vnni|neon|dotprod in the

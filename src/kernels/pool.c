@@ -281,3 +281,20 @@ void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx)
         done = atomic_load_explicit(&p->n_done, memory_order_acquire);
     }
 }
+
+int64_t rkm_pool_take(_Atomic int64_t *next, int64_t total, int64_t chunk, int64_t grain, int nth, int64_t *r0)
+{
+    int64_t cur = atomic_load_explicit(next, memory_order_relaxed);
+    for (;;) {
+        if (cur >= total) return 0;
+        int64_t rem = total - cur, take = rem / (2 * (int64_t)(nth > 0 ? nth : 1));
+        if (take > chunk) take = chunk;
+        take = RKM_ALIGN_UP(RKM_MAX(take, 1), grain);
+        if (take > rem) take = rem;
+        if (atomic_compare_exchange_weak_explicit(next, &cur, cur + take, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *r0 = cur;
+            return take;
+        }
+    }
+}

@@ -2,10 +2,11 @@
  * attention.c - the KV cache (f16) and grouped-query attention with RoPE,
  * sliding windows and soft-capping.
  *
- * KV layout per layer: K and V rows of n_kv*hd f16 values. Full-attention
- * layers are linear (row = position, n_ctx rows); sliding-window layers are
- * a ring of window + n_chunk rows (row = position % cap), which holds every
- * key a chunk of n_chunk queries can see.
+ * KV layout per layer: f16, head-major (model.h: rkm_kv_k / rkm_kv_v), so
+ * a head's keys for consecutive positions are one contiguous run. Full-
+ * attention layers are linear (row = position, n_ctx rows); sliding-window
+ * layers are a ring of window + n_chunk rows (row = position % cap), which
+ * holds every key a chunk of n_chunk queries can see.
  *
  * Numerics follow llama.cpp's non-flash CPU path: Q is rounded to f16
  * before the Q.K products, the scale is applied inside the softmax, and the
@@ -28,6 +29,9 @@ int rkm_kv_init(rkm_session *s)
     for (int il = 0; il < nl; il++) {
         const rkm_layer *L = &m->layers[il];
         rkm_kv_layer *kv = &s->kv[il];
+        kv->n_kv = L->n_kv;
+        kv->hd_k = L->hd_k;
+        kv->hd_v = L->hd_v;
         kv->k_dim = L->n_kv * L->hd_k;
         kv->v_dim = L->n_kv * L->hd_v;
         kv->cap = s->n_ctx;
@@ -95,8 +99,10 @@ void rkm_kv_store(rkm_session *s, int il, int pos0, int n)
     rkm_kv_layer *kv = &s->kv[il];
     for (int r = 0; r < n; r++) {
         int row = kv_row(kv, pos0 + r);
-        rkm_f32_to_f16_row(s->k + (size_t)r * kv->k_dim, kv->k + (size_t)row * kv->k_dim, kv->k_dim);
-        rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim, kv->v + (size_t)row * kv->v_dim, kv->v_dim);
+        for (int h = 0; h < kv->n_kv; h++) {
+            rkm_f32_to_f16_row(s->k + (size_t)r * kv->k_dim + (size_t)h * kv->hd_k, rkm_kv_k(kv, h, row), kv->hd_k);
+            rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim + (size_t)h * kv->hd_v, rkm_kv_v(kv, h, row), kv->hd_v);
+        }
     }
 }
 
@@ -133,8 +139,7 @@ static void att_worker(void *ctx, int ith, int nth)
         float mx = -INFINITY;
         for (int p = lo, row, len; p <= pos; p += len) { /* at most two runs of rows */
             len = kv_run(kv, p, pos, &row);
-            rkm_dot_f32_f16_rows(qr, kv->k + (size_t)row * kv->k_dim + (size_t)kh * hd, kv->k_dim, len, hd,
-                                 sc + (p - lo));
+            rkm_dot_f32_f16_rows(qr, rkm_kv_k(kv, kh, row), hd, len, hd, sc + (p - lo));
         }
         int cnt = pos - lo + 1;
         for (int i = 0; i < cnt; i++) {
@@ -159,8 +164,7 @@ static void att_worker(void *ctx, int ith, int nth)
         memset(out, 0, sizeof(float) * (size_t)hv);
         for (int p = lo, row, len; p <= pos; p += len) {
             len = kv_run(kv, p, pos, &row);
-            rkm_axpy_f16_rows(out, sc + (p - lo), kv->v + (size_t)row * kv->v_dim + (size_t)kh * hv, kv->v_dim, len,
-                              hv);
+            rkm_axpy_f16_rows(out, sc + (p - lo), rkm_kv_v(kv, kh, row), hv, len, hv);
         }
     }
 }

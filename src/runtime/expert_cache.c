@@ -24,7 +24,8 @@
  * broadcast when a slot leaves LOADING. Lock order: c->mu, then io->mu
  * (rkm_io_submit and rkm_io_promote are called with c->mu held; IO
  * callbacks take c->mu without holding io->mu).
- * Ownership: the cache owns the slot buffers (from slot_alloc when the
+ * Ownership: the cache owns the slot buffers (one huge-page mapping per
+ * layer, or from slot_alloc when the
  * caller gives one, e.g. NPU memory, and returned through slot_free), the
  * chunk ops, its own file descriptors (O_DIRECT when the file system
  * allows) and its IO engine.
@@ -80,6 +81,8 @@ struct layer_cache {
     int direct;
     int n_slots;
     slot *slots;
+    uint8_t *arena;   /* the slot buffers, one huge-page mapping (no slot_alloc) */
+    size_t arena_bytes;
     int *slot_of;       /* n_expert: slot index or -1 */
     uint64_t *freq;     /* n_expert: times requested (LFU) */
     uint8_t *verified;  /* n_expert: checksum checked once (VERIFY_FIRST) */
@@ -396,12 +399,19 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         lc->verified = calloc(el->n_expert, 1);
         if (!lc->slots || !lc->slot_of || !lc->freq || !lc->verified) goto oom;
         for (int e = 0; e < el->n_expert; e++) lc->slot_of[e] = -1;
+        if (!p->slot_alloc && n > 0) {
+            /* one mapping per layer: huge pages for the matmuls that
+             * stream the slots (blob_stride is a multiple of 4096) */
+            lc->arena_bytes = (size_t)n * el->blob_stride;
+            lc->arena = rkm_map_weights(lc->arena_bytes);
+            if (!lc->arena) goto oom;
+        }
         for (int s = 0; s < n; s++) {
             slot *sl = &lc->slots[s];
             sl->lc = lc;
             sl->expert = -1;
             sl->buf = p->slot_alloc ? p->slot_alloc(p->slot_user, el->blob_stride)
-                                    : rkm_alloc_aligned(el->blob_stride, RKM_EXPERT_ALIGN);
+                                    : lc->arena + (size_t)s * el->blob_stride;
             sl->ops = calloc(c->max_chunks, sizeof *sl->ops);
             if (!sl->buf || !sl->ops) goto oom;
             c->bytes += el->blob_stride;
@@ -453,9 +463,9 @@ void rkm_expert_cache_free(rkm_expert_cache *c)
         if (lc->fd >= 0) close(lc->fd);
         for (int s = 0; lc->slots && s < lc->n_slots; s++) {
             if (c->p.slot_free && lc->slots[s].buf) c->p.slot_free(c->p.slot_user, lc->slots[s].buf);
-            else rkm_free_aligned(lc->slots[s].buf);
             free(lc->slots[s].ops);
         }
+        rkm_unmap_weights(lc->arena, lc->arena_bytes);
         free(lc->slots);
         free(lc->slot_of);
         free(lc->freq);

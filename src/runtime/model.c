@@ -187,29 +187,33 @@ static int bind_layer(rkm_model *m, int il)
     return 0;
 }
 
-/* Resident q8_0/q4_0 matrices are copied into owned buffers in the packed
- * layout (kernels.h), which the matmuls read fastest; the mapped pages
- * they came from are dropped (clean file pages: anything that reads them
- * again, e.g. the embedding lookup of a tied LM head, faults them back). */
-static int pack_mat(rkm_model *m, rkm_mat *w)
+/* Resident q8_0/q4_0 matrices are copied in the packed layout (kernels.h),
+ * which the matmuls read fastest, into one huge-page arena (decode streams
+ * every one of them per token; 4 KiB pages would cost a TLB miss per page);
+ * the mapped pages they came from are dropped (clean file pages: anything
+ * that reads them again, e.g. the embedding lookup of a tied LM head,
+ * faults them back). With arena NULL it only adds up the bytes. */
+static size_t packed_bytes(const rkm_mat *w)
 {
     int pt = rkm_pack_type(w->type, w->n_out);
     if (!w->data || pt == w->type) return 0;
-    size_t bytes = rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out;
-    void *buf = rkm_alloc_aligned(bytes, 64);
-    float **o = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
-    if (!buf || !o) {
-        rkm_free_aligned(buf);
-        if (o) m->owned = o;
-        return rkm_err(RKM_ENOMEM, "model: out of memory");
-    }
-    m->owned = o;
-    m->owned[m->n_owned++] = buf;
-    memcpy(buf, w->data, bytes);
+    return RKM_ALIGN_UP(rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out, 64);
+}
+
+static int pack_mat(rkm_model *m, rkm_mat *w)
+{
+    size_t bytes = packed_bytes(w);
+    if (!bytes) return 0;
+    RKM_ASSERT(m->arena_used + bytes <= m->arena_bytes);
+    uint8_t *buf = m->arena + m->arena_used;
+    m->arena_used += bytes;
+    int pt = rkm_pack_type(w->type, w->n_out);
+    size_t raw = rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out;
+    memcpy(buf, w->data, raw);
     int rc = rkm_pack_rows(w->type, buf, w->n_in, w->n_out);
     if (rc) return rc;
     long pg = sysconf(_SC_PAGESIZE);
-    uintptr_t lo = RKM_ALIGN_UP((uintptr_t)w->data, (uintptr_t)pg), hi = ((uintptr_t)w->data + bytes) & ~((uintptr_t)pg - 1);
+    uintptr_t lo = RKM_ALIGN_UP((uintptr_t)w->data, (uintptr_t)pg), hi = ((uintptr_t)w->data + raw) & ~((uintptr_t)pg - 1);
     if (pg > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     w->data = buf;
     w->type = pt;
@@ -226,6 +230,16 @@ int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
 
 static int pack_resident(rkm_model *m)
 {
+    size_t total = packed_bytes(&m->output);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        rkm_mat *mats[RKM_LAYER_MATS];
+        int nm = rkm_layer_mats(&m->layers[il], mats);
+        for (int i = 0; i < nm; i++) total += packed_bytes(mats[i]);
+    }
+    if (!total) return 0;
+    m->arena = rkm_map_weights(total);
+    if (!m->arena) return rkm_err(RKM_ENOMEM, "model: out of memory (%zu bytes of packed weights)", total);
+    m->arena_bytes = total;
     int rc = pack_mat(m, &m->output);
     for (int il = 0; !rc && il < m->hp.n_layer; il++) {
         rkm_layer *L = &m->layers[il];
@@ -425,6 +439,7 @@ void rkm_model_close(rkm_model *m)
     rkm_backend_free(m->backend);
     rkm_pool_free(m->pool);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    rkm_unmap_weights(m->arena, m->arena_bytes);
     free(m->owned);
     free(m->layers);
     rkm_model_dir_close(m->md);

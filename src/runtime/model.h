@@ -75,11 +75,13 @@ struct rkm_model {
     int tok_embd_type;
     const float *output_norm;
     rkm_mat output;                /* LM head (maybe token_embd) */
-    float **owned;                 /* vectors dequantized at load, packed matrices */
+    float **owned;                 /* vectors dequantized at load, NPU copies */
     int pack;                      /* resident q8_0/q4_0 matrices in the packed layout
                                     * (kernels.h), packed at load */
     int pack_experts;              /* the same for expert blobs, in the cache */
     int n_owned;
+    uint8_t *arena;                /* the packed resident matrices (rkm_map_weights) */
+    size_t arena_bytes, arena_used;
     uint64_t model_id;             /* identity of the weights (session files) */
     struct rkm_tokenizer *tok;     /* NULL if the directory has none */
     char *chat_template;           /* NULL if none */
@@ -94,15 +96,27 @@ struct rkm_model {
     struct rkm_backend *backend;   /* where the expert matmuls run (backend/backend.h) */
 };
 
-/* KV rows of one layer: f16, [cap][n_kv*hd]; ring (pos % cap) for sliding
- * layers, linear (pos) for full layers. */
+/* KV rows of one layer: f16, head-major [n_kv][cap][hd], so one head's
+ * keys (or values) are one contiguous run the attention streams; ring
+ * (pos % cap) for sliding layers, linear (pos) for full layers. */
 typedef struct rkm_kv_layer {
     rkm_f16 *k, *v;
     int cap;          /* rows */
     int ring;         /* 1: slot = pos % cap */
+    int n_kv, hd_k, hd_v;
     int k_dim, v_dim; /* n_kv*hd_k, n_kv*hd_v */
     int valid_from;   /* oldest position a loaded session file supplied */
 } rkm_kv_layer;
+
+static inline rkm_f16 *rkm_kv_k(const rkm_kv_layer *kv, int kh, int row)
+{
+    return kv->k + ((size_t)kh * (size_t)kv->cap + (size_t)row) * (size_t)kv->hd_k;
+}
+
+static inline rkm_f16 *rkm_kv_v(const rkm_kv_layer *kv, int kh, int row)
+{
+    return kv->v + ((size_t)kh * (size_t)kv->cap + (size_t)row) * (size_t)kv->hd_v;
+}
 
 /* Called by the forward pass after each stage (tests compare layer by
  * layer): what = "embd", "attn_out", "layer_out", "final_norm"; rows x cols. */

@@ -51,26 +51,34 @@ typedef struct {
     const rkm_mm_task *t;
     int n;
     int64_t chunk;
-    int64_t first[2 * RKM_MAX_EXPERTS + 4]; /* first chunk index of each task */
+    int64_t first[2 * RKM_MAX_EXPERTS + 4]; /* first row of each task in the job's row space */
     _Atomic int64_t next;
 } multi_job;
 
+/* The tasks' rows laid end to end, each task padded to whole 16-row groups
+ * (the packed kernels' grain), are claimed in guided runs (rkm_pool_take);
+ * a run may span the end of one task and the start of the next. */
 static void multi_worker(void *ctx, int ith, int nth)
 {
     multi_job *j = ctx;
     int ti = 0;
-    /* a task's chunks, and the gate/up pair of an expert, share x: each
-     * thread quantizes it once per run of chunks with the same x */
+    (void)ith;
+    /* a task's runs, and the gate/up pair of an expert, share x: each
+     * thread quantizes it once per run of rows with the same x */
     rkm_matmul_reuse_begin();
-    for (;;) {
-        int64_t u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (u >= j->first[j->n]) break;
-        while (u >= j->first[ti + 1]) ti++;
-        const rkm_mm_task *t = &j->t[ti];
-        int64_t r0 = (u - j->first[ti]) * j->chunk, r1 = RKM_MIN(r0 + j->chunk, t->n_out);
-        size_t rb = rkm_mat_row_bytes(t->type, t->n_in);
-        rkm_matmul_reuse(t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m, t->y + r0,
-                         t->ldy);
+    int64_t u0, nu;
+    while ((nu = rkm_pool_take(&j->next, j->first[j->n], j->chunk, 16, nth, &u0)) > 0) {
+        for (int64_t u = u0, end = u0 + nu; u < end;) {
+            while (u >= j->first[ti + 1]) ti++;
+            const rkm_mm_task *t = &j->t[ti];
+            int64_t r0 = u - j->first[ti], r1 = RKM_MIN(end, j->first[ti + 1]) - j->first[ti];
+            u = j->first[ti] + r1;
+            r1 = RKM_MIN(r1, t->n_out);
+            if (r0 >= r1) continue; /* the padding */
+            size_t rb = rkm_mat_row_bytes(t->type, t->n_in);
+            rkm_matmul_reuse(t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m,
+                             t->y + r0, t->ldy);
+        }
     }
 }
 
@@ -92,10 +100,10 @@ void rkm_mm_multi(rkm_pool *pool, const rkm_mm_task *t, int n)
     multi_job j;
     j.t = t;
     j.n = n;
-    /* about 8 chunks per thread, whole 16-row tiles (the kernels' grain) */
+    /* runs of at most about an eighth of a thread's share, whole groups */
     j.chunk = RKM_ALIGN_UP(RKM_MAX(rows / (8 * nth), 16), 16);
     j.first[0] = 0;
-    for (int i = 0; i < n; i++) j.first[i + 1] = j.first[i] + (t[i].n_out + j.chunk - 1) / j.chunk;
+    for (int i = 0; i < n; i++) j.first[i + 1] = j.first[i] + RKM_ALIGN_UP(t[i].n_out, 16);
     atomic_store_explicit(&j.next, 0, memory_order_relaxed);
     rkm_pool_run(pool, multi_worker, &j);
 }

@@ -382,8 +382,8 @@ int rkm_session_save(const rkm_session *s, const char *path)
         put_u32(&b, (uint32_t)kv->v_dim);
         for (int p = first; p < s->n_past; p++) {
             int row = kv->ring ? p % kv->cap : p;
-            put(&b, kv->k + (size_t)row * kv->k_dim, sizeof(rkm_f16) * (size_t)kv->k_dim);
-            put(&b, kv->v + (size_t)row * kv->v_dim, sizeof(rkm_f16) * (size_t)kv->v_dim);
+            for (int h = 0; h < kv->n_kv; h++) put(&b, rkm_kv_k(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
+            for (int h = 0; h < kv->n_kv; h++) put(&b, rkm_kv_v(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
     if (b.oom) {
@@ -484,8 +484,8 @@ int rkm_session_load(rkm_session *s, const char *path)
         kv->valid_from = (int)first;
         for (uint32_t p = first; p < n_past; p++) {
             int row = kv->ring ? (int)(p % (uint32_t)kv->cap) : (int)p;
-            get(&b, kv->k + (size_t)row * kd, sizeof(rkm_f16) * kd);
-            get(&b, kv->v + (size_t)row * vd, sizeof(rkm_f16) * vd);
+            for (int kh = 0; kh < kv->n_kv; kh++) get(&b, rkm_kv_k(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
+            for (int kh = 0; kh < kv->n_kv; kh++) get(&b, rkm_kv_v(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
     if (b.off != b.n) {

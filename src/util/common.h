@@ -47,6 +47,13 @@ int rkm_err_prefix(int code, const char *fmt, ...) RKM_PRINTF(2, 3);
 /* Aligned allocation (free with rkm_free_aligned). align: power of two. */
 void *rkm_alloc_aligned(size_t bytes, size_t align);
 void rkm_free_aligned(void *p);
+/* A large weight buffer: an anonymous mapping aligned to 2 MiB and advised
+ * for transparent huge pages (fewer TLB misses when the matmuls stream it;
+ * RKM_HUGEPAGES=0 turns the advice off). Only whole 2 MiB ranges inside
+ * the mapping can become huge pages, so RSS never exceeds the bytes used.
+ * Free with rkm_unmap_weights(p, the same bytes). */
+void *rkm_map_weights(size_t bytes);
+void rkm_unmap_weights(void *p, size_t bytes);
 
 /* Monotonic time in seconds. */
 double rkm_now(void);

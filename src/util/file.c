@@ -1,13 +1,14 @@
 /*
  * file.c - file and memory helpers: whole reads, exact pread/pwrite with
  * retries, atomic replacement (temp + fsync + rename), mkdir -p, aligned
- * allocation, time, byte-size parsing and printing. Stateless; any thread.
+ * allocation, huge-page weight mappings, time, byte-size parsing and printing. Stateless; any thread.
  */
 #include "util/common.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,35 @@ void *rkm_alloc_aligned(size_t bytes, size_t align)
 }
 
 void rkm_free_aligned(void *p) { free(p); }
+
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+void *rkm_map_weights(size_t bytes)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t len = RKM_ALIGN_UP(bytes ? bytes : 1, (size_t)(pg > 0 ? pg : 4096));
+    uint8_t *raw = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uint8_t *p = (uint8_t *)RKM_ALIGN_UP((uintptr_t)raw, HUGE_ALIGN);
+    /* trim to exactly [p, p + len) */
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + len + HUGE_ALIGN - (p + len));
+    if (tail) munmap(p + len, tail);
+    const char *e = getenv("RKM_HUGEPAGES");
+#ifdef MADV_HUGEPAGE
+    if (!(e && strcmp(e, "0") == 0)) madvise(p, len, MADV_HUGEPAGE); /* best effort */
+#else
+    (void)e;
+#endif
+    return p;
+}
+
+void rkm_unmap_weights(void *p, size_t bytes)
+{
+    if (!p) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    munmap(p, RKM_ALIGN_UP(bytes ? bytes : 1, (size_t)(pg > 0 ? pg : 4096)));
+}
 
 double rkm_now(void)
 {

@@ -658,10 +658,29 @@ static void N_FN(axpy_f16_)(float *y, float a, const rkm_f16 *x, int64_t n)
 static void N_FN(dot_f32_f16_rows_)(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
                                     float *out)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        if (r + 1 < rows) __builtin_prefetch(y + (r + 1) * stride);
-        out[r] = N_FN(dot_f32_f16_)(x, y + r * stride, n);
+    int64_t r = 0;
+    /* four rows at a time: eight independent FMA chains instead of two,
+     * each row's sums in exactly the single-row order */
+    for (; r + 4 <= rows; r += 4) {
+        const rkm_f16 *y0 = y + r * stride;
+        float32x4_t s0[4], s1[4];
+        for (int j = 0; j < 4; j++) s0[j] = s1[j] = vdupq_n_f32(0.0f);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            float32x4_t xa = vld1q_f32(x + i), xb = vld1q_f32(x + i + 4);
+            for (int j = 0; j < 4; j++) {
+                const rkm_f16 *yr = y0 + j * stride + i;
+                s0[j] = vfmaq_f32(s0[j], xa, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(yr))));
+                s1[j] = vfmaq_f32(s1[j], xb, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(yr + 4))));
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            float sj = vaddvq_f32(vaddq_f32(s0[j], s1[j]));
+            for (int64_t t = i; t < n; t++) sj += x[t] * rkm_f16_to_f32(y0[j * stride + t]);
+            out[r + j] = sj;
+        }
     }
+    for (; r < rows; r++) out[r] = N_FN(dot_f32_f16_)(x, y + r * stride, n);
 }
 
 static void N_FN(axpy_f16_rows_)(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows,

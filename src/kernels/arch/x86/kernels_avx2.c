@@ -450,11 +450,30 @@ static void axpy_f16_avx2(float *y, float a, const rkm_f16 *x, int64_t n)
 static void dot_f32_f16_rows_avx2(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
                                   float *out)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        const rkm_f16 *yr = y + r * stride;
-        if (r + 1 < rows) _mm_prefetch((const char *)(yr + stride), _MM_HINT_T0);
-        out[r] = dot_f32_f16_avx2(x, yr, n);
+    int64_t r = 0;
+    /* four rows at a time: eight independent FMA chains instead of two
+     * (one row's dot is latency-bound), each row's sums in exactly
+     * dot_f32_f16_avx2's order */
+    for (; r + 4 <= rows; r += 4) {
+        const rkm_f16 *y0 = y + r * stride;
+        __m256 s0[4], s1[4];
+        for (int j = 0; j < 4; j++) s0[j] = s1[j] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            __m256 xa = _mm256_loadu_ps(x + i), xb = _mm256_loadu_ps(x + i + 8);
+            for (int j = 0; j < 4; j++) {
+                const rkm_f16 *yr = y0 + j * stride + i;
+                s0[j] = _mm256_fmadd_ps(xa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)yr)), s0[j]);
+                s1[j] = _mm256_fmadd_ps(xb, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(yr + 8))), s1[j]);
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            float sj = rkm_x86_hsum_ps(_mm256_add_ps(s0[j], s1[j]));
+            for (int64_t t = i; t < n; t++) sj += x[t] * _cvtsh_ss(y0[j * stride + t]);
+            out[r + j] = sj;
+        }
     }
+    for (; r < rows; r++) out[r] = dot_f32_f16_avx2(x, y + r * stride, n);
 }
 
 static void axpy_f16_rows_avx2(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n)
