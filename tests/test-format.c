@@ -14,6 +14,7 @@
 #include "format/model_dir.h"
 #include "format/source.h"
 #include "format/synth.h"
+#include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 
@@ -104,13 +105,27 @@ static void test_hparams(const char *shared)
     rkm_gguf_close(g);
 }
 
-/* Converted with keep: every resident tensor and every expert part is the
- * source's bytes exactly. */
-static void check_keep(const char *shared, const char *name)
+/* An expert part's bytes against the source's: the same bytes, or for a
+ * packed part (q8_0_x16 / q4_0_x16) the source rows packed. */
+static int part_matches(const rkm_expert_part *ep, const uint8_t *got, const uint8_t *src, size_t n)
+{
+    if (ep->nbytes != n) return 0;
+    if (!(ep->type & RKM_TYPE_PACKED)) return !memcmp(got, src, n);
+    uint8_t *tmp = malloc(n);
+    int ok = tmp && rkm_pack_rows(rkm_unpack_type(ep->type), memcpy(tmp, src, n), ep->ne[0], ep->ne[1]) == 0 &&
+             !memcmp(got, tmp, n);
+    free(tmp);
+    return ok;
+}
+
+/* Converted with keep: every resident tensor is the source's bytes
+ * exactly, and every expert part too (plain layout) or the source rows
+ * packed (the default layout; q8_0 / q4_0 parts must then be packed). */
+static void check_keep(const char *shared, const char *name, int plain)
 {
     char out[1024];
-    snprintf(out, sizeof out, "%s/%s.rkmojo", test_tmpdir(), name);
-    rkm_convert_opts o = {.quant = "keep"};
+    snprintf(out, sizeof out, "%s/%s%s.rkmojo", test_tmpdir(), name, plain ? "-plain" : "");
+    rkm_convert_opts o = {.quant = "keep", .plain_experts = plain};
     int rc = rkm_convert(fixture_path(shared, name), out, &o);
     CHECK_MSG(rc == 0, "%s: %s", name, rkm_last_error());
     if (rc) return;
@@ -147,14 +162,20 @@ static void check_keep(const char *shared, const char *name)
             for (int e = 0; e < el->n_expert; e++) {
                 CHECK_EQ_INT(rkm_model_dir_read_expert(md, il, e, blob, 1), 0);
                 const uint8_t *se = src + (size_t)e * per;
+                for (int p = 0; p < RKM_PART_COUNT; p++) {
+                    int q = el->part[p].type;
+                    CHECK_MSG(!(q & RKM_TYPE_PACKED) || !plain, "%s: part %d stored as %s", name, p, rkm_type_name(q));
+                    if (!plain && (q == RKM_TYPE_Q8_0 || q == RKM_TYPE_Q4_0) && el->part[p].ne[1] >= 16)
+                        CHECK_MSG(0, "%s: part %d left plain", name, p);
+                }
                 if (!strcmp(part, "gate_up_exps")) {
                     const rkm_expert_part *g0 = &el->part[RKM_PART_GATE], *u0 = &el->part[RKM_PART_UP];
                     CHECK(g0->nbytes + u0->nbytes == per);
-                    CHECK(!memcmp(blob + g0->offset, se, g0->nbytes));
-                    CHECK(!memcmp(blob + u0->offset, se + g0->nbytes, u0->nbytes));
+                    CHECK(part_matches(g0, blob + g0->offset, se, g0->nbytes));
+                    CHECK(part_matches(u0, blob + u0->offset, se + g0->nbytes, u0->nbytes));
                 } else {
                     int p = !strcmp(part, "gate_exps") ? RKM_PART_GATE : !strcmp(part, "up_exps") ? RKM_PART_UP : RKM_PART_DOWN;
-                    CHECK_MSG(el->part[p].nbytes == per && !memcmp(blob + el->part[p].offset, se, per),
+                    CHECK_MSG(part_matches(&el->part[p], blob + el->part[p].offset, se, per),
                               "%s: expert %d of %s differs", name, e, t->name);
                 }
             }
@@ -454,7 +475,8 @@ int main(void)
     const char *shared = test_require_shared();
     test_hparams(shared);
     test_direct_reads(shared);
-    for (size_t i = 0; i < RKM_ARRAY_LEN(fixtures); i++) check_keep(shared, fixtures[i]);
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fixtures); i++) check_keep(shared, fixtures[i], 0);
+    check_keep(shared, "qwen3moe-q8_0", 1); /* --expert-layout plain */
     check_quant(shared, "qwen3moe-f32", "q8_0");
     check_quant(shared, "gemma4-f32", "q4_0");
     check_quant(shared, "qwen2moe-f32", "q4_0");

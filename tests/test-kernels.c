@@ -485,11 +485,18 @@ static void test_pack_layout(void)
                     size_t off = r < 32 ? packed_offset(t, n_in, r, b, j) : plain; /* 37 rows: 2 groups + tail */
                     bad += p[off] != w[plain];
                 }
+        /* and back: unpacking restores the plain rows exactly */
+        CHECK(rkm_unpack_rows(t, p, n_in, n_out) == 0);
+        CHECK_MSG(!memcmp(p, w, rb * (size_t)n_out), "%s: unpack(pack(w)) != w", q4 ? "q4_0" : "q8_0");
+        CHECK(!strcmp(rkm_type_name(t | RKM_TYPE_PACKED), q4 ? "q4_0_x16" : "q8_0_x16"));
+        CHECK(rkm_type_from_name(q4 ? "Q4_0_X16" : "q8_0_x16") == (t | RKM_TYPE_PACKED));
+        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rb);
         free(p);
         mm_case_free(&c);
     }
     CHECK_MSG(bad == 0, "packed layout: %d bytes misplaced", bad);
     CHECK(rkm_pack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
+    CHECK(rkm_unpack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
 }
 
 /* Packed weights in every variant: within the float64 bound, and bit for

@@ -15,12 +15,23 @@ int rkm_cmd_convert(int argc, char **argv)
         if (!strcmp(argv[i], "--quant") && i + 1 < argc) o.quant = argv[++i];
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) o.target = argv[++i];
         else if (!strcmp(argv[i], "--quiet")) o.progress = NULL;
+        else if (!strcmp(argv[i], "--expert-layout") && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "packed") && strcmp(l, "plain")) {
+                fprintf(stderr, "rkmojo convert: --expert-layout takes packed or plain, not '%s'\n", l);
+                return 2;
+            }
+            o.plain_experts = !strcmp(l, "plain");
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: rkmojo convert INPUT OUT.rkmojo [--quant q8_0|q4_0|keep] [--target cpu|rk3588] [--quiet]\n"
+            printf("usage: rkmojo convert INPUT OUT.rkmojo [--quant q8_0|q4_0|keep] [--target cpu|rk3588]\n"
+                   "                      [--expert-layout packed|plain] [--quiet]\n"
                    "  INPUT: a GGUF file, or a Hugging Face directory (config.json, *.safetensors,\n"
                    "         tokenizer.json, tokenizer_config.json)\n"
                    "  --quant: target for the matrices (default q8_0); keep leaves F32/F16/Q8_0/Q4_0 as they are\n"
-                   "  --target rk3588: routed experts as int8 per channel in the NPU's native layout (docs/NPU.md)\n");
+                   "  --target rk3588: routed experts as int8 per channel in the NPU's native layout (docs/NPU.md)\n"
+                   "  --expert-layout: q8_0/q4_0 routed experts in the matmuls' interleaved 16-row layout\n"
+                   "         (packed, the default: read experts need no repacking) or as in GGUF (plain)\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "rkmojo convert: unknown option '%s' (see --help)\n", argv[i]);

@@ -33,6 +33,7 @@
 #include "format/gguf.h"
 #include "format/model_dir.h"
 #include "format/source.h"
+#include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 #include "util/progress.h"
@@ -45,6 +46,7 @@ typedef struct {
     int keep;
     int target;
     int npu;            /* --target rk3588: experts as rknn_i8 */
+    int plain_experts;  /* experts in the plain row layout (else packed) */
     pthread_mutex_t mu; /* guards prog */
     rkm_progress prog;
 } conv;
@@ -364,7 +366,10 @@ static int convert_expert(layer_job *j, scratch *sc, uint8_t *blob, int e)
             }
             free(rows);
         } else {
-            rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], el->part[p].type, blob + el->part[p].offset);
+            /* packed parts: converted as plain rows, then interleaved in place */
+            int pt = el->part[p].type, base = rkm_unpack_type(pt);
+            rc = convert_rows(j->c, sc, t, r0, j->lp->rows[p], base, blob + el->part[p].offset);
+            if (!rc && pt != base) rc = rkm_pack_rows(base, blob + el->part[p].offset, el->part[p].ne[0], el->part[p].ne[1]);
         }
         if (rc) return rc;
     }
@@ -417,6 +422,7 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         rkm_expert_part *ep = &el->part[p];
         ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
         if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
+        else if (!c->plain_experts) ep->type = rkm_pack_type(ep->type, lp.rows[p]);
         ep->ne[0] = lp.cols[p];
         ep->ne[1] = lp.rows[p];
         ep->nbytes = rkm_type_row_bytes(ep->type, ep->ne[0]) * (uint64_t)ep->ne[1];
@@ -543,6 +549,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     const char *tg = o && o->target ? o->target : "cpu";
     if (!strcmp(tg, "rk3588") || !strcmp(tg, "rk3576")) c.npu = 1;
     else if (strcmp(tg, "cpu")) return rkm_err(RKM_EINVAL, "--target must be cpu, rk3588 or rk3576 (got '%s')", tg);
+    c.plain_experts = o && o->plain_experts;
     pthread_mutex_init(&c.mu, NULL);
     rkm_source *s = rkm_source_open(input);
     if (!s) {

@@ -139,13 +139,16 @@ static int get_shape(const cJSON *o, int *n_dims, int64_t ne[4], int max_dims)
 }
 
 /* expert: an expert part, which may also be rknn_i8 (the NPU's layout,
- * backend/rknn_i8.h; its shape is checked by the caller) */
+ * backend/rknn_i8.h) or q8_0_x16 / q4_0_x16 (the matmuls' packed rows,
+ * kernels.h); their shapes are checked by the caller */
 static int get_dtype(const cJSON *o, int *type, int expert)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
     int t = cJSON_IsString(d) ? rkm_type_from_name(d->valuestring) : -1;
+    int expert_only = t == RKM_TYPE_RKNN_I8 || t == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) ||
+                      t == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED);
     if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
-        !(expert && t == RKM_TYPE_RKNN_I8))
+        !(expert && expert_only))
         return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s'", cJSON_IsString(d) ? d->valuestring : "?");
     *type = t;
     return 0;
@@ -198,6 +201,9 @@ static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *
         ep->ne[1] = ne[1];
         if (ep->type == RKM_TYPE_RKNN_I8 && (ne[0] <= 0 || ne[1] <= 0 || ne[0] % 32 || ne[1] % 32))
             return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: rknn_i8 needs multiples of 32", el->layer, part_names[p]);
+        if ((ep->type & RKM_TYPE_PACKED) && ne[1] < 16)
+            return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: %s needs at least 16 rows", el->layer,
+                           part_names[p], rkm_type_name(ep->type));
         if (ep->nbytes != shape_bytes(ep->type, 2, ne) || ep->nbytes == 0 || ep->offset > el->blob_bytes ||
             ep->nbytes > el->blob_bytes - ep->offset)
             return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: size/offset inconsistent", el->layer, part_names[p]);

@@ -74,8 +74,10 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
                       int64_t ldy);
 
 /* ------------------------------------------- packed (interleaved) rows
- * An in-memory layout of q8_0 / q4_0 matrices for the matmuls, never on
- * disk: type RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0). Rows go in groups
+ * A layout of q8_0 / q4_0 matrices for the matmuls: type RKM_TYPE_PACKED |
+ * RKM_TYPE_Q8_0 (or Q4_0), quant.h. Made at load for resident matrices;
+ * routed experts are stored in it by `rkmojo convert` (docs/FORMAT.md), so
+ * a read expert needs no repacking. Rows go in groups
  * of RKM_PACK_ROWS = 16; within a group, block b (values 32b..32b+31) of
  * the 16 rows is stored as
  *   16 fp16 scales (row order), 32 bytes, then
@@ -95,7 +97,6 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * block the exact integer dot product, then acc = fma(float(isum),
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
-#define RKM_TYPE_PACKED 0x100
 #define RKM_PACK_ROWS 16
 /* The packed type of a q8_0 / q4_0 matrix with at least one whole group
  * (else type unchanged); the plain type of a packed one. */
@@ -106,6 +107,9 @@ size_t rkm_mat_row_bytes(int type, int64_t n_in);
 /* Packs n_out plain rows of type (Q8_0 or Q4_0) in place (each whole
  * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
 int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);
+/* The inverse: packed groups back to plain rows, in place (type is the
+ * plain Q8_0 / Q4_0). 0, RKM_EINVAL or RKM_ENOMEM. */
+int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 
 /* ------------------------------------------------------- element ops */
 /* out = x / rms(x) * w (w may be NULL: no weight); out may alias x. */

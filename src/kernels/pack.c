@@ -2,8 +2,9 @@
  * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
- * matrices and the expert cache on each expert blob it has read and
- * verified.
+ * matrices and the expert cache on each expert blob of a model stored
+ * plain, and the converter on each expert it writes; and the inverse, for
+ * readers that want plain rows (the tests' float64 reference).
  *
  * Threads: stateless; rkm_pack_rows may run on any thread (the expert
  * cache calls it on its IO threads) on memory nobody else touches yet.
@@ -100,6 +101,40 @@ int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out)
         uint8_t *p = (uint8_t *)w + (size_t)g * gb;
         memcpy(tmp, p, gb);
         pack_group(type, p, tmp, rb, n_in / 32);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* One group back: src = the packed group, dst = 16 plain rows. */
+static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
+{
+    const int q4 = type == RKM_TYPE_Q4_0;
+    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    const int words = q4 ? 4 : 8; /* 4-byte words of a block's qs */
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = src + (size_t)b * (q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK);
+        for (int r = 0; r < RKM_PACK_ROWS; r++) {
+            uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
+            memcpy(row, o + 2 * r, 2);
+            for (int h = 0; h < words; h++) memcpy(row + 2 + 4 * h, o + 32 + 64 * h + 4 * r, 4);
+        }
+    }
+}
+
+int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out)
+{
+    if ((type != RKM_TYPE_Q8_0 && type != RKM_TYPE_Q4_0) || n_in % 32)
+        return rkm_err(RKM_EINVAL, "unpack: type %d with %lld columns cannot be packed", type, (long long)n_in);
+    size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
+    int64_t n_groups = n_out / RKM_PACK_ROWS;
+    if (n_groups <= 0) return 0;
+    uint8_t *tmp = malloc(gb);
+    if (!tmp) return rkm_err(RKM_ENOMEM, "unpack: out of memory");
+    for (int64_t g = 0; g < n_groups; g++) {
+        uint8_t *p = (uint8_t *)w + (size_t)g * gb;
+        memcpy(tmp, p, gb);
+        unpack_group(type, p, tmp, rb, n_in / 32);
     }
     free(tmp);
     return 0;

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
     const char *name;
@@ -44,12 +45,17 @@ static const type_info *info(int type)
 
 const char *rkm_type_name(int type)
 {
+    if (type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED)) return "q8_0_x16";
+    if (type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED)) return "q4_0_x16";
     const type_info *t = info(type);
     return t ? t->name : NULL;
 }
 
 int rkm_type_from_name(const char *name)
 {
+    if (!name) return -1;
+    if (!strcasecmp(name, "q8_0_x16")) return RKM_TYPE_Q8_0 | RKM_TYPE_PACKED;
+    if (!strcasecmp(name, "q4_0_x16")) return RKM_TYPE_Q4_0 | RKM_TYPE_PACKED;
     for (int i = 0; i < RKM_TYPE_COUNT; i++) {
         if (!types[i].name) continue;
         const char *a = types[i].name, *b = name;
@@ -73,6 +79,7 @@ size_t rkm_type_block_bytes(int type)
 
 size_t rkm_type_row_bytes(int type, int64_t n)
 {
+    if (type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED)) type &= ~RKM_TYPE_PACKED;
     const type_info *t = info(type);
     if (!t || n < 0 || n % t->block) return 0;
     if (type == RKM_TYPE_RKNN_I8) return (size_t)n + 4; /* its row's f32 scale is stored after the matrix */

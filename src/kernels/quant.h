@@ -44,6 +44,10 @@ enum rkm_type {
     RKM_TYPE_RKNN_I8 = 64,
     RKM_TYPE_COUNT = 65
 };
+/* Flag on Q8_0 / Q4_0: rows interleaved in groups of 16 (the matmuls'
+ * packed layout, kernels.h), named "q8_0_x16" / "q4_0_x16". Same bytes
+ * per row as the plain type; routed-expert parts may be stored so. */
+#define RKM_TYPE_PACKED 0x100
 
 #define RKM_QK8_0 32
 #define RKM_QK4_0 32

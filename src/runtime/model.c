@@ -162,7 +162,9 @@ static int bind_layer(rkm_model *m, int il)
         for (int k = 0; k < RKM_PART_COUNT; k++) {
             const rkm_expert_part *pt = &el->part[k];
             int npu = pt->type == RKM_TYPE_RKNN_I8 && rkm_rknn_i8_shape_ok(pt->ne[0], pt->ne[1]);
-            if ((!mat_type_ok(pt->type) && !npu) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
+            int q = pt->type & RKM_TYPE_PACKED ? rkm_unpack_type(pt->type) : RKM_TYPE_F32;
+            int packed_ok = (pt->type & RKM_TYPE_PACKED) && (q == RKM_TYPE_Q8_0 || q == RKM_TYPE_Q4_0);
+            if ((!mat_type_ok(pt->type) && !npu && !packed_ok) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
                 pt->offset + rkm_type_row_bytes(pt->type, pt->ne[0]) * (uint64_t)pt->ne[1] > el->blob_bytes)
                 return rkm_err(RKM_EFORMAT, "model: layer %d: bad expert part %d", il, k);
         }

@@ -200,7 +200,7 @@ static void prefetch_next(rkm_session *s, int il, const float *rin)
     if (nl >= m->hp.n_layer) return;
     int ne = m->hp.n_expert, k = m->hp.n_expert_used;
     float lg[RKM_MAX_EXPERTS];
-    rkm_matmul_mat(NULL, &m->layers[nl].router, rin, 1, lg);
+    rkm_matmul_mat(m->pool, &m->layers[nl].router, rin, 1, lg);
     int ids[RKM_MAX_EXPERTS], n_ids = 0;
     for (int j = 0; j < k; j++) {
         int b = -1;

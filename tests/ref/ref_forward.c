@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "format/model_dir.h"
+#include "kernels/kernels.h"
 #include "kernels/quant.h"
 
 #define RKM_MAX_EXPERTS_REF 512 /* the reference caches one layer's experts */
@@ -183,12 +184,17 @@ static void ref_moe(const ref_model *r, int il, const double *x, const double *r
             size_t n1 = (size_t)ff * E;
             W = malloc(sizeof(double) * 3 * n1);
             for (int pt = 0; pt < 3; pt++) {
-                double *d = ref_deq(el->part[pt].type, blob + el->part[pt].offset, (int64_t)n1);
+                int ty = el->part[pt].type;
+                if (ty & RKM_TYPE_PACKED) { /* the stored rows interleaved: plain them first */
+                    ty = rkm_unpack_type(ty);
+                    rkm_unpack_rows(ty, blob + el->part[pt].offset, el->part[pt].ne[0], el->part[pt].ne[1]);
+                }
+                double *d = ref_deq(ty, blob + el->part[pt].offset, (int64_t)n1);
                 memcpy(W + pt * n1, d, sizeof(double) * n1);
                 free(d);
             }
             free(blob);
-            for (int pt = 0; pt < 3; pt++) ref_register(W + pt * n1, el->part[pt].type);
+            for (int pt = 0; pt < 3; pt++) ref_register(W + pt * n1, rkm_unpack_type(el->part[pt].type));
             exp_cache[e] = W;
         }
         size_t n1 = (size_t)ff * E;
