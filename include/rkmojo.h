@@ -62,7 +62,7 @@ typedef struct rkm_model_params {
     uint64_t mem_budget_bytes;   /* 0: no budget (experts stay resident) */
     int expert_cache_slots;      /* per MoE layer; 0: from the budget */
     int cache_policy;            /* 0 LFU (recency tie-break), 1 LRU */
-    int prefetch;                /* -1 default, 0 off, 1 on */
+    int prefetch;                /* -1 default (off), 0 off, 1 on */
     int io_threads;              /* 0: default */
     /* Added after the first six; zero means the default. */
     int backend;                 /* 0 auto ($RKM_BACKEND, else the NPU when the

@@ -41,7 +41,9 @@ static void job_fn(void *ctx, int ith, int nth)
     if (j->sleep_us) usleep((useconds_t)j->sleep_us);
 }
 
-/* Returns the number of errors (no CHECK: two threads may call it). */
+/* Returns the number of errors (no CHECK: two threads may call it).
+ * gap_us < 0: park the pool after each job (rkm_pool_park), then wait
+ * -gap_us: the next job must wake the sleeping workers. */
 static int run_jobs_quiet(rkm_pool *p, int n_jobs, int sleep_us, int gap_us)
 {
     int nth = rkm_pool_n_threads(p);
@@ -68,7 +70,12 @@ static int run_jobs_quiet(rkm_pool *p, int n_jobs, int sleep_us, int gap_us)
         }
         if (!pthread_equal(j.tid[0], pthread_self())) errors++; /* share 0 is the caller's */
         if (s != total || atomic_load(&j.bad_nth)) errors++;
-        if (gap_us) usleep((useconds_t)gap_us);
+        if (gap_us < 0) {
+            rkm_pool_park(p);
+            if (it % 3) usleep((useconds_t)-gap_us); /* and sometimes none: park, then a job at once */
+        } else if (gap_us) {
+            usleep((useconds_t)gap_us);
+        }
     }
     free(data);
     return errors;
@@ -110,6 +117,7 @@ int main(void)
         run_jobs(p, n_jobs, 0, 0); /* back to back: workers spinning */
         run_jobs(p, 20, 0, 2000);  /* gaps: workers go to sleep between jobs */
         run_jobs(p, 20, 300, 0);   /* long jobs: the owner waits */
+        run_jobs(p, 200, 0, -50);  /* parked between jobs (the owner waiting on IO) */
         rkm_pool_free(p);
     }
     /* default: the performance cores, at least one */

@@ -45,7 +45,7 @@ static void bench_usage(FILE *f)
                "  --mem-budget SIZE         memory budget (e.g. 4G); experts streamed from disk\n"
                "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
                "  --cache-policy lfu|lru    eviction policy (default lfu)\n"
-               "  --prefetch on|off         next-layer expert prefetch\n"
+               "  --prefetch on|off         next-layer expert prefetch (default off)\n"
                "  --io-threads N            expert read threads\n"
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"

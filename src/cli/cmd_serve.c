@@ -39,7 +39,7 @@ static void usage(FILE *f)
             "  --ctx N                  context length of a session (default min(4096, trained))\n"
             "  --expert-cache-slots N   expert slots per MoE layer (instead of a budget)\n"
             "  --cache-policy lfu|lru   expert cache eviction (default lfu)\n"
-            "  --prefetch on|off        next-layer expert prefetch\n"
+            "  --prefetch on|off        next-layer expert prefetch (default off)\n"
             "  --io-threads N           expert read threads\n"
             "  --backend auto|cpu|rknn  where the expert matmuls run (docs/NPU.md)\n"
             "  --api-key KEY            require 'Authorization: Bearer KEY' (or $RKMOJO_API_KEY)\n"

@@ -33,6 +33,9 @@ typedef void (*rkm_pool_fn)(void *ctx, int ith, int nth);
 /* Runs fn(ctx, ith, nth) for ith = 0..nth-1 on the pool's threads (the
  * caller runs ith 0) and returns when all are done. p may be NULL (nth 1). */
 void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx);
+/* The owner is about to block for a while (IO): idle workers sleep at once
+ * instead of spinning, until the next rkm_pool_run. */
+void rkm_pool_park(rkm_pool *p);
 /* Work sharing for pool jobs over rows [0, total): claims the next run of
  * rows from *next (start in *r0, count returned, 0 when none are left).
  * Runs are at most `chunk` rows and shrink to half a fair share of what

@@ -16,6 +16,10 @@
  * sees the new gen (futex returns at once) or the owner sees the sleeper
  * and wakes it. Same for the owner waiting on n_done (owner_sleeping).
  *
+ * rkm_pool_park makes idle workers stop spinning and sleep until the next
+ * job: the owner says so before it blocks for long (an expert being read
+ * from disk), so the spinners leave the cores to the IO threads.
+ *
  * More threads than online CPUs (tests, oversubscribed hosts) disables
  * spinning: a spinner would only steal the core of the thread it waits for.
  *
@@ -61,6 +65,7 @@ struct rkm_pool {
     _Atomic int n_sleeping;      /* workers in (or entering) futex wait on gen */
     _Atomic int owner_sleeping;  /* owner in (or entering) futex wait on n_done */
     _Atomic int stop;
+    _Atomic int park;            /* 1: idle workers sleep at once (rkm_pool_park) */
     rkm_pool_fn fn;              /* current job, published by gen */
     void *ctx;
     int spin_us;
@@ -93,15 +98,17 @@ static uint64_t now_us(void)
 }
 
 /* Spins until *addr != old (returns the new value) or the spin budget is
- * spent (returns old). After the first 50 us it also yields, so a thread
- * the spinner is waiting for gets the core on a loaded machine. */
-static uint32_t spin_while_equal(_Atomic uint32_t *addr, uint32_t old, int spin_us)
+ * spent or *park is set (returns old). After the first 50 us it also
+ * yields, so a thread the spinner is waiting for gets the core on a loaded
+ * machine. */
+static uint32_t spin_while_equal(_Atomic uint32_t *addr, uint32_t old, int spin_us, _Atomic int *park)
 {
     uint64_t t0 = 0;
     if (spin_us <= 0) return atomic_load_explicit(addr, memory_order_acquire);
     for (uint32_t i = 0;; i++) {
         uint32_t v = atomic_load_explicit(addr, memory_order_acquire);
         if (v != old) return v;
+        if (park && atomic_load_explicit(park, memory_order_relaxed)) return old;
         cpu_relax();
         if ((i & 255) == 255) {
             uint64_t t = now_us();
@@ -127,7 +134,7 @@ static void *worker_main(void *arg)
     if (p->cpus) pin_self(p->cpus[wk->ith]);
     uint32_t seen = 0;
     for (;;) {
-        uint32_t g = spin_while_equal(&p->gen, seen, p->spin_us);
+        uint32_t g = spin_while_equal(&p->gen, seen, p->spin_us, &p->park);
         while (g == seen) {
             atomic_fetch_add(&p->n_sleeping, 1);
             futex_wait(&p->gen, seen);
@@ -265,6 +272,7 @@ void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx)
     }
     p->fn = fn;
     p->ctx = ctx;
+    atomic_store_explicit(&p->park, 0, memory_order_relaxed);
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
     atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes fn/ctx/n_done */
     if (atomic_load(&p->n_sleeping) > 0) futex_wake_all(&p->gen);
@@ -272,7 +280,7 @@ void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx)
     uint32_t want = (uint32_t)(p->n - 1);
     uint32_t done = atomic_load_explicit(&p->n_done, memory_order_acquire);
     while (done != want) {
-        done = spin_while_equal(&p->n_done, done, p->spin_us * 5);
+        done = spin_while_equal(&p->n_done, done, p->spin_us * 5, NULL);
         if (done == want) break;
         atomic_store(&p->owner_sleeping, 1);
         done = atomic_load(&p->n_done);
@@ -280,6 +288,11 @@ void rkm_pool_run(rkm_pool *p, rkm_pool_fn fn, void *ctx)
         atomic_store(&p->owner_sleeping, 0);
         done = atomic_load_explicit(&p->n_done, memory_order_acquire);
     }
+}
+
+void rkm_pool_park(rkm_pool *p)
+{
+    if (p) atomic_store_explicit(&p->park, 1, memory_order_relaxed);
 }
 
 int64_t rkm_pool_take(_Atomic int64_t *next, int64_t total, int64_t chunk, int64_t grain, int nth, int64_t *r0)

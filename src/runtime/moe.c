@@ -321,6 +321,7 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
                 }
             }
             if (rc >= 0 && nb == 0) {
+                rkm_pool_park(pool); /* a read to wait for: the spinners give way to the IO threads */
                 rc = rkm_expert_cache_get(m->cache, il, ids[t0 + first], &blobs[0]);
                 batch[nb++] = first;
             }
