@@ -84,7 +84,8 @@ struct layer_cache {
     uint8_t *arena;   /* the slot buffers, one huge-page mapping (no slot_alloc) */
     size_t arena_bytes;
     int *slot_of;       /* n_expert: slot index or -1 */
-    uint64_t *freq;     /* n_expert: times requested (LFU) */
+    uint64_t *freq;     /* n_expert: times requested (LFU), halved every RKM_LFU_AGE requests */
+    uint64_t n_req;     /* requests of this layer (LFU aging) */
     uint8_t *verified;  /* n_expert: checksum checked once (VERIFY_FIRST) */
     uint64_t hits, misses;
 };
@@ -555,6 +556,8 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
         goto out;
     }
     c->tick++;
+    if (n > 0 && ++lc->n_req % RKM_LFU_AGE == 0) /* LFU aging (trace.h), as the simulator replays it */
+        for (int e = 0; e < lc->el->n_expert; e++) lc->freq[e] >>= 1;
     if (c->trace && n > 0) {
         /* A lower layer starts a new forward pass; the same layer again is
          * the next tile of this pass, unless the model has one MoE layer. */

@@ -35,7 +35,7 @@ enum { RKM_CACHE_LFU = 0, RKM_CACHE_LRU = 1 };
 
 typedef struct rkm_expert_cache_params {
     int slots_per_layer;   /* 0: every expert of a layer (fully resident) */
-    int policy;            /* RKM_CACHE_LFU (recency tie-break) or RKM_CACHE_LRU */
+    int policy;            /* RKM_CACHE_LFU (aging, recency tie-break; trace.h) or RKM_CACHE_LRU */
     int prefetch;          /* 0/1 */
     int io_threads;        /* 0: default */
     int direct_io;         /* 1: O_DIRECT when the file system allows */

@@ -199,6 +199,7 @@ typedef struct sim {
     int *n_cached;       /* [layer] */
     uint64_t *freq, *last;
     uint64_t *pin;       /* tile stamp that pinned it */
+    uint64_t *n_req;     /* [layer]: records seen (LFU aging) */
     /* Belady: occurrences of (layer, e) in record order, CSR */
     int64_t *occ_start, *occ_cur, *occ;
 } sim;
@@ -225,8 +226,9 @@ int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result
     s.freq = calloc(nk, sizeof(uint64_t));
     s.last = calloc(nk, sizeof(uint64_t));
     s.pin = calloc(nk, sizeof(uint64_t));
+    s.n_req = calloc((size_t)t->n_layer, sizeof(uint64_t));
     int rc = 0;
-    if (!s.cached || !s.n_cached || !s.freq || !s.last || !s.pin) goto oom;
+    if (!s.cached || !s.n_cached || !s.freq || !s.last || !s.pin || !s.n_req) goto oom;
     if (policy == RKM_SIM_BELADY) {
         s.occ_start = calloc(nk + 1, sizeof(int64_t));
         s.occ_cur = calloc(nk + 1, sizeof(int64_t));
@@ -251,6 +253,8 @@ int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result
         int L = rec->layer;
         uint8_t *cached = s.cached + (size_t)L * ne;
         uint64_t *freq = s.freq + (size_t)L * ne, *last = s.last + (size_t)L * ne, *pin = s.pin + (size_t)L * ne;
+        if (++s.n_req[L] % RKM_LFU_AGE == 0)
+            for (int x = 0; x < ne; x++) freq[x] >>= 1;
         /* unique ids, in order; tiles of `slots` like moe.c */
         int uniq[TRACE_MAX_EXPERTS], nu = 0;
         for (int i = 0; i < rec->n; i++) {
@@ -316,6 +320,7 @@ out:
     free(s.freq);
     free(s.last);
     free(s.pin);
+    free(s.n_req);
     free(s.occ_start);
     free(s.occ_cur);
     free(s.occ);

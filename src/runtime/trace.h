@@ -58,6 +58,15 @@ rkm_trace *rkm_trace_load(const char *path);
 rkm_trace *rkm_trace_parse(const void *data, uint64_t n);
 void rkm_trace_free(rkm_trace *t);
 
+/* LFU with aging: every RKM_LFU_AGE requests of a layer (counted before
+ * the request is served) halve that layer's request counts, so experts the
+ * routing has moved away from lose their weight. The expert cache and the
+ * simulator share it. Measured with trace-sim on 400 decoded tokens of
+ * qwen3-30b-a3b (docs/STREAMING.md): at 58 slots the hit rate rises from
+ * 90.4% (counts since the start) to 92.2%, at 32 slots from 79.3% to 81.7%;
+ * on olmoe at 25 slots it moves from 51.3% to 51.2%. */
+#define RKM_LFU_AGE 64
+
 typedef struct rkm_sim_result {
     uint64_t hits, misses;
     uint64_t *layer_hits, *layer_misses; /* n_layer each, or NULL */
@@ -67,8 +76,8 @@ typedef struct rkm_sim_result {
  * rules: duplicates in a request count once; a request's hits are pinned
  * before its misses pick victims; an empty slot is used first; LRU evicts
  * the least recently requested (ties: lower id); LFU the least requested
- * since the start (counts kept while not cached; ties: least recent, then
- * lower id); Belady the one whose next request is farthest (never: first;
+ * (counts kept while not cached, halved every RKM_LFU_AGE requests of the
+ * layer; ties: least recent, then lower id); Belady the one whose next request is farthest (never: first;
  * ties: lower id). res->layer_* may be NULL; if not, they are filled. */
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res);
 const char *rkm_sim_policy_name(int policy);
