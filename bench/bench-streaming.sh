@@ -8,7 +8,7 @@
 #   bench/bench-streaming.sh MODEL.rkmojo [BUDGET ...]     (default 2G 4G 8G)
 #   env: RKMOJO (binary, default build/rkmojo), CTX (default 1024: the
 #        smallest budgets need a short context), PROMPT (tokens, 32),
-#        N (decode tokens, 32), THREADS (2), EXTRA (more bench options)
+#        N (decode tokens, 128), THREADS (2), EXTRA (more bench options)
 # Needs jq. Measures only; asserts nothing.
 set -eu
 M=${1:?usage: bench-streaming.sh MODEL.rkmojo [BUDGET ...]}
@@ -16,14 +16,14 @@ shift
 BUDGETS=${*:-2G 4G 8G}
 BIN=${RKMOJO:-build/rkmojo}
 command -v jq > /dev/null || { echo "bench-streaming.sh needs jq (apt-get install jq)" >&2; exit 2; }
-echo "model $M, ctx ${CTX:-1024}, prompt ${PROMPT:-32} + decode ${N:-32} tokens, ${THREADS:-2} threads, $(date -u +%FT%TZ)"
+echo "model $M, ctx ${CTX:-1024}, prompt ${PROMPT:-32} + decode ${N:-128} tokens, ${THREADS:-2} threads, $(date -u +%FT%TZ)"
 echo "| budget | slots | decode tok/s | prefill tok/s | decode hit | MB read/tok | IO wait ms/tok | CPU ms/tok | peak RSS GiB | bound tok/s (overlapped / serial) | share of bound |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for b in $BUDGETS; do
   if [ -w /proc/sys/vm/drop_caches ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
   out=$(mktemp)
   # shellcheck disable=SC2086
-  if ! "$BIN" bench -m "$M" --mem-budget "$b" --ctx "${CTX:-1024}" --prompt-tokens "${PROMPT:-32}" -n "${N:-32}" \
+  if ! "$BIN" bench -m "$M" --mem-budget "$b" --ctx "${CTX:-1024}" --prompt-tokens "${PROMPT:-32}" -n "${N:-128}" \
       -t "${THREADS:-2}" --limits --json ${EXTRA:-} > "$out" 2> "$out.err"; then
     echo "| $b | - | failed: $(tail -1 "$out.err") |"
     rm -f "$out" "$out.err"
