@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "runtime/budget.h"
+#include "runtime/io_engine.h"
 #include "runtime/model.h"
 #include "util/common.h"
 
@@ -46,7 +47,7 @@ static void bench_usage(FILE *f)
                "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
                "  --cache-policy lfu|lru    eviction policy (default lfu)\n"
                "  --prefetch on|off         next-layer expert prefetch (default off)\n"
-               "  --io-threads N            expert read threads\n"
+               "  --io-threads N            expert read threads (default 8)\n"
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"
                "  --warm                    run the prompt once untimed first, so prefill is measured with\n"
@@ -306,7 +307,7 @@ int rkm_cmd_bench(int argc, char **argv)
                 paths[i] = NULL;
         if (np_ok && ne > 0 &&
             rkm_bench_disk_read_mbs((const char *const *)paths, ne, (uint64_t)512 << 20,
-                                    o.mp.io_threads > 0 ? o.mp.io_threads : 4, &L.disk_mbs))
+                                    o.mp.io_threads > 0 ? o.mp.io_threads : RKM_IO_DEFAULT_THREADS, &L.disk_mbs))
             fprintf(stderr, "rkmojo bench: disk probe: %s\n", rkm_last_error());
         for (int i = 0; paths && i < ne; i++) free(paths[i]);
         free(paths);

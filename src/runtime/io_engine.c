@@ -233,7 +233,7 @@ rkm_io *rkm_io_new(const rkm_io_params *p)
         io->backend = RKM_IO_PREAD;
     }
 #endif
-    int n = p->n_threads > 0 ? p->n_threads : 4;
+    int n = p->n_threads > 0 ? p->n_threads : RKM_IO_DEFAULT_THREADS;
     if (n > IO_MAX_THREADS) n = IO_MAX_THREADS;
     for (int i = 0; i < n; i++) {
         if (pthread_create(&io->threads[i], NULL, pool_main, io) != 0) break;

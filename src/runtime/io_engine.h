@@ -23,6 +23,9 @@
 
 enum { RKM_IO_DEMAND = 0, RKM_IO_PREFETCH = 1 };
 enum { RKM_IO_AUTO = 0, RKM_IO_PREAD = 1, RKM_IO_URING = 2 };
+/* pread threads when n_threads is 0 (docs/STREAMING.md: one round of
+ * 512 KiB chunks per 2-4 MiB expert blob) */
+#define RKM_IO_DEFAULT_THREADS 8
 
 typedef struct rkm_io_op rkm_io_op;
 struct rkm_io_op {
@@ -44,7 +47,7 @@ struct rkm_io_op {
 
 typedef struct rkm_io_params {
     int backend;        /* RKM_IO_AUTO / PREAD / URING */
-    int n_threads;      /* pread threads; 0: 4 */
+    int n_threads;      /* pread threads; 0: RKM_IO_DEFAULT_THREADS */
     int queue_depth;    /* io_uring reads in flight; 0: 32 */
 } rkm_io_params;
 
