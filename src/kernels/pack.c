@@ -88,24 +88,6 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
     }
 }
 
-int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out)
-{
-    if ((type != RKM_TYPE_Q8_0 && type != RKM_TYPE_Q4_0) || n_in % 32)
-        return rkm_err(RKM_EINVAL, "pack: type %d with %lld columns cannot be packed", type, (long long)n_in);
-    size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
-    int64_t n_groups = n_out / RKM_PACK_ROWS;
-    if (n_groups <= 0) return 0;
-    uint8_t *tmp = malloc(gb);
-    if (!tmp) return rkm_err(RKM_ENOMEM, "pack: out of memory");
-    for (int64_t g = 0; g < n_groups; g++) {
-        uint8_t *p = (uint8_t *)w + (size_t)g * gb;
-        memcpy(tmp, p, gb);
-        pack_group(type, p, tmp, rb, n_in / 32);
-    }
-    free(tmp);
-    return 0;
-}
-
 /* One group back: src = the packed group, dst = 16 plain rows. */
 static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
@@ -122,20 +104,34 @@ static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
     }
 }
 
-int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out)
+typedef void (*group_fn)(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb);
+
+/* Rewrites each whole group of 16 rows in place through one group's
+ * temporary copy (what = "pack" / "unpack" for the messages). */
+static int regroup(int type, void *w, int64_t n_in, int64_t n_out, group_fn fn, const char *what)
 {
     if ((type != RKM_TYPE_Q8_0 && type != RKM_TYPE_Q4_0) || n_in % 32)
-        return rkm_err(RKM_EINVAL, "unpack: type %d with %lld columns cannot be packed", type, (long long)n_in);
+        return rkm_err(RKM_EINVAL, "%s: type %d with %lld columns cannot be packed", what, type, (long long)n_in);
     size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
     int64_t n_groups = n_out / RKM_PACK_ROWS;
     if (n_groups <= 0) return 0;
     uint8_t *tmp = malloc(gb);
-    if (!tmp) return rkm_err(RKM_ENOMEM, "unpack: out of memory");
+    if (!tmp) return rkm_err(RKM_ENOMEM, "%s: out of memory", what);
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *p = (uint8_t *)w + (size_t)g * gb;
         memcpy(tmp, p, gb);
-        unpack_group(type, p, tmp, rb, n_in / 32);
+        fn(type, p, tmp, rb, n_in / 32);
     }
     free(tmp);
     return 0;
+}
+
+int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out)
+{
+    return regroup(type, w, n_in, n_out, pack_group, "pack");
+}
+
+int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out)
+{
+    return regroup(type, w, n_in, n_out, unpack_group, "unpack");
 }
