@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test-convert.sh - the format through the CLI, as a user runs it:
 # synth is deterministic; synth -> convert -> inspect --verify works for
-# every quant; a flipped byte fails --verify naming the expert; an
+# every quant; experts are stored packed by default and plain with
+# --expert-layout plain, with the same greedy text; a flipped byte fails
+# --verify naming the expert; an
 # interrupted conversion (killed by SIGXFSZ) leaves no manifest; a write
 # error (EFBIG, as a full disk) fails cleanly; bad inputs give one clear
 # message and a non-zero status.
@@ -29,6 +31,22 @@ for q in keep q8_0 q4_0; do
   fi
 done
 grep -q "routed experts:" "$T/inspect-q4_0.txt" && grep -q "q4_0" "$T/inspect-q4_0.txt" || fail "inspect lists expert types"
+
+# expert layout: packed (the kernels' rows) by default, GGUF rows on request;
+# both give the same greedy text
+grep -q "gate q4_0_x16, up q4_0_x16, down q4_0_x16" "$T/inspect-q4_0.txt" && ok "experts stored packed by default" \
+  || fail "default layout: $(grep 'routed experts' "$T/inspect-q4_0.txt")"
+if $R convert "$T/a.gguf" "$T/m-plain" --quant q4_0 --expert-layout plain --quiet && $R inspect "$T/m-plain" --verify > "$T/inspect-plain.txt"; then
+  grep -q "gate q4_0, up q4_0, down q4_0" "$T/inspect-plain.txt" && ok "--expert-layout plain" \
+    || fail "plain layout: $(grep 'routed experts' "$T/inspect-plain.txt")"
+  g1=$($R run -m "$T/m-q4_0" -p "Once upon a time" -n 12 --temp 0 -q 2>/dev/null)
+  g2=$($R run -m "$T/m-plain" -p "Once upon a time" -n 12 --temp 0 -q 2>/dev/null)
+  [ -n "$g1" ] && [ "$g1" = "$g2" ] && ok "packed and plain experts give the same text" || fail "packed vs plain text differs"
+else
+  fail "convert --expert-layout plain"
+fi
+$R convert "$T/a.gguf" "$T/m-x" --expert-layout diagonal --quiet 2> "$T/err" && fail "bad --expert-layout accepted" \
+  || { grep -q "expert-layout" "$T/err" && ok "bad --expert-layout refused"; } || fail "message: $(cat "$T/err")"
 
 # a flipped byte inside expert 3 of layer 2
 cp -r "$T/m-q8_0" "$T/bad"
