@@ -184,7 +184,7 @@ static int compute_mode(const char *only, double seconds)
     printf("%-11s %-5s %9s %9s %9s %9s %9s\n", "kernels", "type", "m=1 GB/s", "m=1", "m=4", "m=16", "m=128");
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         if (quant_only && (types[ti] == RKM_TYPE_F16 || types[ti] == RKM_TYPE_F32)) continue;
-        size_t rb = rkm_mat_row_bytes(types[ti], n_in);
+        size_t rb = rkm_type_row_bytes(types[ti], n_in);
         void *w = rkm_alloc_aligned(rb * (size_t)n_out, 64);
         fill_weights(types[ti], w, n_in, n_out, 1);
         for (int v = 0; v < n_var; v++) {
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int type = types[ti];
         if (quant_only && (type == RKM_TYPE_F16 || type == RKM_TYPE_F32)) continue;
-        size_t mat_bytes = rkm_mat_row_bytes(type, n_in) * (size_t)n_out;
+        size_t mat_bytes = rkm_type_row_bytes(type, n_in) * (size_t)n_out;
         int n_mats = (int)((total + mat_bytes - 1) / mat_bytes);
         if (n_mats < 2) n_mats = 2;
         void **w = calloc((size_t)n_mats, sizeof *w);

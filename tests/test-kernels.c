@@ -471,7 +471,8 @@ static void test_pack_layout(void)
         CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
         CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
         CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
-        CHECK(rkm_mat_row_bytes(t | RKM_TYPE_PACKED, 96) == rkm_type_row_bytes(t, 96));
+        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rkm_type_row_bytes(t, 96));
+        CHECK(rkm_type_packed(t | RKM_TYPE_PACKED) && !rkm_type_packed(t) && !rkm_type_packed(RKM_TYPE_F16 | RKM_TYPE_PACKED));
         int64_t n_in = 96, n_out = 37;
         mm_case c;
         mm_case_make(&c, t, n_in, n_out, 1);

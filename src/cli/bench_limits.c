@@ -180,7 +180,7 @@ int rkm_bench_disk_read_mbs(const char *const *paths, int n_paths, uint64_t byte
 
 static double mat_bytes(const rkm_mat *w)
 {
-    return w->data ? (double)rkm_mat_row_bytes(w->type, w->n_in) * (double)w->n_out : 0;
+    return w->data ? (double)rkm_type_row_bytes(w->type, w->n_in) * (double)w->n_out : 0;
 }
 
 double rkm_bench_weight_bytes_per_token(const rkm_model *m)

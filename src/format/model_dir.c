@@ -145,8 +145,7 @@ static int get_dtype(const cJSON *o, int *type, int expert)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
     int t = cJSON_IsString(d) ? rkm_type_from_name(d->valuestring) : -1;
-    int expert_only = t == RKM_TYPE_RKNN_I8 || t == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) ||
-                      t == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED);
+    int expert_only = t == RKM_TYPE_RKNN_I8 || rkm_type_packed(t);
     if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
         !(expert && expert_only))
         return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s'", cJSON_IsString(d) ? d->valuestring : "?");

@@ -105,8 +105,6 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * (else type unchanged); the plain type of a packed one. */
 int rkm_pack_type(int type, int64_t n_out);
 int rkm_unpack_type(int type);
-/* Bytes of one row (packed types: of a plain row), 0 if unsupported. */
-size_t rkm_mat_row_bytes(int type, int64_t n_in);
 /* Packs n_out plain rows of type (Q8_0 or Q4_0) in place (each whole
  * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
 int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);

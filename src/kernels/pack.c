@@ -22,16 +22,6 @@ int rkm_pack_type(int type, int64_t n_out)
 
 int rkm_unpack_type(int type) { return type & ~RKM_TYPE_PACKED; }
 
-size_t rkm_mat_row_bytes(int type, int64_t n_in)
-{
-    if (type & RKM_TYPE_PACKED) {
-        int t = rkm_unpack_type(type);
-        if (t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0) return 0;
-        return rkm_type_row_bytes(t, n_in);
-    }
-    return rkm_type_row_bytes(type, n_in);
-}
-
 /* 4 rows x 4 words (16 bytes at p[k]) -> 4 x 16 bytes at o + 64 h: word h
  * of the 4 rows. With the baseline vector unit of the architecture (SSE2,
  * NEON: no extra flags), as the expert cache packs every blob it reads. */

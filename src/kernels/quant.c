@@ -43,6 +43,11 @@ static const type_info *info(int type)
     return &types[type];
 }
 
+int rkm_type_packed(int type)
+{
+    return type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED);
+}
+
 const char *rkm_type_name(int type)
 {
     if (type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED)) return "q8_0_x16";
@@ -79,7 +84,7 @@ size_t rkm_type_block_bytes(int type)
 
 size_t rkm_type_row_bytes(int type, int64_t n)
 {
-    if (type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED)) type &= ~RKM_TYPE_PACKED;
+    if (rkm_type_packed(type)) type &= ~RKM_TYPE_PACKED;
     const type_info *t = info(type);
     if (!t || n < 0 || n % t->block) return 0;
     if (type == RKM_TYPE_RKNN_I8) return (size_t)n + 4; /* its row's f32 scale is stored after the matrix */

@@ -48,6 +48,8 @@ enum rkm_type {
  * packed layout, kernels.h), named "q8_0_x16" / "q4_0_x16". Same bytes
  * per row as the plain type; routed-expert parts may be stored so. */
 #define RKM_TYPE_PACKED 0x100
+/* 1 for the packed types (q8_0_x16, q4_0_x16), else 0. */
+int rkm_type_packed(int type);
 
 #define RKM_QK8_0 32
 #define RKM_QK4_0 32

@@ -162,9 +162,7 @@ static int bind_layer(rkm_model *m, int il)
         for (int k = 0; k < RKM_PART_COUNT; k++) {
             const rkm_expert_part *pt = &el->part[k];
             int npu = pt->type == RKM_TYPE_RKNN_I8 && rkm_rknn_i8_shape_ok(pt->ne[0], pt->ne[1]);
-            int q = pt->type & RKM_TYPE_PACKED ? rkm_unpack_type(pt->type) : RKM_TYPE_F32;
-            int packed_ok = (pt->type & RKM_TYPE_PACKED) && (q == RKM_TYPE_Q8_0 || q == RKM_TYPE_Q4_0);
-            if ((!mat_type_ok(pt->type) && !npu && !packed_ok) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
+            if ((!mat_type_ok(pt->type) && !npu && !rkm_type_packed(pt->type)) || !rkm_type_row_bytes(pt->type, pt->ne[0]) ||
                 pt->offset + rkm_type_row_bytes(pt->type, pt->ne[0]) * (uint64_t)pt->ne[1] > el->blob_bytes)
                 return rkm_err(RKM_EFORMAT, "model: layer %d: bad expert part %d", il, k);
         }
@@ -194,23 +192,21 @@ static int bind_layer(rkm_model *m, int il)
  * every one of them per token; 4 KiB pages would cost a TLB miss per page);
  * the mapped pages they came from are dropped (clean file pages: anything
  * that reads them again, e.g. the embedding lookup of a tied LM head,
- * faults them back). With arena NULL it only adds up the bytes. */
+ * faults them back). packed_bytes: w's bytes if it gets packed, else 0;
+ * its place in the arena is that rounded up to 64. */
 static size_t packed_bytes(const rkm_mat *w)
 {
-    int pt = rkm_pack_type(w->type, w->n_out);
-    if (!w->data || pt == w->type) return 0;
-    return RKM_ALIGN_UP(rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out, 64);
+    if (!w->data || rkm_pack_type(w->type, w->n_out) == w->type) return 0;
+    return rkm_type_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
 }
 
 static int pack_mat(rkm_model *m, rkm_mat *w)
 {
-    size_t bytes = packed_bytes(w);
-    if (!bytes) return 0;
-    RKM_ASSERT(m->arena_used + bytes <= m->arena_bytes);
+    size_t raw = packed_bytes(w);
+    if (!raw) return 0;
+    RKM_ASSERT(m->arena_used + RKM_ALIGN_UP(raw, 64) <= m->arena_bytes);
     uint8_t *buf = m->arena + m->arena_used;
-    m->arena_used += bytes;
-    int pt = rkm_pack_type(w->type, w->n_out);
-    size_t raw = rkm_mat_row_bytes(pt, w->n_in) * (size_t)w->n_out;
+    m->arena_used += RKM_ALIGN_UP(raw, 64);
     memcpy(buf, w->data, raw);
     int rc = rkm_pack_rows(w->type, buf, w->n_in, w->n_out);
     if (rc) return rc;
@@ -218,7 +214,7 @@ static int pack_mat(rkm_model *m, rkm_mat *w)
     uintptr_t lo = RKM_ALIGN_UP((uintptr_t)w->data, (uintptr_t)pg), hi = ((uintptr_t)w->data + raw) & ~((uintptr_t)pg - 1);
     if (pg > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     w->data = buf;
-    w->type = pt;
+    w->type = rkm_pack_type(w->type, w->n_out);
     return 0;
 }
 
@@ -232,11 +228,11 @@ int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
 
 static int pack_resident(rkm_model *m)
 {
-    size_t total = packed_bytes(&m->output);
+    size_t total = RKM_ALIGN_UP(packed_bytes(&m->output), 64);
     for (int il = 0; il < m->hp.n_layer; il++) {
         rkm_mat *mats[RKM_LAYER_MATS];
         int nm = rkm_layer_mats(&m->layers[il], mats);
-        for (int i = 0; i < nm; i++) total += packed_bytes(mats[i]);
+        for (int i = 0; i < nm; i++) total += RKM_ALIGN_UP(packed_bytes(mats[i]), 64);
     }
     if (!total) return 0;
     m->arena = rkm_map_weights(total);

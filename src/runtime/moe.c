@@ -75,7 +75,7 @@ static void multi_worker(void *ctx, int ith, int nth)
             u = j->first[ti] + r1;
             r1 = RKM_MIN(r1, t->n_out);
             if (r0 >= r1) continue; /* the padding */
-            size_t rb = rkm_mat_row_bytes(t->type, t->n_in);
+            size_t rb = rkm_type_row_bytes(t->type, t->n_in);
             rkm_matmul_reuse(t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m,
                              t->y + r0, t->ldy);
         }

@@ -77,8 +77,8 @@ typedef struct rkm_sim_result {
  * before its misses pick victims; an empty slot is used first; LRU evicts
  * the least recently requested (ties: lower id); LFU the least requested
  * (counts kept while not cached, halved every RKM_LFU_AGE requests of the
- * layer; ties: least recent, then lower id); Belady the one whose next request is farthest (never: first;
- * ties: lower id). res->layer_* may be NULL; if not, they are filled. */
+ * layer; ties: least recent, then lower id); Belady the one whose next
+ * request is farthest (never: first; ties: lower id). res->layer_* may be NULL; if not, they are filled. */
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res);
 const char *rkm_sim_policy_name(int policy);
 

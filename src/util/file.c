@@ -25,10 +25,16 @@ void rkm_free_aligned(void *p) { free(p); }
 
 #define HUGE_ALIGN ((size_t)2 << 20)
 
-void *rkm_map_weights(size_t bytes)
+/* The length a weight mapping of `bytes` spans: whole pages. */
+static size_t map_len(size_t bytes)
 {
     long pg = sysconf(_SC_PAGESIZE);
-    size_t len = RKM_ALIGN_UP(bytes ? bytes : 1, (size_t)(pg > 0 ? pg : 4096));
+    return RKM_ALIGN_UP(bytes ? bytes : 1, (size_t)(pg > 0 ? pg : 4096));
+}
+
+void *rkm_map_weights(size_t bytes)
+{
+    size_t len = map_len(bytes);
     uint8_t *raw = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     uint8_t *p = (uint8_t *)RKM_ALIGN_UP((uintptr_t)raw, HUGE_ALIGN);
@@ -47,9 +53,7 @@ void *rkm_map_weights(size_t bytes)
 
 void rkm_unmap_weights(void *p, size_t bytes)
 {
-    if (!p) return;
-    long pg = sysconf(_SC_PAGESIZE);
-    munmap(p, RKM_ALIGN_UP(bytes ? bytes : 1, (size_t)(pg > 0 ? pg : 4096)));
+    if (p) munmap(p, map_len(bytes));
 }
 
 double rkm_now(void)
