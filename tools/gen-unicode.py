@@ -16,9 +16,10 @@ Tables produced:
   rkm_ucd_comp[]    {a, b, c}: primary composites (canonical pairs that are
                     not Full_Composition_Exclusion), sorted by (a, b).
 """
-import sys, os
+import sys
 
-UCD = os.environ.get("UCD", "/usr/share/unicode")
+import ucd
+
 OUT = sys.argv[1] if len(sys.argv) > 1 else "src/text/unicode_data.c"
 
 CAT_BITS = {"L": 0x01, "N": 0x02, "P": 0x04, "S": 0x08, "M": 0x10, "Z": 0x20, "C": 0x40}
@@ -43,42 +44,22 @@ def ranges_prop(path, prop):
 cat = {}
 ccc = {}
 decomp = {}
-first = None
-version = "?"
-for line in open(os.path.join(UCD, "UnicodeData.txt"), encoding="utf-8"):
-    f = line.rstrip("\n").split(";")
-    cp = int(f[0], 16)
-    name, gc = f[1], f[2]
-    if name.endswith(", First>"):
-        first = cp
-        continue
-    lo = first if name.endswith(", Last>") else cp
-    first = None
+for lo, cp, f in ucd.unicode_data():
     for c in range(lo, cp + 1):
-        cat[c] = gc
+        cat[c] = f[2]
         if int(f[3]):
             ccc[c] = int(f[3])
     if f[5] and not f[5].startswith("<"):
         d = [int(x, 16) for x in f[5].split()]
         decomp[cp] = d
 
-for line in open(os.path.join(UCD, "DerivedAge.txt"), encoding="utf-8"):
-    version = line.strip("# \n").replace("DerivedAge-", "Unicode ").replace(".txt", "")
-    break
+version = ucd.version()
 
-ws = ranges_prop(os.path.join(UCD, "PropList.txt"), "White_Space")
+ws = ranges_prop(ucd.path("PropList.txt"), "White_Space")
 
 # NFC_QC=No / Maybe ranges (value 1 / 2), for the NFC quick check
-nfc_qc = []
-for line in open(os.path.join(UCD, "DerivedNormalizationProps.txt"), encoding="utf-8"):
-    line = line.split("#", 1)[0].strip()
-    f = [x.strip() for x in line.split(";")]
-    if len(f) != 3 or f[1] != "NFC_QC":
-        continue
-    a, b = (f[0].split("..") + [f[0]])[:2]
-    nfc_qc.append((int(a, 16), int(b, 16), 1 if f[2] == "N" else 2))
-nfc_qc.sort()
-excl = ranges_prop(os.path.join(UCD, "DerivedNormalizationProps.txt"), "Full_Composition_Exclusion")
+nfc_qc = ucd.qc_ranges("NFC_QC")
+excl = ranges_prop(ucd.path("DerivedNormalizationProps.txt"), "Full_Composition_Exclusion")
 
 def flags_of(c):
     gc = cat.get(c)
