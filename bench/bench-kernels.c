@@ -7,10 +7,11 @@
  * (-Q: only q4_0 / q8_0; "q4_0p" / "q8_0p" rows are the packed layout)
  *   build-x/bench/bench-kernels -c [-k VARIANT] [-s SECONDS]
  *
- * 1. Read-bandwidth probe: THREADS threads (default 2) sum disjoint
- *    slices of a buffer of GIB GiB (default 1, far beyond the caches),
- *    with the widest loads the CPU has, alternating one sequential stream
- *    and four prefetched streams per thread (best of all passes).
+ * 1. Read-bandwidth probe (kernels/membw.h, the one `rkmojo bench
+ *    --limits` uses): THREADS threads (default 2) sum disjoint slices of a
+ *    buffer of GIB GiB (default 1, far beyond the caches), with the widest
+ *    loads the CPU has, alternating one sequential stream and four
+ *    prefetched streams per thread (best of all passes).
  * 2. Decode matvec (M = 1) for q4_0, q8_0, f16, f32 weights of N_OUT x
  *    N_IN (default 14336 x 4096): enough distinct matrices to cover GIB
  *    GiB are cycled so every call streams its weights from DRAM; prints
@@ -34,99 +35,8 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/membw.h"
 #include "util/common.h"
-
-typedef struct {
-    const uint64_t *buf;
-    size_t n_words;
-    int streams; /* 1 or 4, see read_slice_avx512 */
-    uint64_t sink[64];
-} probe_job;
-
-/* The probe reads with the widest loads the CPU has (a narrow loop can
- * understate the bandwidth, which would flatter the kernels' ratios). */
-static uint64_t read_slice_portable(const uint64_t *p, size_t lo, size_t hi)
-{
-    uint64_t a[8] = {0};
-    for (size_t i = lo; i < hi; i += 8)
-        for (int k = 0; k < 8; k++) a[k] += p[i + k];
-    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
-}
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-/* streams 1: one sequential stream; 4: the slice read as four
- * interleaved streams with software prefetch 2 KiB ahead (the access
- * pattern of the decode kernels, which can beat one stream per core). */
-__attribute__((target("avx512f"))) static uint64_t read_slice_avx512(const uint64_t *p, size_t lo, size_t hi,
-                                                                     int streams)
-{
-    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-    if (streams == 4) {
-        size_t q = ((hi - lo) / 4) & ~(size_t)7;
-        const uint64_t *a = p + lo, *b = a + q, *c = b + q, *d = c + q;
-        for (size_t i = 0; i < q; i += 8) {
-            _mm_prefetch((const char *)(a + i) + 2048, _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + i) + 2048, _MM_HINT_T0);
-            _mm_prefetch((const char *)(c + i) + 2048, _MM_HINT_T0);
-            _mm_prefetch((const char *)(d + i) + 2048, _MM_HINT_T0);
-            s0 = _mm512_add_epi64(s0, _mm512_load_si512(a + i));
-            s1 = _mm512_add_epi64(s1, _mm512_load_si512(b + i));
-            s2 = _mm512_add_epi64(s2, _mm512_load_si512(c + i));
-            s3 = _mm512_add_epi64(s3, _mm512_load_si512(d + i));
-        }
-    } else {
-        for (size_t i = lo; i < hi; i += 32) {
-            s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
-            s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 8));
-            s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 16));
-            s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 24));
-        }
-    }
-    s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
-    return (uint64_t)_mm512_reduce_add_epi64(s0);
-}
-__attribute__((target("avx2"))) static uint64_t read_slice_avx2(const uint64_t *p, size_t lo, size_t hi)
-{
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = lo; i < hi; i += 16) {
-        s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + i)));
-        s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + i + 4)));
-        s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + i + 8)));
-        s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + i + 12)));
-    }
-    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
-    uint64_t o[4];
-    _mm256_storeu_si256((__m256i *)o, s0);
-    return o[0] ^ o[1] ^ o[2] ^ o[3];
-}
-#endif
-
-static void probe_fn(void *ctx, int ith, int nth)
-{
-    probe_job *j = ctx;
-    size_t lo = j->n_words * (size_t)ith / (size_t)nth, hi = j->n_words * (size_t)(ith + 1) / (size_t)nth;
-    lo &= ~(size_t)63;
-    hi &= ~(size_t)63;
-    uint64_t s;
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) s = read_slice_avx512(j->buf, lo, hi, j->streams);
-    else if (__builtin_cpu_supports("avx2")) s = read_slice_avx2(j->buf, lo, hi);
-    else
-#endif
-        s = read_slice_portable(j->buf, lo, hi);
-    j->sink[ith % 64] = s;
-}
-
-/* One pass of the probe over the whole buffer: GB/s. Passes alternate
- * between the probe's access patterns; callers keep the best. */
-static double probe_pass(rkm_pool *pool, probe_job *j)
-{
-    j->streams = j->streams == 4 ? 1 : 4;
-    double t0 = rkm_now();
-    rkm_pool_run(pool, probe_fn, j);
-    return (double)j->n_words * 8 / (rkm_now() - t0) / 1e9;
-}
 
 /* "q4_0", or "q4_0p" for the packed layout */
 static const char *type_label(int type)
@@ -244,16 +154,9 @@ int main(int argc, char **argv)
     rkm_pool *pool = rkm_pool_new(n_threads);
     if (!pool) return 1;
     size_t total = (size_t)(gib * 1073741824.0);
-    probe_job pj;
-    memset(&pj, 0, sizeof pj);
-    uint64_t *pbuf = rkm_alloc_aligned(total, 4096);
-    if (!pbuf) return 1;
-    pj.n_words = total / 8;
-    for (size_t i = 0; i < pj.n_words; i++) pbuf[i] = i * 0x9e3779b97f4a7c15ull;
-    pj.buf = pbuf;
-    double bw = 0, t_probe = rkm_now() + seconds;
-    do bw = fmax(bw, probe_pass(pool, &pj));
-    while (rkm_now() < t_probe);
+    rkm_membw *probe = rkm_membw_new(total);
+    if (!probe) return 1;
+    double bw = rkm_membw_probe(probe, pool, seconds);
     printf("read bandwidth (%d threads, %.1f GiB buffer): %.2f GB/s\n", rkm_pool_n_threads(pool), gib, bw);
     printf("(each decode figure alternates kernel and probe passes; 'of bw' is best kernel / best probe\n"
            " of that window, so a busy machine slows both alike)\n");
@@ -288,7 +191,7 @@ int main(int argc, char **argv)
             /* decode: cycle through all matrices */
             double best = 0, best_bw = 0, t_end = rkm_now() + seconds;
             do {
-                best_bw = fmax(best_bw, probe_pass(pool, &pj));
+                best_bw = fmax(best_bw, rkm_membw_pass(probe, pool));
                 double t0 = rkm_now();
                 for (int i = 0; i < n_mats; i++) rkm_matmul(pool, type, w[i], n_in, n_out, x, 1, y, n_out);
                 double dt = rkm_now() - t0;
@@ -311,7 +214,7 @@ int main(int argc, char **argv)
     }
     free(x);
     free(y);
-    rkm_free_aligned(pbuf);
+    rkm_membw_free(probe);
     rkm_pool_free(pool);
     return 0;
 }

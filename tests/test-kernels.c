@@ -34,6 +34,7 @@
 
 #include "common/test.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/membw.h"
 #include "util/common.h"
 
 static const double U = 1.0 / 16777216.0; /* float unit roundoff 2^-24 */
@@ -461,6 +462,34 @@ static void test_rows(const char *variant)
     }
 }
 
+/* The bandwidth probe's read: every set's sum equals a plain wrapping sum,
+ * for one stream and four, at sizes from one 512-byte run up; and the
+ * probe built on it reports a positive figure on 1-3 threads. */
+static void test_read_sum(const char *variant)
+{
+    static const size_t sizes[] = {64, 128, 192, 4096 + 64, 65536};
+    for (size_t si = 0; si < RKM_ARRAY_LEN(sizes); si++) {
+        size_t n = sizes[si];
+        uint64_t *p = rkm_alloc_aligned(n * 8, 64), want = 0;
+        for (size_t i = 0; i < n; i++) want += p[i] = (i + 1) * 0x9e3779b97f4a7c15ull ^ (i << 40);
+        for (int streams = 1; streams <= 4; streams += 3)
+            CHECK_MSG(rkm_kernels_active()->read_sum(p, n, streams) == want, "%s read_sum n=%zu streams=%d",
+                      variant, n, streams);
+        rkm_free_aligned(p);
+    }
+}
+
+static void test_membw(rkm_pool **pools, int n_pools)
+{
+    rkm_membw *b = rkm_membw_new((size_t)8 << 20);
+    CHECK(b != NULL);
+    for (int i = 0; b && i < n_pools; i++) {
+        double g = rkm_membw_probe(b, pools[i], 0.01);
+        CHECK_MSG(g > 0 && isfinite(g), "membw probe on pool %d: %g", i, g);
+    }
+    rkm_membw_free(b);
+}
+
 static void test_pack_layout(void)
 {
     const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
@@ -650,6 +679,7 @@ int main(void)
         test_quantize(names[v]);
         test_ops(names[v]);
         test_rows(names[v]);
+        test_read_sum(names[v]);
         printf("ops %s: done\n", names[v]);
         fflush(stdout);
     }
@@ -659,6 +689,7 @@ int main(void)
     test_matmul(names, n_var, pools, 3);
     test_matmul_big(names, n_var, pools[1]);
     test_matmul_reuse();
+    test_membw(pools, 3);
     test_pack_layout();
     test_matmul_packed(names, n_var, pools, 3);
     rkm_pool_free(pools[1]);

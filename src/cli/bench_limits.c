@@ -4,8 +4,9 @@
  * probe on the model's own expert files, and the bytes a decode token must
  * move (weights the CPU reads from memory, expert bytes read from disk).
  *
- * Threads: each probe starts its own threads and joins them before it
- * returns; callers are single-threaded. Buffers are the probes' own and
+ * Threads: the memory probe runs on the model's pool (kernels/membw.h,
+ * the probe bench-kernels reports too); the disk probe starts its own
+ * threads and joins them before it returns; callers are single-threaded. Buffers are the probes' own and
  * are freed before they return.
  */
 #include "cli/bench_limits.h"
@@ -19,67 +20,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels/membw.h"
 #include "util/common.h"
 
 /* ------------------------------------------------------ memory probe */
 
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-    pthread_barrier_t *bar;
-    double t0, t1;
-} mem_part;
-
-static void *mem_reader(void *arg)
+double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes)
 {
-    mem_part *mp = arg;
-    pthread_barrier_wait(mp->bar);
-    mp->t0 = rkm_now();
-    /* glibc's memchr reads with the widest vector loads the CPU has: a
-     * zero-filled buffer searched for 1 is a pure streaming read. */
-    const void *volatile r = memchr(mp->p, 1, mp->n);
-    (void)r;
-    mp->t1 = rkm_now();
-    return NULL;
-}
-
-double rkm_bench_mem_read_gbs(int n_threads, size_t bytes)
-{
-    if (n_threads < 1) n_threads = 1;
-    if (n_threads > 64) n_threads = 64;
-    uint8_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) return 0;
-    memset(buf, 0, bytes); /* fault the pages in: not part of the measurement */
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        pthread_barrier_t bar;
-        pthread_barrier_init(&bar, NULL, (unsigned)n_threads);
-        pthread_t th[64];
-        mem_part part[64];
-        size_t per = bytes / (size_t)n_threads & ~(size_t)4095;
-        int started = 0;
-        for (int i = 0; i < n_threads; i++) {
-            part[i] = (mem_part){buf + per * (size_t)i, per, &bar, 0, 0};
-            if (i > 0 && pthread_create(&th[i], NULL, mem_reader, &part[i]) != 0) break;
-            started = i + 1;
-        }
-        if (started < n_threads) { /* cannot start them all: give up cleanly */
-            pthread_barrier_destroy(&bar);
-            munmap(buf, bytes);
-            return 0;
-        }
-        mem_reader(&part[0]);
-        double t0 = part[0].t0, t1 = part[0].t1;
-        for (int i = 1; i < n_threads; i++) {
-            pthread_join(th[i], NULL);
-            t0 = RKM_MIN(t0, part[i].t0);
-            t1 = RKM_MAX(t1, part[i].t1);
-        }
-        pthread_barrier_destroy(&bar);
-        if (t1 > t0) best = RKM_MAX(best, (double)(per * (size_t)n_threads) / (t1 - t0) / 1e9);
-    }
-    munmap(buf, bytes);
-    return best;
+    rkm_membw *b = rkm_membw_new(bytes);
+    if (!b) return 0;
+    double g = rkm_membw_probe(b, pool, 1.0);
+    rkm_membw_free(b);
+    return g;
 }
 
 /* -------------------------------------------------------- disk probe */

@@ -10,9 +10,10 @@
 
 #include "runtime/model.h"
 
-/* Best of three streaming reads of a `bytes` buffer split over n_threads:
- * GB/s (1e9 bytes), 0 if the probe could not run. */
-double rkm_bench_mem_read_gbs(int n_threads, size_t bytes);
+/* The memory read bandwidth on the pool's threads (kernels/membw.h, best
+ * pass over a second on a `bytes` buffer): GB/s (1e9 bytes), 0 if the
+ * probe could not run. */
+double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes);
 /* O_DIRECT reads of 1 MiB (less for small files) at n_threads in
  * parallel, `bytes` in all, from the concatenation of the files (each
  * byte read once while they hold enough): MB/s (1e6 bytes) in *mbs. 0 or

@@ -295,7 +295,7 @@ int rkm_cmd_bench(int argc, char **argv)
      * Perfect overlap gives max(mem, disk) per token, none gives the sum. */
     lim L = {0};
     if (limits && dec.n > 0) {
-        L.mem_gbs = rkm_bench_mem_read_gbs(m->n_threads, (size_t)1 << 30);
+        L.mem_gbs = rkm_bench_mem_read_gbs(m->pool, (size_t)1 << 30);
         L.w_bytes = rkm_bench_weight_bytes_per_token(m);
         L.disk_bytes = (double)dec.st.bytes_read / dec.n;
         /* every expert file, the last layer's first */

@@ -121,6 +121,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(f16_to_f32);
     TAKE(dot_f32_f16);
     TAKE(axpy_f16);
+    TAKE(read_sum);
     /* a set's row-batched entries go with its single-row ones */
     if (s->dot_f32_f16) k->dot_f32_f16_rows = s->dot_f32_f16_rows;
     if (s->axpy_f16) k->axpy_f16_rows = s->axpy_f16_rows;

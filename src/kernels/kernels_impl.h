@@ -64,6 +64,11 @@ typedef struct {
      * single-row entry row by row (dispatch.c). */
     void (*dot_f32_f16_rows)(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out);
     void (*axpy_f16_rows)(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n);
+    /* The memory-bandwidth probe's read (membw.c): a checksum of n words
+     * (n % 64 == 0, p 64-byte aligned) read with the widest loads the set
+     * has; streams 1 reads them in order, 4 as four interleaved streams
+     * with software prefetch ahead (the decode kernels' pattern). */
+    uint64_t (*read_sum)(const uint64_t *p, size_t n, int streams);
 } rkm_kernel_set;
 
 /* The reference (every entry set). */

@@ -208,6 +208,17 @@ static void axpy_f16_ref(float *y, float a, const rkm_f16 *x, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] += a * rkm_f16_to_f32(x[i]);
 }
 
+/* The wrapping sum of n words; eight accumulators so that the loop is not
+ * one long dependency chain (compilers vectorise it). */
+static uint64_t read_sum_ref(const uint64_t *p, size_t n, int streams)
+{
+    (void)streams;
+    uint64_t a[8] = {0};
+    for (size_t i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += p[i + k];
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
 const rkm_kernel_set rkm_kernels_ref = {
     .name = "ref",
     .quantize_act = rkm_quantize_act_ref,
@@ -225,4 +236,5 @@ const rkm_kernel_set rkm_kernels_ref = {
     .f16_to_f32 = f16_to_f32_ref,
     .dot_f32_f16 = dot_f32_f16_ref,
     .axpy_f16 = axpy_f16_ref,
+    .read_sum = read_sum_ref,
 };

@@ -503,6 +503,42 @@ static void axpy_f16_rows_avx2(float *y, const float *a, const rkm_f16 *x, int64
         for (int64_t r = 0; r < rows; r++) y[i] += a[r] * _cvtsh_ss(x[r * stride + i]);
 }
 
+/* The bandwidth probe's read (kernels_impl.h): 256-bit loads, four
+ * accumulators; streams 4 prefetches each stream 2 KiB ahead. */
+static uint64_t read_sum_avx2(const uint64_t *p, size_t n, int streams)
+{
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    if (streams == 4) {
+        size_t q = n / 4;
+        const uint64_t *a = p, *b = a + q, *c = b + q, *d = c + q;
+        for (size_t i = 0; i < q; i += 8) {
+            _mm_prefetch((const char *)(a + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(d + i) + 2048, _MM_HINT_T0);
+            s0 = _mm256_add_epi64(s0, _mm256_add_epi64(_mm256_load_si256((const __m256i *)(a + i)),
+                                                       _mm256_load_si256((const __m256i *)(a + i + 4))));
+            s1 = _mm256_add_epi64(s1, _mm256_add_epi64(_mm256_load_si256((const __m256i *)(b + i)),
+                                                       _mm256_load_si256((const __m256i *)(b + i + 4))));
+            s2 = _mm256_add_epi64(s2, _mm256_add_epi64(_mm256_load_si256((const __m256i *)(c + i)),
+                                                       _mm256_load_si256((const __m256i *)(c + i + 4))));
+            s3 = _mm256_add_epi64(s3, _mm256_add_epi64(_mm256_load_si256((const __m256i *)(d + i)),
+                                                       _mm256_load_si256((const __m256i *)(d + i + 4))));
+        }
+    } else {
+        for (size_t i = 0; i < n; i += 16) {
+            s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + i)));
+            s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + i + 4)));
+            s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + i + 8)));
+            s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + i + 12)));
+        }
+    }
+    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    uint64_t o[4];
+    _mm256_storeu_si256((__m256i *)o, s0);
+    return o[0] + o[1] + o[2] + o[3];
+}
+
 const rkm_kernel_set rkm_kernels_avx2 = {
     .name = "avx2",
     .init = rkm_x86_init_f16_table,
@@ -523,4 +559,5 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .axpy_f16 = axpy_f16_avx2,
     .dot_f32_f16_rows = dot_f32_f16_rows_avx2,
     .axpy_f16_rows = axpy_f16_rows_avx2,
+    .read_sum = read_sum_avx2,
 };
