@@ -71,6 +71,9 @@ typedef struct rkm_model_params {
     int plan_n_ctx;              /* KV tokens per session the memory budget plans
                                     for (set it to the sessions' n_ctx);
                                     0: min(4096, trained) */
+    int lazy_experts;            /* with every expert resident (no budget): 0 reads
+                                    them all in the background from open, 1 each
+                                    on first use ($RKM_LAZY_EXPERTS=1 too) */
 } rkm_model_params;
 
 void rkm_model_params_default(rkm_model_params *p);

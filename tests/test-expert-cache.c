@@ -445,6 +445,88 @@ static void test_bad_files(fixture *f)
     }
 }
 
+/* The background fill of a fully resident cache (params.fill). */
+static void test_fill(fixture *f)
+{
+    /* every expert read once, counted apart from demand reads; requests
+     * afterwards are all hits and see the files' bytes */
+    rkm_expert_cache_params p = {.fill = 1, .direct_io = 1, .io_threads = 3};
+    rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
+    CHECK(c != NULL);
+    if (!c) return;
+    CHECK_EQ_INT(rkm_expert_cache_wait_fill(c), 2 * N_EXPERT);
+    rkm_expert_cache_stats st;
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.fill_reads, 2 * N_EXPERT);
+    CHECK(st.fill_bytes >= N_EXPERT * (f->el[0].blob_bytes + f->el[1].blob_bytes));
+    CHECK_EQ_INT(st.bytes_read, 0);
+    int all[N_EXPERT];
+    for (int e = 0; e < N_EXPERT; e++) all[e] = N_EXPERT - 1 - e;
+    for (int l = 0; l < 2; l++) {
+        CHECK_EQ_INT(rkm_expert_cache_request(c, moe_layers[l], all, N_EXPERT), 0);
+        for (int e = 0; e < N_EXPERT; e++) {
+            const uint8_t *b = NULL;
+            CHECK_EQ_INT(rkm_expert_cache_get(c, moe_layers[l], e, &b), 0);
+            CHECK_MSG(b && file_blob_equal(f, l, e, b), "filled blob %d of layer %d", e, l);
+        }
+        rkm_expert_cache_release(c, moe_layers[l]);
+    }
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.hits, 2 * N_EXPERT);
+    CHECK_EQ_INT(st.misses, 0);
+    CHECK_EQ_INT(st.bytes_read, 0);
+    rkm_expert_cache_free(c);
+
+    /* requests racing the fill: right bytes, each counted once */
+    c = rkm_expert_cache_new(&f->md, &p);
+    CHECK(c != NULL);
+    if (!c) return;
+    CHECK_EQ_INT(rkm_expert_cache_request(c, moe_layers[1], all, N_EXPERT), 0);
+    for (int e = 0; e < N_EXPERT; e++) {
+        const uint8_t *b = NULL;
+        CHECK_EQ_INT(rkm_expert_cache_get(c, moe_layers[1], e, &b), 0);
+        CHECK(b && file_blob_equal(f, 1, e, b));
+    }
+    rkm_expert_cache_release(c, moe_layers[1]);
+    CHECK_EQ_INT(rkm_expert_cache_wait_fill(c), 2 * N_EXPERT);
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.hits + st.misses, N_EXPERT);
+    CHECK_EQ_INT(st.fill_reads + st.misses, 2 * N_EXPERT);
+    rkm_expert_cache_free(c);
+
+    /* a blob that fails its checksum is left out of the fill; the request
+     * that needs it reads it again (here after the file is repaired) */
+    const rkm_expert_layer *el = &f->el[1];
+    uint64_t off = 5 * el->blob_stride + 3;
+    flip_file_byte(f->path[1], off);
+    c = rkm_expert_cache_new(&f->md, &p);
+    CHECK(c != NULL);
+    if (!c) return;
+    CHECK_EQ_INT(rkm_expert_cache_wait_fill(c), 2 * N_EXPERT - 1);
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.errors, 1);
+    flip_file_byte(f->path[1], off);
+    CHECK_EQ_INT(request_one(f, c, 1, 5), 0);
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.misses, 1);
+    rkm_expert_cache_free(c);
+
+    /* freed while filling: no leak, no read into freed slots (ASan) */
+    c = rkm_expert_cache_new(&f->md, &p);
+    CHECK(c != NULL);
+    rkm_expert_cache_free(c);
+
+    /* a budgeted cache does not fill */
+    rkm_expert_cache_params pb = {.fill = 1, .slots_per_layer = 4};
+    c = rkm_expert_cache_new(&f->md, &pb);
+    CHECK(c != NULL);
+    if (!c) return;
+    CHECK_EQ_INT(rkm_expert_cache_wait_fill(c), 0);
+    rkm_expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.fill_reads, 0);
+    rkm_expert_cache_free(c);
+}
+
 static void test_args_and_pins(fixture *f)
 {
     rkm_expert_cache_params p = {.slots_per_layer = 3, .prefetch = 1};
@@ -682,6 +764,7 @@ int main(void)
     test_prefetch_fault(&f);
     test_env_fault(&f);
     test_bad_files(&f);
+    test_fill(&f);
     test_converted_model();
     test_budget(&f);
     free(f.ref[0]);

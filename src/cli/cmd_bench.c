@@ -42,6 +42,8 @@ static void bench_usage(FILE *f)
                "  --prompt-file FILE        prompt from a file\n"
                "  --prompt-tokens N         prompt length in tokens (default 128; the text is repeated)\n"
                "  -n N                      tokens to decode (default 128)\n"
+               "  --depth N                 decode from a context of the prompt's first N tokens (0: empty,\n"
+               "                            as llama-bench's tg); default: after the whole prompt\n"
                "  --force-text FILE         decode by feeding FILE's tokens one by one (teacher forcing)\n"
                "  --mem-budget SIZE         memory budget (e.g. 4G); experts streamed from disk\n"
                "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
@@ -51,7 +53,8 @@ static void bench_usage(FILE *f)
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"
                "  --warm                    run the prompt once untimed first, so prefill is measured with\n"
-               "                            the experts it needs already read (a resident model's steady state)\n"
+               "                            the experts it needs already read, and, with every expert resident,\n"
+               "                            after the background read of all of them (a resident model's steady state)\n"
                "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
                "                            they allow, given the bytes per token and the hit rate\n"
                "  --json                    machine-readable output on stdout\n");
@@ -142,7 +145,7 @@ int rkm_cmd_bench(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
-    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = rkm_gen_opts_parse(&o, argc, argv, &i);
@@ -159,6 +162,8 @@ int rkm_cmd_bench(int argc, char **argv)
             force_file = v, i++;
         } else if (!strcmp(a, "--prompt-tokens") && v) {
             n_prompt = atoi(v), i++;
+        } else if (!strcmp(a, "--depth") && v) {
+            depth = atoi(v), i++;
         } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
             n_decode = atoi(v), i++;
         } else if (!strcmp(a, "--mem-budget") && v) {
@@ -193,7 +198,7 @@ int rkm_cmd_bench(int argc, char **argv)
             return 2;
         }
     }
-    if (n_prompt < 1 || n_decode < 0 || o.mp.expert_cache_slots < 0 || o.mp.io_threads < 0) {
+    if (n_prompt < 1 || n_decode < 0 || depth < -1 || o.mp.expert_cache_slots < 0 || o.mp.io_threads < 0) {
         fprintf(stderr, "rkmojo bench: bad counts\n");
         return 2;
     }
@@ -250,11 +255,13 @@ int rkm_cmd_bench(int argc, char **argv)
         if (n_decode > n_fids) n_decode = n_fids;
     }
 
-    /* --warm: the same prompt once, untimed, then forgotten */
+    /* --warm: the same prompt once, untimed, then forgotten; a resident
+     * model's background expert read finished */
     if (warm && (rkm_session_eval(s, pids, np, NULL) || rkm_session_truncate(s, 0))) {
         fprintf(stderr, "rkmojo bench: warm-up failed: %s\n", rkm_last_error());
         goto out;
     }
+    if (warm && m->cache) rkm_expert_cache_wait_fill(m->cache);
     /* prefill */
     phase pre = {.n = np}, dec = {0};
     rkm_session_stats_reset(s);
@@ -270,6 +277,10 @@ int rkm_cmd_bench(int argc, char **argv)
     if (rkm_session_sample(s, &id)) goto out;
     rkm_session_stats(s, &pre.st);
     double ttft = pre.st.ttft_s;
+    if (depth >= 0 && depth < np && rkm_session_truncate(s, depth)) {
+        fprintf(stderr, "rkmojo bench: --depth: %s\n", rkm_last_error());
+        goto out;
+    }
 
     /* decode: greedy tokens (EOG ignored so that every run decodes n), or
      * the forced text */
@@ -340,6 +351,7 @@ int rkm_cmd_bench(int argc, char **argv)
         cJSON_AddItemToObject(root, "decode", phase_json(&dec, "decode"));
         cJSON_AddBoolToObject(root, "teacher_forced", force_file != NULL);
         cJSON_AddBoolToObject(root, "warm", warm);
+        cJSON_AddNumberToObject(root, "decode_depth", depth >= 0 && depth < np ? depth : np);
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)rss);
         if (L.ok) {
             cJSON *lo = cJSON_AddObjectToObject(root, "limits");
@@ -387,6 +399,7 @@ int rkm_cmd_bench(int argc, char **argv)
         if (!plan_rc) printf("plan: %s\n", rkm_budget_describe(&plan, desc, sizeof desc));
         if (warm) printf("prefill measured warm (--warm: the prompt ran once before, untimed)\n");
         phase_print(stdout, &pre, "prefill");
+        if (depth >= 0 && depth < np) printf("decode measured from a context of %d tokens (--depth)\n", depth);
         phase_print(stdout, &dec, force_file ? "forced" : "decode");
         printf("TTFT %.0f ms, peak RSS %s\n", ttft * 1e3, rkm_fmt_bytes(rss, b1, sizeof b1));
         if (L.ok) {

@@ -85,6 +85,8 @@ int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
         if (!v) return fprintf(stderr, "rkmojo: --trace-out needs a file\n"), -1;
         setenv("RKM_TRACE_OUT", v, 1);
         (*i)++;
+    } else if (!strcmp(a, "--lazy-experts")) {
+        o->mp.lazy_experts = 1;
     } else if (!strcmp(a, "--io-threads")) {
         NUM(0, 256);
         o->mp.io_threads = (int)d;
@@ -135,6 +137,7 @@ void rkm_gen_opts_usage(FILE *f, int sampling)
                "  --expert-cache-slots N expert cache slots per MoE layer (alias --slots)\n"
                "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
                "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
+               "  --lazy-experts         no budget: read each expert on first use, not all in the background\n"
                "  --backend auto|cpu|rknn where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)\n"
                "  -q, --quiet            no statistics footer\n");
     if (sampling)

@@ -15,10 +15,17 @@
  * prefetch priority into unpinned slots; a demand request that finds its
  * expert still queued promotes those chunk reads.
  *
+ * A fully resident cache with params.fill reads every expert ahead, one
+ * blob at a time at prefetch priority (fill_main), so a model that fits
+ * in memory stops stalling on first uses within seconds of opening; a
+ * request that finds its expert still being filled promotes the read and
+ * counts a miss.
+ *
  * Threads: one compute thread calls request/get/release/prefetch; the IO
  * threads run chunk_done; a budgeted cache's prefault thread populates the
  * slot buffers' pages at low priority (prefault_main) and touches nothing
- * else. c->mu guards every slot field except the bytes of a LOADING slot's
+ * else; a fully resident one's fill thread assigns empty slots and starts
+ * their reads under c->mu like a prefetch. c->mu guards every slot field except the bytes of a LOADING slot's
  * buffer (written by the IO engine, read by the finishing
  * IO thread; nobody else touches a LOADING slot) and the stats; c->cv is
  * broadcast when a slot leaves LOADING. Lock order: c->mu, then io->mu
@@ -59,6 +66,7 @@ typedef struct slot {
     int state;
     int pinned;
     int prefetched;     /* read started by a prefetch and not yet requested */
+    int filling;        /* read started by the background fill, not yet requested */
     uint64_t last_use;  /* tick of the last request that used it */
     int err;            /* SLOT_ERROR: the code */
     char msg[256];      /* SLOT_ERROR: the message */
@@ -118,7 +126,10 @@ struct rkm_expert_cache {
     int trace_last_il;
     pthread_t prefault_thr;        /* populates the slot buffers (budgeted caches) */
     int prefault_started;
-    atomic_int prefault_stop;
+    pthread_t fill_thr;            /* reads every expert ahead (fully resident, params.fill) */
+    int fill_started;
+    int fill_done;                 /* under mu; c->cv is broadcast when it is set */
+    atomic_int bg_stop;            /* both background threads stop */
 };
 
 static layer_cache *layer_of(const cache *c, int il)
@@ -223,7 +234,9 @@ static void finish_read(cache *c, slot *sl)
     }
     if (!rc && c->p.slot_filled) c->p.slot_filled(c->p.slot_user, sl->buf, el->blob_stride);
     pthread_mutex_lock(&c->mu);
-    c->st.read_s += rkm_now() - sl->t_submit;
+    if (sl->filling) c->st.fill_reads++;
+    else c->st.read_s += rkm_now() - sl->t_submit;
+    sl->filling = 0;
     if (rc) {
         c->st.errors++;
         if (sl->pinned) {
@@ -251,7 +264,8 @@ static void chunk_done(rkm_io_op *op)
     cache *c = sl->lc->c;
     uint64_t start = (uint64_t)op->tag * c->chunk_bytes;
     pthread_mutex_lock(&c->mu);
-    c->st.bytes_read += op->got;
+    if (sl->filling) c->st.fill_bytes += op->got;
+    else c->st.bytes_read += op->got;
     if (op->err && !sl->io_err) {
         sl->io_err = op->err;
         sl->io_err_off = op->off;
@@ -337,7 +351,7 @@ static void *prefault_main(void *arg)
     for (int i = 0; i < c->n_layers; i++) {
         layer_cache *lc = &c->layers[i];
         for (int s = 0; s < lc->n_slots; s++) {
-            if (atomic_load_explicit(&c->prefault_stop, memory_order_relaxed)) return NULL;
+            if (atomic_load_explicit(&c->bg_stop, memory_order_relaxed)) return NULL;
             uint8_t *b = lc->slots[s].buf;
             size_t n = lc->el->blob_stride;
             /* Kernels before 5.14 lack it: then stop. Touching the pages by
@@ -345,6 +359,41 @@ static void *prefault_main(void *arg)
             if (madvise(b, n, MADV_POPULATE_WRITE) != 0) return NULL;
         }
     }
+    return NULL;
+}
+
+static int pick_victim(const cache *c, const layer_cache *lc);
+static void assign(layer_cache *lc, int s, int e);
+
+/* The background fill of a fully resident cache: every expert not yet in a
+ * slot, layer by layer, one blob in flight at a time so that demand reads
+ * (ahead in the IO queue) wait behind at most one blob's chunks. It only
+ * takes empty slots, never evicts, and leaves a failed read to the
+ * request that needs the expert (finish_read forgets an unpinned slot). */
+static void *fill_main(void *arg)
+{
+    cache *c = arg;
+    setpriority(PRIO_PROCESS, 0, 19); /* this thread only (Linux) */
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n_layers; i++) {
+        layer_cache *lc = &c->layers[i];
+        for (int e = 0; e < lc->el->n_expert; e++) {
+            if (atomic_load_explicit(&c->bg_stop, memory_order_relaxed)) goto out;
+            if (lc->slot_of[e] >= 0) continue;
+            int s = pick_victim(c, lc);
+            if (s < 0 || lc->slots[s].expert >= 0) continue;
+            assign(lc, s, e);
+            slot *sl = &lc->slots[s];
+            sl->filling = 1;
+            start_read(c, lc, sl, e, RKM_IO_PREFETCH);
+            while (sl->state == SLOT_LOADING && !atomic_load_explicit(&c->bg_stop, memory_order_relaxed))
+                pthread_cond_wait(&c->cv, &c->mu);
+        }
+    }
+out:
+    c->fill_done = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
@@ -441,6 +490,12 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
     if (pf && *pf) budgeted = atoi(pf) != 0;
     if (p->slot_alloc) budgeted = 0; /* the caller's memory (NPU buffers) comes populated */
     if (budgeted && pthread_create(&c->prefault_thr, NULL, prefault_main, c) == 0) c->prefault_started = 1;
+    /* The fill needs every slot (no eviction) and room for them all; it
+     * would eat injected faults meant for requests. */
+    uint64_t avail = rkm_mem_available_bytes();
+    int fill = p->fill && !budgeted && !c->n_faults && c->n_layers > 0 && (!avail || c->bytes <= avail);
+    if (fill && pthread_create(&c->fill_thr, NULL, fill_main, c) == 0) c->fill_started = 1;
+    else c->fill_done = 1;
     return c;
 oom:
     rkm_err(RKM_ENOMEM, "expert cache: out of memory");
@@ -452,10 +507,14 @@ fail:
 void rkm_expert_cache_free(rkm_expert_cache *c)
 {
     if (!c) return;
-    if (c->prefault_started) {
-        atomic_store(&c->prefault_stop, 1);
-        pthread_join(c->prefault_thr, NULL);
+    atomic_store(&c->bg_stop, 1);
+    if (c->fill_started) {
+        pthread_mutex_lock(&c->mu); /* wakes the fill from its wait */
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->fill_thr, NULL);
     }
+    if (c->prefault_started) pthread_join(c->prefault_thr, NULL);
     rkm_io_free(c->io); /* waits for reads in flight: they write into slots */
     if (c->trace && rkm_trace_writer_close(c->trace))
         fprintf(stderr, "rkmojo: %s\n", rkm_last_error()); /* free cannot return it */
@@ -476,6 +535,18 @@ void rkm_expert_cache_free(rkm_expert_cache *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
+}
+
+int rkm_expert_cache_wait_fill(rkm_expert_cache *c)
+{
+    if (!c) return 0;
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    while (!c->fill_done) pthread_cond_wait(&c->cv, &c->mu);
+    for (int i = 0; i < c->n_layers; i++)
+        for (int s = 0; s < c->layers[i].n_slots; s++) n += c->layers[i].slots[s].state == SLOT_READY;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 int rkm_expert_cache_slots(const rkm_expert_cache *c)
@@ -578,8 +649,15 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
             if (pass == 0 && present) {
                 slot *sl = &lc->slots[s];
                 lc->freq[e]++;
-                c->st.hits++;
-                lc->hits++;
+                if (sl->filling) { /* still being read by the fill: this request waits for it */
+                    sl->filling = 0;
+                    c->st.misses++;
+                    lc->misses++;
+                    rkm_io_promote(c->io, match_slot, sl);
+                } else {
+                    c->st.hits++;
+                    lc->hits++;
+                }
                 if (sl->prefetched) {
                     c->st.prefetch_hits++;
                     sl->prefetched = 0;

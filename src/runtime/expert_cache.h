@@ -55,6 +55,8 @@ typedef struct rkm_expert_cache_params {
     void (*slot_free)(void *user, void *buf);
     void (*slot_filled)(void *user, void *buf, size_t bytes);
     void *slot_user;
+    int fill;              /* 1: a fully resident cache reads every expert in the background
+                            * from creation (fill_main), if they fit in MemAvailable */
 } rkm_expert_cache_params;
 
 /* Checksum policy. ALWAYS (default): every read into a slot is checked
@@ -64,7 +66,9 @@ typedef struct rkm_expert_cache_params {
 enum { RKM_VERIFY_ALWAYS = 0, RKM_VERIFY_FIRST = 1, RKM_VERIFY_NEVER = 2 };
 
 /* hits: requested experts already in a slot (or being read by a prefetch);
- * misses: requested experts that had to be read; prefetch_issued: reads
+ * misses: requested experts that had to be read (also those the background
+ * fill was still reading); fill_reads, fill_bytes: blobs the fill read,
+ * kept out of bytes_read and read_s; prefetch_issued: reads
  * started by prefetch hints; prefetch_hits: of those, how many a later
  * request used (also counted in hits); bytes_read: from disk, all reads;
  * io_wait_s: time get() blocked waiting for a read; read_s: summed duration
@@ -75,6 +79,7 @@ typedef struct rkm_expert_cache_stats {
     double io_wait_s;
     double read_s;
     uint64_t errors;
+    uint64_t fill_reads, fill_bytes;
 } rkm_expert_cache_stats;
 
 typedef struct rkm_expert_cache rkm_expert_cache;
@@ -101,6 +106,9 @@ void rkm_expert_cache_reset_stats(rkm_expert_cache *c);
  * being read, or the read's error. Lets the caller compute experts in the
  * order they land (accumulate them in a fixed order for invariance). */
 int rkm_expert_cache_try_get(rkm_expert_cache *c, int il, int e, const uint8_t **blob);
+/* Waits until the background fill (params.fill) has read every expert,
+ * or was never started; returns how many experts are loaded. */
+int rkm_expert_cache_wait_fill(rkm_expert_cache *c);
 /* Hits and misses of one model layer since the last reset (0 if none). */
 void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *hits, uint64_t *misses);
 /* "pread" or "io_uring", and whether the expert files use O_DIRECT. */

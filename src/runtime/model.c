@@ -420,6 +420,8 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             cp.slot_user = m->backend;
         }
         cp.pack = m->pack_experts;
+        const char *lz = getenv("RKM_LAZY_EXPERTS");
+        cp.fill = !params->lazy_experts && !(lz && atoi(lz));
         /* Checksums (docs/STREAMING.md): every read is verified;
          * RKM_VERIFY=first|never for measurements */
         const char *ve = getenv("RKM_VERIFY");

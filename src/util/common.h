@@ -55,6 +55,9 @@ void rkm_free_aligned(void *p);
 void *rkm_map_weights(size_t bytes);
 void rkm_unmap_weights(void *p, size_t bytes);
 
+/* MemAvailable of /proc/meminfo in bytes, 0 if unknown (rss.c). */
+uint64_t rkm_mem_available_bytes(void);
+
 /* Monotonic time in seconds. */
 double rkm_now(void);
 
