@@ -60,6 +60,28 @@ else
   fail "bench --warm: $(cat "$T/err.txt")"
 fi
 
+# --warm also waits for the background read of every expert (no budget:
+# all resident), so decode reads nothing, whatever it routes to
+if $R bench -m "$T/m" --prompt-tokens 2 -n 12 -t 2 --warm > "$T/out.txt" 2> "$T/err.txt"; then
+  grep -Eq '^decode +12 tok .* hit 100.0% +read 0 B' "$T/out.txt" && ok "warm decode reads nothing (filled)" \
+    || fail "warm decode: $(grep '^decode' "$T/out.txt")"
+else
+  fail "bench --warm: $(cat "$T/err.txt")"
+fi
+$R bench -m "$T/m" --prompt-tokens 4 -n 2 -t 2 --lazy-experts > /dev/null 2> "$T/err.txt" && ok "--lazy-experts accepted" \
+  || fail "--lazy-experts: $(cat "$T/err.txt")"
+# --depth: decode from the prompt's first N tokens (0: an empty context)
+for d in 0 3; do
+  if $R bench -m "$T/m" --prompt-tokens 8 -n 2 -t 2 --depth $d --json > "$T/d.json" 2> "$T/err.txt"; then
+    [ "$(num decode_depth "$T/d.json")" = $d ] && ok "--depth $d" || fail "--depth $d: $(num decode_depth "$T/d.json")"
+  else
+    fail "bench --depth $d: $(cat "$T/err.txt")"
+  fi
+done
+[ "$($R bench -m "$T/m" --prompt-tokens 8 -n 2 -t 2 --json | grep -o '"decode_depth":[^,]*' | tr -dc 0-9)" = 8 ] \
+  && ok "decode follows the whole prompt by default" || fail "default decode depth"
+$R bench -m "$T/m" --depth -2 > /dev/null 2>&1 && fail "--depth -2 accepted" || ok "--depth -2 refused"
+
 # a budget below the resident core: refused up front with the numbers
 if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
 else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi
