@@ -176,6 +176,41 @@ static void test_hand_examples(void)
     rkm_trace_free(t);
 }
 
+/* The cross-layer pool (rkm_trace_simulate_pool, global): layer 0 cycles
+ * over three experts, layer 1 asks for one. Two slots per layer thrash
+ * layer 0; the same four slots shared hold all four experts, so only the
+ * four first uses miss. Per-layer mode through the pool entry is the
+ * plain simulation. */
+static void test_global_pool(void)
+{
+    const char *p = tmp_path("g.bin");
+    rkm_trace_writer *w = rkm_trace_writer_open(p, 2, 4, 1);
+    CHECK(w != NULL);
+    if (!w) return;
+    for (int tok = 0; tok < 30; tok++) {
+        int e0 = tok % 3, e1 = 3;
+        CHECK_EQ_INT(rkm_trace_write(w, (uint32_t)tok, 0, &e0, 1), 0);
+        CHECK_EQ_INT(rkm_trace_write(w, (uint32_t)tok, 1, &e1, 1), 0);
+    }
+    CHECK_EQ_INT(rkm_trace_writer_close(w), 0);
+    rkm_trace *t = rkm_trace_load(p);
+    CHECK(t != NULL);
+    if (!t) return;
+    for (int pol = RKM_SIM_LRU; pol <= RKM_SIM_BELADY; pol++) {
+        rkm_sim_result a = {0}, b = {0}, g = {0};
+        CHECK_EQ_INT(rkm_trace_simulate(t, pol, 2, &a), 0);
+        CHECK_EQ_INT(rkm_trace_simulate_pool(t, pol, 2, 0, &b), 0);
+        CHECK_EQ_INT(rkm_trace_simulate_pool(t, pol, 2, 1, &g), 0);
+        CHECK_EQ_INT(a.hits, b.hits);
+        CHECK_EQ_INT(a.misses, b.misses);
+        CHECK_MSG(a.misses > 10, "%s per layer: %llu misses", rkm_sim_policy_name(pol),
+                  (unsigned long long)a.misses);
+        CHECK_EQ_INT(g.misses, 4);
+        CHECK_EQ_INT(g.hits, 56);
+    }
+    rkm_trace_free(t);
+}
+
 /* Fewest misses over every eviction choice (single-expert requests). */
 static int best_misses(const int *seq, int n, int pos, int slots, unsigned cached)
 {
@@ -279,6 +314,16 @@ static void test_cli(void)
     s = rkm_read_file(out, &n);
     CHECK(s && strstr(s, "belady") && strstr(s, "20.0%") && strstr(s, "40.0%") && strstr(s, "layer 1"));
     free(s);
+    /* --global through the CLI: the pool trace, four cold misses of 60 */
+    rc = test_rkmojo(out, "trace-sim %s --slots 2 --global --json", tmp_path("g.bin"));
+    CHECK_EQ_INT(rc, 0);
+    s = rkm_read_file(out, &n);
+    j = s ? cJSON_Parse(s) : NULL;
+    CHECK(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "global")));
+    r0 = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "results"), 0) : NULL;
+    CHECK(r0 && cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "lfu"), "misses")->valueint == 4);
+    cJSON_Delete(j);
+    free(s);
 }
 
 int main(void)
@@ -286,6 +331,7 @@ int main(void)
     test_roundtrip();
     test_malformed();
     test_hand_examples();
+    test_global_pool();
     test_belady_optimal();
     test_cli();
     return test_done();

@@ -20,10 +20,12 @@
 
 static void trace_sim_usage(FILE *f)
 {
-    fprintf(f, "usage: rkmojo trace-sim ROUTES.bin [--slots N,N,...] [--per-layer] [--json]\n"
+    fprintf(f, "usage: rkmojo trace-sim ROUTES.bin [--slots N,N,...] [--global] [--per-layer] [--json]\n"
                "  Replays a routing trace (rkmojo run --trace-out FILE) with N expert slots per layer\n"
                "  under LRU, LFU and Belady's optimal policy and prints the hit rates.\n"
                "  --slots      slot counts to try (default: top-k, 2x, 4x, half and all experts)\n"
+               "  --global     the same budget as one pool of N x layers slots shared by all layers\n"
+               "               (what a cross-layer budget would give; the cache keeps per-layer slots)\n"
                "  --per-layer  also print the hit rate of every layer\n"
                "  --json       machine-readable output\n");
 }
@@ -48,7 +50,7 @@ static double rate(uint64_t h, uint64_t m) { return h + m ? 100.0 * (double)h / 
 int rkm_cmd_trace_sim(int argc, char **argv)
 {
     const char *path = NULL;
-    int slots[MAX_SLOT_LIST], n_slots = 0, per_layer = 0, json = 0;
+    int slots[MAX_SLOT_LIST], n_slots = 0, per_layer = 0, json = 0, global = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             trace_sim_usage(stdout);
@@ -59,6 +61,8 @@ int rkm_cmd_trace_sim(int argc, char **argv)
                 fprintf(stderr, "rkmojo trace-sim: bad --slots '%s' (positive integers, comma-separated)\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--global")) {
+            global = 1;
         } else if (!strcmp(argv[i], "--per-layer")) {
             per_layer = 1;
         } else if (!strcmp(argv[i], "--json")) {
@@ -109,18 +113,20 @@ int rkm_cmd_trace_sim(int argc, char **argv)
         cJSON_AddNumberToObject(root, "top_k", t->top_k);
         cJSON_AddNumberToObject(root, "records", (double)t->n_rec);
         cJSON_AddNumberToObject(root, "passes", (double)n_tok);
+        cJSON_AddBoolToObject(root, "global", global);
         rows = cJSON_AddArrayToObject(root, "results");
     } else {
         printf("%s: %lld requests over %lld forward passes, %d layers, %d experts, top-%d\n", path,
                (long long)t->n_rec, (long long)n_tok, t->n_layer, t->n_expert, t->top_k);
-        printf("%8s %10s %10s %10s   (expert-cache hit rate per policy)\n", "slots", "lru", "lfu", "belady");
+        printf("%8s %10s %10s %10s   (expert-cache hit rate per policy%s)\n", "slots", "lru", "lfu", "belady",
+               global ? "; slots x layers in one pool" : "");
     }
     for (int si = 0; si < n_slots; si++) {
         rkm_sim_result res[3];
         for (int p = 0; p < 3; p++) {
             res[p] = (rkm_sim_result){.layer_hits = lh + (size_t)p * t->n_layer,
                                       .layer_misses = lm + (size_t)p * t->n_layer};
-            if (rkm_trace_simulate(t, p, slots[si], &res[p])) {
+            if (rkm_trace_simulate_pool(t, p, slots[si], global, &res[p])) {
                 fprintf(stderr, "rkmojo trace-sim: %s\n", rkm_last_error());
                 rc = 1;
                 goto out;

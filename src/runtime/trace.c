@@ -213,6 +213,11 @@ static uint64_t next_use(sim *s, int key, int64_t r)
 
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res)
 {
+    return rkm_trace_simulate_pool(t, policy, slots, 0, res);
+}
+
+int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int global, rkm_sim_result *res)
+{
     if (!t || !res || slots <= 0 || policy < RKM_SIM_LRU || policy > RKM_SIM_BELADY)
         return rkm_err(RKM_EINVAL, "trace-sim: bad arguments (policy %d, %d slots)", policy, slots);
     res->hits = res->misses = 0;
@@ -229,6 +234,11 @@ int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result
     s.n_req = calloc((size_t)t->n_layer, sizeof(uint64_t));
     int rc = 0;
     if (!s.cached || !s.n_cached || !s.freq || !s.last || !s.pin || !s.n_req) goto oom;
+    /* global: one pool of slots x (layers the trace requests from) */
+    int64_t pool_slots = 0, n_total = 0;
+    for (int64_t r = 0; r < t->n_rec; r++)
+        if (!s.n_req[t->recs[r].layer]) s.n_req[t->recs[r].layer] = 1, pool_slots += slots;
+    memset(s.n_req, 0, sizeof(uint64_t) * (size_t)t->n_layer);
     if (policy == RKM_SIM_BELADY) {
         s.occ_start = calloc(nk + 1, sizeof(int64_t));
         s.occ_cur = calloc(nk + 1, sizeof(int64_t));
@@ -279,33 +289,38 @@ int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result
                 freq[e]++;
                 res->misses++;
                 if (res->layer_misses) res->layer_misses[L]++;
-                if (s.n_cached[L] >= slots) {
-                    int v = -1;
+                if (global ? n_total >= pool_slots : s.n_cached[L] >= slots) {
+                    /* the victim among this layer's keys, or every layer's
+                     * (global); keys are layer * ne + id, scanned in order */
+                    size_t k0 = global ? 0 : (size_t)L * ne, k1 = global ? nk : k0 + (size_t)ne;
+                    int64_t v = -1;
                     uint64_t vnext = 0;
-                    for (int x = 0; x < ne; x++) {
-                        if (!cached[x] || pin[x] == tick) continue;
+                    for (size_t x = k0; x < k1; x++) {
+                        if (!s.cached[x] || s.pin[x] == tick) continue;
                         int better;
                         if (policy == RKM_SIM_BELADY) {
-                            uint64_t nx = next_use(&s, L * ne + x, r);
+                            uint64_t nx = next_use(&s, (int)x, r);
                             better = v < 0 || nx > vnext;
                             if (better) vnext = nx;
                         } else {
-                            int older = v < 0 || last[x] < last[v];
-                            better = policy == RKM_SIM_LFU
-                                         ? v < 0 || freq[x] < freq[v] || (freq[x] == freq[v] && older)
-                                         : older;
+                            int older = v < 0 || s.last[x] < s.last[v];
+                            better = policy == RKM_SIM_LFU ? v < 0 || s.freq[x] < s.freq[v] ||
+                                                                 (s.freq[x] == s.freq[v] && older)
+                                                           : older;
                         }
-                        if (better) v = x;
+                        if (better) v = (int64_t)x;
                     }
                     if (v < 0) { /* cannot happen: nt <= slots */
                         rc = rkm_err(RKM_EINVAL, "trace-sim: no victim");
                         goto out;
                     }
-                    cached[v] = 0;
-                    s.n_cached[L]--;
+                    s.cached[v] = 0;
+                    s.n_cached[v / ne]--;
+                    n_total--;
                 }
                 cached[e] = 1;
                 s.n_cached[L]++;
+                n_total++;
                 last[e] = tick;
                 pin[e] = tick;
             }
