@@ -37,7 +37,11 @@ static uint64_t read_sum_avx512(const uint64_t *p, size_t n, int streams)
         }
     }
     s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
-    return (uint64_t)_mm512_reduce_add_epi64(s0);
+    /* lanes summed unsigned: _mm512_reduce_add_epi64 adds signed (UB on wrap) */
+    uint64_t o[8], r = 0;
+    _mm512_storeu_si512(o, s0);
+    for (int i = 0; i < 8; i++) r += o[i];
+    return r;
 }
 
 const rkm_kernel_set rkm_kernels_avx512 = {
