@@ -74,6 +74,9 @@ typedef struct rkm_model_params {
     int lazy_experts;            /* with every expert resident (no budget): 0 reads
                                     them all in the background from open, 1 each
                                     on first use ($RKM_LAZY_EXPERTS=1 too) */
+    int cache_scope;             /* with a budget: 0 default (shared), 1 each MoE
+                                    layer its own slots, 2 one pool of the same
+                                    bytes shared by every layer (docs/STREAMING.md) */
 } rkm_model_params;
 
 void rkm_model_params_default(rkm_model_params *p);

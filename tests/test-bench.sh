@@ -82,6 +82,17 @@ done
   && ok "decode follows the whole prompt by default" || fail "default decode depth"
 $R bench -m "$T/m" --depth -2 > /dev/null 2>&1 && fail "--depth -2 accepted" || ok "--depth -2 refused"
 
+# --cache-scope: one pool of slots for every MoE layer by default
+for sc in shared layer; do
+  if $R bench -m "$T/m" --expert-cache-slots 3 --cache-scope $sc --prompt-tokens 4 -n 2 -t 2 --json > "$T/c.json" 2> "$T/err.txt"; then
+    grep -q "\"cache_scope\":[[:space:]]*\"$sc\"" "$T/c.json" && ok "--cache-scope $sc" || fail "--cache-scope $sc: $(grep cache_scope "$T/c.json")"
+  else
+    fail "bench --cache-scope $sc: $(cat "$T/err.txt")"
+  fi
+done
+$R bench -m "$T/m" --cache-scope global > /dev/null 2> "$T/err.txt" && fail "bad scope accepted" \
+  || { grep -q "layer|shared" "$T/err.txt" && ok "bad scope refused" || fail "scope message: $(cat "$T/err.txt")"; }
+
 # a budget below the resident core: refused up front with the numbers
 if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
 else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi

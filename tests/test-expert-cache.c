@@ -63,7 +63,8 @@ static void make_fixture(fixture *f, const char *dir)
     f->md.hp.n_expert = N_EXPERT;
     f->md.hp.n_expert_used = TOPK;
     f->md.experts = f->el;
-    const uint64_t bytes[2] = {3 * 4096 + 1234, 8 * 4096};
+    /* equal strides (a shared slot pool needs them), unequal blob sizes */
+    const uint64_t bytes[2] = {3 * 4096 + 1234, 4 * 4096};
     for (int l = 0; l < 2; l++) {
         rkm_expert_layer *el = &f->el[l];
         el->layer = moe_layers[l];
@@ -160,6 +161,7 @@ static uint64_t simulate(int policy, int slots, int l)
 typedef struct setting {
     int slots, policy, prefetch, threads, backend, direct;
     uint32_t chunk;
+    int shared; /* one pool for both layers (shared_slots) */
 } setting;
 
 /* Runs the trace through a cache; checks every blob; returns misses of
@@ -168,7 +170,7 @@ static long long run_trace(fixture *f, const setting *s, int l_check)
 {
     rkm_expert_cache_params p = {.slots_per_layer = s->slots, .policy = s->policy, .prefetch = s->prefetch,
                                  .io_threads = s->threads, .direct_io = s->direct, .io_backend = s->backend,
-                                 .chunk_bytes = s->chunk};
+                                 .chunk_bytes = s->chunk, .shared_slots = s->shared};
     rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
     CHECK_MSG(c != NULL, "%s", rkm_last_error());
     if (!c) return -1;
@@ -197,8 +199,10 @@ static long long run_trace(fixture *f, const setting *s, int l_check)
             rkm_expert_cache_release(c, il);
         }
     }
-    CHECK_MSG(bad == 0, "slots %d policy %d prefetch %d threads %d backend %d direct %d chunk %u: %d bad gets (%s)",
-              s->slots, s->policy, s->prefetch, s->threads, s->backend, s->direct, s->chunk, bad, rkm_last_error());
+    CHECK_MSG(bad == 0,
+              "slots %d policy %d prefetch %d threads %d backend %d direct %d chunk %u shared %d: %d bad gets (%s)",
+              s->slots, s->policy, s->prefetch, s->threads, s->backend, s->direct, s->chunk, s->shared, bad,
+              rkm_last_error());
     rkm_expert_cache_stats st;
     rkm_expert_cache_get_stats(c, &st);
     CHECK_EQ_INT(st.hits + st.misses, 2 * N_TOK * TOPK);
@@ -219,9 +223,11 @@ static void test_trace_matches_cache(fixture *f)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/routes.bin", test_tmpdir());
+    for (int shared = 0; shared < 2; shared++)
     for (int policy = 0; policy < 2; policy++)
         for (int slots = 3; slots <= 9; slots += 3) {
-            rkm_expert_cache_params p = {.slots_per_layer = slots, .policy = policy, .trace_out = path};
+            rkm_expert_cache_params p = {.slots_per_layer = slots, .policy = policy, .trace_out = path,
+                                         .shared_slots = shared};
             rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
             CHECK(c != NULL);
             if (!c) return;
@@ -247,11 +253,15 @@ static void test_trace_matches_cache(fixture *f)
             CHECK_EQ_INT(tr->n_rec, 2 * N_TOK);
             CHECK_EQ_INT(tr->recs[tr->n_rec - 1].token, N_TOK - 1); /* one pass per token */
             rkm_sim_result r = {0};
-            CHECK_EQ_INT(rkm_trace_simulate(tr, policy == RKM_CACHE_LRU ? RKM_SIM_LRU : RKM_SIM_LFU, slots, &r), 0);
-            CHECK_EQ_INT(r.misses, st.misses);
-            CHECK_EQ_INT(r.hits, st.hits);
+            CHECK_EQ_INT(rkm_trace_simulate_pool(tr, policy == RKM_CACHE_LRU ? RKM_SIM_LRU : RKM_SIM_LFU, slots,
+                                                 shared, &r),
+                         0);
+            CHECK_MSG(r.misses == st.misses && r.hits == st.hits,
+                      "%s %s slots %d: cache %llu/%llu hits/misses, replay %llu/%llu", shared ? "shared" : "per-layer",
+                      policy ? "lru" : "lfu", slots, (unsigned long long)st.hits, (unsigned long long)st.misses,
+                      (unsigned long long)r.hits, (unsigned long long)r.misses);
             rkm_sim_result b = {0};
-            CHECK_EQ_INT(rkm_trace_simulate(tr, RKM_SIM_BELADY, slots, &b), 0);
+            CHECK_EQ_INT(rkm_trace_simulate_pool(tr, RKM_SIM_BELADY, slots, shared, &b), 0);
             CHECK(b.hits >= r.hits);
             rkm_trace_free(tr);
         }
@@ -266,11 +276,14 @@ static void test_invariance_and_policy(fixture *f)
             for (int prefetch = 0; prefetch < 2; prefetch++) {
                 setting s = {.slots = slot_counts[si], .policy = policy, .prefetch = prefetch,
                              .threads = 1 + (n_runs % 3), .backend = 1 + (n_runs % 2), .direct = (n_runs / 2) % 2,
-                             .chunk = (n_runs % 4) < 2 ? 4096 : 0};
+                             .chunk = (n_runs % 4) < 2 ? 4096 : 0, .shared = (n_runs / 4) % 2};
                 for (int l = 0; l < 2; l++) {
                     long long m = run_trace(f, &s, l);
                     int slots = s.slots ? s.slots : N_EXPERT;
-                    if (!prefetch) {
+                    /* the per-layer replay; a shared pool is replayed by
+                     * test_trace_matches_cache (trace.c's global mode) */
+                    int pooled = s.shared && s.slots > 0 && s.slots < N_EXPERT;
+                    if (!prefetch && !pooled) {
                         long long want = (long long)simulate(policy, slots, l);
                         CHECK_MSG(m == want, "policy %s slots %d layer %d: %lld misses, simulation %lld",
                                   policy ? "lru" : "lfu", slots, moe_layers[l], m, want);
@@ -527,6 +540,44 @@ static void test_fill(fixture *f)
     rkm_expert_cache_free(c);
 }
 
+/* A shared pool gives a busy layer the slots a quiet one does not use:
+ * 3 slots per layer, layer 3 cycling over 5 experts and layer 1 asking
+ * for one. Per layer (LRU), layer 3 misses on every request; pooled, the
+ * 6 slots hold all 6 experts after their first reads. Pins stay capped at
+ * 3 per layer. */
+static void test_shared_pool(fixture *f)
+{
+    for (int shared = 0; shared < 2; shared++) {
+        rkm_expert_cache_params p = {.slots_per_layer = 3, .policy = RKM_CACHE_LRU, .shared_slots = shared};
+        rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
+        CHECK(c != NULL);
+        if (!c) return;
+        CHECK_EQ_INT(rkm_expert_cache_slots(c), 3);
+        CHECK_EQ_INT(rkm_expert_cache_bytes(c), 3 * (f->el[0].blob_stride + f->el[1].blob_stride));
+        for (int t = 0; t < 20; t++) {
+            int e0 = 11;
+            const uint8_t *b0 = NULL;
+            CHECK_EQ_INT(rkm_expert_cache_request(c, moe_layers[0], &e0, 1), 0);
+            CHECK_EQ_INT(rkm_expert_cache_get(c, moe_layers[0], e0, &b0), 0);
+            CHECK(b0 && file_blob_equal(f, 0, e0, b0));
+            rkm_expert_cache_release(c, moe_layers[0]);
+            int e = 2 + t % 5;
+            CHECK_EQ_INT(rkm_expert_cache_request(c, moe_layers[1], &e, 1), 0);
+            const uint8_t *b = NULL;
+            CHECK_EQ_INT(rkm_expert_cache_get(c, moe_layers[1], e, &b), 0);
+            CHECK(b && file_blob_equal(f, 1, e, b));
+            rkm_expert_cache_release(c, moe_layers[1]);
+        }
+        uint64_t h, m;
+        rkm_expert_cache_layer_stats(c, moe_layers[1], &h, &m);
+        if (shared) CHECK_MSG(m == 5, "pooled: layer 3 misses %llu", (unsigned long long)m);
+        else CHECK_MSG(m == 20, "per layer: layer 3 misses %llu", (unsigned long long)m);
+        int four[4] = {0, 1, 2, 3};
+        CHECK_EQ_INT(rkm_expert_cache_request(c, moe_layers[1], four, 4), RKM_EINVAL);
+        rkm_expert_cache_free(c);
+    }
+}
+
 static void test_args_and_pins(fixture *f)
 {
     rkm_expert_cache_params p = {.slots_per_layer = 3, .prefetch = 1};
@@ -765,6 +816,7 @@ int main(void)
     test_env_fault(&f);
     test_bad_files(&f);
     test_fill(&f);
+    test_shared_pool(&f);
     test_converted_model();
     test_budget(&f);
     free(f.ref[0]);

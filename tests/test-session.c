@@ -451,6 +451,16 @@ int main(void)
         CHECK(st.expert_misses > 0);
         rkm_session_free(s);
         rkm_session_free(s1);
+        /* per-layer slots (the default pools them): the same logits */
+        rkm_model_params lp = sp;
+        lp.cache_scope = 1;
+        rkm_model *q3 = rkm_model_open(qdir, &lp);
+        CHECK_MSG(q3 != NULL, "%s", rkm_last_error());
+        if (q3) {
+            logits_with_chunk(q3, ids, 130, 128, b);
+            CHECK_MSG(max_diff(a, b, nv) == 0, "2 slots per layer: %g", max_diff(a, b, nv));
+            rkm_model_close(q3);
+        }
         free(a);
         free(b);
         rkm_model_close(q2);

@@ -49,6 +49,7 @@ static void bench_usage(FILE *f)
                "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
                "  --cache-policy lfu|lru    eviction policy (default lfu)\n"
                "  --prefetch on|off         next-layer expert prefetch (default off)\n"
+               "  --cache-scope shared|layer  one slot pool for all MoE layers (default) or per layer\n"
                "  --io-threads N            expert read threads (default 8)\n"
                "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
                "  --per-layer               print the hit rate of every MoE layer\n"
@@ -341,6 +342,8 @@ int rkm_cmd_bench(int argc, char **argv)
         cJSON_AddNumberToObject(root, "slots_per_layer", slots);
         cJSON_AddNumberToObject(root, "n_expert", m->hp.n_expert);
         cJSON_AddStringToObject(root, "policy", o.mp.cache_policy ? "lru" : "lfu");
+        cJSON_AddStringToObject(root, "cache_scope",
+                                m->cache && rkm_expert_cache_shared(m->cache) ? "shared" : "layer");
         cJSON_AddBoolToObject(root, "prefetch", m->prefetch > 0);
         cJSON_AddStringToObject(root, "io_backend", m->cache ? rkm_expert_cache_io_backend(m->cache) : "none");
         cJSON_AddBoolToObject(root, "direct_io", m->cache && rkm_expert_cache_direct(m->cache));
@@ -390,8 +393,9 @@ int rkm_cmd_bench(int argc, char **argv)
         char b1[32], b2[32];
         printf("model %s (%s), %d threads, open %.2f s\n", o.model, rkm_model_arch(m), m->n_threads, t_open);
         if (m->cache)
-            printf("expert cache: %d of %d slots per layer (%s), %s, prefetch %s, %s reads%s, budget %s\n", slots,
-                   m->hp.n_expert, rkm_fmt_bytes(rkm_expert_cache_bytes(m->cache), b1, sizeof b1),
+            printf("expert cache: %d of %d slots per layer%s (%s), %s, prefetch %s, %s reads%s, budget %s\n", slots,
+                   m->hp.n_expert, rkm_expert_cache_shared(m->cache) ? " in one shared pool" : "",
+                   rkm_fmt_bytes(rkm_expert_cache_bytes(m->cache), b1, sizeof b1),
                    o.mp.cache_policy ? "lru" : "lfu", m->prefetch > 0 ? "on" : "off",
                    rkm_expert_cache_io_backend(m->cache), rkm_expert_cache_direct(m->cache) ? " (O_DIRECT)" : "",
                    o.mp.mem_budget_bytes ? rkm_fmt_bytes(o.mp.mem_budget_bytes, b2, sizeof b2) : "none");

@@ -85,6 +85,11 @@ int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
         if (!v) return fprintf(stderr, "rkmojo: --trace-out needs a file\n"), -1;
         setenv("RKM_TRACE_OUT", v, 1);
         (*i)++;
+    } else if (!strcmp(a, "--cache-scope") && v) {
+        if (strcmp(v, "layer") && strcmp(v, "shared"))
+            return fprintf(stderr, "rkmojo: --cache-scope layer|shared\n"), -1;
+        o->mp.cache_scope = !strcmp(v, "layer") ? 1 : 2;
+        (*i)++;
     } else if (!strcmp(a, "--lazy-experts")) {
         o->mp.lazy_experts = 1;
     } else if (!strcmp(a, "--io-threads")) {
@@ -138,6 +143,7 @@ void rkm_gen_opts_usage(FILE *f, int sampling)
                "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
                "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
                "  --lazy-experts         no budget: read each expert on first use, not all in the background\n"
+               "  --cache-scope S        shared (default: one pool of slots for all MoE layers) or layer\n"
                "  --backend auto|cpu|rknn where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)\n"
                "  -q, --quiet            no statistics footer\n");
     if (sampling)

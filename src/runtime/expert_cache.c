@@ -3,7 +3,11 @@
  * IO engine (io_engine.c) from the per-layer expert files.
  *
  * Each MoE layer has n_slots slot buffers of blob_stride bytes (4096-
- * aligned). request() pins the routed experts; a miss takes a victim slot
+ * aligned), or, with params.shared_slots, every layer looks up its experts
+ * in one pool of slots_per_layer x layers slots (layer 0 owns it): a miss
+ * then evicts the policy's choice among all layers' unpinned experts, so
+ * layers whose routing is spread get more slots than layers whose routing
+ * is concentrated (trace-sim --global replays it). request() pins the routed experts; a miss takes a victim slot
  * (unpinned, not being read: empty first, then LFU with recency tie-break
  * or LRU; LFU counts every request of an expert since the cache was
  * created, also while it was not cached, as trace.c's simulator does) and
@@ -87,8 +91,10 @@ struct layer_cache {
     int il;
     int fd;
     int direct;
-    int n_slots;
-    slot *slots;
+    int n_slots;        /* entries of slots[]: the pool when shared */
+    int cap;            /* experts one layer may pin at once (slots_per_layer) */
+    int shares;         /* slots[] and the arena are layer 0's (shared pool) */
+    slot *slots;        /* a slot's lc is the layer of the expert it holds */
     uint8_t *arena;   /* the slot buffers, one huge-page mapping (no slot_alloc) */
     size_t arena_bytes;
     int *slot_of;       /* n_expert: slot index or -1 */
@@ -121,6 +127,7 @@ struct rkm_expert_cache {
     void *fault_user;
     fault faults[MAX_FAULTS];      /* from RKM_FAULT */
     int n_faults;
+    int shared;                    /* the layers' slots are one pool (layer 0's) */
     rkm_trace_writer *trace;       /* NULL: not recording */
     uint32_t trace_token;          /* forward passes seen so far */
     int trace_last_il;
@@ -350,7 +357,7 @@ static void *prefault_main(void *arg)
     setpriority(PRIO_PROCESS, 0, 19); /* this thread only (Linux) */
     for (int i = 0; i < c->n_layers; i++) {
         layer_cache *lc = &c->layers[i];
-        for (int s = 0; s < lc->n_slots; s++) {
+        for (int s = 0; !lc->shares && s < lc->n_slots; s++) {
             if (atomic_load_explicit(&c->bg_stop, memory_order_relaxed)) return NULL;
             uint8_t *b = lc->slots[s].buf;
             size_t n = lc->el->blob_stride;
@@ -435,6 +442,13 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         max_len = RKM_MAX(max_len, RKM_ALIGN_UP(RKM_MAX(el->blob_bytes, 1), RKM_EXPERT_ALIGN));
     }
     c->max_chunks = (int)((max_len + c->chunk_bytes - 1) / c->chunk_bytes);
+    /* One pool only where it changes something (fewer slots than experts)
+     * and every layer's blobs have the same size and count. */
+    int shared = p->shared_slots && p->slots_per_layer > 0 && c->n_layers > 1;
+    for (int i = 0; shared && i < c->n_layers; i++)
+        shared = md->experts[i].blob_stride == md->experts[0].blob_stride &&
+                 md->experts[i].n_expert == md->experts[0].n_expert && p->slots_per_layer < md->experts[0].n_expert;
+    c->shared = shared;
     for (int i = 0; i < c->n_layers; i++) {
         const rkm_expert_layer *el = &md->experts[i];
         layer_cache *lc = &c->layers[i];
@@ -442,13 +456,26 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         lc->el = el;
         lc->il = el->layer;
         int n = p->slots_per_layer > 0 ? RKM_MIN(p->slots_per_layer, el->n_expert) : el->n_expert;
-        lc->n_slots = n;
-        lc->slots = calloc(n, sizeof *lc->slots);
+        lc->cap = n;
         lc->slot_of = malloc(el->n_expert * sizeof *lc->slot_of);
         lc->freq = calloc(el->n_expert, sizeof *lc->freq);
         lc->verified = calloc(el->n_expert, 1);
-        if (!lc->slots || !lc->slot_of || !lc->freq || !lc->verified) goto oom;
+        if (!lc->slot_of || !lc->freq || !lc->verified) goto oom;
         for (int e = 0; e < el->n_expert; e++) lc->slot_of[e] = -1;
+        if (shared && i > 0) { /* layer 0's pool */
+            lc->shares = 1;
+            lc->n_slots = c->layers[0].n_slots;
+            lc->slots = c->layers[0].slots;
+        } else {
+            if (shared) n *= c->n_layers;
+            lc->n_slots = n;
+            lc->slots = calloc(n > 0 ? (size_t)n : 1, sizeof *lc->slots);
+            if (!lc->slots) goto oom;
+        }
+        int fd = open_expert_file(md, el, p->direct_io, &lc->direct);
+        if (fd < 0) goto fail;
+        lc->fd = fd;
+        if (lc->shares) continue;
         if (!p->slot_alloc && n > 0) {
             /* one mapping per layer: huge pages for the matmuls that
              * stream the slots (blob_stride is a multiple of 4096) */
@@ -466,9 +493,6 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
             if (!sl->buf || !sl->ops) goto oom;
             c->bytes += el->blob_stride;
         }
-        int fd = open_expert_file(md, el, p->direct_io, &lc->direct);
-        if (fd < 0) goto fail;
-        lc->fd = fd;
     }
     const char *trace_path = p->trace_out ? p->trace_out : getenv("RKM_TRACE_OUT");
     if (trace_path && *trace_path) {
@@ -485,7 +509,7 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
     /* Only a budgeted cache (fewer slots than experts somewhere) is
      * populated ahead: a fully resident one grows as experts are used. */
     int budgeted = 0;
-    for (int i = 0; i < c->n_layers; i++) budgeted |= c->layers[i].n_slots < c->layers[i].el->n_expert;
+    for (int i = 0; i < c->n_layers; i++) budgeted |= c->layers[i].cap < c->layers[i].el->n_expert;
     const char *pf = getenv("RKM_PREFAULT");
     if (pf && *pf) budgeted = atoi(pf) != 0;
     if (p->slot_alloc) budgeted = 0; /* the caller's memory (NPU buffers) comes populated */
@@ -521,6 +545,7 @@ void rkm_expert_cache_free(rkm_expert_cache *c)
     for (int i = 0; c->layers && i < c->n_layers; i++) {
         layer_cache *lc = &c->layers[i];
         if (lc->fd >= 0) close(lc->fd);
+        if (lc->shares) lc->slots = NULL; /* layer 0's */
         for (int s = 0; lc->slots && s < lc->n_slots; s++) {
             if (c->p.slot_free && lc->slots[s].buf) c->p.slot_free(c->p.slot_user, lc->slots[s].buf);
             free(lc->slots[s].ops);
@@ -544,7 +569,8 @@ int rkm_expert_cache_wait_fill(rkm_expert_cache *c)
     pthread_mutex_lock(&c->mu);
     while (!c->fill_done) pthread_cond_wait(&c->cv, &c->mu);
     for (int i = 0; i < c->n_layers; i++)
-        for (int s = 0; s < c->layers[i].n_slots; s++) n += c->layers[i].slots[s].state == SLOT_READY;
+        for (int s = 0; !c->layers[i].shares && s < c->layers[i].n_slots; s++)
+            n += c->layers[i].slots[s].state == SLOT_READY;
     pthread_mutex_unlock(&c->mu);
     return n;
 }
@@ -552,8 +578,8 @@ int rkm_expert_cache_wait_fill(rkm_expert_cache *c)
 int rkm_expert_cache_slots(const rkm_expert_cache *c)
 {
     if (!c || c->n_layers == 0) return 0;
-    int m = c->layers[0].n_slots;
-    for (int i = 1; i < c->n_layers; i++) m = RKM_MIN(m, c->layers[i].n_slots);
+    int m = c->layers[0].cap;
+    for (int i = 1; i < c->n_layers; i++) m = RKM_MIN(m, c->layers[i].cap);
     return m;
 }
 
@@ -575,11 +601,14 @@ static int pick_victim(const cache *c, const layer_cache *lc)
             continue;
         }
         const slot *b = &lc->slots[best];
-        /* Ties end on the expert id so that the choice does not depend
-         * on slot positions (trace-sim and the tests replay it exactly). */
-        int older = sl->last_use < b->last_use || (sl->last_use == b->last_use && sl->expert < b->expert);
+        /* Ties end on the layer, then the expert id, so that the choice
+         * does not depend on slot positions (trace-sim and the tests
+         * replay it exactly). A slot's counts are its own layer's. */
+        int older = sl->last_use < b->last_use ||
+                    (sl->last_use == b->last_use &&
+                     (sl->lc->il < b->lc->il || (sl->lc->il == b->lc->il && sl->expert < b->expert)));
         if (c->p.policy == RKM_CACHE_LFU) {
-            uint64_t fs = lc->freq[sl->expert], fb = lc->freq[b->expert];
+            uint64_t fs = sl->lc->freq[sl->expert], fb = b->lc->freq[b->expert];
             if (fs < fb || (fs == fb && older)) best = s;
         } else if (older) {
             best = s;
@@ -591,7 +620,8 @@ static int pick_victim(const cache *c, const layer_cache *lc)
 static void assign(layer_cache *lc, int s, int e)
 {
     slot *v = &lc->slots[s];
-    if (v->expert >= 0) lc->slot_of[v->expert] = -1;
+    if (v->expert >= 0) v->lc->slot_of[v->expert] = -1; /* its layer's map */
+    v->lc = lc;
     v->expert = e;
     v->prefetched = 0;
     v->state = SLOT_EMPTY;
@@ -609,7 +639,7 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
         goto out;
     }
     int n_new = 0, n_pinned = 0;
-    for (int s = 0; s < lc->n_slots; s++) n_pinned += lc->slots[s].pinned;
+    for (int s = 0; s < lc->n_slots; s++) n_pinned += lc->slots[s].pinned && lc->slots[s].lc == lc;
     for (int i = 0; i < n; i++) {
         int e = ids[i];
         if (e < 0 || e >= lc->el->n_expert) {
@@ -621,9 +651,9 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
         for (int j = 0; j < i; j++) dup |= ids[j] == e;
         if (!dup && (s < 0 || !lc->slots[s].pinned)) n_new++;
     }
-    if (n < 0 || n_pinned + n_new > lc->n_slots) {
+    if (n < 0 || n_pinned + n_new > lc->cap) {
         rc = rkm_err(RKM_EINVAL, "expert cache: layer %d: %d experts requested with %d pinned, %d slots", il, n,
-                     n_pinned, lc->n_slots);
+                     n_pinned, lc->cap);
         goto out;
     }
     c->tick++;
@@ -742,7 +772,7 @@ static void unpin_slot(layer_cache *lc, int s)
     slot *sl = &lc->slots[s];
     sl->pinned = 0;
     if (sl->state == SLOT_ERROR) { /* never leave a failed blob mapped */
-        lc->slot_of[sl->expert] = -1;
+        sl->lc->slot_of[sl->expert] = -1;
         sl->expert = -1;
         sl->state = SLOT_EMPTY;
     }
@@ -753,7 +783,8 @@ void rkm_expert_cache_release(rkm_expert_cache *c, int il)
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     layer_cache *lc = layer_of(c, il);
-    for (int s = 0; lc && s < lc->n_slots; s++) unpin_slot(lc, s);
+    for (int s = 0; lc && s < lc->n_slots; s++)
+        if (lc->slots[s].lc == lc) unpin_slot(lc, s);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -824,6 +855,8 @@ void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *h
 }
 
 const char *rkm_expert_cache_io_backend(const rkm_expert_cache *c) { return c ? rkm_io_backend_name(c->io) : ""; }
+
+int rkm_expert_cache_shared(const rkm_expert_cache *c) { return c && c->shared; }
 
 int rkm_expert_cache_direct(const rkm_expert_cache *c)
 {

@@ -57,6 +57,10 @@ typedef struct rkm_expert_cache_params {
     void *slot_user;
     int fill;              /* 1: a fully resident cache reads every expert in the background
                             * from creation (fill_main), if they fit in MemAvailable */
+    int shared_slots;      /* 1: with slots_per_layer < experts, the layers' slots form one
+                            * pool of slots_per_layer x layers (same bytes): a miss evicts
+                            * the policy's choice among every layer's unpinned experts
+                            * (trace-sim --global); needs equal blob sizes, else per layer */
 } rkm_expert_cache_params;
 
 /* Checksum policy. ALWAYS (default): every read into a slot is checked
@@ -113,6 +117,8 @@ int rkm_expert_cache_wait_fill(rkm_expert_cache *c);
 void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *hits, uint64_t *misses);
 /* "pread" or "io_uring", and whether the expert files use O_DIRECT. */
 const char *rkm_expert_cache_io_backend(const rkm_expert_cache *c);
+/* 1 if the layers' slots form one pool (params.shared_slots took effect). */
+int rkm_expert_cache_shared(const rkm_expert_cache *c);
 int rkm_expert_cache_direct(const rkm_expert_cache *c);
 
 /* Fault injection (tests): called on an IO thread after each blob read and

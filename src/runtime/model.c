@@ -422,6 +422,8 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         cp.pack = m->pack_experts;
         const char *lz = getenv("RKM_LAZY_EXPERTS");
         cp.fill = !params->lazy_experts && !(lz && atoi(lz));
+        cp.shared_slots = params->cache_scope != 1;
+        m->cache_scope = cp.shared_slots ? 2 : 1;
         /* Checksums (docs/STREAMING.md): every read is verified;
          * RKM_VERIFY=first|never for measurements */
         const char *ve = getenv("RKM_VERIFY");
