@@ -74,9 +74,10 @@ typedef struct rkm_model_params {
     int lazy_experts;            /* with every expert resident (no budget): 0 reads
                                     them all in the background from open, 1 each
                                     on first use ($RKM_LAZY_EXPERTS=1 too) */
-    int cache_scope;             /* with a budget: 0 default (shared), 1 each MoE
-                                    layer its own slots, 2 one pool of the same
-                                    bytes shared by every layer (docs/STREAMING.md) */
+    int cache_scope;             /* with a budget: 0 default (one pool when the
+                                    budget gives at least 4x top-k slots per layer),
+                                    1 each MoE layer its own slots, 2 one pool of the
+                                    same bytes shared by every layer (STREAMING.md) */
 } rkm_model_params;
 
 void rkm_model_params_default(rkm_model_params *p);

@@ -90,6 +90,12 @@ for sc in shared layer; do
     fail "bench --cache-scope $sc: $(cat "$T/err.txt")"
   fi
 done
+# the default pools from 4 x top-k slots per layer (top-2 here: from 8 = all experts,
+# which needs no cache: so 3 and 7 slots stay per layer)
+for n in 3 7; do
+  $R bench -m "$T/m" --expert-cache-slots $n --prompt-tokens 4 -n 2 -t 2 --json 2> /dev/null \
+    | grep -q '"cache_scope":[[:space:]]*"layer"' && ok "$n slots: per layer by default" || fail "$n slots: default scope"
+done
 $R bench -m "$T/m" --cache-scope global > /dev/null 2> "$T/err.txt" && fail "bad scope accepted" \
   || { grep -q "layer|shared" "$T/err.txt" && ok "bad scope refused" || fail "scope message: $(cat "$T/err.txt")"; }
 

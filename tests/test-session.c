@@ -430,6 +430,7 @@ int main(void)
     /* an expert cache with fewer slots than experts gives the same logits */
     rkm_model_params sp = mp;
     sp.expert_cache_slots = 2;
+    sp.cache_scope = 2; /* one pool (the default only pools from 4x top-k slots) */
     rkm_model *q2 = rkm_model_open(qdir, &sp);
     CHECK_MSG(q2 != NULL, "%s", rkm_last_error());
     if (q2) {
@@ -451,7 +452,7 @@ int main(void)
         CHECK(st.expert_misses > 0);
         rkm_session_free(s);
         rkm_session_free(s1);
-        /* per-layer slots (the default pools them): the same logits */
+        /* per-layer slots: the same logits */
         rkm_model_params lp = sp;
         lp.cache_scope = 1;
         rkm_model *q3 = rkm_model_open(qdir, &lp);

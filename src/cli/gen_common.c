@@ -143,7 +143,8 @@ void rkm_gen_opts_usage(FILE *f, int sampling)
                "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
                "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
                "  --lazy-experts         no budget: read each expert on first use, not all in the background\n"
-               "  --cache-scope S        shared (default: one pool of slots for all MoE layers) or layer\n"
+               "  --cache-scope S        shared (one pool of slots for all MoE layers; the default from\n"
+               "                         4x top-k slots per layer up) or layer\n"
                "  --backend auto|cpu|rknn where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)\n"
                "  -q, --quiet            no statistics footer\n");
     if (sampling)

@@ -87,7 +87,6 @@ struct rkm_model {
     char *chat_template;           /* NULL if none */
     int n_threads;
     int prefetch;                  /* hint the next layer's experts while decoding */
-    int cache_scope;               /* 1 per-layer slots, 2 one shared pool (rkm_model_params) */
     int n_ff_exp;                  /* routed expert width (from the blob parts) */
     int max_hd;                    /* largest head dim over layers */
     int max_qdim, max_kvdim;       /* largest n_head*hd, n_kv*hd over layers */
