@@ -7,17 +7,19 @@
  * in one pool of slots_per_layer x layers slots (layer 0 owns it): a miss
  * then evicts the policy's choice among all layers' unpinned experts, so
  * layers whose routing is spread get more slots than layers whose routing
- * is concentrated (trace-sim --global replays it). request() pins the routed experts; a miss takes a victim slot
+ * is concentrated (trace-sim --global replays it).
+ *
+ * request() pins the routed experts; a miss takes a victim slot
  * (unpinned, not being read: empty first, then LFU with recency tie-break
  * or LRU; LFU counts every request of an expert since the cache was
  * created, also while it was not cached, as trace.c's simulator does) and
  * submits the blob as parallel chunk reads; the last chunk to complete
  * runs the fault hook and the checksum on its IO thread and marks the slot
- * READY or ERROR. get() waits only for its own expert. A failed
- * slot keeps its error for this request's gets and becomes EMPTY at
- * release, so the next request reads again. prefetch() starts reads at
- * prefetch priority into unpinned slots; a demand request that finds its
- * expert still queued promotes those chunk reads.
+ * READY or ERROR. get() waits only for its own expert. A failed slot keeps
+ * its error for this request's gets and becomes EMPTY at release, so the
+ * next request reads again. prefetch() starts reads at prefetch priority
+ * into unpinned slots; a demand request that finds its expert still
+ * queued promotes those chunk reads.
  *
  * A fully resident cache with params.fill reads every expert ahead, one
  * blob at a time at prefetch priority (fill_main), so a model that fits
@@ -29,17 +31,16 @@
  * threads run chunk_done; a budgeted cache's prefault thread populates the
  * slot buffers' pages at low priority (prefault_main) and touches nothing
  * else; a fully resident one's fill thread assigns empty slots and starts
- * their reads under c->mu like a prefetch. c->mu guards every slot field except the bytes of a LOADING slot's
- * buffer (written by the IO engine, read by the finishing
- * IO thread; nobody else touches a LOADING slot) and the stats; c->cv is
- * broadcast when a slot leaves LOADING. Lock order: c->mu, then io->mu
- * (rkm_io_submit and rkm_io_promote are called with c->mu held; IO
- * callbacks take c->mu without holding io->mu).
+ * their reads under c->mu like a prefetch. c->mu guards every slot field
+ * except the bytes of a LOADING slot's buffer (written by the IO engine,
+ * read by the finishing IO thread; nobody else touches a LOADING slot) and
+ * the stats; c->cv is broadcast when a slot leaves LOADING. Lock order:
+ * c->mu, then io->mu (rkm_io_submit and rkm_io_promote are called with
+ * c->mu held; IO callbacks take c->mu without holding io->mu).
  * Ownership: the cache owns the slot buffers (one huge-page mapping per
- * layer, or from slot_alloc when the
- * caller gives one, e.g. NPU memory, and returned through slot_free), the
- * chunk ops, its own file descriptors (O_DIRECT when the file system
- * allows) and its IO engine.
+ * layer or per pool, or from slot_alloc when the caller gives one, e.g.
+ * NPU memory, and returned through slot_free), the chunk ops, its own file
+ * descriptors (O_DIRECT when the file system allows) and its IO engine.
  */
 #include "runtime/expert_cache.h"
 
