@@ -25,7 +25,7 @@ static void trace_sim_usage(FILE *f)
                "  under LRU, LFU and Belady's optimal policy and prints the hit rates.\n"
                "  --slots      slot counts to try (default: top-k, 2x, 4x, half and all experts)\n"
                "  --global     the same budget as one pool of N x layers slots shared by all layers\n"
-               "               (what a cross-layer budget would give; the cache keeps per-layer slots)\n"
+               "               (the expert cache's --cache-scope shared)\n"
                "  --per-layer  also print the hit rate of every layer\n"
                "  --json       machine-readable output\n");
 }

@@ -83,8 +83,8 @@ int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result
 /* The same with global != 0: one pool of slots x (MoE layers in the
  * trace) shared by every layer, a miss evicting the policy's choice among
  * all layers' unpinned experts (LFU counts compare across layers: each
- * layer sees one request per token). What a cross-layer slot budget would
- * give; the expert cache itself keeps per-layer slots. */
+ * layer sees one request per token): the expert cache with shared_slots
+ * (--cache-scope shared), replayed exactly. */
 int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int global, rkm_sim_result *res);
 const char *rkm_sim_policy_name(int policy);
 
