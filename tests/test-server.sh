@@ -196,15 +196,16 @@ stopsrv "$PID"
 
 echo "# expert-streaming options"
 start A6 -m "$T/models/tiny.rkmojo" --ctx 256 --expert-cache-slots 2 --cache-policy lru --prefetch off \
-  --io-threads 2 --backend cpu
+  --io-threads 2 --backend cpu --cache-scope shared --lazy-experts
 srv2=$(post /v1/completions '{"model":"tiny","prompt":"The quick brown fox","max_tokens":16,"temperature":0}' |
   jget choices.0.text)
-check "2 expert slots per layer give the same greedy text" '[ -n "$srv2" ] && [ "$srv2" = "$srv" ]'
+check "2 expert slots per layer in one pool give the same greedy text" '[ -n "$srv2" ] && [ "$srv2" = "$srv" ]'
 hr=$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_expert_cache_hit_ratio //p')
 check "the slot count reaches the engine (hit ratio $hr < 0.8 with 2 of 8 slots)" \
   'awk -v h="$hr" "BEGIN { exit !(h != \"\" && h < 0.8) }"'
 stopsrv "$PID"
 check "a bad --cache-policy is refused" '! "$BIN" serve -m "$T/models/tiny.rkmojo" --cache-policy mru 2>/dev/null'
+check "a bad --cache-scope is refused" '! "$BIN" serve -m "$T/models/tiny.rkmojo" --cache-scope global 2>/dev/null'
 
 # ---------------------------------------------------------------- server B
 # One-slot queue and slow tokens (--slow-ms) so that requests overlap.

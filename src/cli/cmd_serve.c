@@ -40,6 +40,9 @@ static void usage(FILE *f)
             "  --expert-cache-slots N   expert slots per MoE layer (instead of a budget)\n"
             "  --cache-policy lfu|lru   expert cache eviction (default lfu)\n"
             "  --prefetch on|off        next-layer expert prefetch (default off)\n"
+            "  --cache-scope shared|layer  one slot pool for all MoE layers (default from 4x top-k\n"
+            "                           slots per layer) or per layer\n"
+            "  --lazy-experts           no budget: read each expert on first use, not all in the background\n"
             "  --io-threads N           expert read threads\n"
             "  --backend auto|cpu|rknn  where the expert matmuls run (docs/NPU.md)\n"
             "  --api-key KEY            require 'Authorization: Bearer KEY' (or $RKMOJO_API_KEY)\n"
@@ -77,6 +80,10 @@ int rkm_cmd_serve(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (!strcmp(a, "--lazy-experts")) { /* the one flag without a value */
+            c.lazy_experts = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "rkmojo serve: %s needs a value (or is unknown)\n", a);
             usage(stderr);
@@ -100,6 +107,9 @@ int rkm_cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--prefetch")) {
             bad = !v || (strcmp(v, "on") && strcmp(v, "off"));
             c.prefetch = v && !strcmp(v, "on");
+        } else if (!strcmp(a, "--cache-scope")) {
+            bad = !v || (strcmp(v, "shared") && strcmp(v, "layer"));
+            c.cache_scope = v && !strcmp(v, "layer") ? 1 : 2;
         } else if (!strcmp(a, "--backend")) {
             bad = !v || (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "rknn"));
             c.backend = !v || !strcmp(v, "auto") ? 0 : !strcmp(v, "cpu") ? 1 : 2;

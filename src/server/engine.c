@@ -318,6 +318,8 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     if (e->cfg.prefetch >= 0) mp.prefetch = e->cfg.prefetch;
     mp.io_threads = e->cfg.io_threads;
     mp.backend = e->cfg.backend;
+    mp.cache_scope = e->cfg.cache_scope;
+    mp.lazy_experts = e->cfg.lazy_experts;
     e->model = rkm_model_open(mi->path, &mp);
     if (!e->model) {
         snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());

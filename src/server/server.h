@@ -29,8 +29,10 @@ typedef struct srv_config {
     int n_ctx;                   /* 0: library default */
     /* expert streaming (rkm_model_params): slots per layer (0: from the
      * budget), LFU 0 / LRU 1, prefetch -1 default / 0 / 1, IO threads (0:
-     * default), backend 0 auto / 1 cpu / 2 rknn */
+     * default), backend 0 auto / 1 cpu / 2 rknn, cache scope (0 default,
+     * 1 per layer, 2 one pool), lazy experts (1: no background fill) */
     int expert_cache_slots, cache_policy, prefetch, io_threads, backend;
+    int cache_scope, lazy_experts;
     const char *api_key;         /* NULL: no authentication */
     double idle_unload_s;        /* unload a model idle this long; <= 0 never */
     int queue_max;               /* waiting requests before 503 */
