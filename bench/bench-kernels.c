@@ -27,7 +27,6 @@
  * Threads: the kernels' pool; the probe runs on the same pool.
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
