@@ -166,6 +166,46 @@ int main(void)
     expect(lp, keep, 1.0, p);
     check_dist("presence + frequency", &sp, l, hist, 6, p);
 
+    /* greedy after penalties: the argmax of the penalised logits, computed
+     * without sorting; the counts are reset after each call */
+    {
+        base_params(&sp);
+        sp.temperature = 0;
+        sp.repeat_penalty = 1.5f;
+        sp.repeat_last_n = 4;
+        rkm_sampler *gp = rkm_sampler_new(&sp, NV);
+        CHECK(rkm_sampler_sample(gp, l, NULL, 0) == 0); /* no history: no penalty */
+        CHECK(rkm_sampler_sample(gp, l, hist, 6) == 2); /* 0 and 1 penalised below 1.4 */
+        CHECK(rkm_sampler_sample(gp, l, hist, 6) == 2);
+        float probs[NV];
+        rkm_sampler_probs(gp, l, hist, 6, probs);
+        for (int i = 0; i < NV; i++) CHECK(probs[i] == (i == 2 ? 1.0f : 0.0f));
+        rkm_sampler_free(gp);
+
+        base_params(&sp);
+        sp.temperature = 0;
+        sp.frequency_penalty = 0.06f;
+        sp.repeat_last_n = -1;
+        gp = rkm_sampler_new(&sp, NV);
+        float two[NV];
+        for (int i = 0; i < NV; i++) two[i] = -5.0f;
+        two[0] = 1.0f;
+        two[1] = 0.9f;
+        int32_t h0[] = {0};
+        /* 0.94 beats 0.9 each time; a count left over would make it 0.88 */
+        CHECK(rkm_sampler_sample(gp, two, h0, 1) == 0);
+        CHECK(rkm_sampler_sample(gp, two, h0, 1) == 0);
+        int32_t h00[] = {0, 0, 0}; /* three times: 0.82 < 0.9 */
+        CHECK(rkm_sampler_sample(gp, two, h00, 3) == 1);
+        /* NaN never wins; all NaN gives 0 */
+        float nan[NV];
+        for (int i = 0; i < NV; i++) nan[i] = NAN;
+        CHECK(rkm_sampler_sample(gp, nan, NULL, 0) == 0);
+        nan[7] = -1.0f;
+        CHECK(rkm_sampler_sample(gp, nan, NULL, 0) == 7);
+        rkm_sampler_free(gp);
+    }
+
     /* seeds: same seed same draws, another seed other draws */
     base_params(&sp);
     rkm_sampler *a = rkm_sampler_new(&sp, NV), *b = rkm_sampler_new(&sp, NV);

@@ -121,6 +121,50 @@ static void sift_down(cand *h, int n, int i)
     }
 }
 
+/* The penalised logit of token t, given its count in the window. */
+static float penalised(const rkm_sampler_params *p, float l, int32_t count)
+{
+    if (p->repeat_penalty > 0 && p->repeat_penalty != 1.0f)
+        l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+    return l - ((float)count * p->frequency_penalty + p->presence_penalty);
+}
+
+static int use_penalties(const rkm_sampler_params *p)
+{
+    return (p->repeat_penalty != 1.0f && p->repeat_penalty > 0) || p->presence_penalty != 0 ||
+           p->frequency_penalty != 0;
+}
+
+/* Greedy: the largest logit after penalties, lowest id on ties, without
+ * building the candidate list (top-k/p and min-p never drop the argmax).
+ * The penalised ids are scored apart; the scan skips them. NaN never
+ * wins; all NaN gives id 0. */
+static int32_t argmax(rkm_sampler *s, const float *logits, const int32_t *hist, int n_hist)
+{
+    const rkm_sampler_params *p = &s->p;
+    int n = s->n_vocab, last = 0;
+    const int32_t *h = NULL;
+    if (use_penalties(p) && hist && n_hist > 0) {
+        last = p->repeat_last_n < 0 ? n_hist : RKM_MIN(p->repeat_last_n, n_hist);
+        h = hist + n_hist - last;
+        for (int i = 0; i < last; i++)
+            if (h[i] >= 0 && h[i] < n) s->count[h[i]]++;
+    }
+    int32_t best = -1;
+    float bl = 0;
+    for (int i = 0; i < n; i++) {
+        float l = logits[i];
+        if (last && s->count[i]) l = penalised(p, l, s->count[i]);
+        if (l > bl || (best < 0 && l == l)) {
+            best = i;
+            bl = l;
+        }
+    }
+    for (int i = 0; i < last; i++)
+        if (h[i] >= 0 && h[i] < n) s->count[h[i]] = 0;
+    return best < 0 ? 0 : best;
+}
+
 /* Fills s->c with the candidates after penalties and top-k, sorted by
  * descending logit; returns their count. */
 static int prepare(rkm_sampler *s, const float *logits, const int32_t *hist, int n_hist)
@@ -131,9 +175,7 @@ static int prepare(rkm_sampler *s, const float *logits, const int32_t *hist, int
         s->c[i].id = i;
         s->c[i].logit = logits[i];
     }
-    int use_pen = (p->repeat_penalty != 1.0f && p->repeat_penalty > 0) || p->presence_penalty != 0 ||
-                  p->frequency_penalty != 0;
-    if (use_pen && hist && n_hist > 0) {
+    if (use_penalties(p) && hist && n_hist > 0) {
         int last = p->repeat_last_n < 0 ? n_hist : RKM_MIN(p->repeat_last_n, n_hist);
         const int32_t *h = hist + n_hist - last;
         for (int i = 0; i < last; i++)
@@ -141,11 +183,7 @@ static int prepare(rkm_sampler *s, const float *logits, const int32_t *hist, int
         for (int i = 0; i < last; i++) {
             int t = h[i];
             if (t < 0 || t >= n || s->count[t] == 0) continue;
-            float l = s->c[t].logit;
-            if (p->repeat_penalty > 0 && p->repeat_penalty != 1.0f)
-                l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
-            l -= (float)s->count[t] * p->frequency_penalty + p->presence_penalty;
-            s->c[t].logit = l;
+            s->c[t].logit = penalised(p, s->c[t].logit, s->count[t]);
             s->count[t] = 0; /* once per distinct id; also resets the counts */
         }
     }
@@ -206,8 +244,8 @@ static int filter(rkm_sampler *s, int n)
 
 int32_t rkm_sampler_sample(rkm_sampler *s, const float *logits, const int32_t *hist, int n_hist)
 {
+    if (!(s->p.temperature > 0)) return argmax(s, logits, hist, n_hist);
     int n = prepare(s, logits, hist, n_hist);
-    if (!(s->p.temperature > 0)) return s->c[0].id; /* greedy: sorted, lowest id on ties */
     n = filter(s, n);
     double u = rkm_sampler_uniform(s), cum = 0;
     for (int i = 0; i < n; i++) {
@@ -221,11 +259,11 @@ void rkm_sampler_probs(rkm_sampler *s, const float *logits, const int32_t *hist,
                        float *probs)
 {
     memset(probs, 0, sizeof(float) * (size_t)s->n_vocab);
-    int n = prepare(s, logits, hist, n_hist);
     if (!(s->p.temperature > 0)) {
-        probs[s->c[0].id] = 1;
+        probs[argmax(s, logits, hist, n_hist)] = 1;
         return;
     }
+    int n = prepare(s, logits, hist, n_hist);
     n = filter(s, n);
     for (int i = 0; i < n; i++) probs[s->c[i].id] = s->c[i].p;
 }
