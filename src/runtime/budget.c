@@ -41,9 +41,10 @@ static uint64_t scratch_estimate(const rkm_hparams *hp, int n_ctx, int n_chunk)
     uint64_t k = (uint64_t)RKM_MAX(hp->n_expert_used, 1);
     uint64_t ff = (uint64_t)RKM_MAX(hp->n_ff, hp->n_ff_shexp);
     uint64_t ffn = RKM_MAX(n * ff, n * k * (uint64_t)hp->n_ff_exp);
-    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + (uint64_t)hp->n_expert + k + 2 * k * E) + 2 * ffn +
+    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + (uint64_t)hp->n_expert + k + k * E) + 2 * ffn +
                       (uint64_t)hp->n_vocab + E;
-    return floats * 4 + 8 * (uint64_t)n_ctx * 6;
+    uint64_t ints = 3 * n * k; /* selected experts, entries by expert and back */
+    return floats * 4 + ints * 4 + 8 * (uint64_t)n_ctx * 6;
 }
 
 int rkm_budget_plan(const rkm_model_dir *md, uint64_t budget_bytes, int n_ctx, const rkm_budget_opts *opts,

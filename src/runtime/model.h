@@ -157,8 +157,9 @@ struct rkm_session {
     float *router;            /* n_chunk * n_expert */
     int *sel;                 /* n_chunk * n_expert_used selected experts */
     float *selw;              /* their weights */
-    float *xe, *ge, *ue, *ye; /* gathered expert rows, n_chunk*k rows */
-    int *erows;               /* row lists grouped by expert */
+    float *xe, *ge, *ue;      /* gathered expert rows, n_chunk*k rows */
+    int *erows;               /* (row, slot) entries grouped by expert: entry ids */
+    int *epos;                /* entry id -> its row in xe (inverse of erows) */
     rkm_moe_state moe;        /* routing of the MoE layer in flight */
     int n_threads_scratch;
     rkm_trace_fn trace;

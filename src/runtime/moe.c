@@ -238,7 +238,11 @@ int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
     }
     int fill[RKM_MAX_EXPERTS];
     memcpy(fill, start, sizeof(int) * (size_t)ne);
-    for (int i = 0; i < n * k; i++) s->erows[fill[s->sel[i]]++] = i;
+    for (int i = 0; i < n * k; i++) {
+        int at = fill[s->sel[i]]++;
+        s->erows[at] = i;
+        s->epos[i] = at;
+    }
 
     int slots = m->cache ? rkm_expert_cache_slots(m->cache) : 0;
     if (slots <= 0 || slots > n_ids) slots = n_ids;
@@ -264,6 +268,28 @@ int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
     }
     if (rc) rkm_expert_cache_release(m->cache, il);
     return rc;
+}
+
+/* o = y * w (acc 0) or o += y * w, the product rounded before the add. */
+static void scale_acc(float *restrict o, const float *restrict y, float w, int n, int acc)
+{
+    int c = 0;
+    /* blocks of 4 lanes, which -O2 turns into vector ops */
+    if (acc)
+        for (; c + 4 <= n; c += 4) {
+            o[c] += y[c] * w;
+            o[c + 1] += y[c + 1] * w;
+            o[c + 2] += y[c + 2] * w;
+            o[c + 3] += y[c + 3] * w;
+        }
+    else
+        for (; c + 4 <= n; c += 4) {
+            o[c] = y[c] * w;
+            o[c + 1] = y[c + 1] * w;
+            o[c + 2] = y[c + 2] * w;
+            o[c + 3] = y[c + 3] * w;
+        }
+    for (; c < n; c++) o[c] = acc ? o[c] + y[c] * w : y[c] * w;
 }
 
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
@@ -333,9 +359,13 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
             for (int b = 0; b < nb; b++) {
                 int e = ids[t0 + batch[b]], me = cnt[e];
                 const int *rows = s->erows + start[e];
-                float *xe = s->xe + (size_t)start[e] * E;
-                for (int i = 0; i < me; i++)
-                    memcpy(xe + (size_t)i * E, x + (size_t)(rows[i] / k) * E, sizeof(float) * (size_t)E);
+                const float *xe = x + (size_t)(rows[0] / k) * E; /* one row: read in place */
+                if (me > 1) {
+                    float *g = s->xe + (size_t)start[e] * E;
+                    for (int i = 0; i < me; i++)
+                        memcpy(g + (size_t)i * E, x + (size_t)(rows[i] / k) * E, sizeof(float) * (size_t)E);
+                    xe = g;
+                }
                 float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
                 tk[2 * b] = (rkm_mm_task){part_type(m, pg), blobs[b] + pg->offset, E, ff, xe, me, ge, ff};
                 tk[2 * b + 1] = (rkm_mm_task){part_type(m, pu), blobs[b] + pu->offset, E, ff, xe, me, ue, ff};
@@ -356,14 +386,6 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
                 return rc;
             }
             for (int b = 0; b < nb; b++) {
-                int e = ids[t0 + batch[b]], me = cnt[e];
-                const int *rows = s->erows + start[e];
-                for (int i = 0; i < me; i++) {
-                    float w = s->selw[rows[i]];
-                    const float *src = s->xe + ((size_t)start[e] + i) * E;
-                    float *dst = s->ye + (size_t)rows[i] * E;
-                    for (int c = 0; c < E; c++) dst[c] = src[c] * w;
-                }
                 done[batch[b]] = 1;
                 left--;
             }
@@ -372,13 +394,11 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
         else rkm_expert_cache_release(m->cache, il);
     }
     if (overlap) rkm_expert_cache_release(m->cache, il);
-    for (int r = 0; r < n; r++) {
-        float *o = out + (size_t)r * E;
-        const float *y = s->ye + (size_t)r * k * E;
-        memcpy(o, y, sizeof(float) * (size_t)E);
-        for (int j = 1; j < k; j++)
-            for (int c = 0; c < E; c++) o[c] += y[(size_t)j * E + c];
-    }
+    /* out = sum over the top-k slots, in slot order, of weight * output:
+     * each product rounded, then added, whatever the grouping was */
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < k; j++)
+            scale_acc(out + (size_t)r * E, s->xe + (size_t)s->epos[r * k + j] * E, s->selw[r * k + j], E, j > 0);
 
     return 0;
 }

@@ -72,14 +72,14 @@ static int alloc_scratch(rkm_session *s)
     s->sel = malloc(sizeof(int) * R * k);
     s->selw = scratch(R * k);
     s->xe = scratch(R * k * E);
-    s->ye = scratch(R * k * E);
     s->erows = malloc(sizeof(int) * R * k);
+    s->epos = malloc(sizeof(int) * R * k);
     s->logits = scratch((size_t)hp->n_vocab);
     s->embd = scratch(E);
     s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
         !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->xe ||
-        !s->ye || !s->erows || !s->logits || !s->embd || !s->tokens)
+        !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens)
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     return 0;
 }
@@ -128,12 +128,13 @@ void rkm_session_free(rkm_session *s)
     rkm_kv_free(s);
     rkm_sampler_free(s->sampler);
     float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue,
-                   s->scores, s->router, s->selw, s->xe, s->ye, s->logits, s->embd};
+                   s->scores, s->router, s->selw, s->xe, s->logits, s->embd};
     for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
     rkm_free_aligned(s->q16);
     rkm_free_aligned(s->p16);
     free(s->sel);
     free(s->erows);
+    free(s->epos);
     free(s->tokens);
     free(s);
 }
