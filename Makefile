@@ -33,7 +33,7 @@ LDLIBS  += -lcjson -lmicrohttpd -luring -lm
 LAYERS  := util format kernels runtime text server backend
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
 ifeq ($(ARCH),x86_64)
-LIB_SRC += $(wildcard src/kernels/arch/x86/*.c)
+LIB_SRC += $(wildcard src/kernels/arch/x86/*.c) $(wildcard src/util/x86/*.c)
 endif
 ifeq ($(ARCH),aarch64)
 LIB_SRC += $(wildcard src/kernels/arch/arm/*.c)

@@ -85,6 +85,7 @@ int64_t rkm_parse_bytes(const char *s);
 
 /* xxHash64 (XXH3) of a buffer, and streaming. */
 uint64_t rkm_hash(const void *p, size_t n);
+const char *rkm_hash_impl(void); /* "avx512", "avx2" or "base" (SSE2 / NEON) */
 typedef struct rkm_hasher rkm_hasher;
 rkm_hasher *rkm_hasher_new(void);
 void rkm_hasher_update(rkm_hasher *h, const void *p, size_t n);
