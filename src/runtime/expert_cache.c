@@ -784,8 +784,12 @@ void rkm_expert_cache_release(rkm_expert_cache *c, int il)
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     layer_cache *lc = layer_of(c, il);
-    for (int s = 0; lc && s < lc->n_slots; s++)
-        if (lc->slots[s].lc == lc) unpin_slot(lc, s);
+    /* a pinned slot stays in its layer's map until unpinned, so the map
+     * finds them all without scanning a pool shared by every layer */
+    for (int e = 0; lc && e < lc->el->n_expert; e++) {
+        int s = lc->slot_of[e];
+        if (s >= 0 && lc->slots[s].lc == lc) unpin_slot(lc, s);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
