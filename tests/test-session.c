@@ -13,6 +13,7 @@
 
 #include "common/test.h"
 #include "rkmojo.h"
+#include "runtime/budget.h"
 #include "runtime/model.h"
 
 static char qdir[1024], gdir[1024];
@@ -401,6 +402,99 @@ static void test_mm_multi(void)
     rkm_pool_free(pool);
 }
 
+/* Rss of this process's mapping of a file whose path ends with `suffix`
+ * (/proc/self/smaps), in bytes; -1 when there is none. */
+static long long mapping_rss(const char *suffix)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[1024], perm[8];
+    long long rss = -1, kb;
+    unsigned long lo, hi, off, ino;
+    unsigned dmaj, dmin;
+    int in = 0, at;
+    size_t ls = strlen(suffix);
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\n");
+        line[n] = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &lo, &hi, perm, &off, &dmaj, &dmin, &ino, &at) == 7) {
+            in = n >= ls && !strcmp(line + n - ls, suffix); /* a mapping's header: the path ends the line */
+        } else if (in && sscanf(line, "Rss: %lld kB", &kb) == 1) {
+            rss = (rss < 0 ? 0 : rss) + kb * 1024;
+        }
+    }
+    fclose(f);
+    return rss;
+}
+
+/* Untied token embeddings are only looked up: their rows are read from
+ * resident.bin (rkm_model_dir_pread) and never mapped in, so looking up
+ * tokens all over a 50k vocabulary leaves the table out of the process's
+ * memory, and the memory plan does not count it. Tied ones (Gemma 4: the
+ * LM head) stay counted. */
+static void test_embd_lookup(const char *shared)
+{
+    char gguf[1024], dir[1024];
+    snprintf(gguf, sizeof gguf, "%s/bigv.gguf", test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/bigv.rkmojo", test_tmpdir());
+    CHECK(test_rkmojo("/dev/null", "synth --preset tiny --set n_layer=2 --vocab-from %s/vocab/ggml-vocab-gpt-2.gguf "
+                      "-o %s --quiet && %s convert %s %s --quiet", shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    rkm_model *m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    if (!m) return;
+    const rkm_tensor_view *te = rkm_model_dir_tensor(m->md, "token_embd.weight");
+    uint64_t eb = rkm_model_dir_lookup_embd_bytes(m->md);
+    CHECK(te && eb == te->nbytes && eb > 4u << 20 && m->embd_pread);
+    rkm_budget b;
+    CHECK(rkm_budget_plan(m->md, 0, 256, NULL, &b) == 0);
+    CHECK(b.embd_file_bytes == eb && b.resident_bytes == m->md->resident_bytes - eb);
+    char desc[512];
+    CHECK(strstr(rkm_budget_describe(&b, desc, sizeof desc), "token embeddings") != NULL);
+    /* pread gives the file's bytes; past the end is a clear error */
+    uint8_t row[256];
+    size_t rb = rkm_type_row_bytes(te->type, rkm_model_n_embd(m));
+    CHECK(rb <= sizeof row);
+    uint8_t want[256];
+    char rpath[1100];
+    snprintf(rpath, sizeof rpath, "%s/resident.bin", dir);
+    FILE *rf = fopen(rpath, "rb"); /* not through the mapping: touching it would map the page in */
+    CHECK(rf && fseek(rf, (long)(te->offset + 1000 * rb), SEEK_SET) == 0 && fread(want, 1, rb, rf) == rb);
+    if (rf) fclose(rf);
+    CHECK(rkm_model_dir_pread(m->md, te->offset + 1000 * rb, row, rb) == 0 && !memcmp(row, want, rb));
+    CHECK(rkm_model_dir_pread(m->md, m->md->resident_bytes - 10, row, 20) == RKM_EIO &&
+          strstr(rkm_last_error(), "run past"));
+    /* every 25th id of the vocabulary: every page of the table has a row */
+    int nv = rkm_model_n_vocab(m), n = 0;
+    rkm_session *s = new_session(m, 512, 128);
+    CHECK(s != NULL);
+    int32_t ids[500];
+    for (int i = 0; s && i < nv; i += 25) {
+        ids[n++] = i;
+        if (n == 500 || i + 25 >= nv) {
+            CHECK(rkm_session_truncate(s, 0) == 0 && rkm_session_eval(s, ids, n, NULL) == 0);
+            n = 0;
+        }
+    }
+    long long rss = mapping_rss("bigv.rkmojo/resident.bin");
+    printf("embeddings %llu bytes read per token; resident.bin mapping holds %lld bytes after %d lookups\n",
+           (unsigned long long)eb, rss, nv / 25);
+    CHECK_MSG(rss >= 0 && rss < (long long)(eb / 4), "resident.bin mapping Rss %lld of a %llu-byte table", rss,
+              (unsigned long long)eb);
+    rkm_session_free(s);
+    rkm_model_close(m);
+    /* tied (Gemma 4's LM head is token_embd): resident, counted */
+    rkm_model *g = rkm_model_open(gdir, &mp);
+    CHECK(g && !g->embd_pread && rkm_model_dir_lookup_embd_bytes(g->md) == 0);
+    if (g) {
+        CHECK(rkm_budget_plan(g->md, 0, 256, NULL, &b) == 0 && b.embd_file_bytes == 0 &&
+              b.resident_bytes == g->md->resident_bytes);
+        rkm_model_close(g);
+    }
+}
+
 int main(void)
 {
     test_mm_multi();
@@ -468,5 +562,6 @@ int main(void)
     }
     rkm_model_close(q);
     rkm_model_close(g);
+    test_embd_lookup(shared);
     return test_done();
 }

@@ -290,6 +290,7 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
         return NULL;
     }
     md->path = strdup(dir ? dir : ".");
+    md->resident_fd = -1;
     cJSON *root = cJSON_ParseWithLength(json, n);
     if (!root) {
         rkm_err(RKM_EFORMAT, "manifest.json is not valid JSON");
@@ -368,7 +369,7 @@ rkm_model_dir *rkm_model_dir_open(const char *dir)
         }
         md->map_bytes = size;
     }
-    close(fd);
+    md->resident_fd = fd; /* rows of lookup-only tables are read with pread */
     for (int i = 0; i < md->n_tensors; i++) md->tensors[i].data = (const uint8_t *)md->map + md->tensors[i].offset;
     for (int i = 0; i < md->n_expert_layers; i++) {
         rkm_expert_layer *el = &md->experts[i];
@@ -391,6 +392,7 @@ void rkm_model_dir_close(rkm_model_dir *md)
 {
     if (!md) return;
     if (md->map) munmap(md->map, md->map_bytes);
+    if (md->resident_fd >= 0) close(md->resident_fd);
     for (int i = 0; i < md->n_tensors; i++) free(md->tensors[i].name);
     free(md->tensors);
     for (int i = 0; i < md->n_expert_layers; i++) {
@@ -413,6 +415,34 @@ const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char 
     for (int i = 0; i < md->n_tensors; i++)
         if (!strcmp(md->tensors[i].name, name)) return &md->tensors[i];
     return NULL;
+}
+
+uint64_t rkm_model_dir_lookup_embd_bytes(const rkm_model_dir *md)
+{
+    const rkm_tensor_view *te = rkm_model_dir_tensor(md, "token_embd.weight");
+    if (!te || md->hp.tied_output || !rkm_model_dir_tensor(md, "output.weight")) return 0;
+    return te->nbytes;
+}
+
+int rkm_model_dir_pread(const rkm_model_dir *md, uint64_t off, void *dst, size_t n)
+{
+    if (md->resident_fd < 0) return rkm_err(RKM_EINVAL, "%s/resident.bin is not open", md->path);
+    if (off > md->resident_bytes || n > md->resident_bytes - off)
+        return rkm_err(RKM_EIO, "%s/resident.bin: %zu bytes at %llu run past its %llu bytes", md->path, n,
+                       (unsigned long long)off, (unsigned long long)md->resident_bytes);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(md->resident_fd, (uint8_t *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return rkm_err(RKM_EIO, "%s/resident.bin: read of %zu bytes at %llu: %s", md->path, n,
+                           (unsigned long long)off, strerror(errno));
+        if (r == 0)
+            return rkm_err(RKM_EIO, "%s/resident.bin: short read at %llu (the file ends early: truncated?)",
+                           md->path, (unsigned long long)(off + got));
+        got += (size_t)r;
+    }
+    return 0;
 }
 
 const rkm_expert_layer *rkm_model_dir_expert_layer(const rkm_model_dir *md, int il)

@@ -9,9 +9,10 @@
  *   tokenizer.gguf or tokenizer.json (+ tokenizer_config.json)
  *   chat_template.jinja    (optional)
  *
- * Owns: the parsed manifest, the read-only mapping of resident.bin and the
- * file descriptors of the expert files. Immutable after open, so any thread
- * may read tensors and call rkm_model_dir_read_expert concurrently (pread).
+ * Owns: the parsed manifest, the read-only mapping of resident.bin (and its
+ * descriptor, for rkm_model_dir_pread) and the file descriptors of the
+ * expert files. Immutable after open, so any thread may read tensors and
+ * call rkm_model_dir_read_expert / rkm_model_dir_pread concurrently.
  * rkm_model_dir_close frees everything, views included.
  */
 #ifndef RKM_MODEL_DIR_H
@@ -74,6 +75,7 @@ typedef struct rkm_model_dir {
     uint64_t resident_bytes;   /* size of resident.bin */
     void *map;                 /* resident.bin mapping */
     uint64_t map_bytes;
+    int resident_fd;           /* resident.bin, open while mapped; -1 */
 } rkm_model_dir;
 
 /* Manifest only (no mapping), for inspect and tests. */
@@ -85,6 +87,13 @@ rkm_model_dir *rkm_model_dir_open(const char *dir);
 void rkm_model_dir_close(rkm_model_dir *md);
 
 const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name);
+/* Bytes of token_embd.weight when it is only looked up, a row per token
+ * (the LM head is output.weight); 0 when it is also the LM head (tied). */
+uint64_t rkm_model_dir_lookup_embd_bytes(const rkm_model_dir *md);
+/* n bytes of resident.bin at off into dst (buffered pread: the page cache,
+ * not the process, holds them). RKM_EIO with the reason on a failed or
+ * short read. Thread-safe. */
+int rkm_model_dir_pread(const rkm_model_dir *md, uint64_t off, void *dst, size_t n);
 /* Expert layer of layer il or NULL. */
 const rkm_expert_layer *rkm_model_dir_expert_layer(const rkm_model_dir *md, int il);
 /* Reads blob e of layer il into buf (blob_stride bytes); verify: check the

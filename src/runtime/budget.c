@@ -59,7 +59,8 @@ int rkm_budget_plan(const rkm_model_dir *md, uint64_t budget_bytes, int n_ctx, c
     if (o.n_chunk <= 0) o.n_chunk = 128;
     if (o.n_sessions <= 0) o.n_sessions = 1;
     out->budget_bytes = budget_bytes;
-    out->resident_bytes = md->resident_bytes;
+    out->embd_file_bytes = rkm_model_dir_lookup_embd_bytes(md);
+    out->resident_bytes = md->resident_bytes - RKM_MIN(out->embd_file_bytes, md->resident_bytes);
     out->kv_bytes = rkm_budget_kv_bytes(hp, n_ctx, o.n_chunk) * (uint64_t)o.n_sessions;
     out->scratch_bytes = o.scratch_bytes ? o.scratch_bytes : scratch_estimate(hp, n_ctx, o.n_chunk);
     out->overhead_bytes = o.overhead_bytes ? o.overhead_bytes : 48 * MIB;
@@ -94,12 +95,14 @@ int rkm_budget_plan(const rkm_model_dir *md, uint64_t budget_bytes, int n_ctx, c
 
 const char *rkm_budget_describe(const rkm_budget *b, char *buf, size_t cap)
 {
-    char s[9][32];
+    char s[10][32], embd[64] = "";
+    if (b->embd_file_bytes)
+        snprintf(embd, sizeof embd, " (token embeddings %s read per token)", rkm_fmt_bytes(b->embd_file_bytes, s[9], 32));
     snprintf(buf, cap,
-             "budget %s: resident %s, kv %s, scratch %s, overhead %s, expert cache %d slots/layer x %s = %s "
+             "budget %s: resident %s%s, kv %s, scratch %s, overhead %s, expert cache %d slots/layer x %s = %s "
              "(all experts: %s), total %s",
              b->budget_bytes ? rkm_fmt_bytes(b->budget_bytes, s[0], 32) : "none",
-             rkm_fmt_bytes(b->resident_bytes, s[1], 32), rkm_fmt_bytes(b->kv_bytes, s[2], 32),
+             rkm_fmt_bytes(b->resident_bytes, s[1], 32), embd, rkm_fmt_bytes(b->kv_bytes, s[2], 32),
              rkm_fmt_bytes(b->scratch_bytes, s[3], 32), rkm_fmt_bytes(b->overhead_bytes, s[4], 32),
              b->slots_per_layer, rkm_fmt_bytes(b->slot_bytes, s[5], 32), rkm_fmt_bytes(b->cache_bytes, s[6], 32),
              rkm_fmt_bytes(b->all_experts_bytes, s[7], 32), rkm_fmt_bytes(b->total_bytes, s[8], 32));

@@ -34,7 +34,8 @@ typedef struct rkm_budget_opts {
 
 typedef struct rkm_budget {
     uint64_t budget_bytes;    /* 0: no budget (every expert cached) */
-    uint64_t resident_bytes;
+    uint64_t resident_bytes;  /* held in memory: resident.bin less lookup-only embeddings */
+    uint64_t embd_file_bytes; /* untied token embeddings, read a row per token, not held */
     uint64_t kv_bytes;
     uint64_t scratch_bytes;
     uint64_t overhead_bytes;

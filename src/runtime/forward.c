@@ -164,7 +164,15 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
     float es = hp->embed_scale > 0 ? hp->embed_scale : 1.0f;
     for (int r = 0; r < n; r++) {
         float *x = s->x + (size_t)r * E;
-        rkm_dequantize_row(m->tok_embd_type, (const uint8_t *)m->tok_embd + (size_t)ids[r] * rb, x, E);
+        const uint8_t *row = (const uint8_t *)m->tok_embd + (size_t)ids[r] * rb;
+        if (m->embd_pread) {
+            if ((rc = rkm_model_dir_pread(m->md, m->embd_off + (uint64_t)ids[r] * rb, s->embd_row, rb))) {
+                rkm_err_prefix(rc, "token %d's embedding", ids[r]);
+                goto out;
+            }
+            row = s->embd_row;
+        }
+        rkm_dequantize_row(m->tok_embd_type, row, x, E);
         if (es != 1.0f)
             for (int i = 0; i < E; i++) x[i] *= es;
     }

@@ -373,6 +373,8 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
     }
     m->tok_embd = te->data;
     m->tok_embd_type = te->type;
+    m->embd_pread = rkm_model_dir_lookup_embd_bytes(m->md) > 0;
+    m->embd_off = te->offset;
     if (vec(m, "output_norm.weight", 0, hp->n_embd, 1, &m->output_norm)) goto fail;
     if (hp->tied_output || !rkm_model_dir_tensor(m->md, "output.weight")) {
         if (mat(m, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output)) goto fail;

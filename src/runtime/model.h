@@ -73,6 +73,11 @@ struct rkm_model {
     rkm_layer *layers;             /* hp.n_layer */
     const void *tok_embd;          /* (n_embd x n_vocab) of type tok_embd_type */
     int tok_embd_type;
+    /* untied embeddings are only looked up: their rows are read from
+     * resident.bin at this offset (pread, page cache) and the table never
+     * enters the process's memory; tied ones are the LM head, resident */
+    int embd_pread;
+    uint64_t embd_off;
     const float *output_norm;
     rkm_mat output;                /* LM head (maybe token_embd) */
     float **owned;                 /* vectors dequantized at load, NPU copies */
@@ -143,6 +148,7 @@ struct rkm_session {
     rkm_kv_layer *kv;         /* n_layer */
     float *logits;            /* n_vocab: after the last evaluated token */
     float *embd;              /* n_embd: final-normed hidden of the last token */
+    uint8_t *embd_row;        /* one token_embd row read from the file (embd_pread) */
     int have_logits;
     rkm_sampler *sampler;
     atomic_int cancel;

@@ -77,9 +77,10 @@ static int alloc_scratch(rkm_session *s)
     s->logits = scratch((size_t)hp->n_vocab);
     s->embd = scratch(E);
     s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
+    s->embd_row = malloc(rkm_type_row_bytes(m->tok_embd_type, E));
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
         !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->xe ||
-        !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens)
+        !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens || !s->embd_row)
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     return 0;
 }
@@ -135,6 +136,7 @@ void rkm_session_free(rkm_session *s)
     free(s->sel);
     free(s->erows);
     free(s->epos);
+    free(s->embd_row);
     free(s->tokens);
     free(s);
 }
