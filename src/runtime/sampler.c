@@ -137,8 +137,8 @@ static int use_penalties(const rkm_sampler_params *p)
 
 /* Greedy: the largest logit after penalties, lowest id on ties, without
  * building the candidate list (top-k/p and min-p never drop the argmax).
- * The penalised ids are scored apart; the scan skips them. NaN never
- * wins; all NaN gives id 0. */
+ * The window's ids are counted first, penalised in the scan and their
+ * counts cleared after. NaN never wins; all NaN gives id 0. */
 static int32_t argmax(rkm_sampler *s, const float *logits, const int32_t *hist, int n_hist)
 {
     const rkm_sampler_params *p = &s->p;
