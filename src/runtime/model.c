@@ -373,14 +373,12 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
     }
     m->tok_embd = te->data;
     m->tok_embd_type = te->type;
+    /* untied: the LM head is output.weight and the table is only looked up */
     m->embd_pread = rkm_model_dir_lookup_embd_bytes(m->md) > 0;
     m->embd_off = te->offset;
     if (vec(m, "output_norm.weight", 0, hp->n_embd, 1, &m->output_norm)) goto fail;
-    if (hp->tied_output || !rkm_model_dir_tensor(m->md, "output.weight")) {
-        if (mat(m, "token_embd.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output)) goto fail;
-    } else if (mat(m, "output.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output)) {
+    if (mat(m, m->embd_pread ? "output.weight" : "token_embd.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output))
         goto fail;
-    }
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(m, il)) {
             rkm_err_prefix(RKM_EFORMAT, "%s", dir);
