@@ -5,7 +5,8 @@
 # is honoured (peak RSS under it, fewer slots than experts) and planned for
 # the --ctx given, --limits
 # prints the probed memory/disk bandwidths and the decode bound they set,
-# and bad options fail with a message.
+# --repeat reports every run and their spread, and bad options fail with a
+# message.
 set -u
 B=${RKM_BUILD:-build}
 R="${RKM_RUNNER:-} $B/rkmojo"
@@ -112,6 +113,25 @@ elif $R bench -m "$T/m" --mem-budget 50M --ctx 64 -n 2 --prompt-tokens 4 > "$T/o
 else
   fail "--ctx 64 under 50M: $(cat "$T/err.txt")"
 fi
+# --repeat: every run's tok/s, their median inside [min, max], phase
+# totals over the runs
+if $R bench -m "$T/m" --prompt-tokens 8 -n 4 -t 2 -r 3 --json > "$T/r.json" 2> "$T/err.txt"; then
+  [ "$(jq '.repeat' "$T/r.json")" = 3 ] && ok "json says 3 runs" || fail "repeat: $(jq '.repeat' "$T/r.json")"
+  [ "$(jq '.decode_tok_s.runs | length' "$T/r.json")" = 3 ] && [ "$(jq '.prefill_tok_s.runs | length' "$T/r.json")" = 3 ] \
+    && ok "3 tok/s figures per phase" || fail "runs: $(jq -c '.decode_tok_s' "$T/r.json")"
+  [ "$(jq '.decode_tok_s | (.min <= .median and .median <= .max and .min > 0 and .sd >= 0)' "$T/r.json")" = true ] \
+    && ok "median within [min, max]" || fail "spread: $(jq -c '.decode_tok_s' "$T/r.json")"
+  [ "$(jq '.decode.tokens' "$T/r.json")" = 12 ] && [ "$(jq '.prefill.tokens' "$T/r.json")" = 24 ] \
+    && ok "phase totals over the runs" || fail "totals: $(jq -c '[.prefill.tokens, .decode.tokens]' "$T/r.json")"
+else
+  fail "bench -r 3: $(cat "$T/err.txt")"
+fi
+$R bench -m "$T/m" -n 2 --prompt-tokens 4 -r 2 > "$T/out.txt" 2> "$T/err.txt" \
+  && grep -Eq '^decode tok/s over 2 runs: median [0-9.]+' "$T/out.txt" && ok "text report of the runs" \
+  || fail "text -r 2: $(cat "$T/out.txt" "$T/err.txt")"
+$R bench -m "$T/m" -r 0 > /dev/null 2> "$T/err.txt" && fail "-r 0 accepted" \
+  || { grep -q "repeat is 1 to" "$T/err.txt" && ok "-r 0 refused" || fail "repeat message: $(cat "$T/err.txt")"; }
+
 # bad options
 $R bench -m "$T/m" --cache-policy mru > /dev/null 2> "$T/err.txt" && fail "bad policy accepted" \
   || { grep -Eq "lfu( or |[|])lru" "$T/err.txt" && ok "bad policy refused" || fail "policy message"; }

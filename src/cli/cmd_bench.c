@@ -10,6 +10,7 @@
  * cache counters through the model's internal header (runtime/model.h):
  * the public API has no per-layer figure.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,10 @@ static void bench_usage(FILE *f)
                "                            after the background read of all of them (a resident model's steady state)\n"
                "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
                "                            they allow, given the bytes per token and the hit rate\n"
+               "  -r, --repeat N            measure prefill and decode N times in this process (default 1)\n"
+               "                            and report the median, mean, spread and every run; the phase\n"
+               "                            figures are then totals over the runs, the cache and per-layer\n"
+               "                            figures the last run's\n"
                "  --json                    machine-readable output on stdout\n");
     rkm_gen_opts_usage(f, 0);
 }
@@ -100,6 +105,70 @@ static double cpu_now(void)
 }
 
 static double per_s(double x, double t) { return t > 0 ? x / t : 0; }
+
+#define BENCH_MAX_REPEAT 100
+
+/* Adds one run's phase into the totals. */
+static void phase_add(phase *sum, const phase *p)
+{
+    sum->n += p->n;
+    sum->t += p->t;
+    sum->cpu += p->cpu;
+    sum->st.expert_hits += p->st.expert_hits;
+    sum->st.expert_misses += p->st.expert_misses;
+    sum->st.bytes_read += p->st.bytes_read;
+    sum->st.io_wait_s += p->st.io_wait_s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median, mean, sample standard deviation, min and max of n values. */
+typedef struct spread {
+    double median, mean, sd, min, max;
+} spread;
+
+static spread spread_of(const double *v, int n)
+{
+    spread r = {0};
+    if (n <= 0) return r;
+    double s[BENCH_MAX_REPEAT];
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    r.min = s[0];
+    r.max = s[n - 1];
+    for (int i = 0; i < n; i++) r.mean += s[i] / n;
+    for (int i = 0; i < n && n > 1; i++) r.sd += (s[i] - r.mean) * (s[i] - r.mean) / (n - 1);
+    r.sd = sqrt(r.sd);
+    return r;
+}
+
+static cJSON *spread_json(const double *v, int n)
+{
+    spread r = spread_of(v, n);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "median", r.median);
+    cJSON_AddNumberToObject(o, "mean", r.mean);
+    cJSON_AddNumberToObject(o, "sd", r.sd);
+    cJSON_AddNumberToObject(o, "min", r.min);
+    cJSON_AddNumberToObject(o, "max", r.max);
+    cJSON *a = cJSON_AddArrayToObject(o, "runs");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return o;
+}
+
+static void spread_print(const char *what, const double *v, int n)
+{
+    spread r = spread_of(v, n);
+    printf("%s tok/s over %d runs: median %.2f, mean %.2f ± %.2f, min %.2f, max %.2f (", what, n, r.median, r.mean,
+           r.sd, r.min, r.max);
+    for (int i = 0; i < n; i++) printf("%s%.2f", i ? " " : "", v[i]);
+    printf(")\n");
+}
 
 typedef struct lim {
     int ok;
@@ -147,7 +216,7 @@ int rkm_cmd_bench(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
-    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1, reps = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = rkm_gen_opts_parse(&o, argc, argv, &i);
@@ -186,6 +255,10 @@ int rkm_cmd_bench(int argc, char **argv)
             o.mp.io_threads = atoi(v), i++;
         } else if (!strcmp(a, "--trace-out") && v) {
             setenv("RKM_TRACE_OUT", v, 1), i++; /* read by the expert cache at model open */
+        } else if ((!strcmp(a, "-r") || !strcmp(a, "--repeat")) && v) {
+            reps = atoi(v), i++;
+            if (reps < 1 || reps > BENCH_MAX_REPEAT)
+                return fprintf(stderr, "rkmojo bench: --repeat is 1 to %d\n", BENCH_MAX_REPEAT), 2;
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--per-layer")) {
@@ -264,43 +337,55 @@ int rkm_cmd_bench(int argc, char **argv)
         goto out;
     }
     if (warm && m->cache) rkm_expert_cache_wait_fill(m->cache);
-    /* prefill */
-    phase pre = {.n = np}, dec = {0};
-    rkm_session_stats_reset(s);
-    if (m->cache) rkm_expert_cache_reset_stats(m->cache);
-    double t0 = rkm_now(), c0 = cpu_now();
-    if (rkm_session_eval(s, pids, np, NULL)) {
-        fprintf(stderr, "rkmojo bench: prefill failed: %s\n", rkm_last_error());
-        goto out;
-    }
-    pre.t = rkm_now() - t0;
-    pre.cpu = cpu_now() - c0;
-    int32_t id;
-    if (rkm_session_sample(s, &id)) goto out;
-    rkm_session_stats(s, &pre.st);
-    double ttft = pre.st.ttft_s;
-    if (depth >= 0 && depth < np && rkm_session_truncate(s, depth)) {
-        fprintf(stderr, "rkmojo bench: --depth: %s\n", rkm_last_error());
-        goto out;
-    }
-
-    /* decode: greedy tokens (EOG ignored so that every run decodes n), or
-     * the forced text */
-    rkm_session_stats_reset(s);
-    if (m->cache) rkm_expert_cache_reset_stats(m->cache);
-    t0 = rkm_now(), c0 = cpu_now();
-    for (int i = 0; i < n_decode; i++) {
-        int32_t next = force_file ? fids[i] : id;
-        if (rkm_session_eval(s, &next, 1, NULL)) {
-            fprintf(stderr, "rkmojo bench: decode failed at token %d: %s\n", i, rkm_last_error());
+    /* Each run: prefill from an empty context, then decode greedy tokens
+     * (EOG ignored so that every run decodes n) or the forced text, from
+     * the --depth context. The phase figures add up over the runs. */
+    phase pre = {0}, dec = {0};
+    double pre_tps[BENCH_MAX_REPEAT], dec_tps[BENCH_MAX_REPEAT], ttfts[BENCH_MAX_REPEAT];
+    for (int rep = 0; rep < reps; rep++) {
+        if (rep > 0 && rkm_session_truncate(s, 0)) {
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
             goto out;
         }
-        if (!force_file && rkm_session_sample(s, &id)) goto out;
-        dec.n++;
+        phase p1 = {.n = np}, p2 = {0};
+        rkm_session_stats_reset(s);
+        if (m->cache) rkm_expert_cache_reset_stats(m->cache);
+        double t0 = rkm_now(), c0 = cpu_now();
+        if (rkm_session_eval(s, pids, np, NULL)) {
+            fprintf(stderr, "rkmojo bench: prefill failed: %s\n", rkm_last_error());
+            goto out;
+        }
+        p1.t = rkm_now() - t0;
+        p1.cpu = cpu_now() - c0;
+        int32_t id;
+        if (rkm_session_sample(s, &id)) goto out;
+        rkm_session_stats(s, &p1.st);
+        ttfts[rep] = p1.st.ttft_s;
+        if (depth >= 0 && depth < np && rkm_session_truncate(s, depth)) {
+            fprintf(stderr, "rkmojo bench: --depth: %s\n", rkm_last_error());
+            goto out;
+        }
+        rkm_session_stats_reset(s);
+        if (m->cache) rkm_expert_cache_reset_stats(m->cache);
+        t0 = rkm_now(), c0 = cpu_now();
+        for (int i = 0; i < n_decode; i++) {
+            int32_t next = force_file ? fids[i] : id;
+            if (rkm_session_eval(s, &next, 1, NULL)) {
+                fprintf(stderr, "rkmojo bench: decode failed at token %d: %s\n", i, rkm_last_error());
+                goto out;
+            }
+            if (!force_file && rkm_session_sample(s, &id)) goto out;
+            p2.n++;
+        }
+        p2.t = rkm_now() - t0;
+        p2.cpu = cpu_now() - c0;
+        rkm_session_stats(s, &p2.st);
+        pre_tps[rep] = per_s(p1.n, p1.t);
+        dec_tps[rep] = per_s(p2.n, p2.t);
+        phase_add(&pre, &p1);
+        phase_add(&dec, &p2);
     }
-    dec.t = rkm_now() - t0;
-    dec.cpu = cpu_now() - c0;
-    rkm_session_stats(s, &dec.st);
+    double ttft = spread_of(ttfts, reps).median;
 
     uint64_t rss = rkm_peak_rss_bytes(); /* before the probes' buffers */
     /* The decode limits: the weights a token needs are read from memory
@@ -356,6 +441,9 @@ int rkm_cmd_bench(int argc, char **argv)
         cJSON_AddBoolToObject(root, "teacher_forced", force_file != NULL);
         cJSON_AddBoolToObject(root, "warm", warm);
         cJSON_AddNumberToObject(root, "decode_depth", depth >= 0 && depth < np ? depth : np);
+        cJSON_AddNumberToObject(root, "repeat", reps);
+        cJSON_AddItemToObject(root, "prefill_tok_s", spread_json(pre_tps, reps));
+        cJSON_AddItemToObject(root, "decode_tok_s", spread_json(dec_tps, reps));
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)rss);
         if (L.ok) {
             cJSON *lo = cJSON_AddObjectToObject(root, "limits");
@@ -406,7 +494,13 @@ int rkm_cmd_bench(int argc, char **argv)
         phase_print(stdout, &pre, "prefill");
         if (depth >= 0 && depth < np) printf("decode measured from a context of %d tokens (--depth)\n", depth);
         phase_print(stdout, &dec, force_file ? "forced" : "decode");
-        printf("TTFT %.0f ms, peak RSS %s\n", ttft * 1e3, rkm_fmt_bytes(rss, b1, sizeof b1));
+        if (reps > 1) {
+            printf("%d runs in this process (the phase lines above are their totals):\n", reps);
+            spread_print("prefill", pre_tps, reps);
+            spread_print(force_file ? "forced" : "decode", dec_tps, reps);
+        }
+        printf("TTFT %.0f ms%s, peak RSS %s\n", ttft * 1e3, reps > 1 ? " (median)" : "",
+               rkm_fmt_bytes(rss, b1, sizeof b1));
         if (L.ok) {
             char dk[48] = "disk not measured";
             if (L.disk_mbs > 0) snprintf(dk, sizeof dk, "disk %.0f MB/s (O_DIRECT)", L.disk_mbs);
