@@ -121,7 +121,7 @@ static void sift_down(cand *h, int n, int i)
     }
 }
 
-/* The penalised logit of token t, given its count in the window. */
+/* Logit l after the penalties, for a token seen count times in the window. */
 static float penalised(const rkm_sampler_params *p, float l, int32_t count)
 {
     if (p->repeat_penalty > 0 && p->repeat_penalty != 1.0f)
