@@ -5,8 +5,9 @@
 # is honoured (peak RSS under it, fewer slots than experts) and planned for
 # the --ctx given, --limits
 # prints the probed memory/disk bandwidths and the decode bound they set,
-# --repeat reports every run and their spread, and bad options fail with a
-# message.
+# --repeat reports every run and their spread, --limits reads the same
+# weights alone after each run (the weights pass), and bad options fail
+# with a message.
 set -u
 B=${RKM_BUILD:-build}
 R="${RKM_RUNNER:-} $B/rkmojo"
@@ -131,6 +132,32 @@ $R bench -m "$T/m" -n 2 --prompt-tokens 4 -r 2 > "$T/out.txt" 2> "$T/err.txt" \
   || fail "text -r 2: $(cat "$T/out.txt" "$T/err.txt")"
 $R bench -m "$T/m" -r 0 > /dev/null 2> "$T/err.txt" && fail "-r 0 accepted" \
   || { grep -q "repeat is 1 to" "$T/err.txt" && ok "-r 0 refused" || fail "repeat message: $(cat "$T/err.txt")"; }
+
+# --limits with every expert in memory: after each run the same weights
+# are read alone (one pass = the bytes a token reads: resident matrices,
+# top-k experts per layer, LM head) and the decode is given as a share of
+# that; with part of the experts cached, or none loaded ahead, the pass is
+# skipped with the reason
+if $R bench -m "$T/m" --prompt-tokens 8 -n 4 -t 2 -r 2 --warm --limits --json > "$T/l.json" 2> "$T/err.txt"; then
+  [ "$(jq '.limits.weights_pass_bytes == .limits.weight_bytes_per_token' "$T/l.json")" = true ] \
+    && ok "the weights pass reads the bytes a token reads" \
+    || fail "pass bytes: $(jq -c '[.limits.weights_pass_bytes, .limits.weight_bytes_per_token]' "$T/l.json")"
+  [ "$(jq '.limits.weights_pass_tok_s.runs | length == 2 and all(. > 0)' "$T/l.json")" = true ] \
+    && ok "a weights pass after each run" || fail "pass runs: $(jq -c '.limits.weights_pass_tok_s' "$T/l.json")"
+  [ "$(jq '.limits.decode_share_of_weights_pass.median > 0' "$T/l.json")" = true ] \
+    && ok "decode share of the pass" || fail "share: $(jq -c '.limits.decode_share_of_weights_pass' "$T/l.json")"
+else
+  fail "bench --limits (resident): $(cat "$T/err.txt")"
+fi
+$R bench -m "$T/m" --prompt-tokens 8 -n 2 -t 2 --warm --limits > "$T/out.txt" 2> "$T/err.txt" \
+  && grep -Eq '^limits: the same [0-9.]+ MB read alone .*: [0-9.]+ tok/s; decode reached [0-9.]+% of it' "$T/out.txt" \
+  && ok "text report of the weights pass" || fail "pass text: $(grep limits "$T/out.txt") $(cat "$T/err.txt")"
+$R bench -m "$T/m" --expert-cache-slots 3 --prompt-tokens 8 -n 2 -t 2 --limits > "$T/out.txt" 2> "$T/err.txt" \
+  && grep -q '^limits: no weights-only pass: the expert cache holds only part of the experts' "$T/out.txt" \
+  && ok "no weights pass with part of the experts" || fail "partial cache: $(grep limits "$T/out.txt")"
+$R bench -m "$T/m" --lazy-experts --prompt-tokens 8 -n 2 -t 2 --limits --json > "$T/l.json" 2> "$T/err.txt" \
+  && jq -e '.limits.weights_pass_skipped | test("not all in memory")' "$T/l.json" > /dev/null \
+  && ok "no weights pass with experts loaded on demand" || fail "lazy: $(jq -c '.limits' "$T/l.json")"
 
 # bad options
 $R bench -m "$T/m" --cache-policy mru > /dev/null 2> "$T/err.txt" && fail "bad policy accepted" \

@@ -464,7 +464,9 @@ static void test_rows(const char *variant)
 
 /* The bandwidth probe's read: every set's sum equals a plain wrapping sum,
  * for one stream and four, at sizes from one 512-byte run up; and the
- * probe built on it reports a positive figure on 1-3 threads. */
+ * probe built on it reports a positive figure on 1-3 threads, and its
+ * read of a list of ranges (the weights pass) reads each range's aligned
+ * part once. */
 static void test_read_sum(const char *variant)
 {
     static const size_t sizes[] = {64, 128, 192, 4096 + 64, 65536};
@@ -488,6 +490,38 @@ static void test_membw(rkm_pool **pools, int n_pools)
         CHECK_MSG(g > 0 && isfinite(g), "membw probe on pool %d: %g", i, g);
     }
     rkm_membw_free(b);
+
+    /* ranges: each one's words from its first 64-byte boundary up to its
+     * last whole 512 bytes are read once, whatever the thread count;
+     * shorter ranges and a NULL-free empty list read nothing */
+    size_t words = 1 << 16;
+    uint64_t *w = rkm_alloc_aligned(words * 8, 64);
+    for (size_t i = 0; i < words; i++) w[i] = (i + 7) * 0x9e3779b97f4a7c15ull ^ (i << 33);
+    const uint8_t *base = (const uint8_t *)w;
+    rkm_membw_range r[] = {
+        {base, 512},                /* one run */
+        {base + 8, 4096},           /* unaligned start: from byte 64, 4032 bytes -> 3584 */
+        {base + 8192 + 64, 100000}, /* several runs, a tail left out */
+        {base + 200000, 511},       /* too short: nothing */
+        {base + 300000 + 3, 4609},  /* odd start and length */
+    };
+    uint64_t want = 0;
+    for (size_t k = 0; k < RKM_ARRAY_LEN(r); k++) {
+        uintptr_t a = RKM_ALIGN_UP((uintptr_t)r[k].p, 64), e = (uintptr_t)r[k].p + r[k].bytes;
+        if (e < a + 512) continue;
+        size_t nb = (e - a) & ~(uintptr_t)511;
+        for (size_t i = 0; i < nb / 8; i++) want += ((const uint64_t *)a)[i];
+    }
+    for (int i = 0; i < n_pools; i++) {
+        uint64_t got = 0;
+        double t = rkm_membw_read_ranges(pools[i], r, (int)RKM_ARRAY_LEN(r), &got);
+        CHECK_MSG(got == want && t >= 0, "read_ranges on pool %d: sum %llx, want %llx", i, (unsigned long long)got,
+                  (unsigned long long)want);
+        got = 1;
+        rkm_membw_read_ranges(pools[i], r, 0, &got);
+        CHECK_MSG(got == 0, "read_ranges of no range on pool %d", i);
+    }
+    rkm_free_aligned(w);
 }
 
 static void test_pack_layout(void)

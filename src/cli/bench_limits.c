@@ -4,10 +4,17 @@
  * probe on the model's own expert files, and the bytes a decode token must
  * move (weights the CPU reads from memory, expert bytes read from disk).
  *
- * Threads: the memory probe runs on the model's pool (kernels/membw.h,
- * the probe bench-kernels reports too); the disk probe starts its own
- * threads and joins them before it returns; callers are single-threaded. Buffers are the probes' own and
- * are freed before they return.
+ * A weights pass reads the bytes of one decode token and nothing else:
+ * the same memory, the same threads, no arithmetic, no barrier between
+ * matrices; a decode speed against it is the share of the achievable read
+ * rate the forward pass reaches, measured minutes apart at most (the
+ * separate probe is a best pass over a fresh buffer).
+ *
+ * Threads: the memory probe and the weights pass run on the model's pool
+ * (kernels/membw.h, the probe bench-kernels reports too); the disk probe
+ * starts its own threads and joins them before it returns; callers are
+ * single-threaded. Buffers are the probes' own and are freed before they
+ * return; a weights pass owns its range list, not the weights.
  */
 #include "cli/bench_limits.h"
 
@@ -145,4 +152,102 @@ double rkm_bench_weight_bytes_per_token(const rkm_model *m)
         if (L->el) b += (double)m->hp.n_expert_used * (double)L->el->blob_bytes;
     }
     return b;
+}
+
+/* ------------------------------------------------- weights pass */
+
+struct rkm_bench_wpass {
+    rkm_membw_range *r;
+    int n;
+    double bytes;
+};
+
+static int add_range(rkm_bench_wpass *w, int cap, const void *p, size_t bytes)
+{
+    if (!p || !bytes) return 0;
+    if (w->n >= cap) return rkm_err(RKM_EINVAL, "weights pass: more than %d ranges", cap);
+    w->r[w->n++] = (rkm_membw_range){p, bytes};
+    uintptr_t a = RKM_ALIGN_UP((uintptr_t)p, 64), e = (uintptr_t)p + bytes;
+    if (e >= a + 512) w->bytes += (double)((e - a) & ~(uintptr_t)511);
+    return 0;
+}
+
+static size_t mat_size(const rkm_mat *w) { return (size_t)mat_bytes(w); }
+
+rkm_bench_wpass *rkm_bench_wpass_new(rkm_model *m, const char **why)
+{
+    const rkm_hparams *hp = &m->hp;
+    *why = NULL;
+    int k = hp->n_expert_used, moe_layers = 0;
+    for (int il = 0; il < hp->n_layer; il++) moe_layers += m->layers[il].el != NULL;
+    if (moe_layers && m->cache) {
+        if (rkm_expert_cache_shared(m->cache) || rkm_expert_cache_slots(m->cache) < hp->n_expert) {
+            *why = "the expert cache holds only part of the experts";
+            return NULL;
+        }
+        if (rkm_expert_cache_wait_fill(m->cache) < moe_layers * hp->n_expert) {
+            *why = "the experts are not all in memory (--lazy-experts, or a read failed)";
+            return NULL;
+        }
+    } else if (moe_layers) {
+        *why = "the model has no expert cache";
+        return NULL;
+    }
+    rkm_bench_wpass *w = calloc(1, sizeof *w);
+    int cap = 1 + hp->n_layer * (RKM_LAYER_MATS + RKM_MAX(k, 0));
+    if (!w || !(w->r = calloc((size_t)cap, sizeof *w->r))) {
+        free(w);
+        *why = "out of memory";
+        return NULL;
+    }
+    int rc = 0;
+    for (int il = 0; !rc && il < hp->n_layer; il++) {
+        rkm_layer *L = &m->layers[il];
+        rkm_mat *mats[RKM_LAYER_MATS];
+        int nm = rkm_layer_mats(L, mats);
+        for (int i = 0; !rc && i < nm; i++) rc = add_range(w, cap, mats[i]->data, mat_size(mats[i]));
+        if (rc || !L->el) continue;
+        int ids[RKM_MAX_EXPERTS], ne = L->el->n_expert, kk = RKM_MIN(k, ne);
+        for (int j = 0; j < kk; j++) ids[j] = (int)((int64_t)j * ne / kk);
+        /* every expert is held, so the request only pins; the blobs stay
+         * where they are after the release (a full cache never evicts) */
+        if ((rc = rkm_expert_cache_request(m->cache, il, ids, kk))) break;
+        for (int j = 0; !rc && j < kk; j++) {
+            const uint8_t *blob;
+            if (!(rc = rkm_expert_cache_get(m->cache, il, ids[j], &blob)))
+                rc = add_range(w, cap, blob, (size_t)L->el->blob_bytes);
+        }
+        rkm_expert_cache_release(m->cache, il);
+    }
+    if (!rc) rc = add_range(w, cap, m->output.data, mat_size(&m->output));
+    if (rc) {
+        *why = rkm_last_error();
+        rkm_bench_wpass_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void rkm_bench_wpass_free(rkm_bench_wpass *w)
+{
+    if (!w) return;
+    free(w->r);
+    free(w);
+}
+
+double rkm_bench_wpass_bytes(const rkm_bench_wpass *w) { return w ? w->bytes : 0; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double rkm_bench_wpass_run(rkm_bench_wpass *w, rkm_pool *pool, int n)
+{
+    double t[64];
+    n = RKM_MAX(1, RKM_MIN(n, 64));
+    for (int i = 0; i < n; i++) t[i] = rkm_membw_read_ranges(pool, w->r, w->n, NULL);
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }

@@ -24,4 +24,19 @@ int rkm_bench_disk_read_mbs(const char *const *paths, int n_paths, uint64_t byte
  * expert blobs per MoE layer. KV-cache reads are not counted. */
 double rkm_bench_weight_bytes_per_token(const rkm_model *m);
 
+/* The weight ranges one decode token reads, for a read-only pass over
+ * them (kernels/membw.h): every resident matrix in forward order, each
+ * MoE layer's n_expert_used experts (spread over the layer: experts
+ * 0, n/k, 2n/k, ...) and the LM head. Only when every expert is in memory
+ * for good (no cache, or a full cache whose fill has finished), so the
+ * ranges stay valid while decoding goes on: else NULL with the reason in
+ * *why. Does not keep experts pinned. */
+typedef struct rkm_bench_wpass rkm_bench_wpass;
+rkm_bench_wpass *rkm_bench_wpass_new(rkm_model *m, const char **why);
+void rkm_bench_wpass_free(rkm_bench_wpass *w);
+/* Bytes one pass reads (the ranges' whole 512-byte runs). */
+double rkm_bench_wpass_bytes(const rkm_bench_wpass *w);
+/* The median of n passes on the pool, in seconds. */
+double rkm_bench_wpass_run(rkm_bench_wpass *w, rkm_pool *pool, int n);
+
 #endif

@@ -59,7 +59,9 @@ static void bench_usage(FILE *f)
                "                            the experts it needs already read, and, with every expert resident,\n"
                "                            after the background read of all of them (a resident model's steady state)\n"
                "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
-               "                            they allow, given the bytes per token and the hit rate\n"
+               "                            they allow, given the bytes per token and the hit rate; with\n"
+               "                            every expert in memory, also read the same weights alone after\n"
+               "                            each run and give the decode speed as a share of that\n"
                "  -r, --repeat N            measure prefill and decode N times in this process (default 1)\n"
                "                            and report the median, mean, spread and every run; the phase\n"
                "                            figures are then totals over the runs, the cache and per-layer\n"
@@ -174,6 +176,9 @@ typedef struct lim {
     int ok;
     double mem_gbs, disk_mbs, w_bytes, disk_bytes, overlap_tok_s, serial_tok_s;
 } lim;
+
+/* Passes of the weights-only read after each run's decode (--limits). */
+#define BENCH_WPASS_PASSES 5
 static double hit_rate(const rkm_stats *s)
 {
     uint64_t a = s->expert_hits + s->expert_misses;
@@ -290,6 +295,8 @@ int rkm_cmd_bench(int argc, char **argv)
     int n_fids = 0, np = 0;
     char *text = NULL;
     cJSON *root = NULL;
+    rkm_bench_wpass *wp = NULL; /* --limits: the weights-only pass */
+    const char *wp_why = NULL;
     rc = 1;
     if (prompt_file) {
         size_t len;
@@ -342,6 +349,11 @@ int rkm_cmd_bench(int argc, char **argv)
      * the --depth context. The phase figures add up over the runs. */
     phase pre = {0}, dec = {0};
     double pre_tps[BENCH_MAX_REPEAT], dec_tps[BENCH_MAX_REPEAT], ttfts[BENCH_MAX_REPEAT];
+    /* --limits: after each run's decode, the same weights read alone
+     * (bench_limits.h), so each run has a ceiling measured moments after
+     * it; made after the first run, which a background expert fill may
+     * overlap */
+    double wp_tps[BENCH_MAX_REPEAT], wp_share[BENCH_MAX_REPEAT];
     for (int rep = 0; rep < reps; rep++) {
         if (rep > 0 && rkm_session_truncate(s, 0)) {
             fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
@@ -382,6 +394,11 @@ int rkm_cmd_bench(int argc, char **argv)
         rkm_session_stats(s, &p2.st);
         pre_tps[rep] = per_s(p1.n, p1.t);
         dec_tps[rep] = per_s(p2.n, p2.t);
+        if (limits && p2.n > 0 && rep == 0) wp = rkm_bench_wpass_new(m, &wp_why);
+        if (wp) {
+            wp_tps[rep] = per_s(1, rkm_bench_wpass_run(wp, m->pool, BENCH_WPASS_PASSES));
+            wp_share[rep] = per_s(dec_tps[rep], wp_tps[rep]);
+        }
         phase_add(&pre, &p1);
         phase_add(&dec, &p2);
     }
@@ -454,6 +471,13 @@ int rkm_cmd_bench(int argc, char **argv)
             cJSON_AddNumberToObject(lo, "decode_tok_s_overlapped", L.overlap_tok_s);
             cJSON_AddNumberToObject(lo, "decode_tok_s_serial", L.serial_tok_s);
             cJSON_AddNumberToObject(lo, "decode_share_of_overlapped", per_s(per_s(dec.n, dec.t), L.overlap_tok_s));
+            if (wp) {
+                cJSON_AddNumberToObject(lo, "weights_pass_bytes", rkm_bench_wpass_bytes(wp));
+                cJSON_AddItemToObject(lo, "weights_pass_tok_s", spread_json(wp_tps, reps));
+                cJSON_AddItemToObject(lo, "decode_share_of_weights_pass", spread_json(wp_share, reps));
+            } else if (wp_why) {
+                cJSON_AddStringToObject(lo, "weights_pass_skipped", wp_why);
+            }
         }
         if (!plan_rc) cJSON_AddNumberToObject(root, "plan_total_bytes", (double)plan.total_bytes);
         if (m->cache) {
@@ -511,6 +535,15 @@ int rkm_cmd_bench(int argc, char **argv)
                    "measured %.2f = %.0f%% of the first\n",
                    L.overlap_tok_s, L.serial_tok_s, per_s(dec.n, dec.t),
                    100 * per_s(per_s(dec.n, dec.t), L.overlap_tok_s));
+            if (wp) {
+                spread a = spread_of(wp_tps, reps), b = spread_of(wp_share, reps);
+                printf("limits: the same %.0f MB read alone (no arithmetic, no barriers; median of %d passes after "
+                       "each run): %.2f tok/s%s; decode reached %.1f%% of it%s\n",
+                       rkm_bench_wpass_bytes(wp) / 1e6, BENCH_WPASS_PASSES, a.median, reps > 1 ? " (median)" : "",
+                       100 * b.median, reps > 1 ? " (median of the runs' shares)" : "");
+            } else if (wp_why) {
+                printf("limits: no weights-only pass: %s\n", wp_why);
+            }
         }
         if (m->cache && per_layer) {
             printf("decode hit rate per MoE layer:");
@@ -524,6 +557,7 @@ int rkm_cmd_bench(int argc, char **argv)
     }
     rc = 0;
 out:
+    rkm_bench_wpass_free(wp);
     cJSON_Delete(root);
     free(text);
     free(pids);

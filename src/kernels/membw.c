@@ -6,6 +6,7 @@
  */
 #include "kernels/membw.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels/kernels_impl.h"
@@ -68,4 +69,35 @@ double rkm_membw_probe(rkm_membw *b, rkm_pool *pool, double seconds)
         if (g > best) best = g;
     }
     return best;
+}
+
+typedef struct {
+    const rkm_membw_range *r;
+    int n;
+    _Atomic uint64_t sum; /* of every word read, so no read is optimised away */
+} ranges_job;
+
+static void ranges_fn(void *ctx, int ith, int nth)
+{
+    ranges_job *j = ctx;
+    uint64_t sum = 0;
+    for (int i = 0; i < j->n; i++) {
+        uintptr_t a = RKM_ALIGN_UP((uintptr_t)j->r[i].p, 64), e = (uintptr_t)j->r[i].p + j->r[i].bytes;
+        if (e < a + 512) continue;
+        size_t words = (e - a) / 8 & ~(size_t)63;
+        size_t lo = words * (size_t)ith / (size_t)nth & ~(size_t)63;
+        size_t hi = ith == nth - 1 ? words : words * (size_t)(ith + 1) / (size_t)nth & ~(size_t)63;
+        if (hi > lo) sum += rkm_kernels_active()->read_sum((const uint64_t *)a + lo, hi - lo, 4);
+    }
+    atomic_fetch_add_explicit(&j->sum, sum, memory_order_relaxed);
+}
+
+double rkm_membw_read_ranges(rkm_pool *pool, const rkm_membw_range *r, int n, uint64_t *sum)
+{
+    ranges_job j = {r, n, 0};
+    double t0 = rkm_now();
+    rkm_pool_run(pool, ranges_fn, &j);
+    double t = rkm_now() - t0;
+    if (sum) *sum = atomic_load(&j.sum);
+    return t;
 }

@@ -12,6 +12,7 @@
 #define RKM_KERNELS_MEMBW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/kernels.h"
 
@@ -29,5 +30,21 @@ void rkm_membw_free(rkm_membw *b);
 double rkm_membw_pass(rkm_membw *b, rkm_pool *pool);
 /* The best pass over at least `seconds` and at least three passes. */
 double rkm_membw_probe(rkm_membw *b, rkm_pool *pool, double seconds);
+
+/* Memory that is read but not owned (a model's weights, say). */
+typedef struct {
+    const void *p;
+    size_t bytes;
+} rkm_membw_range;
+
+/* One read of every range, in order, on the pool: each thread reads its
+ * share of each range (four prefetched streams, the decode kernels'
+ * pattern) and goes on to the next range without waiting for the others,
+ * so the pass is the time the bytes alone take, without the arithmetic
+ * and the synchronisation between matrices a forward pass adds. Bytes
+ * before the first 64-byte boundary of a range and after its last whole
+ * 512 bytes are skipped. Returns the seconds it took; *sum (if not NULL)
+ * gets the sum, modulo 2^64, of the 64-bit words read. */
+double rkm_membw_read_ranges(rkm_pool *pool, const rkm_membw_range *r, int n, uint64_t *sum);
 
 #endif
