@@ -44,9 +44,134 @@ static uint64_t read_sum_avx512(const uint64_t *p, size_t n, int streams)
     return r;
 }
 
+/* ---------------------------------------- attention over the f16 KV
+ * The dot / axpy with f16 keys and values at 16 lanes: half the
+ * conversions and FMAs of the AVX2 forms, which leave the attention of a
+ * long context short of the memory bandwidth. Row-batched forms give each
+ * row exactly the single-row result (same lanes, same order, same
+ * reduction); axpy is elementwise, so its value does not depend on the
+ * width, only on which elements take the fused path (vector: fused;
+ * scalar tail: multiply, then add, as in every set). The rows a batched
+ * call walks are prefetched KV_PF_BYTES ahead: attention streams one
+ * head's contiguous rows per thread. The VNNI set inherits these. */
+#define KV_PF_BYTES 2048
+
+static inline __m512 cvt16(const rkm_f16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+static inline float dot_tail(float s, const float *x, const rkm_f16 *y, int64_t i, int64_t n)
+{
+    for (; i < n; i++) s += x[i] * _cvtsh_ss(y[i]);
+    return s;
+}
+
+static float dot_f32_f16_avx512(const float *x, const rkm_f16 *y, int64_t n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), cvt16(y + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), cvt16(y + i + 16), s1);
+    }
+    if (i + 16 <= n) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), cvt16(y + i), s0);
+        i += 16;
+    }
+    return dot_tail(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)), x, y, i, n);
+}
+
+static inline void prefetch_row(const rkm_f16 *row, int64_t n)
+{
+    for (int64_t b = 0; b < n * (int64_t)sizeof(rkm_f16); b += 64) _mm_prefetch((const char *)row + b, _MM_HINT_T0);
+}
+
+static inline int64_t pf_rows(int64_t stride)
+{
+    int64_t rb = stride * (int64_t)sizeof(rkm_f16);
+    return rb >= KV_PF_BYTES ? 1 : (KV_PF_BYTES + rb - 1) / rb;
+}
+
+static void dot_f32_f16_rows_avx512(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
+                                    float *out)
+{
+    const int64_t ahead = pf_rows(stride);
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const rkm_f16 *y0 = y + r * stride;
+        for (int64_t j = r + ahead; j < r + ahead + 4 && j < rows; j++) prefetch_row(y + j * stride, n);
+        __m512 s0[4], s1[4];
+        for (int j = 0; j < 4; j++) s0[j] = s1[j] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m512 xa = _mm512_loadu_ps(x + i), xb = _mm512_loadu_ps(x + i + 16);
+            for (int j = 0; j < 4; j++) {
+                s0[j] = _mm512_fmadd_ps(xa, cvt16(y0 + j * stride + i), s0[j]);
+                s1[j] = _mm512_fmadd_ps(xb, cvt16(y0 + j * stride + i + 16), s1[j]);
+            }
+        }
+        int64_t i16 = i;
+        if (i + 16 <= n) {
+            __m512 xa = _mm512_loadu_ps(x + i);
+            for (int j = 0; j < 4; j++) s0[j] = _mm512_fmadd_ps(xa, cvt16(y0 + j * stride + i), s0[j]);
+            i16 = i + 16;
+        }
+        for (int j = 0; j < 4; j++)
+            out[r + j] = dot_tail(_mm512_reduce_add_ps(_mm512_add_ps(s0[j], s1[j])), x, y0 + j * stride, i16, n);
+    }
+    for (; r < rows; r++) out[r] = dot_f32_f16_avx512(x, y + r * stride, n);
+}
+
+/* y[i] += a * x[i] over [i0, n) by the fixed partition: 16 lanes, then 8,
+ * then scalar (multiply, add). */
+static inline void axpy_from(float *y, float a, const rkm_f16 *x, int64_t i, int64_t n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, cvt16(x + i), _mm512_loadu_ps(y + i)));
+    if (i + 8 <= n) {
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm512_castps512_ps256(av),
+                                                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                                                _mm256_loadu_ps(y + i)));
+        i += 8;
+    }
+    for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
+}
+
+static void axpy_f16_avx512(float *y, float a, const rkm_f16 *x, int64_t n) { axpy_from(y, a, x, 0, n); }
+
+static void axpy_f16_rows_avx512(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows,
+                                 int64_t n)
+{
+    const int64_t ahead = pf_rows(stride);
+    int64_t i = 0;
+    /* 128 columns (8 accumulators: a whole 128-wide head) at a time, y in
+     * registers across rows; the first pass prefetches whole rows */
+    for (; i + 128 <= n; i += 128) {
+        __m512 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm512_loadu_ps(y + i + 16 * j);
+        for (int64_t r = 0; r < rows; r++) {
+            if (i == 0 && r + ahead < rows) prefetch_row(x + (r + ahead) * stride, n);
+            __m512 av = _mm512_set1_ps(a[r]);
+            const rkm_f16 *xr = x + r * stride + i;
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(av, cvt16(xr + 16 * j), acc[j]);
+        }
+        for (int j = 0; j < 8; j++) _mm512_storeu_ps(y + i + 16 * j, acc[j]);
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 acc = _mm512_loadu_ps(y + i);
+        for (int64_t r = 0; r < rows; r++) acc = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), cvt16(x + r * stride + i), acc);
+        _mm512_storeu_ps(y + i, acc);
+    }
+    /* the rest by the single-row partition, row by row */
+    if (i < n)
+        for (int64_t r = 0; r < rows; r++) axpy_from(y, a[r], x + r * stride, i, n);
+}
+
 const rkm_kernel_set rkm_kernels_avx512 = {
     .name = "avx512",
     .mm_q8_0 = mm_q8_0_avx512,
     .mm_q4_0 = mm_q4_0_avx512,
+    .dot_f32_f16 = dot_f32_f16_avx512,
+    .axpy_f16 = axpy_f16_avx512,
+    .dot_f32_f16_rows = dot_f32_f16_rows_avx512,
+    .axpy_f16_rows = axpy_f16_rows_avx512,
     .read_sum = read_sum_avx512,
 };
