@@ -14,7 +14,8 @@
  *
  * Threads: rkm_attention splits (query row, head) pairs over the model's
  * pool; each thread has its own score / f16 scratch rows in the session.
- * The session owns the cache; rkm_kv_free frees it.
+ * The session owns the cache (huge-page mappings, rkm_map_weights);
+ * rkm_kv_free unmaps it.
  */
 #include <math.h>
 
@@ -39,8 +40,16 @@ int rkm_kv_init(rkm_session *s)
             kv->cap = m->hp.sliding_window + s->n_chunk;
             kv->ring = 1;
         }
-        kv->k = rkm_alloc_aligned(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim, 64);
-        kv->v = rkm_alloc_aligned(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim, 64);
+        /* mapped like the weights (2 MiB huge pages where the kernel
+         * gives them): a head's keys are one long run that attention
+         * streams, and with 4 KiB pages every 4 KiB of it costs a TLB
+         * miss and restarts the hardware prefetcher (olmoe q4_0 decode
+         * from 2048 tokens: 21.3 / 23.5 against 20.3 / 21.8 tok/s). The
+         * cost: the heads' runs share huge pages, so the whole cache is
+         * resident from the first tokens, as the memory plan counts it
+         * (llama.cpp clears its whole cache up front too). */
+        kv->k = rkm_map_weights(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim);
+        kv->v = rkm_map_weights(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim);
         if (!kv->k || !kv->v) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache (layer %d)", il);
     }
     return 0;
@@ -50,8 +59,9 @@ void rkm_kv_free(rkm_session *s)
 {
     if (!s->kv) return;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
-        rkm_free_aligned(s->kv[il].k);
-        rkm_free_aligned(s->kv[il].v);
+        const rkm_kv_layer *kv = &s->kv[il];
+        rkm_unmap_weights(kv->k, sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim);
+        rkm_unmap_weights(kv->v, sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim);
     }
     free(s->kv);
     s->kv = NULL;
