@@ -243,11 +243,16 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double rkm_bench_sort_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double rkm_bench_wpass_run(rkm_bench_wpass *w, rkm_pool *pool, int n)
 {
     double t[64];
     n = RKM_MAX(1, RKM_MIN(n, 64));
     for (int i = 0; i < n; i++) t[i] = rkm_membw_read_ranges(pool, w->r, w->n, NULL);
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return rkm_bench_sort_median(t, n);
 }

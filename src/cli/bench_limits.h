@@ -36,6 +36,8 @@ rkm_bench_wpass *rkm_bench_wpass_new(rkm_model *m, const char **why);
 void rkm_bench_wpass_free(rkm_bench_wpass *w);
 /* Bytes one pass reads (the ranges' whole 512-byte runs). */
 double rkm_bench_wpass_bytes(const rkm_bench_wpass *w);
+/* Sorts v[0..n) (n >= 1) ascending; returns the median. */
+double rkm_bench_sort_median(double *v, int n);
 /* The median of n passes on the pool, in seconds. */
 double rkm_bench_wpass_run(rkm_bench_wpass *w, rkm_pool *pool, int n);
 

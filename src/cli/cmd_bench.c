@@ -60,8 +60,8 @@ static void bench_usage(FILE *f)
                "                            after the background read of all of them (a resident model's steady state)\n"
                "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
                "                            they allow, given the bytes per token and the hit rate; with\n"
-               "                            every expert in memory, also read the same weights alone after\n"
-               "                            each run and give the decode speed as a share of that\n"
+               "                            every expert in memory, also read the same weights alone\n"
+               "                            after each run and give the decode speed as a share of that\n"
                "  -r, --repeat N            measure prefill and decode N times in this process (default 1)\n"
                "                            and report the median, mean, spread and every run; the phase\n"
                "                            figures are then totals over the runs, the cache and per-layer\n"
@@ -122,12 +122,6 @@ static void phase_add(phase *sum, const phase *p)
     sum->st.io_wait_s += p->st.io_wait_s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median, mean, sample standard deviation, min and max of n values. */
 typedef struct spread {
     double median, mean, sd, min, max;
@@ -139,8 +133,7 @@ static spread spread_of(const double *v, int n)
     if (n <= 0) return r;
     double s[BENCH_MAX_REPEAT];
     memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof(double), cmp_double);
-    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    r.median = rkm_bench_sort_median(s, n);
     r.min = s[0];
     r.max = s[n - 1];
     for (int i = 0; i < n; i++) r.mean += s[i] / n;

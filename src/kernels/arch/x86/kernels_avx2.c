@@ -448,34 +448,19 @@ static void axpy_f16_avx2(float *y, float a, const rkm_f16 *x, int64_t n)
 /* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
  * axpy_f16_avx2 computes it. Attention runs them over a head's keys or
  * values, one run of contiguous rows per thread: without software
- * prefetch the two cores stream such runs at ~12 GB/s, so every line of
- * the rows KV_PF_BYTES ahead is prefetched (results do not change). */
-#ifndef KV_PF_BYTES
-#define KV_PF_BYTES 2048
-#endif
-
-static inline void prefetch_row(const rkm_f16 *row, int64_t n)
-{
-    for (int64_t b = 0; b < n * (int64_t)sizeof(rkm_f16); b += 64) _mm_prefetch((const char *)row + b, _MM_HINT_T0);
-}
-
-/* How many rows ahead to prefetch: KV_PF_BYTES of rows, at least one. */
-static inline int64_t pf_rows(int64_t stride)
-{
-    int64_t rb = stride * (int64_t)sizeof(rkm_f16);
-    return rb >= KV_PF_BYTES ? 1 : (KV_PF_BYTES + rb - 1) / rb;
-}
+ * prefetch the two cores stream such runs at ~12 GB/s, so the rows
+ * RKM_X86_KV_PF_BYTES ahead are prefetched (results do not change). */
 static void dot_f32_f16_rows_avx2(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
                                   float *out)
 {
     int64_t r = 0;
-    const int64_t ahead = pf_rows(stride);
+    const int64_t ahead = rkm_x86_kv_pf_rows(stride);
     /* four rows at a time: eight independent FMA chains instead of two
      * (one row's dot is latency-bound), each row's sums in exactly
      * dot_f32_f16_avx2's order */
     for (; r + 4 <= rows; r += 4) {
         const rkm_f16 *y0 = y + r * stride;
-        for (int64_t j = r + ahead; j < r + ahead + 4 && j < rows; j++) prefetch_row(y + j * stride, n);
+        for (int64_t j = r + ahead; j < r + ahead + 4 && j < rows; j++) rkm_x86_prefetch_f16_row(y + j * stride, n);
         __m256 s0[4], s1[4];
         for (int j = 0; j < 4; j++) s0[j] = s1[j] = _mm256_setzero_ps();
         int64_t i = 0;
@@ -499,7 +484,7 @@ static void dot_f32_f16_rows_avx2(const float *x, const rkm_f16 *y, int64_t stri
 static void axpy_f16_rows_avx2(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows, int64_t n)
 {
     int64_t i = 0;
-    const int64_t ahead = pf_rows(stride);
+    const int64_t ahead = rkm_x86_kv_pf_rows(stride);
     /* 64 columns (8 accumulators) at a time, y in registers across rows:
      * per element the same fma sequence as row-by-row axpy. The first
      * pass prefetches whole rows; the later ones find them in L2. */
@@ -507,7 +492,7 @@ static void axpy_f16_rows_avx2(float *y, const float *a, const rkm_f16 *x, int64
         __m256 acc[8];
         for (int j = 0; j < 8; j++) acc[j] = _mm256_loadu_ps(y + i + 8 * j);
         for (int64_t r = 0; r < rows; r++) {
-            if (i == 0 && r + ahead < rows) prefetch_row(x + (r + ahead) * stride, n);
+            if (i == 0 && r + ahead < rows) rkm_x86_prefetch_f16_row(x + (r + ahead) * stride, n);
             __m256 av = _mm256_set1_ps(a[r]);
             const rkm_f16 *xr = x + r * stride + i;
             for (int j = 0; j < 8; j++)

@@ -52,9 +52,8 @@ static uint64_t read_sum_avx512(const uint64_t *p, size_t n, int streams)
  * reduction); axpy is elementwise, so its value does not depend on the
  * width, only on which elements take the fused path (vector: fused;
  * scalar tail: multiply, then add, as in every set). The rows a batched
- * call walks are prefetched KV_PF_BYTES ahead: attention streams one
- * head's contiguous rows per thread. The VNNI set inherits these. */
-#define KV_PF_BYTES 2048
+ * call walks are prefetched RKM_X86_KV_PF_BYTES ahead, as in the AVX2
+ * forms. The VNNI set inherits these. */
 
 static inline __m512 cvt16(const rkm_f16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
@@ -79,25 +78,14 @@ static float dot_f32_f16_avx512(const float *x, const rkm_f16 *y, int64_t n)
     return dot_tail(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)), x, y, i, n);
 }
 
-static inline void prefetch_row(const rkm_f16 *row, int64_t n)
-{
-    for (int64_t b = 0; b < n * (int64_t)sizeof(rkm_f16); b += 64) _mm_prefetch((const char *)row + b, _MM_HINT_T0);
-}
-
-static inline int64_t pf_rows(int64_t stride)
-{
-    int64_t rb = stride * (int64_t)sizeof(rkm_f16);
-    return rb >= KV_PF_BYTES ? 1 : (KV_PF_BYTES + rb - 1) / rb;
-}
-
 static void dot_f32_f16_rows_avx512(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n,
                                     float *out)
 {
-    const int64_t ahead = pf_rows(stride);
+    const int64_t ahead = rkm_x86_kv_pf_rows(stride);
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
         const rkm_f16 *y0 = y + r * stride;
-        for (int64_t j = r + ahead; j < r + ahead + 4 && j < rows; j++) prefetch_row(y + j * stride, n);
+        for (int64_t j = r + ahead; j < r + ahead + 4 && j < rows; j++) rkm_x86_prefetch_f16_row(y + j * stride, n);
         __m512 s0[4], s1[4];
         for (int j = 0; j < 4; j++) s0[j] = s1[j] = _mm512_setzero_ps();
         int64_t i = 0;
@@ -140,7 +128,7 @@ static void axpy_f16_avx512(float *y, float a, const rkm_f16 *x, int64_t n) { ax
 static void axpy_f16_rows_avx512(float *y, const float *a, const rkm_f16 *x, int64_t stride, int64_t rows,
                                  int64_t n)
 {
-    const int64_t ahead = pf_rows(stride);
+    const int64_t ahead = rkm_x86_kv_pf_rows(stride);
     int64_t i = 0;
     /* 128 columns (8 accumulators: a whole 128-wide head) at a time, y in
      * registers across rows; the first pass prefetches whole rows */
@@ -148,7 +136,7 @@ static void axpy_f16_rows_avx512(float *y, const float *a, const rkm_f16 *x, int
         __m512 acc[8];
         for (int j = 0; j < 8; j++) acc[j] = _mm512_loadu_ps(y + i + 16 * j);
         for (int64_t r = 0; r < rows; r++) {
-            if (i == 0 && r + ahead < rows) prefetch_row(x + (r + ahead) * stride, n);
+            if (i == 0 && r + ahead < rows) rkm_x86_prefetch_f16_row(x + (r + ahead) * stride, n);
             __m512 av = _mm512_set1_ps(a[r]);
             const rkm_f16 *xr = x + r * stride + i;
             for (int j = 0; j < 8; j++) acc[j] = _mm512_fmadd_ps(av, cvt16(xr + 16 * j), acc[j]);

@@ -16,6 +16,23 @@
 
 #include "kernels/arch/x86/x86_tables.h"
 
+/* Attention's row-batched f16 kernels prefetch every line of the rows
+ * this many bytes ahead of the one they compute (a head's keys or values
+ * are one contiguous run per thread). */
+#define RKM_X86_KV_PF_BYTES 2048
+
+static inline void rkm_x86_prefetch_f16_row(const uint16_t *row, int64_t n)
+{
+    for (int64_t b = 0; b < n * 2; b += 64) _mm_prefetch((const char *)row + b, _MM_HINT_T0);
+}
+
+/* Rows of `stride` f16 values that make RKM_X86_KV_PF_BYTES, at least one. */
+static inline int64_t rkm_x86_kv_pf_rows(int64_t stride)
+{
+    int64_t rb = stride * 2;
+    return rb >= RKM_X86_KV_PF_BYTES ? 1 : (RKM_X86_KV_PF_BYTES + rb - 1) / rb;
+}
+
 static inline __m256 rkm_x86_abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 static inline float rkm_x86_hsum_ps(__m256 v)
