@@ -166,9 +166,9 @@ static int add_range(rkm_bench_wpass *w, int cap, const void *p, size_t bytes)
 {
     if (!p || !bytes) return 0;
     if (w->n >= cap) return rkm_err(RKM_EINVAL, "weights pass: more than %d ranges", cap);
-    w->r[w->n++] = (rkm_membw_range){p, bytes};
-    uintptr_t a = RKM_ALIGN_UP((uintptr_t)p, 64), e = (uintptr_t)p + bytes;
-    if (e >= a + 512) w->bytes += (double)((e - a) & ~(uintptr_t)511);
+    w->r[w->n] = (rkm_membw_range){p, bytes};
+    uintptr_t start;
+    w->bytes += (double)rkm_membw_range_extent(&w->r[w->n++], &start);
     return 0;
 }
 

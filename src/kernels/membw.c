@@ -77,14 +77,21 @@ typedef struct {
     _Atomic uint64_t sum; /* of every word read, so no read is optimised away */
 } ranges_job;
 
+size_t rkm_membw_range_extent(const rkm_membw_range *r, uintptr_t *start)
+{
+    uintptr_t a = RKM_ALIGN_UP((uintptr_t)r->p, 64), e = (uintptr_t)r->p + r->bytes;
+    *start = a;
+    return e >= a + 512 ? (size_t)((e - a) & ~(uintptr_t)511) : 0;
+}
+
 static void ranges_fn(void *ctx, int ith, int nth)
 {
     ranges_job *j = ctx;
     uint64_t sum = 0;
     for (int i = 0; i < j->n; i++) {
-        uintptr_t a = RKM_ALIGN_UP((uintptr_t)j->r[i].p, 64), e = (uintptr_t)j->r[i].p + j->r[i].bytes;
-        if (e < a + 512) continue;
-        size_t words = (e - a) / 8 & ~(size_t)63;
+        uintptr_t a;
+        size_t words = rkm_membw_range_extent(&j->r[i], &a) / 8;
+        if (!words) continue;
         size_t lo = words * (size_t)ith / (size_t)nth & ~(size_t)63;
         size_t hi = ith == nth - 1 ? words : words * (size_t)(ith + 1) / (size_t)nth & ~(size_t)63;
         if (hi > lo) sum += rkm_kernels_active()->read_sum((const uint64_t *)a + lo, hi - lo, 4);

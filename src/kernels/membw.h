@@ -46,5 +46,8 @@ typedef struct {
  * 512 bytes are skipped. Returns the seconds it took; *sum (if not NULL)
  * gets the sum, modulo 2^64, of the 64-bit words read. */
 double rkm_membw_read_ranges(rkm_pool *pool, const rkm_membw_range *r, int n, uint64_t *sum);
+/* The part of a range a read covers: its first 64-byte boundary in
+ * *start, the byte count (whole 512-byte runs, 0 if none) returned. */
+size_t rkm_membw_range_extent(const rkm_membw_range *r, uintptr_t *start);
 
 #endif

@@ -21,6 +21,9 @@
 
 #include "runtime/model.h"
 
+/* Bytes of one layer's K (dim k_dim) or V (v_dim) rows. */
+static size_t kv_bytes(const rkm_kv_layer *kv, int dim) { return sizeof(rkm_f16) * (size_t)kv->cap * (size_t)dim; }
+
 int rkm_kv_init(rkm_session *s)
 {
     const rkm_model *m = s->m;
@@ -48,8 +51,8 @@ int rkm_kv_init(rkm_session *s)
          * cost: the heads' runs share huge pages, so the whole cache is
          * resident from the first tokens, as the memory plan counts it
          * (llama.cpp clears its whole cache up front too). */
-        kv->k = rkm_map_weights(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim);
-        kv->v = rkm_map_weights(sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim);
+        kv->k = rkm_map_weights(kv_bytes(kv, kv->k_dim));
+        kv->v = rkm_map_weights(kv_bytes(kv, kv->v_dim));
         if (!kv->k || !kv->v) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache (layer %d)", il);
     }
     return 0;
@@ -60,8 +63,8 @@ void rkm_kv_free(rkm_session *s)
     if (!s->kv) return;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const rkm_kv_layer *kv = &s->kv[il];
-        rkm_unmap_weights(kv->k, sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->k_dim);
-        rkm_unmap_weights(kv->v, sizeof(rkm_f16) * (size_t)kv->cap * (size_t)kv->v_dim);
+        rkm_unmap_weights(kv->k, kv_bytes(kv, kv->k_dim));
+        rkm_unmap_weights(kv->v, kv_bytes(kv, kv->v_dim));
     }
     free(s->kv);
     s->kv = NULL;
