@@ -85,6 +85,15 @@ $(RKNN_EMU): $(wildcard tests/rknn/*.c tests/rknn/*.h)
 	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -fPIC -shared -fvisibility=hidden -pthread \
 	  -o $@ $(filter %.c,$^) -lm
 
+# llama.cpp as a reference (tests/ref/llama_cpp_ref.c): dlopens the
+# prebuilt libllama of tests/js's npm packages; links nothing of librkmojo
+# and is built without $(SAN) (the library it loads is not sanitized).
+LLAMA_CPP_REF := $(BUILD)/tests/llama-cpp-ref
+all: $(LLAMA_CPP_REF)
+$(LLAMA_CPP_REF): tests/ref/llama_cpp_ref.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -ldl -lm
+
 # Each fuzz target linked with a plain main that replays the kept corpus
 # and crashers (tests/test-fuzz-replay.sh runs them).
 $(BUILD)/fuzz-replay/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/replay.o $(LIB)

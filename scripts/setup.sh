@@ -3,7 +3,8 @@
 # missing: the C toolchain, Debian's libraries (cJSON, xxHash, libmicrohttpd,
 # liburing), clang for the fuzzers, the aarch64 cross toolchain with the
 # arm64 libraries (multiarch) and qemu-user for the ARM tests, and the npm
-# reference packages of tests/js. Safe to run again.
+# reference packages of tests/js (with llama.cpp's prebuilt library on
+# x86-64). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -d tests/js/node_modules/@huggingface/jinja ] || [ ! -d tests/js/node_modules/openai ]; then
+# llama.cpp's prebuilt library (an optional package: x86-64 glibc only)
+need_llama=0
+[ "$(uname -m)" = x86_64 ] && [ ! -d tests/js/node_modules/@node-llama-cpp/linux-x64 ] && need_llama=1
+if [ ! -d tests/js/node_modules/@huggingface/jinja ] || [ ! -d tests/js/node_modules/openai ] || [ $need_llama = 1 ]; then
   echo "setup: installing the npm reference packages (tests/js)"
   (cd tests/js && npm install --no-audit --no-fund --loglevel=error)
 fi

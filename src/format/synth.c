@@ -261,6 +261,11 @@ static int64_t n_rows(const synth_tensor *t) { return t->ne[1] * t->ne[2]; }
 
 static const char *gguf_arch(const rkm_hparams *hp) { return hp->arch == RKM_ARCH_MIXTRAL ? "llama" : hp->arch_name; }
 
+/* Mixtral (GGUF arch "llama") and OLMoE have no dense FFN: llama.cpp
+ * reads their experts' width from feed_forward_length, as their
+ * converted checkpoints store it, and there is no expert_ key. */
+static int ff_is_expert_width(const rkm_hparams *hp) { return hp->arch == RKM_ARCH_MIXTRAL || hp->arch == RKM_ARCH_OLMOE; }
+
 static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *name)
 {
     const char *a = gguf_arch(hp);
@@ -271,7 +276,7 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     rkm_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)hp->n_ctx_train);
     rkm_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)hp->n_embd);
     rkm_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layer);
-    rkm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(hp->arch == RKM_ARCH_MIXTRAL ? hp->n_ff_exp : hp->n_ff));
+    rkm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff));
     rkm_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head);
     if (hp->gemma4_norms) {
         int32_t kv[RKM_MAX_LAYERS];
@@ -301,7 +306,7 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     if (hp->n_expert) {
         rkm_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)hp->n_expert);
         rkm_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)hp->n_expert_used);
-        if (hp->arch != RKM_ARCH_MIXTRAL) rkm_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp);
+        if (!ff_is_expert_width(hp)) rkm_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp);
         if (hp->n_ff_shexp) rkm_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)hp->n_ff_shexp);
     }
 #undef KEY
@@ -391,11 +396,11 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     cJSON_AddNumberToObject(c, "head_dim", hp->head_dim);
     cJSON_AddNumberToObject(c, "vocab_size", hp->n_vocab);
     cJSON_AddNumberToObject(c, "max_position_embeddings", hp->n_ctx_train);
-    cJSON_AddNumberToObject(c, "intermediate_size", hp->arch == RKM_ARCH_MIXTRAL ? hp->n_ff_exp : hp->n_ff);
+    cJSON_AddNumberToObject(c, "intermediate_size", ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff);
     if (hp->n_expert) {
         cJSON_AddNumberToObject(c, hp->arch == RKM_ARCH_MIXTRAL ? "num_local_experts" : "num_experts", hp->n_expert);
         cJSON_AddNumberToObject(c, "num_experts_per_tok", hp->n_expert_used);
-        cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
+        if (!ff_is_expert_width(hp)) cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
     }
     if (hp->n_ff_shexp) cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);

@@ -1,0 +1,252 @@
+/*
+ * llama_cpp_ref.c - runs llama.cpp itself on a GGUF file, as the reference
+ * for tests and benchmarks: the prebuilt libllama of the npm package
+ * @node-llama-cpp/linux-x64 (tests/js/package.json pins it), loaded with
+ * dlopen from the folder given on the command line. Not part of rkmojo;
+ * links nothing of it.
+ *
+ *   llama-cpp-ref LIBDIR MODEL.gguf ids ID,ID,... N
+ *       feeds the prompt ids (no BOS added), then prints the N greedy ids
+ *       (argmax of the logits, ties to the lower id), one per line, each
+ *       with the gaps between the two largest probabilities of that step
+ *       (softmax in double) and between the two largest logits, which
+ *       tell near-ties apart
+ *   llama-cpp-ref LIBDIR MODEL.gguf bench N_PROMPT N_GEN REPS THREADS
+ *       per rep, on a fresh context: one N_PROMPT-token batch of random
+ *       ids (prefill), then N_GEN greedy decode steps; prints tok/s of each
+ *
+ * The parameter structs are only ever passed back to the library as it
+ * returned them, so their layout is not needed: they are held in buffers
+ * larger than any version's struct (x86-64 SysV passes and returns such
+ * structs in memory, so the library reads and writes only its own size).
+ * llama_batch is declared, as its layout has been stable since 2023.
+ * The library's version is the package's; the test pins it.
+ *
+ * Single-threaded apart from llama.cpp's own threads; exits on any error.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    _Alignas(8) unsigned char b[4096];
+} params_buf;
+
+typedef struct {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+} llama_batch;
+
+static struct {
+    void (*load_all_from_path)(const char *);
+    void (*backend_init)(void);
+    void (*log_set)(void (*)(int, const char *, void *), void *);
+    params_buf (*model_default_params)(void);
+    void *(*model_load_from_file)(const char *, params_buf);
+    params_buf (*context_default_params)(void);
+    void *(*init_from_model)(void *, params_buf);
+    void (*set_n_threads)(void *, int32_t, int32_t);
+    int32_t (*decode)(void *, llama_batch);
+    float *(*get_logits_ith)(void *, int32_t);
+    const void *(*model_get_vocab)(const void *);
+    int32_t (*vocab_n_tokens)(const void *);
+    uint32_t (*n_ctx)(const void *);
+    void (*free_ctx)(void *);
+    void (*model_free)(void *);
+} L;
+
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "llama-cpp-ref: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+static void *sym(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    if (!p) die("missing symbol", name);
+    return p;
+}
+
+static void quiet_log(int level, const char *text, void *user)
+{
+    (void)user;
+    if (level == 4 /* GGML_LOG_LEVEL_ERROR */) fputs(text, stderr);
+}
+
+static void load_lib(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/libggml.v0.5.0.so", dir);
+    void *hg = dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+    if (!hg) die("dlopen", dlerror());
+    snprintf(p, sizeof p, "%s/libllama.v0.5.0.so", dir);
+    void *hl = dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+    if (!hl) die("dlopen", dlerror());
+    /* POSIX allows object <-> function pointer conversion for dlsym */
+#define S(field, h, name) *(void **)&L.field = sym(h, name)
+    S(load_all_from_path, hg, "ggml_backend_load_all_from_path");
+    S(backend_init, hl, "llama_backend_init");
+    S(log_set, hl, "llama_log_set");
+    S(model_default_params, hl, "llama_model_default_params");
+    S(model_load_from_file, hl, "llama_model_load_from_file");
+    S(context_default_params, hl, "llama_context_default_params");
+    S(init_from_model, hl, "llama_init_from_model");
+    S(set_n_threads, hl, "llama_set_n_threads");
+    S(decode, hl, "llama_decode");
+    S(get_logits_ith, hl, "llama_get_logits_ith");
+    S(model_get_vocab, hl, "llama_model_get_vocab");
+    S(vocab_n_tokens, hl, "llama_vocab_n_tokens");
+    S(n_ctx, hl, "llama_n_ctx");
+    S(free_ctx, hl, "llama_free");
+    S(model_free, hl, "llama_model_free");
+#undef S
+    if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
+    L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
+    L.backend_init();
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Decodes ids[0..n) at positions pos0.. with logits for the last one. */
+static void decode(void *ctx, int32_t *ids, int n, int pos0)
+{
+    static int32_t pos[8192], n_seq[8192], seq0 = 0, *seq[8192];
+    static int8_t want[8192];
+    if (n > 8192) die("batch too large", NULL);
+    for (int i = 0; i < n; i++) {
+        pos[i] = pos0 + i;
+        n_seq[i] = 1;
+        seq[i] = &seq0;
+        want[i] = i == n - 1;
+    }
+    llama_batch b = {n, ids, NULL, pos, n_seq, seq, want};
+    int32_t rc = L.decode(ctx, b);
+    if (rc) {
+        char m[32];
+        snprintf(m, sizeof m, "%d", rc);
+        die("llama_decode failed", m);
+    }
+}
+
+/* The greedy id; when gap is not NULL, gap[0] = p(top-1) - p(top-2) and
+ * gap[1] = logit(top-1) - logit(top-2). */
+static int32_t argmax(void *ctx, int n_vocab, double *gap)
+{
+    const float *l = L.get_logits_ith(ctx, -1);
+    if (!l) die("no logits", NULL);
+    int32_t best = 0, second = -1;
+    for (int32_t v = 1; v < n_vocab; v++) {
+        if (l[v] > l[best]) {
+            second = best;
+            best = v;
+        } else if (second < 0 || l[v] > l[second]) {
+            second = v;
+        }
+    }
+    if (gap) {
+        double z = 0;
+        for (int32_t v = 0; v < n_vocab; v++) z += exp((double)l[v] - l[best]);
+        gap[0] = second < 0 ? 1.0 : (1.0 - exp((double)l[second] - l[best])) / z;
+        gap[1] = second < 0 ? INFINITY : (double)l[best] - l[second];
+    }
+    return best;
+}
+
+/* Flash attention off, as the fixtures' goldens were made: it rounds Q
+ * and the softmax to f16, which moves logits by ~1e-2 on Gemma 4's wide
+ * heads. The pinned version's defaults are checked before the one field
+ * is written: n_ctx, n_batch, n_ubatch, n_seq_max = 512, 2048, 512, 1
+ * at the start, and the four enums rope_scaling, pooling, attention and
+ * flash_attn_type = -1 (unspecified / auto) at bytes 40..55. */
+static params_buf ctx_params(void)
+{
+    params_buf p = L.context_default_params();
+    int32_t v[14];
+    memcpy(v, p.b, sizeof v);
+    if (v[0] != 512 || v[1] != 2048 || v[2] != 512 || v[3] != 1 || v[10] != -1 || v[11] != -1 || v[12] != -1 ||
+        v[13] != -1)
+        die("unexpected llama_context_params defaults (not the pinned llama.cpp?)", NULL);
+    v[13] = 0; /* LLAMA_FLASH_ATTN_TYPE_DISABLED */
+    memcpy(p.b, v, sizeof v);
+    return p;
+}
+
+static void *new_ctx(void *model, int threads)
+{
+    void *ctx = L.init_from_model(model, ctx_params());
+    if (!ctx) die("llama_init_from_model failed", NULL);
+    if (threads > 0) L.set_n_threads(ctx, threads, threads);
+    return ctx;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: llama-cpp-ref LIBDIR MODEL.gguf ids ID,ID,... N\n"
+                        "       llama-cpp-ref LIBDIR MODEL.gguf bench N_PROMPT N_GEN REPS THREADS\n");
+        return 2;
+    }
+    load_lib(argv[1]);
+    void *model = L.model_load_from_file(argv[2], L.model_default_params());
+    if (!model) die("could not load", argv[2]);
+    int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));
+    if (!strcmp(argv[3], "ids") && argc == 6) {
+        static int32_t ids[8192];
+        int n = 0;
+        for (char *s = argv[4], *e; *s && n < 8192; s = *e ? e + 1 : e) {
+            ids[n++] = (int32_t)strtol(s, &e, 10);
+            if (e == s || (*e && *e != ',')) die("bad id list", argv[4]);
+        }
+        int n_gen = atoi(argv[5]);
+        void *ctx = new_ctx(model, 1); /* as the goldens; 4 threads (the default) spin on 2 cores */
+        if ((uint32_t)(n + n_gen) > L.n_ctx(ctx)) die("prompt + N exceeds the context", NULL);
+        decode(ctx, ids, n, 0);
+        for (int g = 0; g < n_gen; g++) {
+            double gap[2];
+            int32_t t = argmax(ctx, n_vocab, gap);
+            printf("%d %.6f %.6f\n", t, gap[0], gap[1]);
+            decode(ctx, &t, 1, n + g);
+        }
+        L.free_ctx(ctx);
+    } else if (!strcmp(argv[3], "bench") && argc == 8) {
+        int np = atoi(argv[4]), ng = atoi(argv[5]), reps = atoi(argv[6]), threads = atoi(argv[7]);
+        static int32_t ids[8192];
+        if (np < 1 || np > 8192 || ng < 1) die("bad sizes", NULL);
+        srand(1);
+        for (int i = 0; i < np; i++) ids[i] = n_vocab > 4000 ? 1000 + rand() % (n_vocab - 2000) : rand() % n_vocab;
+        for (int r = 0; r < reps; r++) {
+            void *ctx = new_ctx(model, threads);
+            double t0 = now();
+            decode(ctx, ids, np, 0);
+            double t1 = now();
+            for (int g = 0; g < ng; g++) {
+                int32_t t = argmax(ctx, n_vocab, NULL);
+                decode(ctx, &t, 1, np + g);
+            }
+            double t2 = now();
+            printf("llama.cpp rep %d: pp%d %.2f tok/s, tg%d %.2f tok/s (%d threads)\n", r, np, np / (t1 - t0), ng,
+                   ng / (t2 - t1), threads);
+            fflush(stdout);
+            L.free_ctx(ctx);
+        }
+    } else {
+        die("unknown mode", argv[3]);
+    }
+    L.model_free(model);
+    return 0;
+}
