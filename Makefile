@@ -30,7 +30,7 @@ LDFLAGS += $(SAN) -pthread
 CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1
 LDLIBS  += -lcjson -lmicrohttpd -luring -lm
 
-LAYERS  := util format kernels runtime text server backend
+LAYERS  := util kernels format text convert backend runtime server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
 ifeq ($(ARCH),x86_64)
 LIB_SRC += $(wildcard src/kernels/arch/x86/*.c) $(wildcard src/util/x86/*.c)

@@ -18,7 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/rknn.h"
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 #include "common/test.h"
 #include "rkmojo.h"
 #include "runtime/model.h"

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "common/test.h"
-#include "format/convert.h"
+#include "convert/convert.h"
 #include "format/gguf.h"
 #include "format/model_dir.h"
 #include "format/source.h"
-#include "format/synth.h"
+#include "convert/synth.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "util/common.h"

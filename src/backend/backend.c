@@ -7,7 +7,8 @@
 #include "backend/backend.h"
 
 #include "backend/rknn.h"
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
+#include "util/common.h"
 
 struct rkm_backend {
     int kind;          /* RKM_BACKEND_CPU or RKM_BACKEND_RKNN after selection */

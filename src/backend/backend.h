@@ -17,7 +17,7 @@
 #ifndef RKM_BACKEND_BACKEND_H
 #define RKM_BACKEND_BACKEND_H
 
-#include "runtime/model.h"
+#include "kernels/matmul.h"
 
 enum { RKM_BACKEND_AUTO = 0, RKM_BACKEND_CPU = 1, RKM_BACKEND_RKNN = 2 };
 

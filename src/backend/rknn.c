@@ -45,7 +45,7 @@
 #include <sys/resource.h>
 
 #include "backend/rknn_abi.h"
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 #include "util/common.h"
 
 #define MAX_CORES 3

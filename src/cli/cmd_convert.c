@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "format/convert.h"
+#include "convert/convert.h"
 #include "util/common.h"
 
 int rkm_cmd_convert(int argc, char **argv)

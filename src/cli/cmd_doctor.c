@@ -13,7 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/rknn.h"
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
 

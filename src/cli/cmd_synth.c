@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "format/synth.h"
+#include "convert/synth.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 

@@ -139,7 +139,7 @@ static int get_shape(const cJSON *o, int *n_dims, int64_t ne[4], int max_dims)
 }
 
 /* expert: an expert part, which may also be rknn_i8 (the NPU's layout,
- * backend/rknn_i8.h) or q8_0_x16 / q4_0_x16 (the matmuls' packed rows,
+ * kernels/rknn_i8.h) or q8_0_x16 / q4_0_x16 (the matmuls' packed rows,
  * kernels.h); their shapes are checked by the caller */
 static int get_dtype(const cJSON *o, int *type, int expert)
 {

@@ -39,7 +39,7 @@ enum rkm_type {
     RKM_TYPE_Q8_K = 15,
     RKM_TYPE_BF16 = 30,
     /* rkmojo's own, never in a GGUF: int8 per-output-channel in the
-     * RK3588 NPU's native B layout + f32 scales (backend/rknn_i8.h); a
+     * RK3588 NPU's native B layout + f32 scales (kernels/rknn_i8.h); a
      * matrix of N rows of K is K*N + 4*N bytes ("row" = K + 4 bytes). */
     RKM_TYPE_RKNN_I8 = 64,
     RKM_TYPE_COUNT = 65

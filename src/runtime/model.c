@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 #include "runtime/budget.h"
-#include "runtime/tokens.h"
+#include "runtime/model_text.h"
 
 void rkm_model_params_default(rkm_model_params *p)
 {
@@ -437,7 +437,7 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         m->cache = rkm_expert_cache_new(m->md, &cp);
         if (!m->cache) goto fail;
     }
-    if (rkm_model_load_text(m, dir)) goto fail;
+    if (rkm_model_text_load(m->md, dir, m->hp.n_vocab, &m->tok, &m->chat_template)) goto fail;
     return m;
 fail:
     rkm_model_close(m);
@@ -447,7 +447,7 @@ fail:
 void rkm_model_close(rkm_model *m)
 {
     if (!m) return;
-    rkm_model_free_text(m);
+    rkm_model_text_free(m->tok, m->chat_template);
     rkm_expert_cache_free(m->cache);
     rkm_backend_free(m->backend);
     rkm_pool_free(m->pool);

@@ -1,6 +1,6 @@
 /*
  * model.h - internals of the runtime shared by model.c, forward.c,
- * attention.c, moe.c and session.c: the weight views of a loaded model
+ * attention.c, linear.c, ffn.c, moe.c and session.c: the weight views of a loaded model
  * (config / weights), and the per-session state (KV cache, scratch).
  *
  * A model is immutable after rkm_model_open except for three things that
@@ -17,6 +17,7 @@
 
 #include "format/model_dir.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul.h"
 #include "runtime/expert_cache.h"
 #include "runtime/sampler.h"
 #include "util/common.h"
@@ -199,45 +200,27 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
  * into out. A route must be followed by experts on the same session. */
 int rkm_moe_route(rkm_session *s, int il, const float *rin, int n);
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
-/* Dense gated FFN: out = down(act(gate x) * up x). */
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
  * sh_up sh_down, sh_gate_inp. Fills out, returns the count. */
 #define RKM_LAYER_MATS 12
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
 
+/* linear.c: products with the model's weight views. */
+/* Y = X . W^T on the pool (or the calling thread for small work). */
+void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y);
+/* A view as one task of an rkm_mm_multi batch. */
+rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y);
 /* Y = X . W^T for a resident matrix: on the NPU when W has an rknn_i8 copy
  * and there are at least RKM_NPU_DENSE_MIN_ROWS rows (prefill), else on
  * the CPU. 0 or an NPU error. */
 #define RKM_NPU_DENSE_MIN_ROWS 32
 int rkm_model_mm(const rkm_model *m, const rkm_mat *w, const float *x, int64_t n, float *y);
+
+/* ffn.c */
+/* Dense gated FFN: out = down(act(gate x) * up x); tg, tu: n x n_ff scratch. */
 int rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
                    const float *x, int n, float *out, float *tg, float *tu);
-void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y);
-/* The pool, or NULL (run on the calling thread) when an op has too little
- * work (multiply-adds) to repay waking the other threads. */
-#define RKM_POOL_MIN_WORK 65536.0
-rkm_pool *rkm_pool_for(rkm_pool *pool, double work);
-/* Several independent matmuls in one pool run (decoding: Q/K/V, or the
- * gate/up of every expert): their weight rows are split into chunks that
- * the threads take in turn, each chunk computed by rkm_matmul on the
- * calling thread. Fewer pool wake-ups than one run per matrix, which is
- * what small m spends most of its time on. */
-typedef struct rkm_mm_task {
-    int type;
-    const void *w;
-    int64_t n_in, n_out;
-    const float *x;
-    int64_t m;
-    float *y;
-    int64_t ldy;
-} rkm_mm_task;
-/* Batched matmuls pay off up to this many rows (beyond, one matmul at a
- * time quantizes the activations once and splits its own rows). */
-#define RKM_MM_MULTI_MAX_ROWS 8
-void rkm_mm_multi(rkm_pool *pool, const rkm_mm_task *t, int n);
-rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y);
-
 /* Activation of the arch: silu or ggml-like gelu (fp16 table). */
 void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int64_t n);
 

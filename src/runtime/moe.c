@@ -1,7 +1,7 @@
 /*
- * moe.c - feed-forward blocks: dense gated FFNs and the routed-expert
- * layer (router softmax, top-k, renormalisation, per-expert scales, shared
- * expert).
+ * moe.c - the routed-expert layer: router softmax, top-k,
+ * renormalisation, per-expert scales, the shared expert beside the routed
+ * ones (its dense FFN is ffn.c's).
  *
  * A chunk of n rows is routed first; then rows are grouped by expert and
  * each selected expert runs ONCE for all its rows (one matmul with m = its
@@ -17,148 +17,18 @@
  * matmuls use the model's pool. Scratch belongs to the session.
  */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 
 #include "backend/backend.h"
 #include "runtime/model.h"
 
-rkm_pool *rkm_pool_for(rkm_pool *pool, double work)
-{
-    return work < RKM_POOL_MIN_WORK ? NULL : pool;
-}
-
-void rkm_matmul_mat(rkm_pool *pool, const rkm_mat *w, const float *x, int64_t m, float *y)
-{
-    rkm_matmul(rkm_pool_for(pool, (double)w->n_in * (double)w->n_out * (double)m), w->type, w->data, w->n_in,
-               w->n_out, x, m, y, w->n_out);
-}
-
-rkm_mm_task rkm_mm_task_of(const rkm_mat *w, const float *x, int64_t m, float *y)
-{
-    rkm_mm_task t = {w->type, w->data, w->n_in, w->n_out, x, m, y, w->n_out};
-    return t;
-}
+_Static_assert(2 * RKM_MAX_EXPERTS + 2 <= RKM_MM_MULTI_MAX_TASKS,
+               "a layer's gate/up batch must fit one rkm_mm_multi job");
 
 /* The type of an expert part as the cache holds it (packed when the
  * model packs, see rkm_expert_cache_params.pack). */
 static int part_type(const rkm_model *m, const rkm_expert_part *p)
 {
     return m->pack_experts ? rkm_pack_type(p->type, p->ne[1]) : p->type;
-}
-
-typedef struct {
-    const rkm_mm_task *t;
-    int n;
-    int64_t chunk;
-    int64_t first[2 * RKM_MAX_EXPERTS + 4]; /* first row of each task in the job's row space */
-    _Atomic int64_t next;
-} multi_job;
-
-/* The tasks' rows laid end to end, each task padded to whole 16-row groups
- * (the packed kernels' grain), are claimed in guided runs (rkm_pool_take);
- * a run may span the end of one task and the start of the next. */
-static void multi_worker(void *ctx, int ith, int nth)
-{
-    multi_job *j = ctx;
-    int ti = 0;
-    (void)ith;
-    /* a task's runs, and the gate/up pair of an expert, share x: each
-     * thread quantizes it once per run of rows with the same x */
-    rkm_matmul_reuse_begin();
-    int64_t u0, nu;
-    while ((nu = rkm_pool_take(&j->next, j->first[j->n], j->chunk, 16, nth, &u0)) > 0) {
-        for (int64_t u = u0, end = u0 + nu; u < end;) {
-            while (u >= j->first[ti + 1]) ti++;
-            const rkm_mm_task *t = &j->t[ti];
-            int64_t r0 = u - j->first[ti], r1 = RKM_MIN(end, j->first[ti + 1]) - j->first[ti];
-            u = j->first[ti] + r1;
-            r1 = RKM_MIN(r1, t->n_out);
-            if (r0 >= r1) continue; /* the padding */
-            size_t rb = rkm_type_row_bytes(t->type, t->n_in);
-            rkm_matmul_reuse(t->type, (const uint8_t *)t->w + (size_t)r0 * rb, t->n_in, r1 - r0, t->x, t->m,
-                             t->y + r0, t->ldy);
-        }
-    }
-}
-
-void rkm_mm_multi(rkm_pool *pool, const rkm_mm_task *t, int n)
-{
-    double work = 0;
-    int64_t rows = 0;
-    for (int i = 0; i < n; i++) {
-        work += (double)t[i].n_in * (double)t[i].n_out * (double)t[i].m;
-        rows += t[i].n_out;
-    }
-    int nth = rkm_pool_n_threads(pool);
-    if (!pool || nth <= 1 || work < RKM_POOL_MIN_WORK || n > 2 * RKM_MAX_EXPERTS + 2) {
-        for (int i = 0; i < n; i++)
-            rkm_matmul(rkm_pool_for(pool, (double)t[i].n_in * t[i].n_out * t[i].m), t[i].type, t[i].w, t[i].n_in,
-                       t[i].n_out, t[i].x, t[i].m, t[i].y, t[i].ldy);
-        return;
-    }
-    multi_job j;
-    j.t = t;
-    j.n = n;
-    /* runs of at most about an eighth of a thread's share, whole groups */
-    j.chunk = RKM_ALIGN_UP(RKM_MAX(rows / (8 * nth), 16), 16);
-    j.first[0] = 0;
-    for (int i = 0; i < n; i++) j.first[i + 1] = j.first[i] + RKM_ALIGN_UP(t[i].n_out, 16);
-    atomic_store_explicit(&j.next, 0, memory_order_relaxed);
-    rkm_pool_run(pool, multi_worker, &j);
-}
-
-/* ggml's CPU GELU: y = f16(gelu_tanh(f16(x))) through a 65536-entry table
- * for -10 < x < 10, 0 below, x above. Emulated because the goldens come
- * from it (an exact GELU moves gemma4's probabilities by ~1e-3). */
-static rkm_f16 gelu_table[1 << 16];
-static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
-
-static void gelu_table_init(void)
-{
-    for (uint32_t i = 0; i < (1u << 16); i++) gelu_table[i] = rkm_f32_to_f16(rkm_gelu_tanh(rkm_f16_to_f32((rkm_f16)i)));
-}
-
-void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int64_t n)
-{
-    if (m->hp.act != RKM_ACT_GELU_TANH) {
-        rkm_swiglu(out, g, u, n);
-        return;
-    }
-    pthread_once(&gelu_once, gelu_table_init);
-    for (int64_t i = 0; i < n; i++) {
-        float x = g[i], y;
-        if (x <= -10.0f) y = 0.0f;
-        else if (x >= 10.0f) y = x;
-        else y = rkm_f16_to_f32(gelu_table[rkm_f32_to_f16(x)]);
-        out[i] = y * u[i];
-    }
-}
-
-int rkm_model_mm(const rkm_model *m, const rkm_mat *w, const float *x, int64_t n, float *y)
-{
-    if (w->npu && n >= RKM_NPU_DENSE_MIN_ROWS) {
-        rkm_mm_task t = {RKM_TYPE_RKNN_I8, w->npu, w->n_in, w->n_out, x, n, y, w->n_out};
-        return rkm_backend_mm(m->backend, m->pool, &t, 1, 0);
-    }
-    rkm_matmul_mat(m->pool, w, x, n, y);
-    return 0;
-}
-
-int rkm_ffn_dense(rkm_session *s, const rkm_mat *gate, const rkm_mat *up, const rkm_mat *down,
-                  const float *x, int n, float *out, float *tg, float *tu)
-{
-    const rkm_model *m = s->m;
-    int64_t ff = gate->n_out;
-    int rc;
-    if (n <= RKM_MM_MULTI_MAX_ROWS) {
-        rkm_mm_task t[2] = {rkm_mm_task_of(gate, x, n, tg), rkm_mm_task_of(up, x, n, tu)};
-        rkm_mm_multi(m->pool, t, 2);
-    } else if ((rc = rkm_model_mm(m, gate, x, n, tg)) || (rc = rkm_model_mm(m, up, x, n, tu))) {
-        return rc;
-    }
-    rkm_glu(s->m, tg, tg, tu, (int64_t)n * ff);
-    return rkm_model_mm(m, down, tg, n, out);
 }
 
 /* Softmax over the router logits of one row, top-k (ties: lower id), then

@@ -25,6 +25,18 @@ struct rkm_sampler {
     uint64_t s[4];    /* xoshiro256** state */
 };
 
+void rkm_sampler_params_default(rkm_sampler_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->temperature = 0.2f;
+    p->top_k = 64;
+    p->top_p = 0.95f;
+    p->min_p = 0.0f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = 0x5eed;
+}
+
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);

@@ -21,18 +21,6 @@
 
 #include "runtime/model.h"
 
-void rkm_sampler_params_default(rkm_sampler_params *p)
-{
-    memset(p, 0, sizeof *p);
-    p->temperature = 0.2f;
-    p->top_k = 64;
-    p->top_p = 0.95f;
-    p->min_p = 0.0f;
-    p->repeat_penalty = 1.0f;
-    p->repeat_last_n = 64;
-    p->seed = 0x5eed;
-}
-
 void rkm_session_params_default(rkm_session_params *p)
 {
     memset(p, 0, sizeof *p);

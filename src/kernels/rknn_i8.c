@@ -6,7 +6,7 @@
  * Stateless; any thread. rkm_rknn_i8_matmul_cpu allocates its quantized
  * activations per call and frees them before returning.
  */
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 
 #include <math.h>
 

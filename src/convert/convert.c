@@ -20,9 +20,9 @@
  * different experts overlap. Only the progress counter and the first
  * error are shared, under conv.mu.
  */
-#include "format/convert.h"
+#include "convert/convert.h"
 
-#include "backend/rknn_i8.h"
+#include "kernels/rknn_i8.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -18,8 +18,8 @@
  * (split over the pool by 32-column tiles), the fallback when no NPU is
  * present, not a fast path.
  */
-#ifndef RKM_BACKEND_RKNN_I8_H
-#define RKM_BACKEND_RKNN_I8_H
+#ifndef RKM_KERNELS_RKNN_I8_H
+#define RKM_KERNELS_RKNN_I8_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * N(0,1), output N(0,(3/sqrt(hidden))^2), norms 1 + N(0, 0.1^2); so that a
  * synthetic model's softmax is neither flat nor degenerate. Single-threaded.
  */
-#include "format/synth.h"
+#include "convert/synth.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
