@@ -78,9 +78,28 @@ typedef struct rkm_model_params {
                                     budget gives at least 4x top-k slots per layer),
                                     1 each MoE layer its own slots, 2 one pool of the
                                     same bytes shared by every layer (STREAMING.md) */
+    int npu_dense;               /* int8 NPU copies of the resident matrices for
+                                    prefill: 0 with the NPU backend and no budget,
+                                    1 never, 2 also on the CPU backend (its rknn_i8
+                                    kernel; tests compare the two paths) */
+    int pack;                    /* matrices in the kernels' packed layout: 0 all,
+                                    1 none (the file's layout), 2 resident only */
+    int verify;                  /* expert checksums: 0 every read, 1 the first
+                                    read of each expert, 2 never (measurements) */
+    int prefault;                /* slot pages populated ahead of reads: 0 when
+                                    there is a budget, 1 never, 2 always */
+    int io_backend;              /* expert reads: 0 io_uring where allowed, else
+                                    pread; 1 pread; 2 io_uring */
 } rkm_model_params;
 
+/* Every field zero: the defaults above. Reads nothing from the
+ * environment: the params are the whole truth. */
 void rkm_model_params_default(rkm_model_params *p);
+/* Applies the environment knobs of model scope (RKM_BACKEND, RKM_NPU_DENSE,
+ * RKM_PACK, RKM_LAZY_EXPERTS, RKM_VERIFY, RKM_PREFAULT, RKM_IO_BACKEND;
+ * `rkmojo doctor --env` lists them) to fields still at their defaults, as
+ * the CLI and the server do. RKM_EINVAL naming the knob for a bad value. */
+int rkm_model_params_from_knobs(rkm_model_params *p);
 
 /* Opens a .rkmojo directory. NULL on failure, reason in rkm_last_error(). */
 rkm_model *rkm_model_open(const char *dir, const rkm_model_params *p);

@@ -22,6 +22,7 @@
 #include "common/test.h"
 #include "rkmojo.h"
 #include "runtime/model.h"
+#include "util/knobs.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
@@ -288,7 +289,7 @@ static void test_rk3576(const char *lib)
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("RKM_RKNN_CHIP", "rk3576", 1);
+        rkm_knob_set(RKM_KNOB_RKNN_CHIP, "rk3576");
         setenv("RKNN_EMU_CHIP", "rk3576", 1);
         rkm_rknn *r = rkm_rknn_open();
         CHECK_MSG(r != NULL, "rk3576 open: %s", rkm_last_error());
@@ -343,41 +344,61 @@ static void test_selection(const char *lib)
         b = rkm_backend_open(RKM_BACKEND_AUTO, 1);
         CHECK_MSG(b && !strcmp(rkm_backend_name(b), "rknn"), "%s", b ? rkm_backend_reason(b) : rkm_last_error());
         rkm_backend_free(b);
-        setenv("RKM_BACKEND", "cpu", 1);
-        b = rkm_backend_open(RKM_BACKEND_AUTO, 1);
+        /* $RKM_BACKEND reaches the params through the knob registry only */
+        rkm_model_params mp;
+        rkm_model_params_default(&mp);
+        rkm_knob_set(RKM_KNOB_BACKEND, "cpu");
+        CHECK(rkm_model_params_from_knobs(&mp) == 0 && mp.backend == RKM_BACKEND_CPU);
+        b = rkm_backend_open(mp.backend, 1);
         CHECK(b && !strcmp(rkm_backend_name(b), "cpu"));
         rkm_backend_free(b);
-        setenv("RKM_BACKEND", "gpu", 1);
-        CHECK(rkm_backend_open(RKM_BACKEND_AUTO, 1) == NULL && strstr(rkm_last_error(), "RKM_BACKEND"));
-        unsetenv("RKM_BACKEND");
+        rkm_model_params_default(&mp);
+        mp.backend = RKM_BACKEND_RKNN; /* an explicit choice wins over the knob */
+        CHECK(rkm_model_params_from_knobs(&mp) == 0 && mp.backend == RKM_BACKEND_RKNN);
+        rkm_model_params_default(&mp);
+        rkm_knob_set(RKM_KNOB_BACKEND, "gpu");
+        CHECK(rkm_model_params_from_knobs(&mp) == RKM_EINVAL && strstr(rkm_last_error(), "RKM_BACKEND") &&
+              strstr(rkm_last_error(), "'gpu'"));
+        rkm_knob_set(RKM_KNOB_BACKEND, NULL);
         /* chips the rknn_i8 layout does not fit, or unknown */
-        setenv("RKM_RKNN_CHIP", "rk3562", 1);
+        rkm_knob_set(RKM_KNOB_RKNN_CHIP, "rk3562");
         b = rkm_backend_open(RKM_BACKEND_AUTO, 1);
         CHECK_MSG(b && !strcmp(rkm_backend_name(b), "cpu") && strstr(rkm_backend_reason(b), "rk3562"), "%s",
                   b ? rkm_backend_reason(b) : "");
         rkm_backend_free(b);
-        setenv("RKM_RKNN_CHIP", "rk9999", 1);
+        rkm_knob_set(RKM_KNOB_RKNN_CHIP, "rk9999");
         CHECK(rkm_backend_open(RKM_BACKEND_RKNN, 1) == NULL && strstr(rkm_last_error(), "not a known"));
-        setenv("RKM_RKNN_CHIP", "rk3588", 1);
+        rkm_knob_set(RKM_KNOB_RKNN_CHIP, "rk3588");
     }
     /* a missing library: a clear reason, auto falls back, rknn fails */
     char keep[1024] = "";
-    if (getenv("RKM_RKNN_LIB")) snprintf(keep, sizeof keep, "%s", getenv("RKM_RKNN_LIB"));
-    setenv("RKM_RKNN_LIB", "/nonexistent/librknnrt.so", 1);
+    if (rkm_knob(RKM_KNOB_RKNN_LIB)) snprintf(keep, sizeof keep, "%s", rkm_knob(RKM_KNOB_RKNN_LIB));
+    rkm_knob_set(RKM_KNOB_RKNN_LIB, "/nonexistent/librknnrt.so");
     b = rkm_backend_open(RKM_BACKEND_AUTO, 1);
     CHECK(b && !strcmp(rkm_backend_name(b), "cpu") && strstr(rkm_backend_reason(b), "cannot load /nonexistent"));
     rkm_backend_free(b);
     CHECK(rkm_backend_open(RKM_BACKEND_RKNN, 1) == NULL && strstr(rkm_last_error(), "--backend rknn unavailable") &&
           strstr(rkm_last_error(), "cannot load"));
     /* a library that loads but is not librknnrt: the first missing symbol is named */
-    setenv("RKM_RKNN_LIB", "libm.so.6", 1);
+    rkm_knob_set(RKM_KNOB_RKNN_LIB, "libm.so.6");
     CHECK_MSG(rkm_backend_open(RKM_BACKEND_RKNN, 1) == NULL && strstr(rkm_last_error(), "lacks rknn_matmul_create"),
               "%s", rkm_last_error());
-    if (*keep) setenv("RKM_RKNN_LIB", keep, 1);
-    else unsetenv("RKM_RKNN_LIB");
+    rkm_knob_set(RKM_KNOB_RKNN_LIB, *keep ? keep : NULL);
 }
 
 /* ------------------------------------------------- end to end, tiny */
+
+static rkm_model *open_backend_npu_dense(const char *dir, int backend, int npu_dense)
+{
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    mp.backend = backend;
+    mp.npu_dense = npu_dense;
+    rkm_model *m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "open %s: %s", dir, rkm_last_error());
+    return m;
+}
 
 static rkm_model *open_backend_slots(const char *dir, int backend, int slots)
 {
@@ -447,9 +468,7 @@ static void test_dense(const char *lib, const char *dir)
     gen_ids g0, g1, g2;
     run_model_chunk(m0, prompt, np, l0, &g0, 64);
     rkm_model_close(m0);
-    setenv("RKM_NPU_DENSE", "force", 1);
-    rkm_model *m1 = open_backend(dir, RKM_BACKEND_CPU);
-    unsetenv("RKM_NPU_DENSE");
+    rkm_model *m1 = open_backend_npu_dense(dir, RKM_BACKEND_CPU, 2);
     if (m1) {
         CHECK(m1->layers[0].wq.npu != NULL && m1->layers[0].wo.npu != NULL);
         run_model_chunk(m1, prompt, np, l1, &g1, 64);
@@ -525,9 +544,9 @@ static void test_end_to_end(const char *lib)
            (unsigned long long)runs, (unsigned long long)in_place);
     rkm_model_close(mn);
     /* the copy path (slots in ordinary memory) gives the same numbers */
-    setenv("RKM_RKNN_SLOT_BYTES", "0", 1);
+    rkm_knob_set(RKM_KNOB_RKNN_SLOT_BYTES, "0");
     mn = open_backend(dir, RKM_BACKEND_RKNN);
-    unsetenv("RKM_RKNN_SLOT_BYTES");
+    rkm_knob_set(RKM_KNOB_RKNN_SLOT_BYTES, NULL);
     if (mn) {
         run_model(mn, prompt, np, l2, &g2);
         rkm_rknn_bind_counts(rkm_backend_rknn(mn->backend), &in_place, &copied);
@@ -642,8 +661,8 @@ int main(void)
     char *abs = realpath(lib, NULL);
     int have = abs != NULL;
     if (have) {
-        setenv("RKM_RKNN_LIB", abs, 1);
-        setenv("RKM_RKNN_CHIP", "rk3588", 1);
+        rkm_knob_set(RKM_KNOB_RKNN_LIB, abs);
+        rkm_knob_set(RKM_KNOB_RKNN_CHIP, "rk3588");
         setenv("RKNN_EMU_CHIP", "rk3588", 1);
         test_rk3576(abs); /* first: fork before any thread exists (qemu-user) */
     }

@@ -12,6 +12,7 @@
 
 #include "common/test.h"
 #include "kernels/kernels.h"
+#include "util/knobs.h"
 
 #define MAX_T 8
 
@@ -137,14 +138,14 @@ int main(void)
     rkm_pool_free(NULL);
 
     /* pinned */
-    setenv("RKM_PIN", "1", 1);
+    rkm_knob_set(RKM_KNOB_PIN, "1");
     p = rkm_pool_new(2);
     CHECK(p != NULL);
     if (p) {
         run_jobs(p, n_jobs / 10, 0, 0);
         rkm_pool_free(p);
     }
-    unsetenv("RKM_PIN");
+    rkm_knob_set(RKM_KNOB_PIN, NULL);
 
     rkm_pool *a = rkm_pool_new(2), *b = rkm_pool_new(2);
     pthread_t ta, tb;

@@ -27,14 +27,6 @@ int rkm_backend_kind_from_name(const char *name)
 
 rkm_backend *rkm_backend_open(int kind, int has_npu_weights)
 {
-    const char *env = getenv("RKM_BACKEND");
-    if (kind == RKM_BACKEND_AUTO && env && *env) {
-        kind = rkm_backend_kind_from_name(env);
-        if (kind < 0) {
-            rkm_err(RKM_EINVAL, "RKM_BACKEND must be auto, cpu or rknn (got '%s')", env);
-            return NULL;
-        }
-    }
     if (kind != RKM_BACKEND_AUTO && kind != RKM_BACKEND_CPU && kind != RKM_BACKEND_RKNN) {
         rkm_err(RKM_EINVAL, "backend: unknown kind %d", kind);
         return NULL;

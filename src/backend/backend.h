@@ -4,7 +4,8 @@
  * implementations, the CPU (the kernels of src/kernels) and the RKNN NPU
  * (rknn.h) for weights of type rknn_i8, and the selection between them.
  *
- * Selection (rkm_model_params.backend, `--backend`, $RKM_BACKEND):
+ * Selection (rkm_model_params.backend: `--backend`, or $RKM_BACKEND
+ * through rkm_model_params_from_knobs):
  *   auto  the NPU when the model holds rknn_i8 weights, librknnrt loads
  *         and the chip runs int8 matmuls; otherwise the CPU, and the
  *         reason says why in one line;
@@ -26,7 +27,7 @@ struct rkm_rknn;
 
 /* "auto", "cpu", "rknn" -> kind; -1 if unknown. */
 int rkm_backend_kind_from_name(const char *name);
-/* kind AUTO is replaced by $RKM_BACKEND when that is set. has_npu_weights:
+/* has_npu_weights:
  * the model holds rknn_i8 matrices (auto tries the NPU only then). NULL
  * with the reason in rkm_last_error() (kind rknn unavailable, bad env). */
 rkm_backend *rkm_backend_open(int kind, int has_npu_weights);

@@ -47,6 +47,7 @@
 #include "backend/rknn_abi.h"
 #include "kernels/rknn_i8.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 #define MAX_CORES 3
 #define MAX_SEGS 16
@@ -86,7 +87,7 @@ static int chip_from_name(const char *s)
 
 static int sys_read(const char *path, char *buf, size_t cap, size_t *len)
 {
-    const char *root = getenv("RKM_SYSROOT");
+    const char *root = rkm_knob(RKM_KNOB_SYSROOT);
     char full[1024];
     snprintf(full, sizeof full, "%s%s", root && *root ? root : "", path);
     FILE *f = fopen(full, "rb");
@@ -110,7 +111,7 @@ int rkm_rknn_sysfile(const char *path, char *buf, size_t cap)
 
 int rkm_rknn_detect_chip(char *src, size_t cap)
 {
-    const char *env = getenv("RKM_RKNN_CHIP");
+    const char *env = rkm_knob(RKM_KNOB_RKNN_CHIP);
     if (env && *env) {
         if (src) snprintf(src, cap, "RKM_RKNN_CHIP=%s", env);
         return chip_from_name(env);
@@ -513,7 +514,7 @@ rkm_rknn *rkm_rknn_open(void)
     pthread_mutex_init(&r->slot_mu, NULL);
     pthread_cond_init(&r->go, NULL);
     pthread_cond_init(&r->done, NULL);
-    const char *lib = getenv("RKM_RKNN_LIB");
+    const char *lib = rkm_knob(RKM_KNOB_RKNN_LIB);
     if (!lib || !*lib) lib = "librknnrt.so";
     snprintf(r->info.lib, sizeof r->info.lib, "%s", lib);
     r->info.chip = rkm_rknn_detect_chip(r->info.chip_src, sizeof r->info.chip_src);
@@ -543,7 +544,7 @@ rkm_rknn *rkm_rknn_open(void)
     SYM(query, "rknn_query");
     SYM(create_mem_from_fd, "rknn_create_mem_from_fd");
 #undef SYM
-    const char *cap = getenv("RKM_RKNN_SLOT_BYTES");
+    const char *cap = rkm_knob(RKM_KNOB_RKNN_SLOT_BYTES);
     r->slot_cap = cap && *cap ? (uint64_t)strtoull(cap, NULL, 0) : (2ull << 30) - (64u << 10);
     if (!r->info.chip) {
         rkm_err(RKM_EUNSUPPORTED, "rknn: not a known Rockchip NPU chip (%s)", r->info.chip_src);

@@ -167,6 +167,10 @@ int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s)
     }
     if (!o->seed_given) o->sp.sampler.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o->mp.plan_n_ctx) o->mp.plan_n_ctx = o->sp.n_ctx; /* the budget plans for --ctx */
+    if (rkm_model_params_from_knobs(&o->mp)) {
+        fprintf(stderr, "rkmojo: %s\n", rkm_last_error());
+        return 2;
+    }
     *m = rkm_model_open(o->model, &o->mp);
     if (!*m) {
         fprintf(stderr, "rkmojo: cannot open %s: %s\n", o->model, rkm_last_error());

@@ -20,6 +20,7 @@
 
 #include "kernels/kernels_impl.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 /* ------------------------------------------------------ variant table */
 typedef struct {
@@ -147,7 +148,7 @@ static const variant *find_variant(const char *name)
 
 static void init_default(void)
 {
-    const char *force = getenv("RKM_KERNELS");
+    const char *force = rkm_knob(RKM_KNOB_KERNELS);
     if (force && *force) {
         const variant *v = find_variant(force);
         if (v && v->supported()) {

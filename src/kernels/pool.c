@@ -44,6 +44,7 @@
 
 #include "kernels/kernels.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 #define POOL_MAX_THREADS 256
 /* How long a waiting thread spins before sleeping, in microseconds. */
@@ -211,15 +212,13 @@ rkm_pool *rkm_pool_new(int n_threads)
     }
     p->n = n;
     p->spin_us = POOL_SPIN_US_DEFAULT;
-    const char *e = getenv("RKM_SPIN_US");
-    if (e && *e) p->spin_us = (int)strtol(e, NULL, 10);
+    p->spin_us = (int)rkm_knob_int(RKM_KNOB_SPIN_US, p->spin_us);
     if (p->spin_us < 0) p->spin_us = 0;
     /* More threads than CPUs: a spinning thread only delays the one it
      * waits for, so sleep at once. */
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (n_cpu > 0 && n > n_cpu) p->spin_us = 0;
-    e = getenv("RKM_PIN");
-    if (e && strcmp(e, "1") == 0) {
+    if (rkm_knob_is(RKM_KNOB_PIN, "1")) {
         p->cpus = malloc(sizeof(int) * (size_t)n);
         if (!p->cpus) goto err;
         for (int i = 0; i < n; i++) p->cpus[i] = cpus[i % n_perf];

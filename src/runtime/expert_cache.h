@@ -41,6 +41,7 @@ typedef struct rkm_expert_cache_params {
     int direct_io;         /* 1: O_DIRECT when the file system allows */
     /* Added after the first five; zero means the default. */
     int verify;            /* RKM_VERIFY_ALWAYS (0), _FIRST or _NEVER */
+    int prefault;          /* slot pages populated ahead: 0 when budgeted, 1 never, 2 always */
     int io_backend;        /* 0 auto (io_uring if built in and allowed), 1 pread, 2 io_uring */
     uint32_t chunk_bytes;  /* one blob is read as parallel chunks of this size; 0: 512 KiB */
     const char *trace_out; /* routing trace file (trace.h); NULL: $RKM_TRACE_OUT or none */

@@ -217,10 +217,7 @@ rkm_io *rkm_io_new(const rkm_io_params *p)
     io->backend = RKM_IO_PREAD;
 #ifdef RKM_HAVE_URING
     io->efd = -1;
-    const char *env = getenv("RKM_IO_BACKEND");
     int want = p->backend;
-    if (env && !strcmp(env, "pread")) want = RKM_IO_PREAD;
-    if (env && !strcmp(env, "uring")) want = RKM_IO_URING;
     if (want != RKM_IO_PREAD && uring_init(io, p) == 0) {
         io->backend = RKM_IO_URING;
         if (pthread_create(&io->threads[0], NULL, uring_main, io) == 0) {

@@ -18,11 +18,53 @@
 #include "kernels/rknn_i8.h"
 #include "runtime/budget.h"
 #include "runtime/model_text.h"
+#include "util/knobs.h"
 
 void rkm_model_params_default(rkm_model_params *p)
 {
     memset(p, 0, sizeof *p);
     p->prefetch = -1;
+}
+
+/* The word of a model knob among words[] (index), -1 if unset, -2 (with
+ * the message) if it is none of them. */
+static int knob_word(int id, const char *const *words, int n_words)
+{
+    const char *v = rkm_knob(id);
+    if (!v) return -1;
+    for (int i = 0; i < n_words; i++)
+        if (!strcmp(v, words[i])) return i;
+    char list[128] = "";
+    for (int i = 0; i < n_words; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", words[i]);
+    rkm_err(RKM_EINVAL, "%s must be one of %s (got '%s')", rkm_knob_info_of(id)->name, list, v);
+    return -2;
+}
+
+int rkm_model_params_from_knobs(rkm_model_params *p)
+{
+    static const char *const backend[] = {"auto", "cpu", "rknn", "npu"};
+    static const char *const npu_dense[] = {"1", "0", "force"};
+    static const char *const pack[] = {"1", "0", "resident"};
+    static const char *const on_off[] = {"0", "1"};
+    static const char *const verify[] = {"always", "first", "never"};
+    static const char *const io[] = {"auto", "pread", "uring"};
+    int w;
+    if ((w = knob_word(RKM_KNOB_BACKEND, backend, 4)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->backend == 0) p->backend = w == 3 ? 2 : w;
+    if ((w = knob_word(RKM_KNOB_NPU_DENSE, npu_dense, 3)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->npu_dense == 0) p->npu_dense = w;
+    if ((w = knob_word(RKM_KNOB_PACK, pack, 3)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->pack == 0) p->pack = w;
+    if ((w = knob_word(RKM_KNOB_LAZY_EXPERTS, on_off, 2)) == -2) return RKM_EINVAL;
+    if (w == 1) p->lazy_experts = 1;
+    if ((w = knob_word(RKM_KNOB_VERIFY, verify, 3)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->verify == 0) p->verify = w;
+    if ((w = knob_word(RKM_KNOB_PREFAULT, on_off, 2)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->prefault == 0) p->prefault = w == 1 ? 2 : 1;
+    if ((w = knob_word(RKM_KNOB_IO_BACKEND, io, 3)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->io_backend == 0) p->io_backend = w;
+    return 0;
 }
 
 static const rkm_tensor_view *find(const rkm_model *m, const char *fmt, int il)
@@ -255,13 +297,12 @@ static int pack_resident(rkm_model *m)
  * RKM_NPU_DENSE_MIN_ROWS rows; decoding stays on the CPU kernels, where
  * the measurements in NOTES put it. The copies cost about one byte per
  * weight beyond the resident core, so they are made only without a
- * memory budget. $RKM_NPU_DENSE: 0 off; force: also on the CPU backend
- * (its rknn_i8 kernel: the tests compare the two paths). */
+ * memory budget. rkm_model_params.npu_dense: 1 off; 2 also on the CPU
+ * backend (its rknn_i8 kernel: the tests compare the two paths). */
 static int npu_dense(rkm_model *m, const rkm_model_params *p)
 {
-    const char *env = getenv("RKM_NPU_DENSE");
-    int force = env && !strcmp(env, "force");
-    if (env && !strcmp(env, "0")) return 0;
+    int force = p->npu_dense == 2;
+    if (p->npu_dense == 1) return 0;
     if (!force && (!rkm_backend_rknn(m->backend) || p->mem_budget_bytes)) return 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         rkm_layer *L = &m->layers[il];
@@ -385,11 +426,10 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             goto fail;
         }
     m->model_id = model_identity(m->md);
-    /* RKM_PACK=0 keeps the file's layout, =resident packs only the
-     * resident matrices (A/B measurements) */
-    const char *pk = getenv("RKM_PACK");
-    m->pack = !(pk && !strcmp(pk, "0"));
-    m->pack_experts = m->pack && !(pk && !strcmp(pk, "resident"));
+    /* pack 1 keeps the file's layout, 2 packs only the resident matrices
+     * (A/B measurements) */
+    m->pack = params->pack != 1;
+    m->pack_experts = m->pack && params->pack != 2;
     int has_npu = 0;
     for (int i = 0; i < m->md->n_expert_layers; i++)
         for (int k = 0; k < RKM_PART_COUNT; k++) has_npu |= m->md->experts[i].part[k].type == RKM_TYPE_RKNN_I8;
@@ -420,20 +460,18 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             cp.slot_user = m->backend;
         }
         cp.pack = m->pack_experts;
-        const char *lz = getenv("RKM_LAZY_EXPERTS");
-        cp.fill = !params->lazy_experts && !(lz && atoi(lz));
+        cp.fill = !params->lazy_experts;
         /* One pool only from 4x top-k slots per layer up: measured
          * (trace-sim --global on qwen3-30b-a3b, live runs on olmoe), a
          * smaller pool lets the busiest layers thrash the others under
          * LFU (47% -> 41% hits at 8 slots, equal at 32, better from 40) */
         cp.shared_slots = params->cache_scope == 2 ||
                           (params->cache_scope == 0 && slots >= 4 * m->hp.n_expert_used);
-        /* Checksums (docs/STREAMING.md): every read is verified;
-         * RKM_VERIFY=first|never for measurements */
-        const char *ve = getenv("RKM_VERIFY");
-        cp.verify = ve && !strcmp(ve, "first") ? RKM_VERIFY_FIRST
-                  : ve && !strcmp(ve, "never") ? RKM_VERIFY_NEVER
-                                               : RKM_VERIFY_ALWAYS;
+        /* Checksums (docs/STREAMING.md): every read is verified unless
+         * a measurement asks for first-read-only or none */
+        cp.verify = params->verify == 1 ? RKM_VERIFY_FIRST : params->verify == 2 ? RKM_VERIFY_NEVER : RKM_VERIFY_ALWAYS;
+        cp.io_backend = params->io_backend;
+        cp.prefault = params->prefault;
         m->cache = rkm_expert_cache_new(m->md, &cp);
         if (!m->cache) goto fail;
     }

@@ -320,6 +320,10 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     mp.backend = e->cfg.backend;
     mp.cache_scope = e->cfg.cache_scope;
     mp.lazy_experts = e->cfg.lazy_experts;
+    if (rkm_model_params_from_knobs(&mp)) {
+        snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());
+        return RKM_EINVAL;
+    }
     e->model = rkm_model_open(mi->path, &mp);
     if (!e->model) {
         snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());

@@ -4,6 +4,7 @@
  * allocation, huge-page weight mappings, time, byte-size parsing and printing. Stateless; any thread.
  */
 #include "util/common.h"
+#include "util/knobs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,7 +43,7 @@ void *rkm_map_weights(size_t bytes)
     if (p > raw) munmap(raw, (size_t)(p - raw));
     size_t tail = (size_t)(raw + len + HUGE_ALIGN - (p + len));
     if (tail) munmap(p + len, tail);
-    const char *e = getenv("RKM_HUGEPAGES");
+    const char *e = rkm_knob(RKM_KNOB_HUGEPAGES);
 #ifdef MADV_HUGEPAGE
     if (!(e && strcmp(e, "0") == 0)) madvise(p, len, MADV_HUGEPAGE); /* best effort */
 #else

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "util/common.h"
+#include "util/knobs.h"
 
 struct rkm_hasher {
     XXH3_state_t st;
@@ -37,7 +38,7 @@ static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
 static void hash_pick(void)
 {
 #if defined(__x86_64__)
-    const char *e = getenv("RKM_HASH");
+    const char *e = rkm_knob(RKM_KNOB_HASH);
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
     if (e && !strcmp(e, "sse2")) return;
