@@ -64,7 +64,7 @@ typedef struct rkm_model_params {
     int cache_policy;            /* 0 LFU (recency tie-break), 1 LRU */
     int prefetch;                /* -1 default (off), 0 off, 1 on */
     int io_threads;              /* 0: default */
-    /* Added after the first six; zero means the default. */
+    /* The fields below take 0 as their default. */
     int backend;                 /* 0 auto ($RKM_BACKEND, else the NPU when the
                                     model has NPU weights and it is usable),
                                     1 cpu, 2 rknn (docs/NPU.md) */
@@ -77,7 +77,7 @@ typedef struct rkm_model_params {
     int cache_scope;             /* with a budget: 0 default (one pool when the
                                     budget gives at least 4x top-k slots per layer),
                                     1 each MoE layer its own slots, 2 one pool of the
-                                    same bytes shared by every layer (STREAMING.md) */
+                                    same bytes shared by every layer (docs/STREAMING.md) */
     int npu_dense;               /* int8 NPU copies of the resident matrices for
                                     prefill: 0 with the NPU backend and no budget,
                                     1 never, 2 also on the CPU backend (its rknn_i8

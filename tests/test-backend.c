@@ -1,8 +1,8 @@
 /*
  * test-backend.c - the matmul backends: the rknn_i8 weight type (layout,
  * quantization, CPU kernel), the NPU engine against the emulated
- * librknnrt.so ($RKM_BUILD/tests/librknnrt.so, written independently from
- * ../shared/rknn/NOTES.md by the emulator's author), backend selection and
+ * librknnrt.so ($RKM_BUILD/tests/librknnrt.so, whose ABI declarations are
+ * written apart from the backend's, tests/rknn/README.md), backend selection and
  * its reasons, an end-to-end generation on the NPU vs the CPU, and the
  * quality of rknn_i8 experts on the llama.cpp fixtures.
  *

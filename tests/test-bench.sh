@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-bench.sh - `rkmojo bench` as a user runs it on a small synthetic
-# model: the text and JSON reports carry every figure the streaming issue
-# names (tok/s, hit rate, bytes and IO wait per token, peak RSS), a budget
+# model: the text and JSON reports carry every streaming figure (tok/s,
+# hit rate, bytes and IO wait per token, peak RSS), a budget
 # is honoured (peak RSS under it, fewer slots than experts) and planned for
 # the --ctx given, --limits
 # prints the probed memory/disk bandwidths and the decode bound they set,

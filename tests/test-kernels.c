@@ -14,8 +14,8 @@
  *    2^-24; +2 for rounding the scale product and each term), so every
  *    variant is checked against the float64 sum with (nb + 18) u A.
  *  - F32/F16 matmuls: the same bound with the n_in products w_k * x_k.
- *  - Activation quantization must be bit-identical to the lead's ggml-style
- *    reference quantizer (rkm_quantize_row_q8_0), in every variant.
+ *  - Activation quantization must be bit-identical to the portable ggml-style
+ *    reference quantizer (rkm_quantize_row_q8_0, quant.c), in every variant.
  *  - f16 conversions are exact (round to nearest even) and must match the
  *    portable converter bit for bit (NaN only as NaN).
  *  - Element ops with transcendental functions allow the documented error

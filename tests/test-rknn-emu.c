@@ -3,7 +3,7 @@
  * a straightforward computation written here: every supported matmul type
  * at several aligned shapes (M = 1, 3, 17, 128; K past the RK3588 and RK3576
  * segment sizes) in every layout combination, with the native layouts
- * packed here by plain loops in NOTES' order (not the emulator's index
+ * packed here by plain loops in the documented order (not the emulator's index
  * formulas), fp16 from the engine's own converter, exact integer sums.
  * Every finite fp16 bit pattern goes through fp16 -> f32 -> fp16/bf16
  * bit-exact.
@@ -107,7 +107,7 @@ static uint32_t rnd(void)
     return (uint32_t)(rng >> 11);
 }
 
-/* Element types of each matmul type, from NOTES' enum table. */
+/* Element types of each matmul type, from the runtime's enum of matmul types. */
 static const struct {
     int a, b, c;
 } TYPES[16] = {
@@ -166,7 +166,7 @@ static double rand_val(int t)
     return rkm_f16_to_f32(rkm_f32_to_f16(((float)(rnd() % 20001) - 10000.0f) / 10000.0f));
 }
 
-/* Packers in NOTES' words. A native: for each k-tile, for each row m, the
+/* Packers as the layouts are documented. A native: for each k-tile, for each row m, the
  * subK values. B native: per K segment, for each n-tile, for each k-tile,
  * for each of the subN columns, its run of subK values. C native: for each
  * n-tile, for each row, subN values. */
@@ -278,7 +278,7 @@ static emu_tensor_mem *mem_with(emu_ctx_t ctx, const void *data, size_t n, uint3
     return m;
 }
 
-/* Expected native sub-sizes on RK3588/RK3576 (NOTES "Layouts"). */
+/* Expected native sub-sizes on RK3588/RK3576 (docs/NPU.md, ABI table). */
 static int exp_a_subk(int t) { return t == EMU_T_I4 ? 32 : t == EMU_T_I8 ? 16 : 8; }
 static int exp_b_subn(int t) { return t == EMU_T_I4 ? 64 : t == EMU_T_I8 ? 32 : 16; }
 static int exp_c_subn(int t) { return t == EMU_T_I16 ? 8 : (t == EMU_T_I32 || t == EMU_T_F32) ? 4 : 0; }
@@ -303,7 +303,7 @@ static void mm_case(int type, int M, int K, int N, int ac_native, int b_layout, 
               rc);
     if (rc) return;
     int ta = TYPES[type].a, tb = TYPES[type].b, tc = TYPES[type].c;
-    /* io_attr: names, types, sizes, dims as NOTES describes */
+    /* io_attr: names, types, sizes, dims as the runtime documents them */
     CHECK(!strcmp(io.A.name, "A") && !strcmp(io.B.name, "B") && !strcmp(io.C.name, "C"));
     CHECK_EQ_INT(io.A.type, ta);
     CHECK_EQ_INT(io.B.type, tb);
@@ -396,7 +396,7 @@ out_ctx:
 
 static void test_raw_offsets(void)
 {
-    /* info and io_attr as raw bytes at NOTES' offsets, independent of the
+    /* info and io_attr as raw bytes at the documented LP64 offsets, independent of the
      * struct declarations: type 2, B native, AC native, M=3 K=64 N=32. */
     _Alignas(8) uint8_t info[64] = {0}, io[996];
     int32_t v;
@@ -563,7 +563,7 @@ static void test_all_types_layouts(void)
     mm_case(10, 2, 4096 + 64, 64, 1, EMU_LAYOUT_NATIVE, 4096, NULL);
     mm_case(7, 2, 4096 + 32, 64, 0, EMU_LAYOUT_NATIVE, 4096, NULL);
 
-    /* RK3562: N/16 int8 and N/8 fp16 native B (NOTES "Other chips") */
+    /* RK3562: N/16 int8 and N/8 fp16 native B */
     chip("rk3562");
     emu_matmul_info info;
     memset(&info, 0, sizeof info);
@@ -704,7 +704,7 @@ static void test_quant(void)
     qcase q9 = {0.25f, 1.0f, NULL, 0};
     mm_case(9, 3, K, N, 0, EMU_LAYOUT_NATIVE, 4096, &q9);
 
-    /* refusals: INT8->FP32 per channel (NOTES pitfall 4), per group for a
+    /* refusals: INT8->FP32 per channel (RK3588 returns -5), per group for a
      * non-hybrid type, bad lengths; get_quant_params round trip */
     emu_matmul_info info;
     memset(&info, 0, sizeof info);
@@ -897,7 +897,7 @@ static void test_packer(void)
             size_t eb = tb == EMU_T_F16 ? 2 : 1;
             uint8_t *src = calloc((size_t)K * N, eb), *want = calloc((size_t)K * N, eb),
                     *got = calloc((size_t)K * N, eb);
-            /* int4 input: one value per byte (NOTES pitfall 5) */
+            /* int4 input: one value per byte (packed input overreads in the real runtime) */
             for (size_t i = 0; i < (size_t)K * N; i++) {
                 if (tb == EMU_T_I4) src[i] = (uint8_t)(int8_t)b[i];
                 else put(src, tb, i, b[i]);
@@ -1013,7 +1013,7 @@ static void test_views(void)
 }
 
 /* Three contexts pinned to the three cores, each a third of N, run from
- * three threads over one shared A (NOTES "Multi-core"). */
+ * three threads over one shared A (the multi-core masks are refused for matmul). */
 typedef struct {
     emu_ctx_t ctx;
     int rc;
@@ -1115,7 +1115,7 @@ static void test_aborts(void)
     CHECK(dies_with_abort(10, 1, 64, 32, 0));      /* int4 N % 64 */
     CHECK(dies_with_abort(1, 1, 64, 8, 0));        /* fp16 N % 16 */
     CHECK(dies_with_abort(2, 3, 40, 64, 1));       /* one dynamic shape */
-    CHECK(dies_with_abort(1, 2048, 16384, 16, 0)); /* NOTES pitfall 8 */
+    CHECK(dies_with_abort(1, 2048, 16384, 16, 0)); /* fp16, M 2048, K 16384: a fatal config error */
     CHECK(!dies_with_abort(2, 1, 64, 32, 0));      /* control: aligned */
     CHECK(!dies_with_abort(10, 1, 64, 64, 0));
     chip("rk3562");
