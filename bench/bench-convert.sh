@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-convert.sh - converter throughput and peak memory against the
-# disk's sequential read bandwidth (issue: RSS < 1 GiB for any model size,
-# throughput >= half the disk's read bandwidth).
+# disk's sequential read bandwidth (the converter is meant to stay under
+# 1 GiB of RSS for any model size and to read at least half the disk's
+# sequential bandwidth).
 #
 #   bench/bench-convert.sh [PRESET] [DTYPE] [QUANT] [WORKDIR]
 #   e.g. bench/bench-convert.sh qwen3-30b-a3b q4_0 keep /work/bench-data
