@@ -561,6 +561,7 @@ struct rkm_gguf_writer {
     wtensor *t;
     int n_t, cap_t;
     int err;           /* first error (sticky) */
+    uint64_t alignment; /* of the data section and every tensor: general.alignment if set, else 32 */
     /* streaming state */
     int fd;
     char *path, *tmp_path;
@@ -576,7 +577,10 @@ struct rkm_gguf_writer {
 rkm_gguf_writer *rkm_gguf_writer_new(void)
 {
     rkm_gguf_writer *w = calloc(1, sizeof *w);
-    if (w) w->fd = -1;
+    if (w) {
+        w->fd = -1;
+        w->alignment = GGUF_DEFAULT_ALIGN;
+    }
     return w;
 }
 
@@ -639,8 +643,21 @@ static void kv_key(rkm_gguf_writer *w, const char *key, int type)
     w->n_kv++;
 }
 
+/* general.alignment sets the layout the writer produces, as readers
+ * expect; a value that is not a power of two is refused. */
+static void note_alignment(rkm_gguf_writer *w, const char *key, uint64_t v)
+{
+    if (strcmp(key, "general.alignment")) return;
+    if (!v || (v & (v - 1)) || v > 65536) {
+        if (!w->err) w->err = rkm_err(RKM_EINVAL, "general.alignment %llu is not a power of two", (unsigned long long)v);
+        return;
+    }
+    w->alignment = v;
+}
+
 void rkm_gguf_writer_set_u32(rkm_gguf_writer *w, const char *key, uint32_t v)
 {
+    note_alignment(w, key, v);
     kv_key(w, key, RKM_GGUF_UINT32);
     kv_u32(w, v);
 }
@@ -711,6 +728,8 @@ void rkm_gguf_writer_copy_kv(rkm_gguf_writer *w, const rkm_gguf *g, int i)
         uint8_t b[8];
         size_t n = vtype_size(kv->type);
         uint64_t raw = kv->v.u;
+        if (kv->type != RKM_GGUF_FLOAT32 && kv->type != RKM_GGUF_FLOAT64 && kv->type != RKM_GGUF_BOOL)
+            note_alignment(w, kv->key, raw);
         if (kv->type == RKM_GGUF_FLOAT32) {
             float f = (float)kv->v.f;
             uint32_t u;
@@ -750,13 +769,7 @@ int rkm_gguf_writer_add_tensor(rkm_gguf_writer *w, const char *name, int type, i
     size_t row = rkm_type_row_bytes(type, t->ne[0]);
     if (!row || !t->name) return w->err = rkm_err(RKM_EINVAL, "tensor %s: bad type or row size", name);
     t->nbytes = row * nel;
-    uint64_t off = 0;
-    if (w->n_t > 0) {
-        wtensor *p = &w->t[w->n_t - 1];
-        off = RKM_ALIGN_UP(p->offset + p->nbytes, GGUF_DEFAULT_ALIGN);
-    }
-    t->offset = off;
-    w->n_t++;
+    w->n_t++; /* offsets are laid out by begin, once the alignment is known */
     return 0;
 }
 
@@ -813,6 +826,8 @@ int rkm_gguf_writer_begin(rkm_gguf_writer *w, const char *path)
     w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) return w->err = rkm_err(RKM_EIO, "%s: %s", w->tmp_path, strerror(errno));
     int rc = 0;
+    for (int i = 0; i < w->n_t; i++)
+        w->t[i].offset = i ? RKM_ALIGN_UP(w->t[i - 1].offset + w->t[i - 1].nbytes, w->alignment) : 0;
     uint8_t hdr[24] = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
     for (int i = 0; i < 8; i++) hdr[8 + i] = (uint8_t)((uint64_t)w->n_t >> (8 * i));
     for (int i = 0; i < 8; i++) hdr[16 + i] = (uint8_t)(w->n_kv >> (8 * i));
@@ -832,7 +847,7 @@ int rkm_gguf_writer_begin(rkm_gguf_writer *w, const char *path)
         uint32_t ty = (uint32_t)t->type;
         if ((rc = put_bytes(w, &ty, 4)) || (rc = put_bytes(w, &t->offset, 8))) return w->err = rc;
     }
-    uint64_t data_start = RKM_ALIGN_UP(w->pos + w->buf_len, GGUF_DEFAULT_ALIGN);
+    uint64_t data_start = RKM_ALIGN_UP(w->pos + w->buf_len, w->alignment);
     if ((rc = put_pad(w, data_start))) return w->err = rc;
     w->cur = 0;
     w->cur_done = 0;
