@@ -367,41 +367,6 @@ static void test_bad_models(void)
     }
 }
 
-/* rkm_mm_multi over a 2-thread pool equals one rkm_matmul per task. */
-static void test_mm_multi(void)
-{
-    rkm_pool *pool = rkm_pool_new(2);
-    int types[3] = {RKM_TYPE_F32, RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
-    int64_t n_in = 256, outs[3] = {200, 333, 77}, m = 3;
-    rkm_mm_task t[3];
-    void *w[3];
-    float *x = malloc(sizeof(float) * n_in * m), *ya[3], *yb[3];
-    uint32_t seed = 1;
-    for (int64_t i = 0; i < n_in * m; i++) x[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-    for (int i = 0; i < 3; i++) {
-        float *f = malloc(sizeof(float) * n_in * outs[i]);
-        for (int64_t j = 0; j < n_in * outs[i]; j++)
-            f[j] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-        w[i] = malloc(rkm_type_row_bytes(types[i], n_in) * outs[i]);
-        for (int64_t r = 0; r < outs[i]; r++)
-            rkm_quantize_row(types[i], f + r * n_in, (uint8_t *)w[i] + r * rkm_type_row_bytes(types[i], n_in), n_in);
-        free(f);
-        ya[i] = calloc((size_t)(m * outs[i]), sizeof(float));
-        yb[i] = calloc((size_t)(m * outs[i]), sizeof(float));
-        t[i] = (rkm_mm_task){types[i], w[i], n_in, outs[i], x, m, ya[i], outs[i]};
-        rkm_matmul(NULL, types[i], w[i], n_in, outs[i], x, m, yb[i], outs[i]);
-    }
-    rkm_mm_multi(pool, t, 3);
-    for (int i = 0; i < 3; i++) {
-        CHECK_MSG(!memcmp(ya[i], yb[i], sizeof(float) * m * outs[i]), "mm_multi task %d differs", i);
-        free(ya[i]);
-        free(yb[i]);
-        free(w[i]);
-    }
-    free(x);
-    rkm_pool_free(pool);
-}
-
 /* Rss of this process's mapping of a file whose path ends with `suffix`
  * (/proc/self/smaps), in bytes; -1 when there is none. */
 static long long mapping_rss(const char *suffix)
@@ -497,7 +462,6 @@ static void test_embd_lookup(const char *shared)
 
 int main(void)
 {
-    test_mm_multi();
     const char *shared = test_require_shared();
     CHECK(convert(shared, "qwen3moe-f32", qdir, sizeof qdir) == 0);
     CHECK(convert(shared, "gemma4-f32", gdir, sizeof gdir) == 0);
