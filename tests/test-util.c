@@ -3,14 +3,18 @@
  * printf, consume, take, the NUL after the data, growth across many
  * doublings), the arena (alignment, large one-off blocks, reuse after free)
  * and base64 (RFC 4648 test vectors both ways, every length 0..64 round
- * trip, bad characters and lengths refused).
+ * trip, bad characters and lengths refused), and the knob registry (every
+ * knob documented, names unique; values read from the environment once,
+ * overridden and unset through the registry, integers and words).
  */
 #include <stdint.h>
 
 #include "common/test.h"
 #include "util/arena.h"
 #include "util/base64.h"
+#include "util/common.h"
 #include "util/buf.h"
+#include "util/knobs.h"
 
 static void test_buf(void)
 {
@@ -112,10 +116,45 @@ static void test_base64(void)
     free(o);
 }
 
+static void test_knobs(void)
+{
+    for (int i = 0; i < RKM_KNOB_COUNT; i++) {
+        const rkm_knob_info *k = rkm_knob_info_of(i);
+        CHECK_MSG(k && k->name && k->type && k->def && k->doc && k->doc[0], "knob %d undocumented", i);
+        for (int j = 0; k && j < i; j++) CHECK(strcmp(k->name, rkm_knob_info_of(j)->name));
+    }
+    CHECK(rkm_knob_info_of(RKM_KNOB_COUNT) == NULL && rkm_knob_info_of(-1) == NULL);
+    setenv("RKM_SPIN_US", "250", 1);
+    setenv("RKM_PIN", "1", 1);
+    unsetenv("RKM_VERIFY");
+    rkm_knobs_reload();
+    CHECK_EQ_INT(rkm_knob_int(RKM_KNOB_SPIN_US, 7), 250);
+    CHECK(rkm_knob_is(RKM_KNOB_PIN, "1") && !rkm_knob_is(RKM_KNOB_PIN, "0"));
+    CHECK(rkm_knob(RKM_KNOB_VERIFY) == NULL && rkm_knob_int(RKM_KNOB_VERIFY, 7) == 7);
+    /* read once: a later change of the environment is not seen until a reload */
+    setenv("RKM_SPIN_US", "999", 1);
+    CHECK_EQ_INT(rkm_knob_int(RKM_KNOB_SPIN_US, 7), 250);
+    CHECK_EQ_INT(rkm_knob_set(RKM_KNOB_SPIN_US, "0x10"), 0);
+    CHECK_EQ_INT(rkm_knob_int(RKM_KNOB_SPIN_US, 7), 16);
+    CHECK_EQ_INT(rkm_knob_set(RKM_KNOB_SPIN_US, "fast"), 0);
+    CHECK_EQ_INT(rkm_knob_int(RKM_KNOB_SPIN_US, 7), 7); /* not a number: the default */
+    CHECK_EQ_INT(rkm_knob_set(RKM_KNOB_SPIN_US, NULL), 0);
+    CHECK(rkm_knob(RKM_KNOB_SPIN_US) == NULL);
+    CHECK_EQ_INT(rkm_knob_set(RKM_KNOB_PIN, ""), 0); /* empty is unset */
+    CHECK(rkm_knob(RKM_KNOB_PIN) == NULL);
+    CHECK(rkm_knob_set(RKM_KNOB_COUNT, "x") == RKM_EINVAL);
+    rkm_knobs_reload();
+    CHECK_EQ_INT(rkm_knob_int(RKM_KNOB_SPIN_US, 7), 999);
+    unsetenv("RKM_SPIN_US");
+    unsetenv("RKM_PIN");
+    rkm_knobs_reload();
+}
+
 int main(void)
 {
     test_buf();
     test_arena();
     test_base64();
+    test_knobs();
     return test_done();
 }
