@@ -231,9 +231,9 @@ jv rkm_jinja__call_str_method(jctx *c, const char *m, const jstr *s, const jargs
         if (!s->len) return v_str((jstr *)s);
         uint32_t cp;
         int l = rkm_jinja__u8_dec(s->s, s->len, &cp);
-        char e[4];
+        jstr *first = rkm_jinja__str_case(c, s->s, (size_t)l, 1);
         sbuf b = {0};
-        rkm_jinja__sb_add(c, &b, e, (size_t)rkm_jinja__u8_enc(rkm_jinja__cp_case(cp, 1), e));
+        rkm_jinja__sb_add(c, &b, first->s, first->len);
         rkm_jinja__sb_add(c, &b, s->s + l, s->len - (size_t)l);
         return v_str(rkm_jinja__sb_str(c, &b));
     }

@@ -182,7 +182,6 @@ int rkm_jinja__js_space(uint32_t c);
 size_t rkm_jinja__js_trim_start(const char *s, size_t n);
 size_t rkm_jinja__js_trim_end(const char *s, size_t n);
 size_t rkm_jinja__u16_len(const char *s, size_t n);
-uint32_t rkm_jinja__cp_case(uint32_t cp, int upper);
 jstr *rkm_jinja__str_case(jctx *c, const char *s, size_t n, int upper);
 double rkm_jinja__js_parse_int(const char *s, size_t n);
 double rkm_jinja__js_parse_float(const char *s, size_t n);

@@ -12,10 +12,6 @@
  */
 #include "text/jinja_impl.h"
 
-#include <pthread.h>
-#include <locale.h>
-#include <wctype.h>
-
 #include "text/unicode.h"
 
 /* ------------------------------------------------------------ context */
@@ -221,36 +217,50 @@ size_t rkm_jinja__u16_len(const char *s, size_t n)
     return k;
 }
 
-static pthread_once_t case_once = PTHREAD_ONCE_INIT;
-static locale_t case_loc;
-static void case_init(void)
+/* Unicode's Final_Sigma context for the capital sigma at s[at..after):
+ * a cased letter before it and none after it, skipping case-ignorable
+ * code points on both sides (what JavaScript's toLowerCase applies). */
+static int final_sigma(const char *s, size_t n, size_t at, size_t after)
 {
-    case_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    if (!case_loc) case_loc = newlocale(LC_CTYPE_MASK, "en_US.UTF-8", (locale_t)0);
-}
-
-uint32_t rkm_jinja__cp_case(uint32_t cp, int upper)
-{
-    if (cp < 0x80) {
-        if (upper && cp >= 'a' && cp <= 'z') return cp - 32;
-        if (!upper && cp >= 'A' && cp <= 'Z') return cp + 32;
-        return cp;
+    int cased_before = 0;
+    for (size_t p = at; p > 0;) {
+        size_t q = rkm_jinja__u8_prev(s, p);
+        uint32_t cp;
+        rkm_jinja__u8_dec(s + q, p - q, &cp);
+        if (!rkm_unicode_is_case_ignorable(cp)) {
+            cased_before = rkm_unicode_is_cased(cp);
+            break;
+        }
+        p = q;
     }
-    pthread_once(&case_once, case_init);
-    if (!case_loc) return cp;
-    return (uint32_t)(upper ? towupper_l((wint_t)cp, case_loc) : towlower_l((wint_t)cp, case_loc));
+    if (!cased_before) return 0;
+    for (size_t i = after; i < n;) {
+        uint32_t cp;
+        i += (size_t)rkm_jinja__u8_dec(s + i, n - i, &cp);
+        if (!rkm_unicode_is_case_ignorable(cp)) return !rkm_unicode_is_cased(cp);
+    }
+    return 1;
 }
 
+/* JavaScript's toUpperCase / toLowerCase: full, language-neutral case
+ * mapping from the project's Unicode tables (never the C library's
+ * locale, so the output does not depend on the host). */
 jstr *rkm_jinja__str_case(jctx *c, const char *s, size_t n, int upper)
 {
     sbuf b = {0};
     sb_reserve(c, &b, n + 8);
     for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        i += rkm_jinja__u8_dec(s + i, n - i, &cp);
-        if (upper && cp == 0xDF) { rkm_jinja__sb_add(c, &b, "SS", 2); continue; }
-        char e[4];
-        rkm_jinja__sb_add(c, &b, e, rkm_jinja__u8_enc(rkm_jinja__cp_case(cp, upper), e));
+        uint32_t cp, m[3];
+        size_t at = i;
+        i += (size_t)rkm_jinja__u8_dec(s + i, n - i, &cp);
+        int k;
+        if (upper) k = rkm_unicode_upper(cp, m);
+        else if (cp == 0x3A3) m[0] = final_sigma(s, n, at, i) ? 0x3C2 : 0x3C3, k = 1;
+        else k = rkm_unicode_lower(cp, m);
+        for (int j = 0; j < k; j++) {
+            char e[4];
+            rkm_jinja__sb_add(c, &b, e, (size_t)rkm_jinja__u8_enc(m[j], e));
+        }
     }
     return b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0);
 }
@@ -528,7 +538,10 @@ static int locale_cmp(const jstr *a, const jstr *b)
         uint32_t x, y;
         i += rkm_jinja__u8_dec(a->s + i, a->len - i, &x);
         j += rkm_jinja__u8_dec(b->s + j, b->len - j, &y);
-        uint32_t lx = rkm_jinja__cp_case(x, 0), ly = rkm_jinja__cp_case(y, 0);
+        uint32_t lxs[2], lys[2];
+        rkm_unicode_lower(x, lxs);
+        rkm_unicode_lower(y, lys);
+        uint32_t lx = lxs[0], ly = lys[0];
         int cx = is_word((int)(lx < 128 ? lx : 'a')) && lx != '_', cy = is_word((int)(ly < 128 ? ly : 'a')) && ly != '_';
         if (cx != cy) return cx ? 1 : -1; /* punctuation sorts before alphanumerics */
         if (lx != ly) return lx < ly ? -1 : 1;
