@@ -35,30 +35,30 @@ static jv str_replace(jctx *c, const jstr *s, const jstr *old, const jstr *nw, d
 {
     if (count == 0) return v_str((jstr *)s);
     double remaining = count < 0 || isnan(count) ? INFINITY : count;
-    sbuf b = {0};
+    rkm_buf *b = rkm_jinja__buf_new(c);
     if (!old->len) { /* between every code point, and at both ends */
         size_t i = 0;
         for (;;) {
-            if (remaining > 0) { rkm_jinja__sb_add(c, &b, nw->s, nw->len); remaining--; }
+            if (remaining > 0) { rkm_jinja__buf_add(c, b, nw->s, nw->len); remaining--; }
             if (i >= s->len) break;
             uint32_t cp;
             int l = rkm_jinja__u8_dec(s->s + i, s->len - i, &cp);
-            rkm_jinja__sb_add(c, &b, s->s + i, (size_t)l);
+            rkm_jinja__buf_add(c, b, s->s + i, (size_t)l);
             i += (size_t)l;
         }
     } else {
         size_t i = 0;
         while (i <= s->len) {
             const char *f = remaining > 0 ? rkm_jinja__mem_find(s->s + i, s->len - i, old->s, old->len) : NULL;
-            if (!f) { rkm_jinja__sb_add(c, &b, s->s + i, s->len - i); break; }
+            if (!f) { rkm_jinja__buf_add(c, b, s->s + i, s->len - i); break; }
             size_t at = (size_t)(f - s->s);
-            rkm_jinja__sb_add(c, &b, s->s + i, at - i);
-            rkm_jinja__sb_add(c, &b, nw->s, nw->len);
+            rkm_jinja__buf_add(c, b, s->s + i, at - i);
+            rkm_jinja__buf_add(c, b, nw->s, nw->len);
             remaining--;
             i = at + old->len;
         }
     }
-    return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+    return v_str(rkm_jinja__buf_str(c, b));
 }
 
 static jv str_split(jctx *c, const jstr *s, jv sep, jv maxsplit, uint32_t pos)
@@ -232,10 +232,10 @@ jv rkm_jinja__call_str_method(jctx *c, const char *m, const jstr *s, const jargs
         uint32_t cp;
         int l = rkm_jinja__u8_dec(s->s, s->len, &cp);
         jstr *first = rkm_jinja__str_case(c, s->s, (size_t)l, 1);
-        sbuf b = {0};
-        rkm_jinja__sb_add(c, &b, first->s, first->len);
-        rkm_jinja__sb_add(c, &b, s->s + l, s->len - (size_t)l);
-        return v_str(rkm_jinja__sb_str(c, &b));
+        rkm_buf *b = rkm_jinja__buf_new(c);
+        rkm_jinja__buf_add(c, b, first->s, first->len);
+        rkm_jinja__buf_add(c, b, s->s + l, s->len - (size_t)l);
+        return v_str(rkm_jinja__buf_str(c, b));
     }
     if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
         int ends = m[0] == 'e';
@@ -373,14 +373,14 @@ static jv tojson_filter(jctx *c, jv v, const jargs *a, uint32_t pos)
     } else if (sep.t != V_NONE) {
         rkm_jinja__fail(c, pos, "if set, separators must be a tuple of two strings");
     }
-    sbuf b = {0};
-    rkm_jinja__to_json(c, &b, v, &o, 0, 1);
-    return v_str(rkm_jinja__sb_str(c, &b));
+    rkm_buf *b = rkm_jinja__buf_new(c);
+    rkm_jinja__to_json(c, b, v, &o, 0, 1);
+    return v_str(rkm_jinja__buf_str(c, b));
 }
 
 static jv indent_str(jctx *c, const jstr *s, int width, int first, int blank)
 {
-    sbuf b = {0};
+    rkm_buf *b = rkm_jinja__buf_new(c);
     size_t i = 0;
     int line = 0;
     for (;;) {
@@ -388,24 +388,24 @@ static jv indent_str(jctx *c, const jstr *s, int width, int first, int blank)
         size_t end = nl ? (size_t)(nl - s->s) : s->len;
         int skip = (!first && line == 0) || (!blank && end == i);
         if (!skip)
-            for (int k = 0; k < width; k++) sb_addc(c, &b, ' ');
-        rkm_jinja__sb_add(c, &b, s->s + i, end - i);
+            for (int k = 0; k < width; k++) buf_addc(c, b, ' ');
+        rkm_jinja__buf_add(c, b, s->s + i, end - i);
         if (!nl) break;
-        sb_addc(c, &b, '\n');
+        buf_addc(c, b, '\n');
         i = end + 1;
         line++;
     }
-    return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+    return v_str(rkm_jinja__buf_str(c, b));
 }
 
 static jv join_list(jctx *c, const jlist *l, const jstr *sep)
 {
-    sbuf b = {0};
+    rkm_buf *b = rkm_jinja__buf_new(c);
     for (size_t i = 0; i < l->n; i++) {
-        if (i && sep) rkm_jinja__sb_add(c, &b, sep->s, sep->len);
-        rkm_jinja__raw_str(c, &b, l->v[i]);
+        if (i && sep) rkm_jinja__buf_add(c, b, sep->s, sep->len);
+        rkm_jinja__raw_str(c, b, l->v[i]);
     }
-    return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+    return v_str(rkm_jinja__buf_str(c, b));
 }
 
 /* Filters Python Jinja2 has and @huggingface/jinja lacks (where it would
@@ -433,18 +433,18 @@ static int extension_filter(jctx *c, jv v, const node *f, jenv *e, jv *out)
     }
     if (name_is(n, "e") || name_is(n, "escape")) {
         jstr *s = rkm_jinja__display_str(c, v);
-        sbuf b = {0};
+        rkm_buf *b = rkm_jinja__buf_new(c);
         for (size_t i = 0; i < s->len; i++) {
             switch (s->s[i]) {
-            case '&': sb_adds(c, &b, "&amp;"); break;
-            case '<': sb_adds(c, &b, "&lt;"); break;
-            case '>': sb_adds(c, &b, "&gt;"); break;
-            case '"': sb_adds(c, &b, "&#34;"); break;
-            case '\'': sb_adds(c, &b, "&#39;"); break;
-            default: sb_addc(c, &b, s->s[i]);
+            case '&': buf_adds(c, b, "&amp;"); break;
+            case '<': buf_adds(c, b, "&lt;"); break;
+            case '>': buf_adds(c, b, "&gt;"); break;
+            case '"': buf_adds(c, b, "&#34;"); break;
+            case '\'': buf_adds(c, b, "&#39;"); break;
+            default: buf_addc(c, b, s->s[i]);
             }
         }
-        *out = v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+        *out = v_str(rkm_jinja__buf_str(c, b));
         return 1;
     }
     if (name_is(n, "count")) {
@@ -584,12 +584,12 @@ jv rkm_jinja__apply_filter(jctx *c, jv v, const node *f, jenv *e)
         if (v.t == V_LIST) return join_list(c, v.u.l, sep.u.s);
         size_t *o;
         size_t k = rkm_jinja__str_cps(c, v.u.s, &o);
-        sbuf b = {0};
+        rkm_buf *b = rkm_jinja__buf_new(c);
         for (size_t i = 0; i < k; i++) {
-            if (i) rkm_jinja__sb_add(c, &b, sep.u.s->s, sep.u.s->len);
-            rkm_jinja__sb_add(c, &b, v.u.s->s + o[i], o[i + 1] - o[i]);
+            if (i) rkm_jinja__buf_add(c, b, sep.u.s->s, sep.u.s->len);
+            rkm_jinja__buf_add(c, b, v.u.s->s + o[i], o[i + 1] - o[i]);
         }
-        return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+        return v_str(rkm_jinja__buf_str(c, b));
     }
     if (name_is(n, "int") || name_is(n, "float")) {
         int is_int = name_is(n, "int");

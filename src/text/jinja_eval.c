@@ -18,7 +18,7 @@
 /* ------------------------------------------------------------ renderer */
 
 static jv eval(jctx *c, const node *n, jenv *e);
-static int exec_block(jctx *c, node *const *v, int n, jenv *e, sbuf *out);
+static int exec_block(jctx *c, node *const *v, int n, jenv *e, rkm_buf *out);
 
 static jenv *env_new(jctx *c, jenv *parent)
 {
@@ -168,14 +168,14 @@ static jv eval_slice(jctx *c, jv obj, const node *sl, jenv *e)
         stop = stop < -1 ? fmax(len + stop, -1) : fmin(stop, len - 1);
     }
     jv out = obj.t == V_LIST ? rkm_jinja__v_list(c, 0) : UNDEF;
-    sbuf b = {0};
+    rkm_buf *b = rkm_jinja__buf_new(c);
     for (double i = start; dir * i < dir * stop; i += step_v) {
         rkm_jinja__step(c, sl);
         size_t k = (size_t)i;
         if (obj.t == V_LIST) rkm_jinja__list_push(c, out.u.l, obj.u.l->v[k]);
-        else rkm_jinja__sb_add(c, &b, obj.u.s->s + offs[k], offs[k + 1] - offs[k]);
+        else rkm_jinja__buf_add(c, b, obj.u.s->s + offs[k], offs[k + 1] - offs[k]);
     }
-    if (obj.t == V_STR) return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+    if (obj.t == V_STR) return v_str(rkm_jinja__buf_str(c, b));
     return out;
 }
 
@@ -225,9 +225,9 @@ static void bind_params(jctx *c, const char *name, node *const *params, int np, 
 static jv call_global(jctx *c, int kind, const jargs *a, uint32_t pos)
 {
     if (kind == F_RAISE) {
-        sbuf b = {0};
-        if (a->n) rkm_jinja__raw_str(c, &b, a->v[0]);
-        snprintf(c->msg, sizeof c->msg, "%s", b.p ? b.p : "");
+        rkm_buf *b = rkm_jinja__buf_new(c);
+        if (a->n) rkm_jinja__raw_str(c, b, a->v[0]);
+        snprintf(c->msg, sizeof c->msg, "%s", b->data ? b->data : "");
         c->code = RKM_EINVAL;
         longjmp(c->jb, 1);
     }
@@ -260,11 +260,11 @@ static jv call_global(jctx *c, int kind, const jargs *a, uint32_t pos)
         time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
-        sbuf b = {0};
+        rkm_buf *b = rkm_jinja__buf_new(c);
         char t[32];
         for (size_t i = 0; i < f.u.s->len; i++) {
             char ch = f.u.s->s[i];
-            if (ch != '%' || i + 1 >= f.u.s->len) { sb_addc(c, &b, ch); continue; }
+            if (ch != '%' || i + 1 >= f.u.s->len) { buf_addc(c, b, ch); continue; }
             char d = f.u.s->s[++i];
             switch (d) {
             case 'Y': snprintf(t, sizeof t, "%d", tm.tm_year + 1900); break;
@@ -277,9 +277,9 @@ static jv call_global(jctx *c, int kind, const jargs *a, uint32_t pos)
             case '%': snprintf(t, sizeof t, "%%"); break;
             default: snprintf(t, sizeof t, "%%%c", d); break;
             }
-            sb_adds(c, &b, t);
+            buf_adds(c, b, t);
         }
-        return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+        return v_str(rkm_jinja__buf_str(c, b));
     }
     /* namespace(mapping or pairs?, **kwargs) */
     if (a->n > 1) rkm_jinja__fail(c, pos, "namespace expected at most 1 argument, got %d", a->n);
@@ -328,11 +328,11 @@ static jv call_value(jctx *c, jv fn, const jargs *a, jenv *caller_env, uint32_t 
         node *const *params = f->kind == F_MACRO ? d->v : d->v2;
         int np = f->kind == F_MACRO ? d->n : d->n2;
         bind_params(c, name, params, np, d->flag, a, scope);
-        sbuf out = {0};
-        int ctl = f->kind == F_MACRO ? exec_block(c, d->v2, d->n2, scope, &out) : exec_block(c, d->v, d->n, scope, &out);
+        rkm_buf *out = rkm_jinja__buf_new(c);
+        int ctl = f->kind == F_MACRO ? exec_block(c, d->v2, d->n2, scope, out) : exec_block(c, d->v, d->n, scope, out);
         if (ctl) rkm_jinja__fail(c, pos, "break/continue outside of a loop");
         c->depth--;
-        return v_str(out.p ? rkm_jinja__sb_str(c, &out) : rkm_jinja__str_new(c, "", 0));
+        return v_str(rkm_jinja__buf_str(c, out));
     }
     default:
         return call_global(c, f->kind, a, pos);
@@ -343,10 +343,10 @@ static jv call_value(jctx *c, jv fn, const jargs *a, jenv *caller_env, uint32_t 
 
 static jv concat_raw(jctx *c, jv l, jv r)
 {
-    sbuf b = {0};
-    rkm_jinja__raw_str(c, &b, l);
-    rkm_jinja__raw_str(c, &b, r);
-    return v_str(b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0));
+    rkm_buf *b = rkm_jinja__buf_new(c);
+    rkm_jinja__raw_str(c, b, l);
+    rkm_jinja__raw_str(c, b, r);
+    return v_str(rkm_jinja__buf_str(c, b));
 }
 
 static jv eval_binary(jctx *c, const node *n, jenv *e)
@@ -510,7 +510,7 @@ static void assign_tuple(jctx *c, const node *target, jv v, jenv *e, const char 
     }
 }
 
-static int exec_for(jctx *c, const node *n, jenv *e, sbuf *out)
+static int exec_for(jctx *c, const node *n, jenv *e, rkm_buf *out)
 {
     jenv *scope = env_new(c, e);
     const node *test = NULL;
@@ -565,7 +565,7 @@ static int exec_for(jctx *c, const node *n, jenv *e, sbuf *out)
         int ctl = exec_block(c, n->v, n->n, scope, out);
         if (ctl != CTL_NONE) { /* the interrupted iteration's output is dropped */
             out->len = mark;
-            if (out->p) out->p[mark] = 0;
+            if (out->data) out->data[mark] = 0;
             if (ctl == CTL_BREAK) break;
             continue;
         }
@@ -575,7 +575,7 @@ static int exec_for(jctx *c, const node *n, jenv *e, sbuf *out)
     return CTL_NONE;
 }
 
-static int exec_block(jctx *c, node *const *v, int n, jenv *e, sbuf *out)
+static int exec_block(jctx *c, node *const *v, int n, jenv *e, rkm_buf *out)
 {
     if (++c->depth > c->max_depth) rkm_jinja__fail(c, n ? v[0]->pos : NOPOS, "template nested too deeply");
     for (int i = 0; i < n; i++) {
@@ -583,7 +583,7 @@ static int exec_block(jctx *c, node *const *v, int n, jenv *e, sbuf *out)
         int ctl = CTL_NONE;
         rkm_jinja__step(c, s);
         switch (s->k) {
-        case N_TEXT: rkm_jinja__sb_add(c, out, s->s, s->len); break;
+        case N_TEXT: rkm_jinja__buf_add(c, out, s->s, s->len); break;
         case N_COMMENT: break;
         case N_BREAK: ctl = CTL_BREAK; break;
         case N_CONTINUE: ctl = CTL_CONTINUE; break;
@@ -592,10 +592,10 @@ static int exec_block(jctx *c, node *const *v, int n, jenv *e, sbuf *out)
             if (s->b) {
                 rhs = eval(c, s->b, e);
             } else {
-                sbuf body = {0};
-                ctl = exec_block(c, s->v, s->n, e, &body);
+                rkm_buf *body = rkm_jinja__buf_new(c);
+                ctl = exec_block(c, s->v, s->n, e, body);
                 if (ctl) break;
-                rhs = v_str(body.p ? rkm_jinja__sb_str(c, &body) : rkm_jinja__str_new(c, "", 0));
+                rhs = v_str(rkm_jinja__buf_str(c, body));
             }
             const node *t = s->a;
             if (t->k == N_IDENT) {
@@ -644,10 +644,10 @@ static int exec_block(jctx *c, node *const *v, int n, jenv *e, sbuf *out)
             break;
         }
         case N_FILTERBLOCK: {
-            sbuf body = {0};
-            ctl = exec_block(c, s->v, s->n, e, &body);
+            rkm_buf *body = rkm_jinja__buf_new(c);
+            ctl = exec_block(c, s->v, s->n, e, body);
             if (ctl) break;
-            jv r = rkm_jinja__apply_filter(c, v_str(body.p ? rkm_jinja__sb_str(c, &body) : rkm_jinja__str_new(c, "", 0)), s->b, e);
+            jv r = rkm_jinja__apply_filter(c, v_str(rkm_jinja__buf_str(c, body)), s->b, e);
             if (r.t != V_NONE && r.t != V_UNDEF) rkm_jinja__display(c, out, r);
             break;
         }
@@ -778,17 +778,17 @@ char *rkm_jinja_render(const rkm_jinja *t, const cJSON *vars, const rkm_jinja_li
         c->code = RKM_EINVAL;
         rkm_jinja__fail(c, NOPOS, "variables must be a JSON object");
     }
-    sbuf out = {0};
+    rkm_buf *out = rkm_jinja__buf_new(c);
     /* the top level is evaluated like one block */
-    if (exec_block(c, t->body, t->n, g, &out) != CTL_NONE) rkm_jinja__fail(c, NOPOS, "break/continue outside of a loop");
-    char *res = malloc(out.len + 1);
+    if (exec_block(c, t->body, t->n, g, out) != CTL_NONE) rkm_jinja__fail(c, NOPOS, "break/continue outside of a loop");
+    char *res = malloc(out->len + 1);
     if (!res) {
         c->code = RKM_ENOMEM;
         rkm_jinja__fail(c, NOPOS, "out of memory");
     }
-    if (out.len) memcpy(res, out.p, out.len);
-    res[out.len] = 0;
-    if (out_len) *out_len = out.len;
+    if (out->len) memcpy(res, out->data, out->len);
+    res[out->len] = 0;
+    if (out_len) *out_len = out->len;
     rkm_jinja__ctx_free(c);
     free(c);
     return res;

@@ -24,12 +24,16 @@
 
 #include "text/jinja.h"
 #include "util/arena.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 /* One parse or one render: the arena that holds every token, node, string
  * and container, the limits, and where a failure longjmps to. */
+typedef struct jbuf jbuf;
+
 typedef struct jctx {
     rkm_arena arena;
+    jbuf *bufs;              /* every rkm_buf handed out, freed with the arena */
     size_t total, limit;     /* bytes allocated / allowed */
     size_t steps, max_steps; /* render work counter */
     int depth, max_depth;    /* recursion (parse and render) */
@@ -48,10 +52,6 @@ typedef struct jstr {
     char s[]; /* NUL-terminated UTF-8 */
 } jstr;
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
 
 enum {
     T_TEXT, T_NUM, T_STR, T_IDENT, T_EQUALS, T_LPAREN, T_RPAREN, T_OSTMT, T_CSTMT, T_OEXPR, T_CEXPR,
@@ -172,8 +172,13 @@ void rkm_jinja__ctx_free(jctx *c);
 _Noreturn RKM_PRINTF(3, 4) void rkm_jinja__fail(jctx *c, uint32_t pos, const char *fmt, ...);
 void *rkm_jinja__alloc(jctx *c, size_t n);
 jstr *rkm_jinja__str_new(jctx *c, const char *p, size_t n);
-void rkm_jinja__sb_add(jctx *c, sbuf *b, const char *p, size_t n);
-jstr *rkm_jinja__sb_str(jctx *c, const sbuf *b);
+/* A growable string for this context: util/buf.h's rkm_buf, freed with
+ * the context (a failure's longjmp cannot leak it); its growth counts
+ * against the context's memory limit. */
+rkm_buf *rkm_jinja__buf_new(jctx *c);
+void rkm_jinja__buf_add(jctx *c, rkm_buf *b, const char *p, size_t n);
+/* The contents as an arena string ("" when empty); b is left empty. */
+jstr *rkm_jinja__buf_str(jctx *c, rkm_buf *b);
 int rkm_jinja__u8_dec(const char *p, size_t n, uint32_t *cp);
 int rkm_jinja__u8_enc(uint32_t cp, char *o);
 size_t rkm_jinja__u8_prev(const char *s, size_t i);
@@ -193,9 +198,9 @@ void rkm_jinja__dict_set(jctx *c, jdict *d, jstr *k, jv x);
 int rkm_jinja__dict_get(const jdict *d, const char *k, size_t kl, jv *out);
 const char *rkm_jinja__type_name(jv v);
 int rkm_jinja__truthy(jv v);
-void rkm_jinja__to_json(jctx *c, sbuf *b, jv v, const json_opts *o, int depth, int undef_null);
-void rkm_jinja__display(jctx *c, sbuf *b, jv v);
-void rkm_jinja__raw_str(jctx *c, sbuf *b, jv v);
+void rkm_jinja__to_json(jctx *c, rkm_buf *b, jv v, const json_opts *o, int depth, int undef_null);
+void rkm_jinja__display(jctx *c, rkm_buf *b, jv v);
+void rkm_jinja__raw_str(jctx *c, rkm_buf *b, jv v);
 jstr *rkm_jinja__display_str(jctx *c, jv v);
 int rkm_jinja__loose_eq(jctx *c, jv a, jv b, int depth);
 int rkm_jinja__strict_eq(jv a, jv b);
@@ -225,8 +230,8 @@ jv rkm_jinja__arg_get(const jargs *a, int i, const char *kw, jv def);
 jv rkm_jinja__get_attr_path(jctx *c, jv item, const jstr *path);
 
 static inline jstr *str_cstr(jctx *c, const char *p) { return rkm_jinja__str_new(c, p, strlen(p)); }
-static inline void sb_adds(jctx *c, sbuf *b, const char *s) { rkm_jinja__sb_add(c, b, s, strlen(s)); }
-static inline void sb_addc(jctx *c, sbuf *b, char ch) { rkm_jinja__sb_add(c, b, &ch, 1); }
+static inline void buf_adds(jctx *c, rkm_buf *b, const char *s) { rkm_jinja__buf_add(c, b, s, strlen(s)); }
+static inline void buf_addc(jctx *c, rkm_buf *b, char ch) { rkm_jinja__buf_add(c, b, &ch, 1); }
 static inline int is_word(int ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'; }
 static inline int is_digit(int ch) { return ch >= '0' && ch <= '9'; }
 static inline jv v_bool(int b) { jv v = {V_BOOL, {0}}; v.u.b = !!b; return v; }

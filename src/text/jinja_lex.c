@@ -193,9 +193,9 @@ static int hexval(int ch)
 
 /* @huggingface/jinja's consumeWhile: backslash escapes, and an error when
  * the run reaches the end of the input. */
-static sbuf lx_consume(lexer *L, int kind, char quote)
+static jstr *lx_consume(lexer *L, int kind, char quote)
 {
-    sbuf b = {0};
+    rkm_buf *b = rkm_jinja__buf_new(L->c);
     const mtext *t = &L->t;
     uint32_t pending_hi = 0;
     for (;;) {
@@ -227,7 +227,7 @@ static sbuf lx_consume(lexer *L, int kind, char quote)
                 L->i += len;
                 char enc[4];
                 if (v >= 0xD800 && v < 0xDC00) {
-                    if (pending_hi) rkm_jinja__sb_add(L->c, &b, "\xEF\xBF\xBD", 3);
+                    if (pending_hi) rkm_jinja__buf_add(L->c, b, "\xEF\xBF\xBD", 3);
                     pending_hi = v;
                     continue;
                 }
@@ -235,8 +235,8 @@ static sbuf lx_consume(lexer *L, int kind, char quote)
                     v = 0x10000 + ((pending_hi - 0xD800) << 10) + (v - 0xDC00);
                     pending_hi = 0;
                 }
-                if (pending_hi) { rkm_jinja__sb_add(L->c, &b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
-                rkm_jinja__sb_add(L->c, &b, enc, rkm_jinja__u8_enc(v, enc));
+                if (pending_hi) { rkm_jinja__buf_add(L->c, b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
+                rkm_jinja__buf_add(L->c, b, enc, rkm_jinja__u8_enc(v, enc));
                 continue;
             }
             const char *rep = NULL;
@@ -252,20 +252,19 @@ static sbuf lx_consume(lexer *L, int kind, char quote)
             case '\\': rep = "\\"; break;
             default: rkm_jinja__fail(L->c, lx_pos(L, L->i - 1), "unexpected escaped character '%c'", e);
             }
-            if (pending_hi) { rkm_jinja__sb_add(L->c, &b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
-            rkm_jinja__sb_add(L->c, &b, rep, 1);
+            if (pending_hi) { rkm_jinja__buf_add(L->c, b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
+            rkm_jinja__buf_add(L->c, b, rep, 1);
             continue;
         }
-        if (pending_hi) { rkm_jinja__sb_add(L->c, &b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
+        if (pending_hi) { rkm_jinja__buf_add(L->c, b, "\xEF\xBF\xBD", 3); pending_hi = 0; }
         uint32_t cp;
         int l = rkm_jinja__u8_dec(t->p + L->i, t->n - L->i, &cp);
-        rkm_jinja__sb_add(L->c, &b, t->p + L->i, (size_t)l);
+        rkm_jinja__buf_add(L->c, b, t->p + L->i, (size_t)l);
         L->i += (size_t)l;
         if (L->i >= t->n) rkm_jinja__fail(L->c, lx_pos(L, L->i), "unexpected end of input");
     }
-    if (pending_hi) rkm_jinja__sb_add(L->c, &b, "\xEF\xBF\xBD", 3);
-    if (!b.p) { b.p = ""; }
-    return b;
+    if (pending_hi) rkm_jinja__buf_add(L->c, b, "\xEF\xBF\xBD", 3);
+    return rkm_jinja__buf_str(L->c, b);
 }
 
 tok *rkm_jinja__lex(jctx *c, const char *src, size_t n, size_t *n_tok)
@@ -337,17 +336,18 @@ tok *rkm_jinja__lex(jctx *c, const char *src, size_t n, size_t *n_tok)
             if (lt == T_TEXT || lt < 0) rkm_jinja__fail(c, pos, "unexpected character '%c'", ch);
             if (!(lt == T_IDENT || lt == T_NUM || lt == T_STR || lt == T_RPAREN || lt == T_RBRACK)) {
                 L.i++;
-                sbuf num = lx_consume(&L, CW_DIGIT, 0);
-                sbuf v = {0};
-                sb_addc(c, &v, ch);
-                rkm_jinja__sb_add(c, &v, num.p, num.len);
-                if (num.len && L.i + 1 < t->n && t->p[L.i] == '.' && is_digit(t->p[L.i + 1])) {
+                jstr *num = lx_consume(&L, CW_DIGIT, 0);
+                rkm_buf *v = rkm_jinja__buf_new(c);
+                buf_addc(c, v, ch);
+                rkm_jinja__buf_add(c, v, num->s, num->len);
+                if (num->len && L.i + 1 < t->n && t->p[L.i] == '.' && is_digit(t->p[L.i + 1])) {
                     L.i++;
-                    sbuf fr = lx_consume(&L, CW_DIGIT, 0);
-                    sb_addc(c, &v, '.');
-                    rkm_jinja__sb_add(c, &v, fr.p, fr.len);
+                    jstr *fr = lx_consume(&L, CW_DIGIT, 0);
+                    buf_addc(c, v, '.');
+                    rkm_jinja__buf_add(c, v, fr->s, fr->len);
                 }
-                lx_push(&L, num.len ? T_NUM : T_UNARY, v.p, v.len, pos);
+                jstr *vs = rkm_jinja__buf_str(c, v);
+                lx_push(&L, num->len ? T_NUM : T_UNARY, vs->s, vs->len, pos);
                 continue;
             }
         }
@@ -368,27 +368,28 @@ tok *rkm_jinja__lex(jctx *c, const char *src, size_t n, size_t *n_tok)
         if (matched) continue;
         if (ch == '\'' || ch == '"') {
             L.i++;
-            sbuf s = lx_consume(&L, CW_STR, ch);
-            lx_push(&L, T_STR, s.p, s.len, pos);
+            jstr *s = lx_consume(&L, CW_STR, ch);
+            lx_push(&L, T_STR, s->s, s->len, pos);
             L.i++;
             continue;
         }
         if (is_digit(ch)) {
-            sbuf num = lx_consume(&L, CW_DIGIT, 0);
-            sbuf v = {0};
-            rkm_jinja__sb_add(c, &v, num.p, num.len);
+            jstr *num = lx_consume(&L, CW_DIGIT, 0);
+            rkm_buf *v = rkm_jinja__buf_new(c);
+            rkm_jinja__buf_add(c, v, num->s, num->len);
             if (lx_last(&L) != T_DOT && L.i + 1 < t->n && t->p[L.i] == '.' && is_digit(t->p[L.i + 1])) {
                 L.i++;
-                sbuf fr = lx_consume(&L, CW_DIGIT, 0);
-                sb_addc(c, &v, '.');
-                rkm_jinja__sb_add(c, &v, fr.p, fr.len);
+                jstr *fr = lx_consume(&L, CW_DIGIT, 0);
+                buf_addc(c, v, '.');
+                rkm_jinja__buf_add(c, v, fr->s, fr->len);
             }
-            lx_push(&L, T_NUM, v.p, v.len, pos);
+            jstr *vs = rkm_jinja__buf_str(c, v);
+            lx_push(&L, T_NUM, vs->s, vs->len, pos);
             continue;
         }
         if (is_word(ch)) {
-            sbuf w = lx_consume(&L, CW_WORD, 0);
-            lx_push(&L, T_IDENT, w.p, w.len, pos);
+            jstr *w = lx_consume(&L, CW_WORD, 0);
+            lx_push(&L, T_IDENT, w->s, w->len, pos);
             continue;
         }
         uint32_t cp;

@@ -630,14 +630,15 @@ static node *parse_primary(parser *P)
     case T_STR: {
         n = mk(P, N_STR, t->pos);
         if (p_is(P, T_STR)) {
-            sbuf b = {0};
-            rkm_jinja__sb_add(P->c, &b, t->s, t->len);
+            rkm_buf *b = rkm_jinja__buf_new(P->c);
+            rkm_jinja__buf_add(P->c, b, t->s, t->len);
             while (p_is(P, T_STR)) {
-                rkm_jinja__sb_add(P->c, &b, P->t[P->i].s, P->t[P->i].len);
+                rkm_jinja__buf_add(P->c, b, P->t[P->i].s, P->t[P->i].len);
                 P->i++;
             }
-            n->s = b.p ? b.p : "";
-            n->len = b.len;
+            jstr *joined = rkm_jinja__buf_str(P->c, b);
+            n->s = joined->s;
+            n->len = joined->len;
         } else {
             n->s = t->s;
             n->len = t->len;

@@ -16,7 +16,6 @@
 
 /* ------------------------------------------------------------ context */
 
-void rkm_jinja__ctx_free(jctx *c) { rkm_arena_free(&c->arena); }
 
 static void pos_linecol(const jctx *c, uint32_t pos, int *line, int *col)
 {
@@ -74,27 +73,54 @@ jstr *rkm_jinja__str_new(jctx *c, const char *p, size_t n)
     return s;
 }
 
-static void sb_reserve(jctx *c, sbuf *b, size_t extra)
+struct jbuf {
+    rkm_buf b;
+    jbuf *next;
+};
+
+void rkm_jinja__ctx_free(jctx *c)
 {
-    if (b->len + extra + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap * 2 : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
-    char *np = rkm_jinja__alloc(c, cap);
-    if (b->len) memcpy(np, b->p, b->len);
-    b->p = np;
-    b->cap = cap;
+    for (jbuf *j = c->bufs; j; j = j->next) rkm_buf_free(&j->b);
+    c->bufs = NULL;
+    rkm_arena_free(&c->arena);
 }
 
-void rkm_jinja__sb_add(jctx *c, sbuf *b, const char *p, size_t n)
+rkm_buf *rkm_jinja__buf_new(jctx *c)
+{
+    jbuf *j = rkm_jinja__alloc(c, sizeof *j);
+    j->b = (rkm_buf)RKM_BUF_INIT;
+    j->next = c->bufs;
+    c->bufs = j;
+    return &j->b;
+}
+
+static void buf_reserve(jctx *c, rkm_buf *b, size_t extra)
+{
+    size_t cap = b->cap;
+    if (extra > c->limit || rkm_buf_reserve(b, extra)) {
+        c->code = RKM_ENOMEM;
+        rkm_jinja__fail(c, NOPOS, "out of memory");
+    }
+    c->total += b->cap - cap;
+    if (c->total > c->limit) {
+        c->code = RKM_ENOMEM;
+        rkm_jinja__fail(c, NOPOS, "template needs more than %zu bytes of memory", c->limit);
+    }
+}
+
+void rkm_jinja__buf_add(jctx *c, rkm_buf *b, const char *p, size_t n)
 {
     if (!n) return;
-    sb_reserve(c, b, n);
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = 0;
+    buf_reserve(c, b, n);
+    rkm_buf_add(b, p, n);
 }
 
-jstr *rkm_jinja__sb_str(jctx *c, const sbuf *b) { return rkm_jinja__str_new(c, b->p, b->len); }
+jstr *rkm_jinja__buf_str(jctx *c, rkm_buf *b)
+{
+    jstr *s = rkm_jinja__str_new(c, b->data ? b->data : "", b->len);
+    rkm_buf_free(b);
+    return s;
+}
 
 /* --------------------------------------------------------------- UTF-8 */
 
@@ -247,8 +273,8 @@ static int final_sigma(const char *s, size_t n, size_t at, size_t after)
  * locale, so the output does not depend on the host). */
 jstr *rkm_jinja__str_case(jctx *c, const char *s, size_t n, int upper)
 {
-    sbuf b = {0};
-    sb_reserve(c, &b, n + 8);
+    rkm_buf *b = rkm_jinja__buf_new(c);
+    buf_reserve(c, b, n + 8);
     for (size_t i = 0; i < n;) {
         uint32_t cp, m[3];
         size_t at = i;
@@ -259,10 +285,10 @@ jstr *rkm_jinja__str_case(jctx *c, const char *s, size_t n, int upper)
         else k = rkm_unicode_lower(cp, m);
         for (int j = 0; j < k; j++) {
             char e[4];
-            rkm_jinja__sb_add(c, &b, e, (size_t)rkm_jinja__u8_enc(m[j], e));
+            rkm_jinja__buf_add(c, b, e, (size_t)rkm_jinja__u8_enc(m[j], e));
         }
     }
-    return b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0);
+    return rkm_jinja__buf_str(c, b);
 }
 
 /* ------------------------------------------------------------ numbers */
@@ -483,28 +509,28 @@ int rkm_jinja__truthy(jv v)
 
 /* ------------------------------------------------------ JSON / printing */
 
-static void json_str(jctx *c, sbuf *b, const char *s, size_t n, int ascii)
+static void json_str(jctx *c, rkm_buf *b, const char *s, size_t n, int ascii)
 {
-    sb_addc(c, b, '"');
+    buf_addc(c, b, '"');
     for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)s[i];
         if (ch < 0x80) {
             i++;
             switch (ch) {
-            case '"': rkm_jinja__sb_add(c, b, "\\\"", 2); break;
-            case '\\': rkm_jinja__sb_add(c, b, "\\\\", 2); break;
-            case '\b': rkm_jinja__sb_add(c, b, "\\b", 2); break;
-            case '\f': rkm_jinja__sb_add(c, b, "\\f", 2); break;
-            case '\n': rkm_jinja__sb_add(c, b, "\\n", 2); break;
-            case '\r': rkm_jinja__sb_add(c, b, "\\r", 2); break;
-            case '\t': rkm_jinja__sb_add(c, b, "\\t", 2); break;
+            case '"': rkm_jinja__buf_add(c, b, "\\\"", 2); break;
+            case '\\': rkm_jinja__buf_add(c, b, "\\\\", 2); break;
+            case '\b': rkm_jinja__buf_add(c, b, "\\b", 2); break;
+            case '\f': rkm_jinja__buf_add(c, b, "\\f", 2); break;
+            case '\n': rkm_jinja__buf_add(c, b, "\\n", 2); break;
+            case '\r': rkm_jinja__buf_add(c, b, "\\r", 2); break;
+            case '\t': rkm_jinja__buf_add(c, b, "\\t", 2); break;
             default:
                 if (ch < 0x20 || (ascii && ch == 0x7F)) {
                     char e[8];
                     snprintf(e, sizeof e, "\\u%04x", ch);
-                    rkm_jinja__sb_add(c, b, e, 6);
+                    rkm_jinja__buf_add(c, b, e, 6);
                 } else {
-                    sb_addc(c, b, (char)ch);
+                    buf_addc(c, b, (char)ch);
                 }
             }
             continue;
@@ -516,17 +542,17 @@ static void json_str(jctx *c, sbuf *b, const char *s, size_t n, int ascii)
             if (cp >= 0x10000) {
                 uint32_t v = cp - 0x10000;
                 snprintf(e, sizeof e, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
-                rkm_jinja__sb_add(c, b, e, 12);
+                rkm_jinja__buf_add(c, b, e, 12);
             } else {
                 snprintf(e, sizeof e, "\\u%04x", cp);
-                rkm_jinja__sb_add(c, b, e, 6);
+                rkm_jinja__buf_add(c, b, e, 6);
             }
         } else {
-            rkm_jinja__sb_add(c, b, s + i, (size_t)l);
+            rkm_jinja__buf_add(c, b, s + i, (size_t)l);
         }
         i += (size_t)l;
     }
-    sb_addc(c, b, '"');
+    buf_addc(c, b, '"');
 }
 
 /* An approximation of String.prototype.localeCompare (ICU root collation)
@@ -562,39 +588,39 @@ static int cmp_keys(jctx *c, const void *a, const void *b, void *arg)
     return locale_cmp(*(jstr *const *)a, *(jstr *const *)b);
 }
 
-static void json_pad(jctx *c, sbuf *b, const json_opts *o, int depth)
+static void json_pad(jctx *c, rkm_buf *b, const json_opts *o, int depth)
 {
-    sb_addc(c, b, '\n');
-    for (int i = 0; i < depth * o->indent; i++) sb_addc(c, b, ' ');
+    buf_addc(c, b, '\n');
+    for (int i = 0; i < depth * o->indent; i++) buf_addc(c, b, ' ');
 }
 
-void rkm_jinja__to_json(jctx *c, sbuf *b, jv v, const json_opts *o, int depth, int undef_null)
+void rkm_jinja__to_json(jctx *c, rkm_buf *b, jv v, const json_opts *o, int depth, int undef_null)
 {
     if (depth > 256) rkm_jinja__fail(c, NOPOS, "tojson: value nested too deeply (or cyclic)");
     const char *isep = o->item_sep ? o->item_sep : o->indent ? "," : ", ";
     const char *ksep = o->key_sep ? o->key_sep : ": ";
     char nb[40];
     switch (v.t) {
-    case V_NONE: sb_adds(c, b, "null"); return;
-    case V_UNDEF: sb_adds(c, b, undef_null ? "null" : "undefined"); return;
-    case V_BOOL: sb_adds(c, b, v.u.b ? "true" : "false"); return;
+    case V_NONE: buf_adds(c, b, "null"); return;
+    case V_UNDEF: buf_adds(c, b, undef_null ? "null" : "undefined"); return;
+    case V_BOOL: buf_adds(c, b, v.u.b ? "true" : "false"); return;
     case V_INT: case V_FLOAT:
-        if (!isfinite(v.u.n)) { sb_adds(c, b, "null"); return; }
+        if (!isfinite(v.u.n)) { buf_adds(c, b, "null"); return; }
         js_num(v.u.n, nb);
-        sb_adds(c, b, nb);
+        buf_adds(c, b, nb);
         return;
     case V_STR: json_str(c, b, v.u.s->s, v.u.s->len, o->ensure_ascii); return;
     case V_LIST: {
         jlist *l = v.u.l;
         if (l->tuple) rkm_jinja__fail(c, NOPOS, "cannot convert to JSON: TupleValue");
-        sb_addc(c, b, '[');
+        buf_addc(c, b, '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) sb_adds(c, b, isep);
+            if (i) buf_adds(c, b, isep);
             if (o->indent) json_pad(c, b, o, depth + 1);
             rkm_jinja__to_json(c, b, l->v[i], o, depth + 1, undef_null);
         }
         if (o->indent && l->n) json_pad(c, b, o, depth);
-        sb_addc(c, b, ']');
+        buf_addc(c, b, ']');
         return;
     }
     case V_DICT: case V_NS: {
@@ -607,16 +633,16 @@ void rkm_jinja__to_json(jctx *c, sbuf *b, jv v, const json_opts *o, int depth, i
             rkm_jinja__merge_sort(c, keys, d->n, sizeof(jstr *), cmp_keys, NULL);
             for (size_t i = 0; i < d->n; i++) idx[i] = (size_t)rkm_jinja__dict_find(d, keys[i]->s, keys[i]->len);
         }
-        sb_addc(c, b, '{');
+        buf_addc(c, b, '{');
         for (size_t i = 0; i < d->n; i++) {
-            if (i) sb_adds(c, b, isep);
+            if (i) buf_adds(c, b, isep);
             if (o->indent) json_pad(c, b, o, depth + 1);
             json_str(c, b, d->k[idx[i]]->s, d->k[idx[i]]->len, o->ensure_ascii);
-            sb_adds(c, b, ksep);
+            buf_adds(c, b, ksep);
             rkm_jinja__to_json(c, b, d->v[idx[i]], o, depth + 1, undef_null);
         }
         if (o->indent && d->n) json_pad(c, b, o, depth);
-        sb_addc(c, b, '}');
+        buf_addc(c, b, '}');
         return;
     }
     default:
@@ -625,37 +651,37 @@ void rkm_jinja__to_json(jctx *c, sbuf *b, jv v, const json_opts *o, int depth, i
 }
 
 /* RuntimeValue.toString: how {{ value }} prints. */
-void rkm_jinja__display(jctx *c, sbuf *b, jv v)
+void rkm_jinja__display(jctx *c, rkm_buf *b, jv v)
 {
     char nb[40];
     static const json_opts plain = {0};
     switch (v.t) {
-    case V_UNDEF: sb_adds(c, b, "undefined"); return;
-    case V_NONE: sb_adds(c, b, "null"); return;
-    case V_BOOL: sb_adds(c, b, v.u.b ? "true" : "false"); return;
-    case V_INT: js_num(v.u.n, nb); sb_adds(c, b, nb); return;
-    case V_FLOAT: js_float_str(v.u.n, nb); sb_adds(c, b, nb); return;
-    case V_STR: rkm_jinja__sb_add(c, b, v.u.s->s, v.u.s->len); return;
+    case V_UNDEF: buf_adds(c, b, "undefined"); return;
+    case V_NONE: buf_adds(c, b, "null"); return;
+    case V_BOOL: buf_adds(c, b, v.u.b ? "true" : "false"); return;
+    case V_INT: js_num(v.u.n, nb); buf_adds(c, b, nb); return;
+    case V_FLOAT: js_float_str(v.u.n, nb); buf_adds(c, b, nb); return;
+    case V_STR: rkm_jinja__buf_add(c, b, v.u.s->s, v.u.s->len); return;
     case V_LIST: case V_DICT: case V_NS: rkm_jinja__to_json(c, b, v, &plain, 0, 0); return;
-    default: sb_adds(c, b, "[function]"); return;
+    default: buf_adds(c, b, "[function]"); return;
     }
 }
 
 /* The JavaScript string of the raw value (what `~`, `+` and join use):
  * numbers without the ".0", arrays joined by ",", maps "[object Map]". */
-void rkm_jinja__raw_str(jctx *c, sbuf *b, jv v)
+void rkm_jinja__raw_str(jctx *c, rkm_buf *b, jv v)
 {
     char nb[40];
     switch (v.t) {
     case V_UNDEF: case V_NONE: return;
-    case V_INT: case V_FLOAT: js_num(v.u.n, nb); sb_adds(c, b, nb); return;
+    case V_INT: case V_FLOAT: js_num(v.u.n, nb); buf_adds(c, b, nb); return;
     case V_LIST:
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) sb_addc(c, b, ',');
+            if (i) buf_addc(c, b, ',');
             rkm_jinja__display(c, b, v.u.l->v[i]);
         }
         return;
-    case V_DICT: case V_NS: sb_adds(c, b, "[object Map]"); return;
+    case V_DICT: case V_NS: buf_adds(c, b, "[object Map]"); return;
     default: rkm_jinja__display(c, b, v); return;
     }
 }
@@ -663,9 +689,9 @@ void rkm_jinja__raw_str(jctx *c, sbuf *b, jv v)
 jstr *rkm_jinja__display_str(jctx *c, jv v)
 {
     if (v.t == V_STR) return v.u.s;
-    sbuf b = {0};
-    rkm_jinja__display(c, &b, v);
-    return b.p ? rkm_jinja__sb_str(c, &b) : rkm_jinja__str_new(c, "", 0);
+    rkm_buf *b = rkm_jinja__buf_new(c);
+    rkm_jinja__display(c, b, v);
+    return rkm_jinja__buf_str(c, b);
 }
 
 /* JavaScript's `a.value == b.value`. */
@@ -677,9 +703,9 @@ int rkm_jinja__loose_eq(jctx *c, jv a, jv b, int depth)
     if (ao && bo) return a.t == b.t && a.u.l == b.u.l; /* identity */
     if (depth > 4) return 0;
     if (ao || bo) { /* object vs primitive: compare its string form */
-        sbuf s = {0};
-        rkm_jinja__raw_str(c, &s, ao ? a : b);
-        jv sv = v_str(s.p ? rkm_jinja__sb_str(c, &s) : rkm_jinja__str_new(c, "", 0));
+        rkm_buf *s = rkm_jinja__buf_new(c);
+        rkm_jinja__raw_str(c, s, ao ? a : b);
+        jv sv = v_str(rkm_jinja__buf_str(c, s));
         return ao ? rkm_jinja__loose_eq(c, sv, b, depth + 1) : rkm_jinja__loose_eq(c, a, sv, depth + 1);
     }
     if (a.t == V_STR && b.t == V_STR) return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
