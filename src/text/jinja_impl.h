@@ -27,10 +27,10 @@
 #include "util/buf.h"
 #include "util/common.h"
 
-/* One parse or one render: the arena that holds every token, node, string
- * and container, the limits, and where a failure longjmps to. */
 typedef struct jbuf jbuf;
 
+/* One parse or one render: the arena that holds every token, node, string
+ * and container, the limits, and where a failure longjmps to. */
 typedef struct jctx {
     rkm_arena arena;
     jbuf *bufs;              /* every rkm_buf handed out, freed with the arena */
@@ -51,7 +51,6 @@ typedef struct jstr {
     size_t len;
     char s[]; /* NUL-terminated UTF-8 */
 } jstr;
-
 
 enum {
     T_TEXT, T_NUM, T_STR, T_IDENT, T_EQUALS, T_LPAREN, T_RPAREN, T_OSTMT, T_CSTMT, T_OEXPR, T_CEXPR,
@@ -229,6 +228,7 @@ void rkm_jinja__eval_args(jctx *c, node *const *v, int n, jenv *e, jargs *a);
 jv rkm_jinja__arg_get(const jargs *a, int i, const char *kw, jv def);
 jv rkm_jinja__get_attr_path(jctx *c, jv item, const jstr *path);
 
+/* One-liners every file uses. */
 static inline jstr *str_cstr(jctx *c, const char *p) { return rkm_jinja__str_new(c, p, strlen(p)); }
 static inline void buf_adds(jctx *c, rkm_buf *b, const char *s) { rkm_jinja__buf_add(c, b, s, strlen(s)); }
 static inline void buf_addc(jctx *c, rkm_buf *b, char ch) { rkm_jinja__buf_add(c, b, &ch, 1); }
