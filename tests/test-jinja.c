@@ -207,6 +207,41 @@ static void test_utf8(void)
     rkm_jinja_free(t);
 }
 
+/* Case mapping follows JavaScript's toUpperCase / toLowerCase (what
+ * @huggingface/jinja calls), from the project's Unicode tables rather than
+ * the host's locale: full mappings (ß -> SS, U+0390 -> three code points),
+ * Final_Sigma, U+0130 lowercasing to i + U+0307. Expected strings come
+ * from node (String.prototype.toUpperCase / toLowerCase, and capitalize's
+ * charAt(0).toUpperCase() + slice(1)). */
+static void test_case_mapping(void)
+{
+    static const struct { const char *s, *want; } cases[] = {
+        {"straße", "STRASSE|straße|Straße"},
+        {"ΟΔΥΣΣΕΥΣ", "ΟΔΥΣΣΕΥΣ|οδυσσευς|ΟΔΥΣΣΕΥΣ"},
+        {"Σ", "Σ|σ|Σ"},
+        {"ΑΣ.", "ΑΣ.|ας.|ΑΣ."},
+        {"ΑΣ'Α", "ΑΣ'Α|ασ'α|ΑΣ'Α"},
+        {"Привет, Мир", "ПРИВЕТ, МИР|привет, мир|Привет, Мир"},
+        {"İstanbul", "İSTANBUL|i̇stanbul|İstanbul"},
+        {"ǅemal", "ǄEMAL|ǆemal|Ǆemal"},
+        {"ﬃ", "FFI|ﬃ|FFI"},
+        {"ŉ", "ʼN|ŉ|ʼN"},
+        {"ΐ", "Ϊ́|ΐ|Ϊ́"},
+        {"ÀÉÎÕÜ àéîõü", "ÀÉÎÕÜ ÀÉÎÕÜ|àéîõü àéîõü|ÀÉÎÕÜ àéîõü"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *v = cJSON_CreateObject();
+        cJSON_AddStringToObject(v, "s", cases[i].s);
+        char *vars = cJSON_PrintUnformatted(v);
+        check_render("{{ s|upper }}|{{ s|lower }}|{{ s.capitalize() }}", vars, cases[i].want);
+        free(vars);
+        cJSON_Delete(v);
+    }
+    /* the method forms and the tests agree with the filters */
+    check_render("{{ 'straße'.upper() }} {{ 'ΟΔΥΣ'.lower() }}", NULL, "STRASSE οδυς");
+    check_render("{{ 'STRASSE' is upper }} {{ 'straße' is lower }} {{ 'İ' is upper }}", NULL, "true true true");
+}
+
 static void test_chat_api(void)
 {
     const char *names[] = {"chatml", "llama2", "llama3", "gemma", "mistral"};
@@ -372,6 +407,7 @@ int main(void)
     test_runtime_errors();
     test_limits();
     test_utf8();
+    test_case_mapping();
     test_chat_api();
     test_threads();
     test_prefixes();

@@ -15,6 +15,13 @@ Tables produced:
                     mapping is a single code point), sorted by cp.
   rkm_ucd_comp[]    {a, b, c}: primary composites (canonical pairs that are
                     not Full_Composition_Exclusion), sorted by (a, b).
+  rkm_ucd_upper[]   {cp, {u0, u1, u2}}: full uppercase mapping (UnicodeData
+                    simple uppercase, replaced by SpecialCasing's
+                    unconditional mapping where there is one; unused slots
+                    0), sorted by cp; only code points that change.
+  rkm_ucd_cased[], rkm_ucd_case_ignorable[]  ranges {first, last, 1} of the
+                    Cased and Case_Ignorable properties (the context of the
+                    Final_Sigma rule of lowercasing).
 """
 import sys
 
@@ -54,6 +61,36 @@ for lo, cp, f in ucd.unicode_data():
         decomp[cp] = d
 
 version = ucd.version()
+
+upper = {}
+for lo, cp, f in ucd.unicode_data():
+    if f[12]:
+        upper[cp] = [int(f[12], 16)]
+# SpecialCasing: unconditional uppercase mappings (no condition field)
+for line in open(ucd.path("SpecialCasing.txt"), encoding="utf-8"):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    f = [x.strip() for x in line.split(";")]
+    if len(f) >= 5 and f[4]:
+        continue  # conditional (language-specific)
+    cp = int(f[0], 16)
+    up = [int(x, 16) for x in f[3].split()]
+    if up != [cp]:
+        upper[cp] = up
+assert max(len(u) for u in upper.values()) <= 3
+
+def to_ranges(cps):
+    out = []
+    for c in sorted(cps):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return out
+
+cased = to_ranges(ranges_prop(ucd.path("DerivedCoreProperties.txt"), "Cased"))
+case_ign = to_ranges(ranges_prop(ucd.path("DerivedCoreProperties.txt"), "Case_Ignorable"))
 
 ws = ranges_prop(ucd.path("PropList.txt"), "White_Space")
 
@@ -126,5 +163,16 @@ with open(OUT, "w") as o:
     for a, b, c in comp:
         o.write("    {0x%X, 0x%X, 0x%X},\n" % (a, b, c))
     o.write("};\nconst int rkm_ucd_n_comp = %d;\n" % len(comp))
+    o.write("\nconst rkm_ucd_case_entry rkm_ucd_upper[] = {\n")
+    for c in sorted(upper):
+        u = upper[c] + [0] * (3 - len(upper[c]))
+        o.write("    {0x%X, {0x%X, 0x%X, 0x%X}},\n" % (c, u[0], u[1], u[2]))
+    o.write("};\nconst int rkm_ucd_n_upper = %d;\n" % len(upper))
+    for name, rs in (("cased", cased), ("case_ignorable", case_ign)):
+        o.write("\nconst rkm_ucd_range rkm_ucd_%s[] = {\n" % name)
+        for a, b in rs:
+            o.write("    {0x%X, 0x%X, 1},\n" % (a, b))
+        o.write("};\nconst int rkm_ucd_n_%s = %d;\n" % (name, len(rs)))
 print("wrote", OUT, len(flag_ranges), "flag ranges,", len(ccc_ranges), "ccc ranges,",
-      len(decomp), "decompositions,", len(comp), "compositions")
+      len(decomp), "decompositions,", len(comp), "compositions,", len(upper), "uppercase mappings,",
+      len(cased), "cased ranges,", len(case_ign), "case-ignorable ranges")

@@ -381,6 +381,35 @@ int rkm_unicode_lower(uint32_t cp, uint32_t out[2])
     return 1;
 }
 
+int rkm_unicode_upper(uint32_t cp, uint32_t out[3])
+{
+    if (cp < 0x80) {
+        out[0] = cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
+        return 1;
+    }
+    int lo = 0, hi = rkm_ucd_n_upper - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const rkm_ucd_case_entry *e = &rkm_ucd_upper[mid];
+        if (cp < e->cp) hi = mid - 1;
+        else if (cp > e->cp) lo = mid + 1;
+        else {
+            int k = 0;
+            do out[k] = e->to[k]; while (++k < 3 && e->to[k]);
+            return k;
+        }
+    }
+    out[0] = cp;
+    return 1;
+}
+
+int rkm_unicode_is_cased(uint32_t cp) { return range_find(rkm_ucd_cased, rkm_ucd_n_cased, cp) != NULL; }
+
+int rkm_unicode_is_case_ignorable(uint32_t cp)
+{
+    return range_find(rkm_ucd_case_ignorable, rkm_ucd_n_case_ignorable, cp) != NULL;
+}
+
 int rkm_unicode_is_mn(uint32_t cp) { return cp >= 0x300 && range_find(rkm_ucd_mn, rkm_ucd_n_mn, cp) != NULL; }
 
 int rkm_unicode_assigned(uint32_t cp) { return range_find(rkm_ucd_assigned, rkm_ucd_n_assigned, cp) != NULL; }

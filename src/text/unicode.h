@@ -3,7 +3,9 @@
  * library: UTF-8 decoding/encoding with strict validation, general-category
  * classes (letter, number, punctuation, symbol, mark, separator, other) and
  * White_Space for the pre-tokenizer matchers, the four normalization forms
- * (NFC, NFD, NFKC, NFKD), lowercase mapping and nonspacing marks.
+ * (NFC, NFD, NFKC, NFKD), lowercase and uppercase mapping (with the
+ * Cased / Case_Ignorable properties for the Final_Sigma rule) and
+ * nonspacing marks.
  *
  * The tables live in unicode_data.c (tools/gen-unicode.py) and
  * unicode_norm_data.c (tools/gen-unicode-norm.py), generated from the
@@ -41,6 +43,11 @@ typedef struct rkm_ucd_kdecomp_entry {
     uint16_t offset, len; /* into rkm_ucd_kdecomp_pool */
 } rkm_ucd_kdecomp_entry;
 
+typedef struct rkm_ucd_case_entry {
+    uint32_t cp;
+    uint32_t to[3]; /* the mapping; unused slots 0 */
+} rkm_ucd_case_entry;
+
 /* Generated tables (unicode_data.c, unicode_norm_data.c). */
 extern const rkm_ucd_range rkm_ucd_flags[];
 extern const int rkm_ucd_n_flags;
@@ -64,6 +71,10 @@ extern const int rkm_ucd_n_lower;
 extern const rkm_ucd_range rkm_ucd_mn[], rkm_ucd_assigned[];
 extern const int rkm_ucd_n_mn, rkm_ucd_n_assigned;
 extern const int rkm_ucd_nfkd_max_per_byte;
+extern const rkm_ucd_case_entry rkm_ucd_upper[];
+extern const int rkm_ucd_n_upper;
+extern const rkm_ucd_range rkm_ucd_cased[], rkm_ucd_case_ignorable[];
+extern const int rkm_ucd_n_cased, rkm_ucd_n_case_ignorable;
 
 /* Decodes one UTF-8 sequence at s (n bytes available). Returns its length
  * (1..4) and sets *cp, or 0 if the bytes are not valid UTF-8 (overlong
@@ -85,6 +96,14 @@ int rkm_unicode_ccc(uint32_t cp);
 /* Lowercase mapping of cp (full, context-free: U+0130 gives two code
  * points; no Final_Sigma rule). Writes 1 or 2 code points, returns count. */
 int rkm_unicode_lower(uint32_t cp, uint32_t out[2]);
+/* Uppercase mapping of cp (full, context-free, language-neutral, as
+ * JavaScript's toUpperCase: U+00DF gives "SS", U+0390 three code points).
+ * Writes 1 to 3 code points, returns count. */
+int rkm_unicode_upper(uint32_t cp, uint32_t out[3]);
+/* The Cased and Case_Ignorable properties (Unicode's Final_Sigma context:
+ * U+03A3 lowercases to U+03C2 after a cased letter, not before one). */
+int rkm_unicode_is_cased(uint32_t cp);
+int rkm_unicode_is_case_ignorable(uint32_t cp);
 /* General category Mn (nonspacing mark). */
 int rkm_unicode_is_mn(uint32_t cp);
 /* Assigned in the Unicode version of the tables (any category but Cn). */
