@@ -51,16 +51,8 @@ for lo, cp, f in ucd.unicode_data():
     if f[13]:
         lower[cp] = [int(f[13], 16)]
 
-# SpecialCasing: unconditional lowercase mappings (no condition field)
-for line in open(ucd.path("SpecialCasing.txt"), encoding="utf-8"):
-    line = line.split("#", 1)[0].strip()
-    if not line:
-        continue
-    f = [x.strip() for x in line.split(";")]
-    if len(f) >= 5 and f[4]:
-        continue  # conditional (Final_Sigma, language-specific)
-    cp = int(f[0], 16)
-    lo = [int(x, 16) for x in f[1].split()]
+# SpecialCasing: unconditional lowercase mappings
+for cp, lo, _title, _up in ucd.special_casing():
     if lo != [cp]:
         lower[cp] = lo
 

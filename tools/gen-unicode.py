@@ -66,16 +66,8 @@ upper = {}
 for lo, cp, f in ucd.unicode_data():
     if f[12]:
         upper[cp] = [int(f[12], 16)]
-# SpecialCasing: unconditional uppercase mappings (no condition field)
-for line in open(ucd.path("SpecialCasing.txt"), encoding="utf-8"):
-    line = line.split("#", 1)[0].strip()
-    if not line:
-        continue
-    f = [x.strip() for x in line.split(";")]
-    if len(f) >= 5 and f[4]:
-        continue  # conditional (language-specific)
-    cp = int(f[0], 16)
-    up = [int(x, 16) for x in f[3].split()]
+# SpecialCasing: unconditional uppercase mappings
+for cp, _lo, _title, up in ucd.special_casing():
     if up != [cp]:
         upper[cp] = up
 assert max(len(u) for u in upper.values()) <= 3

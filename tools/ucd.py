@@ -27,6 +27,22 @@ def unicode_data():
         yield lo, cp, f
 
 
+def special_casing():
+    """Yields (cp, lower, title, upper) for each unconditional mapping of
+    SpecialCasing.txt (no condition field: Final_Sigma and the
+    language-specific ones are left out); each mapping a list of code
+    points."""
+    for line in open(path("SpecialCasing.txt"), encoding="utf-8"):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        f = [x.strip() for x in line.split(";")]
+        if len(f) >= 5 and f[4]:
+            continue
+        cps = [[int(x, 16) for x in f[k].split()] for k in (1, 2, 3)]
+        yield int(f[0], 16), cps[0], cps[1], cps[2]
+
+
 def qc_ranges(prop):
     """Sorted (first, last, 1 = No, 2 = Maybe) ranges of a quick-check
     property (NFC_QC, NFKC_QC) of DerivedNormalizationProps.txt."""
