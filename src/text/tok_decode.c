@@ -15,59 +15,52 @@
 
 #include "text/tokenizer_impl.h"
 
-static int piece_bytes(const rkm_tokenizer *t, int32_t id, const char **p, size_t *n, char *tmp, size_t tmp_cap)
+/* Appends the raw bytes of token id to out (always allocating, so
+ * out->data is set even for an empty piece); 0 or RKM_ENOMEM. */
+static int piece_append(const rkm_tokenizer *t, int32_t id, rkm_buf *out)
 {
     const tok_entry *e = &t->tok[id];
+    rkm_buf_add(out, "", 0);
     if (t->model == MODEL_BPE_BYTES || t->model == MODEL_WORDPIECE || e->added) {
-        *p = e->ibytes;
-        *n = e->ibytes_len;
-        return 0;
+        rkm_buf_add(out, e->ibytes, e->ibytes_len);
+        return rkm_buf_ok(out) ? 0 : RKM_ENOMEM;
     }
     if (e->type == RKM_TOKEN_BYTE) {
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] == id) {
-                tmp[0] = (char)b;
-                *p = tmp;
-                *n = 1;
-                return 0;
+                rkm_buf_addc(out, (char)b);
+                return rkm_buf_ok(out) ? 0 : RKM_ENOMEM;
             }
     }
     /* SentencePiece: U+2581 stands for a space */
-    size_t o = 0;
-    for (size_t i = 0; i < e->text_len;) {
-        if (i + 3 <= e->text_len && !memcmp(e->text + i, "\xe2\x96\x81", 3)) {
-            if (o < tmp_cap) tmp[o] = ' ';
-            o++;
-            i += 3;
-        } else {
-            if (o < tmp_cap) tmp[o] = e->text[i];
-            o++;
-            i++;
+    for (size_t i = 0, run = 0; i <= e->text_len; i++) {
+        if (i == e->text_len || (i + 3 <= e->text_len && !memcmp(e->text + i, "\xe2\x96\x81", 3))) {
+            rkm_buf_add(out, e->text + run, i - run);
+            if (i == e->text_len) break;
+            rkm_buf_addc(out, ' ');
+            i += 2;
+            run = i + 1;
         }
     }
-    *p = tmp;
-    *n = o;
-    return o <= tmp_cap ? 0 : -1;
+    return rkm_buf_ok(out) ? 0 : RKM_ENOMEM;
 }
 
 int rkm_tokenizer_piece(const rkm_tokenizer *t, int32_t id, char *buf, int cap)
 {
     if (!t || id < 0 || id >= t->n_vocab) return 0;
-    const tok_entry *e = &t->tok[id];
-    size_t tmp_cap = e->text_len + 1;
-    char stack[256];
-    char *tmp = tmp_cap <= sizeof stack ? stack : malloc(tmp_cap);
-    if (!tmp) return rkm_err(RKM_ENOMEM, "out of memory");
-    const char *p;
-    size_t n;
-    piece_bytes(t, id, &p, &n, tmp, tmp_cap);
+    rkm_buf b = RKM_BUF_INIT;
+    if (piece_append(t, id, &b)) {
+        rkm_buf_free(&b);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    size_t n = b.len;
     int r;
     if (n > (size_t)cap) r = -(int)n;
     else {
-        memcpy(buf, p, n);
+        memcpy(buf, b.data, n);
         r = (int)n;
     }
-    if (tmp != stack) free(tmp);
+    rkm_buf_free(&b);
     return r;
 }
 
@@ -162,7 +155,6 @@ int rkm_tokenizer_decode(const rkm_tokenizer *t, const int32_t *ids, int n, char
     if (!t || n < 0 || (n && !ids) || cap < 0) return rkm_err(RKM_EINVAL, "tokenizer: decode: bad arguments");
     rkm_buf raw = RKM_BUF_INIT;
     int rc = 0;
-    char tmp[512];
     for (int i = 0; i < n && !rc; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab) {
             rc = rkm_err(RKM_EINVAL, "tokenizer: decode: id %d out of range", (int)ids[i]);
@@ -172,24 +164,10 @@ int rkm_tokenizer_decode(const rkm_tokenizer *t, const int32_t *ids, int n, char
             rc = wp_decode_piece(t, ids[i], i, &raw);
             continue;
         }
-        const char *p;
-        size_t len;
-        char *big = NULL;
-        if (piece_bytes(t, ids[i], &p, &len, tmp, sizeof tmp) < 0) {
-            big = malloc(len + 1);
-            if (!big) {
-                rc = RKM_ENOMEM;
-                break;
-            }
-            piece_bytes(t, ids[i], &p, &len, big, len + 1);
-        }
-        if (i == 0 && t->strip_leading_space && len && p[0] == ' ' && !t->tok[ids[i]].added) {
-            p++;
-            len--;
-        }
-        rkm_buf_add(&raw, p, len);
-        rc = rkm_buf_ok(&raw) ? 0 : RKM_ENOMEM;
-        free(big);
+        if ((rc = piece_append(t, ids[i], &raw))) break;
+        /* raw is empty before the first piece, so its first byte is the piece's */
+        if (i == 0 && t->strip_leading_space && raw.len && raw.data[0] == ' ' && !t->tok[ids[i]].added)
+            rkm_buf_consume(&raw, 1);
     }
     size_t o = 0;
     for (size_t i = 0; i < raw.len && !rc;) {
@@ -233,28 +211,19 @@ int rkm_detok_push(rkm_detok *d, const rkm_tokenizer *t, int32_t id, char *out, 
 {
     if (!d || !t || id < 0 || id >= t->n_vocab) return rkm_err(RKM_EINVAL, "tokenizer: decode: bad id %d", (int)id);
     const tok_entry *e = &t->tok[id];
-    size_t tmp_cap = e->text_len + 1;
-    char stack[256];
-    char *tmp = tmp_cap <= sizeof stack ? stack : malloc(tmp_cap);
-    if (!tmp) return rkm_err(RKM_ENOMEM, "out of memory");
-    const char *p;
-    size_t n;
-    rkm_buf wp = RKM_BUF_INIT;
-    piece_bytes(t, id, &p, &n, tmp, tmp_cap);
-    if (t->model == MODEL_WORDPIECE) {
-        if (wp_decode_piece(t, id, d->n_pushed, &wp)) {
-            if (tmp != stack) free(tmp);
-            return rkm_err(RKM_ENOMEM, "out of memory");
-        }
-        p = wp.data;
-        n = wp.len;
+    rkm_buf pc = RKM_BUF_INIT;
+    int rc = t->model == MODEL_WORDPIECE ? wp_decode_piece(t, id, d->n_pushed, &pc) : piece_append(t, id, &pc);
+    if (rc) {
+        rkm_buf_free(&pc);
+        return rkm_err(RKM_ENOMEM, "out of memory");
     }
+    const char *p = pc.data;
+    size_t n = pc.len;
     if (d->n_pushed == 0 && t->strip_leading_space && n && p[0] == ' ' && !e->added) {
         p++;
         n--;
     }
     size_t total = (size_t)d->n_pend + n;
-    int rc;
     if (total * 3 > (size_t)cap) {
         rc = rkm_err(RKM_ENOSPC, "tokenizer: decode: output buffer too small");
     } else {
@@ -268,8 +237,7 @@ int rkm_detok_push(rkm_detok *d, const rkm_tokenizer *t, int32_t id, char *out, 
             free(all);
         }
     }
-    rkm_buf_free(&wp);
-    if (tmp != stack) free(tmp);
+    rkm_buf_free(&pc);
     return rc;
 }
 
