@@ -14,7 +14,7 @@
  * Precompiled, Prepend, Replace (string, or the Regex " {2,}"), Strip,
  * Lowercase, BertNormalizer. Pre-tokenizers: ByteLevel, Split (known
  * regexes, literals), Metaspace, WhitespaceSplit, BertPreTokenizer.
- * Pre-tokenizer regexes are hand-written matchers (see tokenizer.c), not a
+ * Pre-tokenizer regexes are hand-written matchers (see tok_pretok.c), not a
  * regex engine; an unknown regex is RKM_EUNSUPPORTED at load, never a
  * silent approximation.
  *

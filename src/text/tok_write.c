@@ -1,0 +1,290 @@
+/*
+ * tok_write.c - writing a tokenizer back out: GGUF tokenizer.ggml.*
+ * metadata the way llama.cpp's files store it (gpt2, llama, t5), and a
+ * Hugging Face tokenizer.json / tokenizer_config.json for byte-level BPE.
+ *
+ * Threads: reads a loaded tokenizer; the caller owns the writer or path.
+ * Ownership: the GGUF writer copies what it is given; the temporary
+ * arrays and cJSON trees are freed before returning.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/gguf.h"
+#include "text/tokenizer_impl.h"
+#include "text/unicode.h"
+
+int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
+{
+    if (!t || !w) return rkm_err(RKM_EINVAL, "write_gguf: bad arguments");
+    if (t->model == MODEL_WORDPIECE)
+        return rkm_err(RKM_EUNSUPPORTED, "write_gguf: WordPiece tokenizers have no supported GGUF form");
+    int unigram = t->model == MODEL_UNIGRAM;
+    int ugm_prefix = 0, ugm_merge = 0;
+    const rkm_charsmap *cmap = NULL;
+    if (unigram) {
+        /* what llama.cpp's UGM can express: a charsmap, then SentencePiece's
+         * space prefix and space merging */
+        static const char sp[] = "\xe2\x96\x81";
+        for (int k = 0; k < t->n_norm; k++) {
+            const norm_step *st = &t->norm[k];
+            if (st->op == NORM_PRECOMPILED && k == 0) cmap = st->cmap;
+            else if (st->op == NORM_PREPEND && !strcmp(st->a, sp)) ugm_prefix = 1;
+            else if (st->op == NORM_REPLACE && !strcmp(st->a, " ") && !strcmp(st->b, sp)) continue;
+            else if (st->op == NORM_REPLACE_SPACES) ugm_merge = 1;
+            else if (st->op == NORM_STRIP && st->flags == 2) continue; /* trailing spaces: merged away */
+            else if (st->op == NORM_SPM_WS) ugm_prefix |= st->flags & 1, ugm_merge |= (st->flags >> 1) & 1;
+            else return rkm_err(RKM_EUNSUPPORTED, "write_gguf: this Unigram tokenizer's normalizers have no GGUF form");
+        }
+        for (int k = 0; k < t->n_split; k++) {
+            if (t->split[k].kind != PRE_WS_SPLIT)
+                return rkm_err(RKM_EUNSUPPORTED, "write_gguf: this Unigram tokenizer's pre-tokenizer has no GGUF form");
+            ugm_merge = 1;
+        }
+        if (t->metaspace) {
+            if (strcmp(t->metaspace_rep, sp))
+                return rkm_err(RKM_EUNSUPPORTED, "write_gguf: Metaspace replacement other than U+2581");
+            ugm_prefix |= t->metaspace_prepend != 0;
+        }
+    }
+    int n = t->n_vocab;
+    const char **strs = malloc((size_t)n * sizeof *strs);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    int32_t *types = malloc((size_t)n * sizeof *types);
+    float *scores = malloc((size_t)n * sizeof *scores);
+    char **merges = NULL;
+    char *hole_names = malloc((size_t)n * 24);
+    int rc = 0;
+    if (!strs || !lens || !types || !scores || !hole_names) goto oom;
+    for (int i = 0; i < n; i++) {
+        const tok_entry *e = &t->tok[i];
+        strs[i] = e->text;
+        lens[i] = e->text_len;
+        types[i] = e->type;
+        scores[i] = unigram ? (float)t->uscore[i] : e->score;
+        if (e->text_len == 0 && e->type == RKM_TOKEN_UNUSED) { /* id hole: llama.cpp wants unique texts */
+            snprintf(hole_names + 24 * (size_t)i, 24, "[PAD%d]", i);
+            strs[i] = hole_names + 24 * (size_t)i;
+            lens[i] = strlen(strs[i]);
+        }
+    }
+    int spm = t->model != MODEL_BPE_BYTES;
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", unigram ? "t5" : spm ? "llama" : "gpt2");
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name[0] ? t->pre_name : "default");
+    if (t->model == MODEL_BPE_CHARS && t->from_json) {
+        /* BPE over characters as SentencePiece scores: a merge's result
+         * scores higher the earlier the merge, so merging by score
+         * reproduces the merge order. */
+        for (int i = 0; i < n; i++)
+            if (!t->tok[i].added && t->tok[i].type == RKM_TOKEN_NORMAL) scores[i] = -1e9f;
+        for (int r = t->n_merges - 1; r >= 0; r--) {
+            int32_t res = -1;
+            rkm_tok__pair_get(&t->merges, t->merge_list[2 * r], t->merge_list[2 * r + 1], &res);
+            if (res >= 0) scores[res] = -(float)r;
+        }
+        for (int i = 0; i < n; i++) /* single characters: neutral */
+            if (scores[i] == -1e9f && rkm_utf8_seq_len((uint8_t)t->tok[i].text[0]) == (int)t->tok[i].text_len)
+                scores[i] = 0;
+    }
+    rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, lens, (uint64_t)n);
+    rkm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RKM_GGUF_INT32, types, (uint64_t)n);
+    if (spm) {
+        rkm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RKM_GGUF_FLOAT32, scores, (uint64_t)n);
+    } else {
+        merges = calloc((size_t)t->n_merges + 1, sizeof *merges);
+        if (!merges) goto oom;
+        for (int r = 0; r < t->n_merges; r++) {
+            const tok_entry *a = &t->tok[t->merge_list[2 * r]], *b = &t->tok[t->merge_list[2 * r + 1]];
+            merges[r] = malloc((size_t)a->text_len + b->text_len + 2);
+            if (!merges[r]) goto oom;
+            memcpy(merges[r], a->text, a->text_len);
+            merges[r][a->text_len] = ' ';
+            memcpy(merges[r] + a->text_len + 1, b->text, b->text_len + 1);
+        }
+        rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL,
+                                    (uint64_t)t->n_merges);
+    }
+    if (t->bos >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
+    if (t->eos >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
+    if (t->unk >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
+    if (t->pad >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad);
+    if (t->eot >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)t->eot);
+    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos);
+    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos);
+    if (unigram) {
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", ugm_prefix);
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", ugm_merge);
+        if (cmap) {
+            size_t cn;
+            const void *blob = rkm_charsmap_blob(cmap, &cn);
+            rkm_gguf_writer_set_arr(w, "tokenizer.ggml.precompiled_charsmap", RKM_GGUF_UINT8, blob, (uint64_t)cn);
+        }
+    } else if (spm) {
+        int prefix = t->add_space_prefix;
+        if (t->from_json) /* a Prepend(U+2581) normalizer is SentencePiece's space prefix */
+            for (int k = 0; k < t->n_norm; k++)
+                if (t->norm[k].op == NORM_PREPEND) prefix = 1;
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+    }
+    if (t->chat_template) rkm_gguf_writer_set_str(w, "tokenizer.chat_template", t->chat_template);
+    goto done;
+oom:
+    rc = rkm_err(RKM_ENOMEM, "write_gguf: out of memory");
+done:
+    if (merges)
+        for (int r = 0; r < t->n_merges; r++) free(merges[r]);
+    free(merges);
+    free(strs);
+    free(lens);
+    free(types);
+    free(scores);
+    free(hole_names);
+    return rc;
+}
+
+static cJSON *json_split(const char *re)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "type", "Split");
+    cJSON *p = cJSON_AddObjectToObject(s, "pattern");
+    cJSON_AddStringToObject(p, "Regex", re);
+    cJSON_AddStringToObject(s, "behavior", "Isolated");
+    cJSON_AddBoolToObject(s, "invert", 0);
+    return s;
+}
+
+static cJSON *json_bytelevel(int use_regex)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "type", "ByteLevel");
+    cJSON_AddBoolToObject(b, "add_prefix_space", 0);
+    cJSON_AddBoolToObject(b, "trim_offsets", 1);
+    cJSON_AddBoolToObject(b, "use_regex", use_regex);
+    return b;
+}
+
+int rkm_tokenizer_write_hf_json(const rkm_tokenizer *t, const char *path)
+{
+    if (!t || !path) return rkm_err(RKM_EINVAL, "write_hf_json: bad arguments");
+    if (t->model != MODEL_BPE_BYTES)
+        return rkm_err(RKM_EUNSUPPORTED, "write_hf_json: only byte-level BPE tokenizers can be written");
+    cJSON *pre = NULL;
+    const char *pn = t->pre_name;
+    if (!strcmp(pn, "gpt-2") || !strcmp(pn, "gpt2") || !strcmp(pn, "olmo") || !strcmp(pn, "gpt-neox")) {
+        pre = json_bytelevel(1);
+    } else {
+        const char *res[3] = {0};
+        if (!strcmp(pn, "llama-bpe") || !strcmp(pn, "llama3")) res[0] = rkm_tok__regex_text(PRE_LLAMA3);
+        else if (!strcmp(pn, "qwen2")) res[0] = rkm_tok__regex_text(PRE_QWEN2);
+        else if (!strcmp(pn, "deepseek-v3")) {
+            res[0] = rkm_tok__regex_text(PRE_DS3_NUM);
+            res[1] = rkm_tok__regex_text(PRE_DS3_CJK);
+            res[2] = rkm_tok__regex_text(PRE_DS3_MAIN);
+        } else {
+            return rkm_err(RKM_EUNSUPPORTED, "write_hf_json: pre-tokenizer '%s' has no tokenizer.json form", pn);
+        }
+        pre = cJSON_CreateObject();
+        cJSON_AddStringToObject(pre, "type", "Sequence");
+        cJSON *list = cJSON_AddArrayToObject(pre, "pretokenizers");
+        for (int k = 0; k < 3 && res[k]; k++) cJSON_AddItemToArray(list, json_split(res[k]));
+        cJSON_AddItemToArray(list, json_bytelevel(0));
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON_AddNullToObject(root, "truncation");
+    cJSON_AddNullToObject(root, "padding");
+    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    for (int i = 0; i < t->n_vocab; i++) {
+        const tok_entry *e = &t->tok[i];
+        if (!e->added) continue;
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", i);
+        cJSON_AddStringToObject(a, "content", e->text);
+        cJSON_AddBoolToObject(a, "single_word", 0);
+        cJSON_AddBoolToObject(a, "lstrip", e->lstrip);
+        cJSON_AddBoolToObject(a, "rstrip", e->rstrip);
+        cJSON_AddBoolToObject(a, "normalized", 0);
+        cJSON_AddBoolToObject(a, "special", e->special);
+        cJSON_AddItemToArray(added, a);
+    }
+    int nfc = 0;
+    for (int k = 0; k < t->n_norm; k++) nfc |= t->norm[k].op == NORM_NFC;
+    if (nfc) {
+        cJSON *nn = cJSON_AddObjectToObject(root, "normalizer");
+        cJSON_AddStringToObject(nn, "type", "NFC");
+    } else {
+        cJSON_AddNullToObject(root, "normalizer");
+    }
+    cJSON_AddItemToObject(root, "pre_tokenizer", pre);
+    cJSON_AddNullToObject(root, "post_processor");
+    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON_AddBoolToObject(dec, "add_prefix_space", 0);
+    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
+    cJSON_AddBoolToObject(dec, "use_regex", 1);
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddNullToObject(model, "unk_token");
+    cJSON_AddNullToObject(model, "continuing_subword_prefix");
+    cJSON_AddNullToObject(model, "end_of_word_suffix");
+    cJSON_AddBoolToObject(model, "fuse_unk", 0);
+    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "ignore_merges", t->ignore_merges);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    for (int i = 0; i < t->n_vocab; i++) {
+        const tok_entry *e = &t->tok[i];
+        if (e->added || (e->text_len == 0 && e->type == RKM_TOKEN_UNUSED)) continue;
+        /* byte-level spelling of the token */
+        char *sp = malloc((size_t)e->ibytes_len * 2 + 1);
+        if (!sp) break;
+        size_t l = rkm_tok__byte_level_encode(e->ibytes, e->ibytes_len, sp);
+        sp[l] = 0;
+        cJSON_AddNumberToObject(vocab, sp, i);
+        free(sp);
+    }
+    cJSON *ml = cJSON_AddArrayToObject(model, "merges");
+    for (int r = 0; r < t->n_merges; r++) {
+        cJSON *pair = cJSON_CreateArray();
+        for (int k = 0; k < 2; k++) {
+            const tok_entry *e = &t->tok[t->merge_list[2 * r + k]];
+            char *sp = malloc((size_t)e->ibytes_len * 2 + 1);
+            if (!sp) break;
+            size_t l = rkm_tok__byte_level_encode(e->ibytes, e->ibytes_len, sp);
+            sp[l] = 0;
+            cJSON_AddItemToArray(pair, cJSON_CreateString(sp));
+            free(sp);
+        }
+        cJSON_AddItemToArray(ml, pair);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return rkm_err(RKM_ENOMEM, "write_hf_json: out of memory");
+    int rc = rkm_write_file_atomic(path, text, strlen(text));
+    cJSON_free(text);
+    return rc;
+}
+
+int rkm_tokenizer_write_hf_config(const rkm_tokenizer *t, const char *path)
+{
+    if (!t || !path) return rkm_err(RKM_EINVAL, "write_hf_config: bad arguments");
+    cJSON *c = cJSON_CreateObject();
+    if (!c) return rkm_err(RKM_ENOMEM, "write_hf_config: out of memory");
+    if (t->bos >= 0) cJSON_AddStringToObject(c, "bos_token", t->tok[t->bos].text);
+    else cJSON_AddNullToObject(c, "bos_token");
+    if (t->eos >= 0) cJSON_AddStringToObject(c, "eos_token", t->tok[t->eos].text);
+    if (t->pad >= 0) cJSON_AddStringToObject(c, "pad_token", t->tok[t->pad].text);
+    if (t->unk >= 0) cJSON_AddStringToObject(c, "unk_token", t->tok[t->unk].text);
+    cJSON_AddBoolToObject(c, "add_bos_token", t->add_bos);
+    cJSON_AddBoolToObject(c, "add_eos_token", t->add_eos);
+    cJSON_AddBoolToObject(c, "clean_up_tokenization_spaces", 0);
+    if (t->chat_template) cJSON_AddStringToObject(c, "chat_template", t->chat_template);
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    if (!text) return rkm_err(RKM_ENOMEM, "write_hf_config: out of memory");
+    int rc = rkm_write_file_atomic(path, text, strlen(text));
+    cJSON_free(text);
+    return rc;
+}
