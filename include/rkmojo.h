@@ -78,6 +78,7 @@ typedef struct rkm_model_params {
                                     budget gives at least 4x top-k slots per layer),
                                     1 each MoE layer its own slots, 2 one pool of the
                                     same bytes shared by every layer (STREAMING.md) */
+    const char *trace_out;       /* routing trace file (trace-sim); NULL: $RKM_TRACE_OUT or none */
 } rkm_model_params;
 
 void rkm_model_params_default(rkm_model_params *p);

@@ -412,6 +412,7 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         cp.prefetch = params->prefetch < 0 ? 0 : params->prefetch;
         m->prefetch = cp.prefetch;
         cp.io_threads = params->io_threads;
+        cp.trace_out = params->trace_out;
         cp.direct_io = 1; /* experts never go through the page cache (RSS is the whole cost) */
         if (has_npu && rkm_backend_rknn(m->backend)) { /* slots in NPU memory: no copy per run */
             cp.slot_alloc = rkm_backend_slot_alloc;
