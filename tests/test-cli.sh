@@ -119,5 +119,9 @@ else
   fail "run --trace-out: $(cat "$T/err")"
 fi
 
+# demo parses its options, then runs synth and convert in the same process
+$R demo --dir "$T/demo" -n2 --temp=0 > "$T/out" 2> "$T/err" && grep -q "The text above is noise" "$T/out" \
+  && ok "demo runs synth and convert after its own options" || fail "demo: $(tail -3 "$T/err")"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]
