@@ -90,13 +90,15 @@ typedef struct rkm_model_params {
                                     there is a budget, 1 never, 2 always */
     int io_backend;              /* expert reads: 0 io_uring where allowed, else
                                     pread; 1 pread; 2 io_uring */
+    const char *trace_out;       /* routing trace file (trace-sim), or NULL */
 } rkm_model_params;
 
 /* Every field zero: the defaults above. Reads nothing from the
  * environment: the params are the whole truth. */
 void rkm_model_params_default(rkm_model_params *p);
 /* Applies the environment knobs of model scope (RKM_BACKEND, RKM_NPU_DENSE,
- * RKM_PACK, RKM_LAZY_EXPERTS, RKM_VERIFY, RKM_PREFAULT, RKM_IO_BACKEND;
+ * RKM_PACK, RKM_LAZY_EXPERTS, RKM_VERIFY, RKM_PREFAULT, RKM_IO_BACKEND,
+ * RKM_TRACE_OUT;
  * `rkmojo doctor --env` lists them) to fields still at their defaults, as
  * the CLI and the server do. RKM_EINVAL naming the knob for a bad value. */
 int rkm_model_params_from_knobs(rkm_model_params *p);

@@ -36,40 +36,6 @@ static const char *default_text =
     "ask for them early, so that the processor never waits. Cooking rice well needs the right ratio of water, "
     "a lid that closes, and patience; the grains should rest for ten minutes after the heat is turned off. ";
 
-static void bench_usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo bench -m MODEL [options]\n\n"
-               "  -p, --prompt TEXT         prompt text (default: a built-in English paragraph)\n"
-               "  --prompt-file FILE        prompt from a file\n"
-               "  --prompt-tokens N         prompt length in tokens (default 128; the text is repeated)\n"
-               "  -n N                      tokens to decode (default 128)\n"
-               "  --depth N                 decode from a context of the prompt's first N tokens (0: empty,\n"
-               "                            as llama-bench's tg); default: after the whole prompt\n"
-               "  --force-text FILE         decode by feeding FILE's tokens one by one (teacher forcing)\n"
-               "  --mem-budget SIZE         memory budget (e.g. 4G); experts streamed from disk\n"
-               "  --expert-cache-slots N    expert slots per MoE layer (instead of a budget)\n"
-               "  --cache-policy lfu|lru    eviction policy (default lfu)\n"
-               "  --prefetch on|off         next-layer expert prefetch (default off)\n"
-               "  --cache-scope shared|layer  one slot pool for all MoE layers (default from 4x top-k slots\n"
-               "                            per layer) or per layer\n"
-               "  --io-threads N            expert read threads (default 8)\n"
-               "  --trace-out FILE          record the routing trace (see rkmojo trace-sim)\n"
-               "  --per-layer               print the hit rate of every MoE layer\n"
-               "  --warm                    run the prompt once untimed first, so prefill is measured with\n"
-               "                            the experts it needs already read, and, with every expert resident,\n"
-               "                            after the background read of all of them (a resident model's steady state)\n"
-               "  --limits                  probe memory and disk bandwidth and print the decode speed\n"
-               "                            they allow, given the bytes per token and the hit rate; with\n"
-               "                            every expert in memory, also read the same weights alone\n"
-               "                            after each run and give the decode speed as a share of that\n"
-               "  -r, --repeat N            measure prefill and decode N times in this process (default 1)\n"
-               "                            and report the median, mean, spread and every run; the phase\n"
-               "                            figures are then totals over the runs, the cache and per-layer\n"
-               "                            figures the last run's\n"
-               "  --json                    machine-readable output on stdout\n");
-    rkm_gen_opts_usage(f, 0);
-}
-
 /* Tokenizes text into a growing array; -1 on failure. */
 static int tokenize(const rkm_model *m, const char *text, int add_bos, int32_t **out)
 {
@@ -212,69 +178,47 @@ static void phase_print(FILE *f, const phase *p, const char *what)
 int rkm_cmd_bench(int argc, char **argv)
 {
     rkm_gen_opts o;
-    rkm_gen_opts_init(&o);
+    rkm_gen_opts_init(&o, 0);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
     int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1, reps = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            bench_usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            prompt = v, i++;
-        } else if (!strcmp(a, "--prompt-file") && v) {
-            prompt_file = v, i++;
-        } else if (!strcmp(a, "--force-text") && v) {
-            force_file = v, i++;
-        } else if (!strcmp(a, "--prompt-tokens") && v) {
-            n_prompt = atoi(v), i++;
-        } else if (!strcmp(a, "--depth") && v) {
-            depth = atoi(v), i++;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
-            n_decode = atoi(v), i++;
-        } else if (!strcmp(a, "--mem-budget") && v) {
-            int64_t b = rkm_parse_bytes(v);
-            if (b < 0) return fprintf(stderr, "rkmojo bench: --mem-budget needs a size (e.g. 4G)\n"), 2;
-            o.mp.mem_budget_bytes = (uint64_t)b, i++;
-        } else if (!strcmp(a, "--expert-cache-slots") && v) {
-            o.mp.expert_cache_slots = atoi(v), i++;
-        } else if (!strcmp(a, "--cache-policy") && v) {
-            if (strcmp(v, "lfu") && strcmp(v, "lru"))
-                return fprintf(stderr, "rkmojo bench: --cache-policy is lfu or lru\n"), 2;
-            o.mp.cache_policy = !strcmp(v, "lru"), i++;
-        } else if (!strcmp(a, "--prefetch") && v) {
-            if (strcmp(v, "on") && strcmp(v, "off"))
-                return fprintf(stderr, "rkmojo bench: --prefetch is on or off\n"), 2;
-            o.mp.prefetch = !strcmp(v, "on"), i++;
-        } else if (!strcmp(a, "--io-threads") && v) {
-            o.mp.io_threads = atoi(v), i++;
-        } else if (!strcmp(a, "--trace-out") && v) {
-            setenv("RKM_TRACE_OUT", v, 1), i++; /* read by the expert cache at model open */
-        } else if ((!strcmp(a, "-r") || !strcmp(a, "--repeat")) && v) {
-            reps = atoi(v), i++;
-            if (reps < 1 || reps > BENCH_MAX_REPEAT)
-                return fprintf(stderr, "rkmojo bench: --repeat is 1 to %d\n", BENCH_MAX_REPEAT), 2;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--per-layer")) {
-            per_layer = 1;
-        } else if (!strcmp(a, "--limits")) {
-            limits = 1;
-        } else if (!strcmp(a, "--warm")) {
-            warm = 1;
-        } else {
-            fprintf(stderr, "rkmojo bench: unknown or incomplete option '%s'\n", a);
-            bench_usage(stderr);
-            return 2;
-        }
-    }
-    if (n_prompt < 1 || n_decode < 0 || depth < -1 || o.mp.expert_cache_slots < 0 || o.mp.io_threads < 0) {
-        fprintf(stderr, "rkmojo bench: bad counts\n");
-        return 2;
-    }
+    const rkm_opt opts[] = {
+        {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "prompt text (default: a built-in English paragraph)"},
+        {"prompt-file", 0, RKM_OPT_STR, &prompt_file, .arg = "FILE", .help = "prompt from a file"},
+        {"prompt-tokens", 0, RKM_OPT_INT, &n_prompt, 1, 1 << 24, "N",
+         .help = "prompt length in tokens (default 128; the text is repeated)"},
+        {"n-predict", 'n', RKM_OPT_INT, &n_decode, 0, 1 << 24, "N", .help = "tokens to decode (default 128)"},
+        {"depth", 0, RKM_OPT_INT, &depth, -1, 1 << 24, "N",
+         .help = "decode from a context of the prompt's first N tokens (0: empty,\n"
+                 "as llama-bench's tg); default: after the whole prompt"},
+        {"force-text", 0, RKM_OPT_STR, &force_file, .arg = "FILE",
+         .help = "decode by feeding FILE's tokens one by one (teacher forcing)"},
+        {"per-layer", 0, RKM_OPT_FLAG, &per_layer, .help = "print the hit rate of every MoE layer"},
+        {"warm", 0, RKM_OPT_FLAG, &warm,
+         .help = "run the prompt once untimed first, so prefill is measured with\n"
+                 "the experts it needs already read, and, with every expert resident,\n"
+                 "after the background read of all of them (a resident model's steady state)"},
+        {"limits", 0, RKM_OPT_FLAG, &limits,
+         .help = "probe memory and disk bandwidth and print the decode speed\n"
+                 "they allow, given the bytes per token and the hit rate; with\n"
+                 "every expert in memory, also read the same weights alone\n"
+                 "after each run and give the decode speed as a share of that"},
+        /* the range is checked below, with a message scripts know */
+        {"repeat", 'r', RKM_OPT_INT, &reps, INT32_MIN, INT32_MAX, "N",
+         .help = "measure prefill and decode N times in this process (default 1)\n"
+                 "and report the median, mean, spread and every run; the phase\n"
+                 "figures are then totals over the runs, the cache and per-layer\n"
+                 "figures the last run's"},
+        {"json", 0, RKM_OPT_FLAG, &json, .help = "machine-readable output on stdout"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "bench", "usage: rkmojo bench -m MODEL [options]\n\n", NULL,
+        {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    if (reps < 1 || reps > BENCH_MAX_REPEAT)
+        return fprintf(stderr, "rkmojo bench: --repeat is 1 to %d\n", BENCH_MAX_REPEAT), 2;
     o.sp.sampler.temperature = 0; /* greedy: the run is reproducible */
     o.seed_given = 1;
     rkm_model *m;

@@ -35,16 +35,6 @@ static void on_sigint(int sig)
     if (g_session) rkm_session_cancel(g_session);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo chat -m MODEL [--system TEXT] [-n MAX_TOKENS_PER_ANSWER] [options]\n\n"
-               "  --system TEXT          system message\n"
-               "  -n, --n-predict N      most tokens per answer (default 1024)\n"
-               "In the chat: /reset forgets the conversation, /exit (or Ctrl-D) quits,\n"
-               "Ctrl-C stops the current answer.\n");
-    rkm_gen_opts_usage(f, 1);
-}
-
 typedef struct {
     rkm_chat_msg *v;
     char **owned; /* strings we allocated (parallel to v) */
@@ -106,27 +96,22 @@ static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id)
 int rkm_cmd_chat(int argc, char **argv)
 {
     rkm_gen_opts o;
-    rkm_gen_opts_init(&o);
+    rkm_gen_opts_init(&o, 1);
     const char *system = NULL;
     int n_predict = 1024;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--system") && v) {
-            system = v, i++;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
-            n_predict = atoi(v), i++;
-        } else {
-            fprintf(stderr, "rkmojo chat: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const rkm_opt opts[] = {
+        {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message"},
+        {"n-predict", 'n', RKM_OPT_INT, &n_predict, -1, 1 << 30, "N", .help = "most tokens per answer (default 1024)"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "chat", "usage: rkmojo chat -m MODEL [--system TEXT] [-n MAX_TOKENS_PER_ANSWER] [options]\n\n",
+        "In the chat: /reset forgets the conversation, /exit (or Ctrl-D) quits,\n"
+        "Ctrl-C stops the current answer.\n",
+        {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
     rkm_model *m;
     rkm_session *s;
     int rc = rkm_gen_open(&o, &m, &s);

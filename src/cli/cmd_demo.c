@@ -15,47 +15,32 @@
 #include "cli/gen_common.h"
 #include "util/common.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo demo [--preset tiny] [--quant q8_0|q4_0|keep] [--dir DIR] [-p PROMPT] [-n N]\n\n"
-               "Synthesizes a small random-weight MoE model, converts it to .rkmojo, generates\n"
-               "N tokens (default 48) and prints the statistics. The output is noise: the\n"
-               "weights are random. Files go to DIR (default $TMPDIR/rkmojo-demo).\n");
-    rkm_gen_opts_usage(f, 1);
-}
-
 static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id); }
 
 int rkm_cmd_demo(int argc, char **argv)
 {
     rkm_gen_opts o;
-    rkm_gen_opts_init(&o);
+    rkm_gen_opts_init(&o, 1);
     const char *preset = "tiny", *quant = "q8_0", *dir = NULL, *prompt = "Once upon a time, in a small town by the sea,";
     int n_predict = 48;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--preset") && v) {
-            preset = v, i++;
-        } else if (!strcmp(a, "--quant") && v) {
-            quant = v, i++;
-        } else if (!strcmp(a, "--dir") && v) {
-            dir = v, i++;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            prompt = v, i++;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
-            n_predict = atoi(v), i++;
-        } else {
-            fprintf(stderr, "rkmojo demo: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const rkm_opt opts[] = {
+        {"preset", 0, RKM_OPT_STR, &preset, .arg = "NAME", .help = "the synthetic model (default tiny; rkmojo synth --help)"},
+        {"quant", 0, RKM_OPT_STR, &quant, .arg = "TYPE", .help = "q8_0 (default), q4_0 or keep (rkmojo convert --help)"},
+        {"dir", 0, RKM_OPT_STR, &dir, .arg = "DIR", .help = "where the files go (default $TMPDIR/rkmojo-demo)"},
+        {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "the prompt"},
+        {"n-predict", 'n', RKM_OPT_INT, &n_predict, -1, 1 << 30, "N", .help = "tokens to generate (default 48)"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "demo",
+        "usage: rkmojo demo [--preset tiny] [--quant q8_0|q4_0|keep] [--dir DIR] [-p PROMPT] [-n N]\n\n"
+        "Synthesizes a small random-weight MoE model, converts it to .rkmojo, generates\n"
+        "N tokens (default 48) and prints the statistics. The output is noise: the\n"
+        "weights are random. Files go to DIR (default $TMPDIR/rkmojo-demo).\n\n",
+        NULL, {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
     char dbuf[1024], gguf[1100], model[1100];
     if (!dir) {
         const char *t = getenv("TMPDIR");

@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/rknn.h"
+#include "cli/opts.h"
 #include "kernels/rknn_i8.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
@@ -170,35 +171,25 @@ int rkm_cmd_doctor(int argc, char **argv)
 {
     int bench = 0, n_threads = 0, quick = 0;
     double min_s = 0.3;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--bench")) {
-            bench = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--quick")) {
-            quick = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            n_threads = atoi(argv[++i]);
-            continue;
-        }
-        if (!strcmp(argv[i], "--min-time") && i + 1 < argc) {
-            min_s = atof(argv[++i]);
-            continue;
-        }
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: rkmojo doctor [--bench [-t THREADS] [--min-time S] [--quick]]\n"
-                   "  Reports the CPU and its kernels, the Rockchip NPU driver, librknnrt and whether\n"
-                   "  --backend auto would use the NPU. Environment: RKM_RKNN_LIB (library path),\n"
-                   "  RKM_RKNN_CHIP (chip override), RKM_SYSROOT (root of /proc and /sys, for tests).\n"
-                   "  --bench: per-matmul GOPS at decode (M = 1) and prefill (M = 128) shapes and one\n"
-                   "  expert FFN's latency, CPU (q8_0, rknn_i8) vs NPU (bench/rknn-check.sh runs it).\n");
-            return 0;
-        }
-        fprintf(stderr, "rkmojo doctor: unknown option '%s'\n", argv[i]);
-        return 2;
-    }
+    const rkm_opt opts[] = {
+        {"bench", 0, RKM_OPT_FLAG, &bench,
+         .help = "per-matmul GOPS at decode (M = 1) and prefill (M = 128) shapes and one\n"
+                 "expert FFN's latency, CPU (q8_0, rknn_i8) vs NPU (bench/rknn-check.sh runs it)"},
+        {"threads", 't', RKM_OPT_INT, &n_threads, 0, 1024, "N", .help = "--bench: compute threads (default: the performance cores)"},
+        {"min-time", 0, RKM_OPT_DOUBLE, &min_s, 0, 3600, "S", .help = "--bench: seconds per figure (default 0.3)"},
+        {"quick", 0, RKM_OPT_FLAG, &quick, .help = "--bench: small shapes only (the plumbing, not the speed)"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "doctor",
+        "usage: rkmojo doctor [--bench [-t THREADS] [--min-time S] [--quick]]\n"
+        "  Reports the CPU and its kernels, the Rockchip NPU driver, librknnrt and whether\n"
+        "  --backend auto would use the NPU. Environment: RKM_RKNN_LIB (library path),\n"
+        "  RKM_RKNN_CHIP (chip override), RKM_SYSROOT (root of /proc and /sys, for tests).\n\n",
+        NULL, {opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
     char buf[1024];
     static const char *const model_keys[] = {"model name", "Hardware", "Model", NULL};
     rkm_kernels_init();

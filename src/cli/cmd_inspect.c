@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "format/gguf.h"
 #include "format/model_dir.h"
 #include "kernels/quant.h"
@@ -42,22 +43,16 @@ static void tokenizer_summary(const rkm_model_dir *md)
 
 int rkm_cmd_inspect(int argc, char **argv)
 {
-    const char *dir = NULL;
-    int verify = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--verify")) verify = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: rkmojo inspect MODEL.rkmojo [--verify]\n");
-            return 0;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "rkmojo inspect: unknown option '%s'\n", argv[i]);
-            return 2;
-        } else dir = argv[i];
-    }
-    if (!dir) {
-        fprintf(stderr, "usage: rkmojo inspect MODEL.rkmojo [--verify]\n");
-        return 2;
-    }
+    int verify = 0, arg0;
+    const rkm_opt opts[] = {
+        {"verify", 0, RKM_OPT_FLAG, &verify, .help = "check every checksum (reads the whole model)"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {"inspect", "usage: rkmojo inspect MODEL.rkmojo [--verify]\n\n", NULL, {opts}, 1};
+    int rc = rkm_opts_parse(&cmd, argc, argv, &arg0);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
+    if (arg0 == argc) return rkm_opts_error(&cmd, "needs MODEL.rkmojo");
+    const char *dir = argv[arg0];
     rkm_model_dir *md = verify ? rkm_model_dir_open(dir) : rkm_model_dir_load_manifest(dir);
     if (!md) {
         fprintf(stderr, "rkmojo inspect: %s\n", rkm_last_error());
@@ -115,7 +110,7 @@ int rkm_cmd_inspect(int argc, char **argv)
                rkm_fmt_bytes(el->blob_stride * (uint64_t)hp->n_expert_used, b2, sizeof b2), hp->n_expert_used);
     }
     tokenizer_summary(md);
-    int rc = 0;
+    rc = 0;
     if (verify) {
         printf("verify:           ");
         fflush(stdout);

@@ -17,45 +17,26 @@
 #include "cli/gen_common.h"
 #include "util/common.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo perplexity -m MODEL (-f TEXT_FILE | --ids 1,2,3,...) [--print-top1] [options]\n\n"
-               "  -f, --file FILE        text to score (tokenized with BOS if the model wants it)\n"
-               "  --ids IDS              token ids to score (as given)\n"
-               "  --print-top1           print the argmax prediction after each position\n");
-    rkm_gen_opts_usage(f, 0);
-}
-
 int rkm_cmd_perplexity(int argc, char **argv)
 {
     rkm_gen_opts o;
-    rkm_gen_opts_init(&o);
+    rkm_gen_opts_init(&o, 0);
     const char *file = NULL, *ids_arg = NULL;
     int print_top1 = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            file = v, i++;
-        } else if (!strcmp(a, "--ids") && v) {
-            ids_arg = v, i++;
-        } else if (!strcmp(a, "--print-top1")) {
-            print_top1 = 1;
-        } else {
-            fprintf(stderr, "rkmojo perplexity: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!!file + !!ids_arg != 1) {
-        fprintf(stderr, "rkmojo perplexity: give one of -f or --ids\n");
-        return 2;
-    }
+    const rkm_opt opts[] = {
+        {"file", 'f', RKM_OPT_STR, &file, .arg = "FILE",
+         .help = "text to score (tokenized with BOS if the model wants it)"},
+        {"ids", 0, RKM_OPT_STR, &ids_arg, .arg = "IDS", .help = "token ids to score (as given)"},
+        {"print-top1", 0, RKM_OPT_FLAG, &print_top1, .help = "print the argmax prediction after each position"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "perplexity", "usage: rkmojo perplexity -m MODEL (-f TEXT_FILE | --ids 1,2,3,...) [--print-top1] [options]\n\n",
+        NULL, {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    if (!!file + !!ids_arg != 1) return rkm_opts_error(&cmd, "give one of -f or --ids");
     rkm_model *m;
     rkm_session *s;
     int rc = rkm_gen_open(&o, &m, &s);

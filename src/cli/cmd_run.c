@@ -12,21 +12,6 @@
 #include "cli/chat_format.h"
 #include "util/common.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo run -m MODEL (-p PROMPT | -f FILE | --prompt-ids 1,2,3) [options]\n\n"
-               "  -p, --prompt TEXT      the prompt\n"
-               "  -f, --file FILE        read the prompt from a file\n"
-               "  --prompt-ids IDS       the prompt as token ids (no tokenizer, no BOS)\n"
-               "  --print-ids            print generated ids (one per line) instead of text\n"
-               "  -n, --n-predict N      tokens to generate (default 256)\n"
-               "  --stop STR             stop when STR is generated (repeatable)\n"
-               "  --chat                 format the prompt with the model's chat template\n"
-               "  --system TEXT          system message (with --chat)\n"
-               "  --no-bos               do not add BOS even if the tokenizer asks for it\n");
-    rkm_gen_opts_usage(f, 1);
-}
-
 typedef struct {
     rkm_text_out *out;
     int print_ids;
@@ -48,48 +33,31 @@ static int on_token(int32_t id, void *user)
 int rkm_cmd_run(int argc, char **argv)
 {
     rkm_gen_opts o;
-    rkm_gen_opts_init(&o);
+    rkm_gen_opts_init(&o, 1);
     const char *prompt = NULL, *file = NULL, *ids_arg = NULL, *system = NULL;
     const char *stop[32];
-    int n_stop = 0, n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = rkm_gen_opts_parse(&o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            prompt = v, i++;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            file = v, i++;
-        } else if (!strcmp(a, "--prompt-ids") && v) {
-            ids_arg = v, i++;
-        } else if (!strcmp(a, "--print-ids")) {
-            print_ids = 1;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
-            n_predict = atoi(v), i++;
-        } else if (!strcmp(a, "--stop") && v) {
-            if (n_stop == (int)RKM_ARRAY_LEN(stop)) return fprintf(stderr, "rkmojo: too many --stop\n"), 2;
-            stop[n_stop++] = v, i++;
-        } else if (!strcmp(a, "--chat")) {
-            chat = 1;
-        } else if (!strcmp(a, "--system") && v) {
-            system = v, i++;
-        } else if (!strcmp(a, "--no-bos")) {
-            no_bos = 1;
-        } else {
-            fprintf(stderr, "rkmojo run: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!!prompt + !!file + !!ids_arg != 1) {
-        fprintf(stderr, "rkmojo run: give exactly one of -p, -f, --prompt-ids\n");
-        usage(stderr);
-        return 2;
-    }
+    rkm_opt_list stops = {stop, 0, (int)RKM_ARRAY_LEN(stop)};
+    int n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
+    const rkm_opt opts[] = {
+        {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "the prompt"},
+        {"file", 'f', RKM_OPT_STR, &file, .arg = "FILE", .help = "read the prompt from a file"},
+        {"prompt-ids", 0, RKM_OPT_STR, &ids_arg, .arg = "IDS", .help = "the prompt as token ids (no tokenizer, no BOS)"},
+        {"print-ids", 0, RKM_OPT_FLAG, &print_ids, .help = "print generated ids (one per line) instead of text"},
+        {"n-predict", 'n', RKM_OPT_INT, &n_predict, -1, 1 << 30, "N", .help = "tokens to generate (default 256)"},
+        {"stop", 0, RKM_OPT_LIST, &stops, .arg = "STR", .help = "stop when STR is generated (repeatable)"},
+        {"chat", 0, RKM_OPT_FLAG, &chat, .help = "format the prompt with the model's chat template"},
+        {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message (with --chat)"},
+        {"no-bos", 0, RKM_OPT_FLAG, &no_bos, .help = "do not add BOS even if the tokenizer asks for it"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "run", "usage: rkmojo run -m MODEL (-p PROMPT | -f FILE | --prompt-ids 1,2,3) [options]\n\n", NULL,
+        {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    if (!!prompt + !!file + !!ids_arg != 1) return rkm_opts_error(&cmd, "give exactly one of -p, -f, --prompt-ids");
+    int n_stop = stops.n;
     if (n_predict < 0) n_predict = 0;
     rkm_model *m;
     rkm_session *s;

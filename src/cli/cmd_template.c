@@ -19,18 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "text/chat.h"
 #include "util/common.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo template (--template FILE | --builtin NAME) [--messages FILE.json]\n"
-               "                       [--vars FILE.json] [--add-generation-prompt] [--bos S] [--eos S]\n"
-               "                       [--set NAME=VALUE]... [--show]\n"
-               "Renders a Jinja chat template and prints the result.\n"
-               "Built-in templates: chatml, llama2, llama3, gemma, mistral.\n");
-}
 
 static cJSON *read_json(const char *path)
 {
@@ -111,44 +103,45 @@ static int run_batch(const char *dir)
 
 int rkm_cmd_template(int argc, char **argv)
 {
-    const char *tpath = NULL, *builtin = NULL, *mpath = NULL, *vpath = NULL, *bos = NULL, *eos = NULL;
-    int agp = -1, rc = 1, show = 0;
+    const char *tpath = NULL, *builtin = NULL, *mpath = NULL, *vpath = NULL, *bos = NULL, *eos = NULL, *batch = NULL;
+    int agp = 0, rc = 1, show = 0;
     char *src = NULL, *out = NULL;
     cJSON *vars = NULL;
     const char **sets = calloc((size_t)argc + 1, sizeof(char *));
-    int n_sets = 0;
     if (!sets) return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            free(sets);
-            return 0;
-        } else if (!strcmp(a, "--template") && more) tpath = argv[++i];
-        else if (!strcmp(a, "--builtin") && more) builtin = argv[++i];
-        else if (!strcmp(a, "--messages") && more) mpath = argv[++i];
-        else if (!strcmp(a, "--vars") && more) vpath = argv[++i];
-        else if (!strcmp(a, "--bos") && more) bos = argv[++i];
-        else if (!strcmp(a, "--eos") && more) eos = argv[++i];
-        else if (!strcmp(a, "--set") && more) sets[n_sets++] = argv[++i];
-        else if (!strcmp(a, "--add-generation-prompt")) agp = 1;
-        else if (!strcmp(a, "--show")) show = 1;
-        else if (!strcmp(a, "--batch") && more) {
-            free(sets);
-            return run_batch(argv[++i]);
-        }
-        else {
-            fprintf(stderr, "rkmojo template: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            free(sets);
-            return 2;
-        }
+    rkm_opt_list set_list = {sets, 0, argc};
+    const rkm_opt opts[] = {
+        {"template", 0, RKM_OPT_STR, &tpath, .arg = "FILE", .help = "the Jinja template"},
+        {"builtin", 0, RKM_OPT_STR, &builtin, .arg = "NAME", .help = "a built-in template: chatml, llama2, llama3, gemma, mistral"},
+        {"messages", 0, RKM_OPT_STR, &mpath, .arg = "FILE.json", .help = "a JSON array of {role, content, ...}"},
+        {"vars", 0, RKM_OPT_STR, &vpath, .arg = "FILE.json", .help = "a JSON object of all variables (messages included)"},
+        {"add-generation-prompt", 0, RKM_OPT_FLAG, &agp, .help = "set add_generation_prompt"},
+        {"bos", 0, RKM_OPT_STR, &bos, .arg = "S", .help = "bos_token"},
+        {"eos", 0, RKM_OPT_STR, &eos, .arg = "S", .help = "eos_token"},
+        {"set", 0, RKM_OPT_LIST, &set_list, .arg = "NAME=VALUE", .help = "set a string variable (repeatable)"},
+        {"show", 0, RKM_OPT_FLAG, &show, .help = "print the template source instead"},
+        {"batch", 0, RKM_OPT_STR, &batch, .arg = "DIR",
+         .help = "for each DIR/NAME.tmpl with NAME.vars.json: write NAME.got,\nor NAME.goterr with the error message"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "template",
+        "usage: rkmojo template (--template FILE | --builtin NAME) [--messages FILE.json]\n"
+        "                       [--vars FILE.json] [--add-generation-prompt] [--bos S] [--eos S]\n"
+        "                       [--set NAME=VALUE]... [--show]\n"
+        "       rkmojo template --batch DIR\n"
+        "Renders a Jinja chat template and prints the result; the flags override --vars.\n\n",
+        NULL, {opts}, 0,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    int n_sets = set_list.n;
+    if (parsed != RKM_OPTS_CONTINUE || batch) {
+        free(sets);
+        return parsed != RKM_OPTS_CONTINUE ? parsed : run_batch(batch);
     }
     if (!tpath == !builtin) {
-        usage(stderr);
         free(sets);
-        return 2;
+        return rkm_opts_error(&cmd, "needs one of --template FILE or --builtin NAME");
     }
     if (tpath) {
         size_t n;
@@ -192,7 +185,7 @@ int rkm_cmd_template(int argc, char **argv)
         cJSON_DeleteItemFromObjectCaseSensitive(vars, "messages");
         cJSON_AddItemToObject(vars, "messages", m);
     }
-    if (agp >= 0) {
+    if (agp) {
         cJSON_DeleteItemFromObjectCaseSensitive(vars, "add_generation_prompt");
         cJSON_AddBoolToObject(vars, "add_generation_prompt", 1);
     }

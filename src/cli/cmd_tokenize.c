@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "format/model_dir.h"
 #include "text/tokenizer.h"
 #include "util/common.h"
@@ -180,56 +181,37 @@ static const char bench_text[] =
     "\xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7 \xf0\x9f\x98\x80\xf0\x9f\x9a\x80 caf\xc3\xa9 na\xc3\xafve\n"
     "                                                \n";
 
-static void usage_tokenize(FILE *f)
-{
-    fprintf(f,
-            "usage: rkmojo tokenize (-m MODEL | --vocab FILE) [options] TEXT|-\n"
-            "  -m MODEL        .rkmojo directory, GGUF file or Hugging Face directory\n"
-            "  --vocab FILE    tokenizer.json or GGUF file\n"
-            "  --config FILE   tokenizer_config.json (default: next to tokenizer.json)\n"
-            "  --ids           print only the ids, space separated\n"
-            "  --special       recognise special-token text (e.g. <|im_start|>)\n"
-            "  --bos           add BOS if the tokenizer wants one\n"
-            "  --corpus FILE   encode each string of FILE (separated by\n"
-            "                  \"\\n__ggml_vocab_test__\\n\"), one line of ids each\n"
-            "  --bench         encode throughput on 10 KB and 1 MB of text\n"
-            "  TEXT            the text, or - to read stdin\n");
-}
-
 int rkm_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *vocab = NULL, *config = NULL, *text = NULL, *corpus = NULL;
-    int ids_only = 0, special = 0, bos = 0, bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(a, "--vocab") && i + 1 < argc) vocab = argv[++i];
-        else if (!strcmp(a, "--config") && i + 1 < argc) config = argv[++i];
-        else if (!strcmp(a, "--corpus") && i + 1 < argc) corpus = argv[++i];
-        else if (!strcmp(a, "--ids")) ids_only = 1;
-        else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--bos")) bos = 1;
-        else if (!strcmp(a, "--bench")) bench = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_tokenize(stdout);
-            return 0;
-        } else if (!text && (a[0] != '-' || !strcmp(a, "-"))) text = a;
-        else {
-            fprintf(stderr, "rkmojo tokenize: unexpected argument '%s'\n", a);
-            usage_tokenize(stderr);
-            return 2;
-        }
-    }
-    if ((!model && !vocab) || (!text && !corpus && !bench)) {
-        usage_tokenize(stderr);
-        return 2;
-    }
+    int ids_only = 0, special = 0, bos = 0, bench = 0, first;
+    const rkm_opt opts[] = {
+        {"model", 'm', RKM_OPT_STR, &model, .arg = "MODEL", .help = ".rkmojo directory, GGUF file or Hugging Face directory"},
+        {"vocab", 0, RKM_OPT_STR, &vocab, .arg = "FILE", .help = "tokenizer.json or GGUF file"},
+        {"config", 0, RKM_OPT_STR, &config, .arg = "FILE", .help = "tokenizer_config.json (default: next to tokenizer.json)"},
+        {"ids", 0, RKM_OPT_FLAG, &ids_only, .help = "print only the ids, space separated"},
+        {"special", 0, RKM_OPT_FLAG, &special, .help = "recognise special-token text (e.g. <|im_start|>)"},
+        {"bos", 0, RKM_OPT_FLAG, &bos, .help = "add BOS if the tokenizer wants one"},
+        {"corpus", 0, RKM_OPT_STR, &corpus, .arg = "FILE",
+         .help = "encode each string of FILE (separated by\n\"\\n__ggml_vocab_test__\\n\"), one line of ids each"},
+        {"bench", 0, RKM_OPT_FLAG, &bench, .help = "encode throughput on 10 KB and 1 MB of text"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "tokenize", "usage: rkmojo tokenize (-m MODEL | --vocab FILE) [options] TEXT|-\n\n",
+        "  TEXT                     the text, or - to read stdin\n", {opts}, 1,
+    };
+    int rc = rkm_opts_parse(&cmd, argc, argv, &first);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
+    rc = 0;
+    if (first < argc) text = argv[first];
+    if (!model && !vocab) return rkm_opts_error(&cmd, "needs -m MODEL or --vocab FILE");
+    if (!text && !corpus && !bench) return rkm_opts_error(&cmd, "needs TEXT (or - for stdin), --corpus or --bench");
     rkm_tokenizer *t = config && vocab ? rkm_tokenizer_load(vocab, config) : open_tokenizer(model, vocab);
     if (!t) {
         fprintf(stderr, "rkmojo tokenize: %s\n", rkm_last_error());
         return 1;
     }
-    int rc = 0;
     if (bench) {
         bench_one(t, bench_text, sizeof bench_text - 1, 10 * 1000);
         bench_one(t, bench_text, sizeof bench_text - 1, 1000 * 1000);
@@ -304,24 +286,30 @@ static int parse_ids(const char *p, int32_t **ids, int *n, int *cap)
 int rkm_cmd_detokenize(int argc, char **argv)
 {
     const char *model = NULL, *vocab = NULL;
-    int n_ids = 0, cap = 0, rc = 0;
+    int n_ids = 0, cap = 0, first;
     int32_t *ids = NULL;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(a, "--vocab") && i + 1 < argc) vocab = argv[++i];
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: rkmojo detokenize (-m MODEL | --vocab FILE) ID... | -\n"
-                   "  prints the text of the ids (arguments, or stdin with -)\n");
-            free(ids);
-            return 0;
-        } else if (!strcmp(a, "-")) {
+    const rkm_opt opts[] = {
+        {"model", 'm', RKM_OPT_STR, &model, .arg = "MODEL", .help = ".rkmojo directory, GGUF file or Hugging Face directory"},
+        {"vocab", 0, RKM_OPT_STR, &vocab, .arg = "FILE", .help = "tokenizer.json or GGUF file"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "detokenize",
+        "usage: rkmojo detokenize (-m MODEL | --vocab FILE) ID... | -\n"
+        "  prints the text of the ids (arguments, or stdin with -)\n\n",
+        NULL, {opts}, -1,
+    };
+    int rc = rkm_opts_parse(&cmd, argc, argv, &first);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
+    rc = 0;
+    for (int i = first; i < argc && !rc; i++) {
+        if (!strcmp(argv[i], "-")) {
             size_t len;
             char *in = read_stdin(&len);
             rc = in ? parse_ids(in, &ids, &n_ids, &cap) : rkm_err(RKM_EIO, "cannot read stdin");
             free(in);
         } else {
-            rc = parse_ids(a, &ids, &n_ids, &cap);
+            rc = parse_ids(argv[i], &ids, &n_ids, &cap);
         }
     }
     if (rc) {
@@ -330,9 +318,8 @@ int rkm_cmd_detokenize(int argc, char **argv)
         return 2;
     }
     if (!model && !vocab) {
-        fprintf(stderr, "usage: rkmojo detokenize (-m MODEL | --vocab FILE) ID... | -\n");
         free(ids);
-        return 2;
+        return rkm_opts_error(&cmd, "needs -m MODEL or --vocab FILE");
     }
     rkm_tokenizer *t = open_tokenizer(model, vocab);
     if (!t) {

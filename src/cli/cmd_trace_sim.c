@@ -12,23 +12,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
 #include "runtime/trace.h"
 #include "util/common.h"
 
 #define MAX_SLOT_LIST 64
-
-static void trace_sim_usage(FILE *f)
-{
-    fprintf(f, "usage: rkmojo trace-sim ROUTES.bin [--slots N,N,...] [--global] [--per-layer] [--json]\n"
-               "  Replays a routing trace (rkmojo run --trace-out FILE) with N expert slots per layer\n"
-               "  under LRU, LFU and Belady's optimal policy and prints the hit rates.\n"
-               "  --slots      slot counts to try (default: top-k, 2x, 4x, half and all experts)\n"
-               "  --global     the same budget as one pool of N x layers slots shared by all layers\n"
-               "               (the expert cache's --cache-scope shared)\n"
-               "  --per-layer  also print the hit rate of every layer\n"
-               "  --json       machine-readable output\n");
-}
 
 static int parse_slots(const char *s, int *out, int cap)
 {
@@ -47,38 +36,45 @@ static int parse_slots(const char *s, int *out, int cap)
 
 static double rate(uint64_t h, uint64_t m) { return h + m ? 100.0 * (double)h / (double)(h + m) : 0.0; }
 
+typedef struct slot_list {
+    int v[MAX_SLOT_LIST];
+    int n;
+} slot_list;
+
+static int slots_opt(const char *v, void *dst)
+{
+    slot_list *l = dst;
+    l->n = parse_slots(v, l->v, MAX_SLOT_LIST);
+    return l->n > 0 ? 0 : -1;
+}
+
 int rkm_cmd_trace_sim(int argc, char **argv)
 {
-    const char *path = NULL;
-    int slots[MAX_SLOT_LIST], n_slots = 0, per_layer = 0, json = 0, global = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            trace_sim_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--slots") && i + 1 < argc) {
-            n_slots = parse_slots(argv[++i], slots, MAX_SLOT_LIST);
-            if (n_slots <= 0) {
-                fprintf(stderr, "rkmojo trace-sim: bad --slots '%s' (positive integers, comma-separated)\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--global")) {
-            global = 1;
-        } else if (!strcmp(argv[i], "--per-layer")) {
-            per_layer = 1;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (argv[i][0] != '-' && !path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "rkmojo trace-sim: unknown or incomplete option '%s'\n", argv[i]);
-            trace_sim_usage(stderr);
-            return 2;
-        }
-    }
-    if (!path) {
-        trace_sim_usage(stderr);
-        return 2;
-    }
+    slot_list sl = {.n = 0};
+    int *slots = sl.v, per_layer = 0, json = 0, global = 0, first;
+    const rkm_opt opts[] = {
+        {"slots", 0, RKM_OPT_CALL, &sl, .arg = "N,N,...", .fn = slots_opt,
+         .values = "a list of positive integers, comma-separated",
+         .help = "slot counts to try (default: top-k, 2x, 4x, half and all experts)"},
+        {"global", 0, RKM_OPT_FLAG, &global,
+         .help = "the same budget as one pool of N x layers slots shared by all layers\n"
+                 "(the expert cache's --cache-scope shared)"},
+        {"per-layer", 0, RKM_OPT_FLAG, &per_layer, .help = "also print the hit rate of every layer"},
+        {"json", 0, RKM_OPT_FLAG, &json, .help = "machine-readable output"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "trace-sim",
+        "usage: rkmojo trace-sim ROUTES.bin [--slots N,N,...] [--global] [--per-layer] [--json]\n"
+        "  Replays a routing trace (rkmojo run --trace-out FILE) with N expert slots per layer\n"
+        "  under LRU, LFU and Belady's optimal policy and prints the hit rates.\n\n",
+        NULL, {opts}, 1,
+    };
+    int parsed = rkm_opts_parse(&cmd, argc, argv, &first);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    if (first == argc) return rkm_opts_error(&cmd, "needs ROUTES.bin");
+    const char *path = argv[first];
+    int n_slots = sl.n;
     rkm_trace *t = rkm_trace_load(path);
     if (!t) {
         fprintf(stderr, "rkmojo trace-sim: %s\n", rkm_last_error());

@@ -1,6 +1,6 @@
 /*
- * gen_common.c - options and output helpers shared by the run, chat,
- * perplexity and demo subcommands (see gen_common.h). Single-threaded
+ * gen_common.c - option tables and output helpers shared by the run, chat,
+ * perplexity, demo and bench subcommands (see gen_common.h). Single-threaded
  * (the CLI's main thread).
  */
 #include "cli/gen_common.h"
@@ -14,147 +14,64 @@
 #include "text/tokenizer.h"
 #include "util/common.h"
 
-void rkm_gen_opts_init(rkm_gen_opts *o)
+void rkm_gen_opts_init(rkm_gen_opts *o, int sampling)
 {
     memset(o, 0, sizeof *o);
     rkm_model_params_default(&o->mp);
     rkm_session_params_default(&o->sp);
-}
-
-static int num(const char *opt, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || errno || end == v || *end || !(d >= lo && d <= hi)) {
-        fprintf(stderr, "rkmojo: %s needs a number in [%g, %g]\n", opt, lo, hi);
-        return -1;
-    }
-    *out = d;
-    return 0;
-}
-
-int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i)
-{
-    const char *a = argv[*i];
-    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    double d;
     rkm_sampler_params *sp = &o->sp.sampler;
-#define NUM(lo, hi)                                   \
-    do {                                              \
-        if (num(a, v, lo, hi, &d)) return -1;         \
-        (*i)++;                                       \
-    } while (0)
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-        if (!v) return fprintf(stderr, "rkmojo: %s needs a value\n", a), -1;
-        o->model = v;
-        (*i)++;
-    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-        NUM(0, 1024);
-        o->mp.n_threads = (int)d;
-    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-        NUM(0, 1 << 24);
-        o->sp.n_ctx = (int)d;
-    } else if (!strcmp(a, "--chunk")) {
-        NUM(1, 65536);
-        o->sp.n_chunk = (int)d;
-    } else if (!strcmp(a, "--slots") || !strcmp(a, "--expert-cache-slots")) {
-        NUM(0, 1 << 20);
-        o->mp.expert_cache_slots = (int)d;
-    } else if (!strcmp(a, "--budget") || !strcmp(a, "--mem-budget")) {
-        int64_t b = v ? rkm_parse_bytes(v) : -1;
-        if (b < 0) return fprintf(stderr, "rkmojo: %s needs a size (e.g. 4G)\n", a), -1;
-        o->mp.mem_budget_bytes = (uint64_t)b;
-        (*i)++;
-    } else if (!strcmp(a, "--prefetch") && v) {
-        if (strcmp(v, "on") && strcmp(v, "off")) return fprintf(stderr, "rkmojo: --prefetch on|off\n"), -1;
-        o->mp.prefetch = !strcmp(v, "on");
-        (*i)++;
-    } else if (!strcmp(a, "--backend") && v) {
-        if (!strcmp(v, "auto")) o->mp.backend = 0;
-        else if (!strcmp(v, "cpu")) o->mp.backend = 1;
-        else if (!strcmp(v, "rknn")) o->mp.backend = 2;
-        else return fprintf(stderr, "rkmojo: --backend auto|cpu|rknn\n"), -1;
-        (*i)++;
-    } else if (!strcmp(a, "--cache-policy") && v) {
-        if (strcmp(v, "lfu") && strcmp(v, "lru")) return fprintf(stderr, "rkmojo: --cache-policy lfu|lru\n"), -1;
-        o->mp.cache_policy = !strcmp(v, "lru");
-        (*i)++;
-    } else if (!strcmp(a, "--trace-out")) {
-        /* the expert cache records routes to the file named here (trace.h) */
-        if (!v) return fprintf(stderr, "rkmojo: --trace-out needs a file\n"), -1;
-        setenv("RKM_TRACE_OUT", v, 1);
-        (*i)++;
-    } else if (!strcmp(a, "--cache-scope") && v) {
-        if (strcmp(v, "layer") && strcmp(v, "shared"))
-            return fprintf(stderr, "rkmojo: --cache-scope layer|shared\n"), -1;
-        o->mp.cache_scope = !strcmp(v, "layer") ? 1 : 2;
-        (*i)++;
-    } else if (!strcmp(a, "--lazy-experts")) {
-        o->mp.lazy_experts = 1;
-    } else if (!strcmp(a, "--io-threads")) {
-        NUM(0, 256);
-        o->mp.io_threads = (int)d;
-    } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
-        NUM(0, 100);
-        sp->temperature = (float)d;
-    } else if (!strcmp(a, "--top-k")) {
-        NUM(0, 1e9);
-        sp->top_k = (int)d;
-    } else if (!strcmp(a, "--top-p")) {
-        NUM(0, 1);
-        sp->top_p = (float)d;
-    } else if (!strcmp(a, "--min-p")) {
-        NUM(0, 1);
-        sp->min_p = (float)d;
-    } else if (!strcmp(a, "--repeat-penalty")) {
-        NUM(0, 100);
-        sp->repeat_penalty = (float)d;
-    } else if (!strcmp(a, "--repeat-last-n")) {
-        NUM(-1, 1e9);
-        sp->repeat_last_n = (int)d;
-    } else if (!strcmp(a, "--presence-penalty")) {
-        NUM(-100, 100);
-        sp->presence_penalty = (float)d;
-    } else if (!strcmp(a, "--frequency-penalty")) {
-        NUM(-100, 100);
-        sp->frequency_penalty = (float)d;
-    } else if (!strcmp(a, "--seed")) {
-        NUM(0, 1.8e19);
-        sp->seed = (uint64_t)d;
-        o->seed_given = 1;
-    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-        o->quiet = 1;
-    } else {
-        return 0;
-    }
-#undef NUM
-    return 1;
-}
-
-void rkm_gen_opts_usage(FILE *f, int sampling)
-{
-    fprintf(f, "  -m, --model DIR        the converted .rkmojo model directory (required)\n"
-               "  -t, --threads N        compute threads (default: the performance cores)\n"
-               "  -c, --ctx N            context size in tokens (default min(4096, trained))\n"
-               "  --chunk N              prefill chunk rows (default 128)\n"
-               "  --mem-budget SIZE      memory budget (e.g. 2G): experts streamed from disk (alias --budget)\n"
-               "  --expert-cache-slots N expert cache slots per MoE layer (alias --slots)\n"
-               "  --trace-out FILE       record the routing (token, layer, experts) for rkmojo trace-sim\n"
-               "  --cache-policy lfu|lru, --prefetch on|off, --io-threads N   (docs/STREAMING.md)\n"
-               "  --lazy-experts         no budget: read each expert on first use, not all in the background\n"
-               "  --cache-scope S        shared (one pool of slots for all MoE layers; the default from\n"
-               "                         4x top-k slots per layer up) or layer\n"
-               "  --backend auto|cpu|rknn where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)\n"
-               "  -q, --quiet            no statistics footer\n");
-    if (sampling)
-        fprintf(f, "  --temp T               temperature (default 0.2; 0 = greedy)\n"
-                   "  --top-k K              (default 64; 0 = off)\n"
-                   "  --top-p P              (default 0.95; 1 = off)\n"
-                   "  --min-p P              (default 0 = off)\n"
-                   "  --repeat-penalty R     (default 1 = off), --repeat-last-n N (64)\n"
-                   "  --presence-penalty X, --frequency-penalty X   (OpenAI semantics)\n"
-                   "  --seed N               random seed (default: from the clock)\n");
+    const rkm_opt model[] = {
+        {"model", 'm', RKM_OPT_STR, &o->model, .arg = "DIR", .help = "the converted .rkmojo model directory"},
+        {"threads", 't', RKM_OPT_INT, &o->mp.n_threads, 0, 1024, "N", .help = "compute threads (default: the performance cores)"},
+        {"ctx-size", 'c', RKM_OPT_INT, &o->sp.n_ctx, 0, 1 << 24, "N", .help = "context size in tokens (default min(4096, trained))",
+         .alias = "ctx"},
+        {"mem-budget", 0, RKM_OPT_SIZE, &o->mp.mem_budget_bytes, 0, 1e18, "SIZE",
+         "memory budget (e.g. 2G): experts streamed from disk", .alias = "budget"},
+        {"expert-cache-slots", 0, RKM_OPT_INT, &o->mp.expert_cache_slots, 0, 1 << 20, "N",
+         "expert cache slots per MoE layer (instead of a budget)", .alias = "slots"},
+        {"cache-policy", 0, RKM_OPT_ENUM, &o->mp.cache_policy, 0, 0, .values = "lfu|lru",
+         .help = "expert cache eviction (default lfu; docs/STREAMING.md)"},
+        {"prefetch", 0, RKM_OPT_ENUM, &o->mp.prefetch, 0, 0, .values = "off|on",
+         .help = "next-layer expert prefetch (default off)"},
+        {"cache-scope", 0, RKM_OPT_ENUM, &o->mp.cache_scope, 1, 0, .values = "layer|shared",
+         .help = "shared: one pool of slots for all MoE layers (the default from\n"
+                 "4x top-k slots per layer up); layer: each layer its own"},
+        {"lazy-experts", 0, RKM_OPT_FLAG, &o->mp.lazy_experts,
+         .help = "no budget: read each expert on first use, not all in the background"},
+        {"io-threads", 0, RKM_OPT_INT, &o->mp.io_threads, 0, 256, "N", .help = "expert read threads"},
+        {"backend", 0, RKM_OPT_ENUM, &o->mp.backend, 0, 0, .values = "auto|cpu|rknn",
+         .help = "where the expert matmuls run (default auto, or $RKM_BACKEND; docs/NPU.md)"},
+        {0},
+    };
+    const rkm_opt session[] = {
+        {"chunk", 0, RKM_OPT_INT, &o->sp.n_chunk, 1, 65536, "N", .help = "prefill chunk rows (default 128)"},
+        {"trace-out", 0, RKM_OPT_STR, &o->mp.trace_out, .arg = "FILE",
+         .help = "record the routing (token, layer, experts) for rkmojo trace-sim"},
+        {"quiet", 'q', RKM_OPT_FLAG, &o->quiet, .help = "no statistics footer"},
+        {0},
+    };
+#define SHOWN(text) (sampling ? (text) : NULL)
+    const rkm_opt sampler[] = {
+        {"temp", 0, RKM_OPT_FLOAT, &sp->temperature, 0, 100, "T", .help = SHOWN("temperature (default 0.2; 0 = greedy)"),
+         .alias = "temperature"},
+        {"top-k", 0, RKM_OPT_INT, &sp->top_k, 0, 1e9, "K", .help = SHOWN("(default 64; 0 = off)")},
+        {"top-p", 0, RKM_OPT_FLOAT, &sp->top_p, 0, 1, "P", .help = SHOWN("(default 0.95; 1 = off)")},
+        {"min-p", 0, RKM_OPT_FLOAT, &sp->min_p, 0, 1, "P", .help = SHOWN("(default 0 = off)")},
+        {"repeat-penalty", 0, RKM_OPT_FLOAT, &sp->repeat_penalty, 0, 100, "R", .help = SHOWN("(default 1 = off)")},
+        {"repeat-last-n", 0, RKM_OPT_INT, &sp->repeat_last_n, -1, 1e9, "N", .help = SHOWN("window of the repeat penalty (64)")},
+        {"presence-penalty", 0, RKM_OPT_FLOAT, &sp->presence_penalty, -100, 100, "X", .help = SHOWN("(OpenAI semantics)")},
+        {"frequency-penalty", 0, RKM_OPT_FLOAT, &sp->frequency_penalty, -100, 100, "X", .help = SHOWN("(OpenAI semantics)")},
+        {"seed", 0, RKM_OPT_U64, &sp->seed, 0, 18446744073709551615.0, "N", .help = SHOWN("random seed (default: from the clock)"),
+         .given = &o->seed_given},
+        {0},
+    };
+#undef SHOWN
+    _Static_assert(sizeof model <= sizeof o->model_opts, "model_opts too small");
+    _Static_assert(sizeof session <= sizeof o->session_opts, "session_opts too small");
+    _Static_assert(sizeof sampler <= sizeof o->sampling_opts, "sampling_opts too small");
+    memcpy(o->model_opts, model, sizeof model);
+    memcpy(o->session_opts, session, sizeof session);
+    memcpy(o->sampling_opts, sampler, sizeof sampler);
 }
 
 int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s)

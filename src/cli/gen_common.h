@@ -1,7 +1,8 @@
 /*
  * gen_common.h - what the generating subcommands (run, chat, perplexity,
- * demo) share: model/session options, opening a model, parsing id lists,
- * streaming text with stop strings, and the statistics footer.
+ * demo, bench) share: the tables of the model/session/sampling options,
+ * opening a model, parsing id lists, streaming text with stop strings, and
+ * the statistics footer.
  */
 #ifndef RKM_CLI_GEN_COMMON_H
 #define RKM_CLI_GEN_COMMON_H
@@ -9,22 +10,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/opts.h"
 #include "rkmojo.h"
 
+/* The model, session and sampling options; the tables point into the
+ * struct, so it is not copied after rkm_gen_opts_init. */
 typedef struct rkm_gen_opts {
     const char *model;          /* -m DIR */
     rkm_model_params mp;
     rkm_session_params sp;
     int seed_given;
     int quiet;
+    rkm_opt model_opts[16];     /* -m, -t, -c, the budget, the expert cache (also serve's) */
+    rkm_opt session_opts[4];    /* --chunk, --trace-out, -q */
+    rkm_opt sampling_opts[12];  /* --temp, --top-k, ..., --seed */
 } rkm_gen_opts;
 
-void rkm_gen_opts_init(rkm_gen_opts *o);
-/* Consumes argv[*i] (and its value) if it is a common option; returns 1 if
- * consumed, 0 if not, -1 on a bad value (message printed). */
-int rkm_gen_opts_parse(rkm_gen_opts *o, int argc, char **argv, int *i);
-/* Help text of the common options. */
-void rkm_gen_opts_usage(FILE *f, int sampling);
+/* Defaults and the option tables. sampling 0: the sampling options are not
+ * listed in --help (a command that does not sample still accepts them, as
+ * it always did). */
+void rkm_gen_opts_init(rkm_gen_opts *o, int sampling);
 /* Opens the model and a session (messages on stderr); 0 or exit status. */
 int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s);
 

@@ -1,6 +1,16 @@
 /*
  * main.c - the rkmojo command-line entry point: dispatches to the
  * subcommands (one file each, cmd_<name>.c). Only this file calls exit().
+ *
+ * Every subcommand parses its options with getopt_long over tables
+ * (opts.c), in GNU order: positional arguments may come before, between or
+ * after the options, and -- ends the options. -h/--help prints the usage
+ * on stdout.
+ *
+ * Exit status: 0 success; 1 a runtime error (a file that cannot be read or
+ * written, a model that fails to open or to run); 2 a usage error (unknown
+ * command or option, a missing or bad value, missing arguments), with one
+ * message on stderr.
  */
 #include <stdio.h>
 #include <string.h>

@@ -64,6 +64,7 @@ int rkm_model_params_from_knobs(rkm_model_params *p)
     if (w >= 0 && p->prefault == 0) p->prefault = w == 1 ? 2 : 1;
     if ((w = knob_word(RKM_KNOB_IO_BACKEND, io, 3)) == -2) return RKM_EINVAL;
     if (w >= 0 && p->io_backend == 0) p->io_backend = w;
+    if (!p->trace_out) p->trace_out = rkm_knob(RKM_KNOB_TRACE_OUT);
     return 0;
 }
 
@@ -452,6 +453,7 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         cp.prefetch = params->prefetch < 0 ? 0 : params->prefetch;
         m->prefetch = cp.prefetch;
         cp.io_threads = params->io_threads;
+        cp.trace_out = params->trace_out;
         cp.direct_io = 1; /* experts never go through the page cache (RSS is the whole cost) */
         if (has_npu && rkm_backend_rknn(m->backend)) { /* slots in NPU memory: no copy per run */
             cp.slot_alloc = rkm_backend_slot_alloc;

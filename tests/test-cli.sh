@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# test-cli.sh - the command-line options as a user types them, on a tiny
+# synthetic model: --name=V and --name V, -nV and -n V, a flag bundled with
+# an option (-qn3), unambiguous prefixes of long names, aliases (--ctx-size,
+# --ctx, -c; --temperature), -- ending the options, positional arguments
+# before or after options; -h/--help on every subcommand (usage on stdout,
+# status 0); unknown options, missing and bad values (one message on
+# stderr, status 2); a runtime failure (status 1); --trace-out writing the
+# trace that trace-sim reads.
+set -u
+B=${RKM_BUILD:-build}
+R="${RKM_RUNNER:-} $B/rkmojo"
+[ -x "$B/rkmojo" ] || { echo "$B/rkmojo not built: skipped"; exit 77; }
+T=$(mktemp -d -p "${TMPDIR:-/var/tmp}")
+trap 'rm -rf "$T"' EXIT
+unset RKM_TRACE_OUT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+# expect STATUS MESSAGE ARGS...: exit status STATUS, MESSAGE on stderr
+expect() {
+  local want=$1 msg=$2; shift 2
+  $R "$@" > "$T/out" 2> "$T/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "$* -> status $rc, want $want: $(head -c 300 "$T/err")"
+  elif ! grep -qF -- "$msg" "$T/err"; then fail "$* -> message '$(head -c 300 "$T/err")', want '$msg'"
+  else ok "$* -> $want, '$msg'"; fi
+}
+
+$R synth --preset tiny -o "$T/a.gguf" --seed 3 --quiet || { echo "FAIL: synth"; exit 1; }
+# positional arguments around the options
+$R convert --quiet "$T/a.gguf" --quant=q8_0 "$T/m" || { echo "FAIL: convert"; exit 1; }
+M=$T/m
+
+# the same greedy generation whatever form the options take
+gen() { $R run -m "$M" -p "Once upon a time" "$@" 2> "$T/gen.err"; }
+ref=$(gen --temp=0 -n3 -q)
+[ -n "$ref" ] && ok "run --temp=0 -n3 generates" || fail "run --temp=0 -n3: $(cat "$T/gen.err")"
+for form in "--temp 0 -n 3 -q" "--temperature=0 --n-predict=3 --quiet" "--te 0 --n-pr 3 --qui" "-qn3 --temp 0" \
+            "-qn 3 --temp=0" "--temp 0 -n 3 -q -t 1" "--temp 0 -n 3 -q --seed=5 --top-k=1"; do
+  # shellcheck disable=SC2086
+  got=$(gen $form)
+  [ "$got" = "$ref" ] && ok "run $form: same text" || fail "run $form: '$got' vs '$ref' ($(cat "$T/gen.err"))"
+done
+# sampling with a fixed seed: the value forms give the same text
+s1=$(gen --temp=1 --seed=7 -n4 -q)
+s2=$(gen --temp 1 --seed 7 -n 4 -q)
+[ "$s1" = "$s2" ] && ok "--seed=7 as --seed 7" || fail "seeded: '$s1' vs '$s2'"
+# -- ends the options: what follows is an argument, and run takes none
+expect 2 "unexpected argument '-n'" run -m "$M" -p hi -- -n 3
+
+# --ctx-size is -c and --ctx: perplexity scores in windows of the context
+ids=$(seq -s, 1 10)
+for form in "--ctx-size 4" "--ctx-size=4" "--ctx 4" "-c4" "-c 4" "--ctx-s 4"; do
+  # shellcheck disable=SC2086
+  out=$($R perplexity -m "$M" --ids "$ids" -q $form 2>&1)
+  echo "$out" | grep -q "over 7 predictions" && ok "perplexity $form: windows of 4" || fail "perplexity $form: $out"
+done
+$R perplexity -m "$M" --ids "$ids" -q 2>&1 | grep -q "over 9 predictions" && ok "perplexity: one window by default" \
+  || fail "perplexity default context"
+$R bench -m "$M" --prompt-tokens 4 -n 2 -t 1 --ctx-size 64 --mem-budget 50M > "$T/out" 2> "$T/err" \
+  && grep -q "kv 64.00 KiB" "$T/out" && ok "bench --ctx-size plans the budget" || fail "bench --ctx-size: $(cat "$T/err")"
+
+# usage errors: status 2 and one message naming the command and the option
+expect 2 "rkmojo run: --temp: '-1' is out of range [0, 100]" run -m "$M" -p hi --temp -1
+expect 2 "rkmojo run: --temp: '-1' is out of range [0, 100]" run -m "$M" -p hi --temp=-1
+expect 2 "rkmojo run: --temp: 'warm' is not a number" run -m "$M" -p hi --temp warm
+expect 2 "rkmojo run: --n-predict: '3x' is not an integer" run -m "$M" -p hi -n3x
+expect 2 "rkmojo run: unknown option '--foo' (see rkmojo run --help)" run -m "$M" -p hi --foo
+expect 2 "rkmojo run: unknown option '--foo' (see rkmojo run --help)" run -m "$M" -p hi --foo=1
+expect 2 "rkmojo run: unknown option '-x'" run -m "$M" -p hi -x
+expect 2 "rkmojo run: --prompt needs a value" run -m "$M" --prompt
+expect 2 "rkmojo run: --quiet takes no value" run -m "$M" -p hi --quiet=1
+expect 2 "rkmojo run: option '--pr' is ambiguous" run -m "$M" --pr hi
+expect 2 "rkmojo run: give exactly one of -p, -f, --prompt-ids" run -m "$M"
+expect 2 "rkmojo bench: --mem-budget: 'lots' is not a size" bench -m "$M" --mem-budget lots
+expect 2 "rkmojo bench: --cache-policy: 'mru' is not one of lfu|lru" bench -m "$M" --cache-policy mru
+expect 2 "rkmojo serve: --port: '70000' is out of range [0, 65535]" serve -m "$M" --port 70000
+expect 2 "rkmojo serve: --idle-unload: 'soon' is not a duration" serve -m "$M" --idle-unload soon
+expect 2 "rkmojo synth: --dtype: 'f8' is not a weight type" synth -o "$T/x.gguf" --dtype f8
+expect 2 "rkmojo trace-sim: --slots: '0,8' is not a list of positive integers" trace-sim "$T/t.bin" --slots 0,8
+expect 2 "rkmojo convert: needs INPUT and OUT.rkmojo" convert "$T/a.gguf"
+expect 2 "rkmojo convert: unexpected argument" convert "$T/a.gguf" "$T/m2" "$T/m3"
+expect 2 "rkmojo doctor: --min-time: 'x' is not a number" doctor --bench --min-time x
+# a runtime failure is status 1
+expect 1 "cannot open" run -m "$T/none" -p hi
+
+# every subcommand: --help and -h print the usage on stdout, status 0; an
+# unknown option is status 2
+for c in synth convert inspect tokenize detokenize run perplexity chat demo bench trace-sim template serve doctor; do
+  for h in --help -h; do
+    if $R $c $h > "$T/out" 2> "$T/err" && [ ! -s "$T/err" ] && grep -q "^usage: rkmojo $c" "$T/out"; then :
+    else fail "$c $h: $(head -c 200 "$T/out" "$T/err")"; fi
+  done
+  grep -q -- "-h, --help" "$T/out" && ok "$c --help" || fail "$c --help lists no options"
+  expect 2 "rkmojo $c: unknown option '--no-such-option'" $c --no-such-option
+done
+
+# options and positional arguments in any order
+$R inspect --verify "$M" > "$T/i1" && $R inspect "$M" --verify > "$T/i2" && cmp -s "$T/i1" "$T/i2" \
+  && grep -q "verify: *ok" "$T/i1" && ok "inspect --verify before or after the model" || fail "inspect --verify order"
+a=$($R tokenize -m "$M" --ids "hello world")
+b=$($R tokenize "hello world" --ids -m "$M")
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "tokenize TEXT before or after the options" || fail "tokenize order: '$a' vs '$b'"
+# after --, an argument may start with '-'
+c=$($R tokenize -m "$M" --ids -- "-n 3")
+d=$(printf '%s' "-n 3" | $R tokenize -m "$M" --ids -)
+[ -n "$c" ] && [ "$c" = "$d" ] && ok "tokenize -- '-n 3'" || fail "tokenize after --: '$c' vs '$d'"
+t1=$($R detokenize -m "$M" $a)
+t2=$($R detokenize $a --model="$M")
+[ "$t1" = "$t2" ] && [ -n "$t1" ] && ok "detokenize IDs around the options" || fail "detokenize: '$t1' vs '$t2'"
+
+# --trace-out records the routing to the file named (no environment needed)
+if $R run -m "$M" -p "Once upon a time" --temp 0 -n 2 -q --trace-out "$T/t.bin" > /dev/null 2> "$T/err" && [ -s "$T/t.bin" ]; then
+  $R trace-sim --slots=2,4 "$T/t.bin" --json > "$T/sim.json" 2> "$T/err" && grep -q '"slots"' "$T/sim.json" \
+    && ok "--trace-out writes what trace-sim reads" || fail "trace-sim: $(cat "$T/err")"
+else
+  fail "run --trace-out: $(cat "$T/err")"
+fi
+
+# demo parses its options, then runs synth and convert in the same process
+$R demo --dir "$T/demo" -n2 --temp=0 > "$T/out" 2> "$T/err" && grep -q "The text above is noise" "$T/out" \
+  && ok "demo runs synth and convert after its own options" || fail "demo: $(tail -3 "$T/err")"
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]
