@@ -123,5 +123,18 @@ fi
 $R demo --dir "$T/demo" -n2 --temp=0 > "$T/out" 2> "$T/err" && grep -q "The text above is noise" "$T/out" \
   && ok "demo runs synth and convert after its own options" || fail "demo: $(tail -3 "$T/err")"
 
+# the knob registry: doctor --env shows every knob with the value in force,
+# never the API key; a bad model knob is refused with a message naming it
+RKM_KERNELS=ref RKMOJO_API_KEY=s3cret $R doctor --env > "$T/env" 2> "$T/err"
+if grep -qE '^RKM_KERNELS +process +ref ' "$T/env" && grep -qE '^RKM_VERIFY +model +\(unset\)' "$T/env" &&
+   grep -q 'RKMOJO_API_KEY' "$T/env" && ! grep -q s3cret "$T/env"; then ok "doctor --env"
+else fail "doctor --env: $(head -c 300 "$T/env")"; fi
+RKM_VERIFY=sometimes $R run -m "$M" -p "x" -n 1 -q > /dev/null 2> "$T/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "RKM_VERIFY must be one of always, first, never (got 'sometimes')" "$T/err" \
+  && ok "a bad model knob is refused" || fail "RKM_VERIFY=sometimes -> $rc: $(cat "$T/err")"
+a1=$(RKM_VERIFY=never RKM_IO_BACKEND=pread RKM_PACK=0 gen --temp=0 -n3 -q)
+[ "$a1" = "$ref" ] && ok "model knobs applied, output unchanged" || fail "knobs changed the output: '$a1' vs '$ref'"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -24,6 +24,7 @@
 #include "runtime/tokens.h"
 #include "text/tokenizer.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 static rkm_session *volatile g_session;
 static volatile sig_atomic_t g_interrupted;
@@ -183,7 +184,7 @@ int rkm_cmd_chat(int argc, char **argv)
         int common = 0;
         while (common < held && common < n && have[common] == ids[common]) common++;
         if (common == n) common--; /* re-evaluate the last token to get logits */
-        if (getenv("RKM_CHAT_DEBUG")) fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
+        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
         rkm_session_stats_reset(s);
         rc = rkm_session_truncate(s, common);
         if (!rc) rc = rkm_session_eval(s, ids + common, n - common, NULL);

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id); }
 
@@ -43,7 +44,7 @@ int rkm_cmd_demo(int argc, char **argv)
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     char dbuf[1024], gguf[1100], model[1100];
     if (!dir) {
-        const char *t = getenv("TMPDIR");
+        const char *t = rkm_knob(RKM_KNOB_TMPDIR);
         snprintf(dbuf, sizeof dbuf, "%s/rkmojo-demo", t && *t ? t : "/tmp");
         dir = dbuf;
     }

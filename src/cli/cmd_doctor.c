@@ -17,8 +17,29 @@
 #include "kernels/rknn_i8.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 int rkm_cmd_doctor(int argc, char **argv);
+
+/* -------------------------------------------------------------- --env */
+
+/* Every knob of the registry (util/knobs.h): name, scope, value in force
+ * here, default, and what it does. */
+static int print_env(void)
+{
+    static const char *const scope[] = {"process", "model", "test"};
+    printf("%-20s %-8s %-22s %s\n", "knob", "scope", "value", "default; what it does");
+    for (int i = 0; i < RKM_KNOB_COUNT; i++) {
+        const rkm_knob_info *k = rkm_knob_info_of(i);
+        const char *v = rkm_knob(i);
+        if (v && i == RKM_KNOB_API_KEY) v = "(set, not shown)"; /* a secret */
+        printf("%-20s %-8s %-22s %s; %s\n", k->name, scope[k->scope], v ? v : "(unset)", k->def, k->doc);
+        printf("%-20s %-8s %-22s   values: %s\n", "", "", "", k->type);
+    }
+    printf("\nmodel knobs reach a model through rkm_model_params_from_knobs (the CLI and the server call it);\n"
+           "test knobs are hooks for the test suite.\n");
+    return 0;
+}
 
 /* ------------------------------------------------------------ --bench */
 
@@ -82,7 +103,7 @@ static int doctor_bench(int n_threads, double min_s, int quick)
     rkm_pool *pool = rkm_pool_new(n_threads);
     rkm_rknn *r = rkm_rknn_open();
     if (!r) printf("npu: not usable (%s): CPU figures only\n", rkm_last_error());
-    else if (strstr(rkm_rknn_get_info(r)->api_version, "emulated") || getenv("RKNN_EMU_CHIP"))
+    else if (strstr(rkm_rknn_get_info(r)->api_version, "emulated") || rkm_knob(RKM_KNOB_EMU_CHIP))
         printf("WARNING: RKNN_EMU: the library is the emulator; its 'npu' figures time a CPU emulation and mean "
                "nothing about an NPU\n");
     printf("%-22s %14s %14s %14s\n", "matmul M x K x N", "cpu q8_0", "cpu rknn_i8", "npu rknn_i8");
@@ -169,7 +190,7 @@ static int cpuinfo(const char *const *keys, char *out, size_t cap)
 
 int rkm_cmd_doctor(int argc, char **argv)
 {
-    int bench = 0, n_threads = 0, quick = 0;
+    int bench = 0, n_threads = 0, quick = 0, env = 0;
     double min_s = 0.3;
     const rkm_opt opts[] = {
         {"bench", 0, RKM_OPT_FLAG, &bench,
@@ -178,18 +199,20 @@ int rkm_cmd_doctor(int argc, char **argv)
         {"threads", 't', RKM_OPT_INT, &n_threads, 0, 1024, "N", .help = "--bench: compute threads (default: the performance cores)"},
         {"min-time", 0, RKM_OPT_DOUBLE, &min_s, 0, 3600, "S", .help = "--bench: seconds per figure (default 0.3)"},
         {"quick", 0, RKM_OPT_FLAG, &quick, .help = "--bench: small shapes only (the plumbing, not the speed)"},
+        {"env", 0, RKM_OPT_FLAG, &env, .help = "list every environment knob: its value here, default and meaning"},
         {0},
     };
     const rkm_opts_cmd cmd = {
         "doctor",
-        "usage: rkmojo doctor [--bench [-t THREADS] [--min-time S] [--quick]]\n"
+        "usage: rkmojo doctor [--env] [--bench [-t THREADS] [--min-time S] [--quick]]\n"
         "  Reports the CPU and its kernels, the Rockchip NPU driver, librknnrt and whether\n"
-        "  --backend auto would use the NPU. Environment: RKM_RKNN_LIB (library path),\n"
-        "  RKM_RKNN_CHIP (chip override), RKM_SYSROOT (root of /proc and /sys, for tests).\n\n",
+        "  --backend auto would use the NPU. --env lists the environment knobs\n"
+        "  (RKM_RKNN_LIB, RKM_KERNELS, ...) with their values.\n\n",
         NULL, {opts}, 0,
     };
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    if (env) return print_env();
     char buf[1024];
     static const char *const model_keys[] = {"model name", "Hardware", "Model", NULL};
     rkm_kernels_init();
@@ -243,7 +266,7 @@ int rkm_cmd_doctor(int argc, char **argv)
                in->n_cores, in->n_cores > 1 ? "s" : "");
         rkm_rknn_close(r);
     } else {
-        const char *lib = getenv("RKM_RKNN_LIB");
+        const char *lib = rkm_knob(RKM_KNOB_RKNN_LIB);
         printf("librknnrt:        not usable (%s)\n", lib && *lib ? lib : "librknnrt.so");
         printf("backend auto:     cpu: %s\n", rkm_last_error());
     }

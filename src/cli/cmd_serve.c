@@ -16,6 +16,7 @@
 #include "cli/opts.h"
 #include "server/server.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 static volatile int g_stop;
 
@@ -31,8 +32,7 @@ int rkm_cmd_serve(int argc, char **argv)
 {
     srv_config c;
     srv_config_default(&c);
-    c.api_key = getenv("RKMOJO_API_KEY");
-    if (c.api_key && !*c.api_key) c.api_key = NULL;
+    c.api_key = rkm_knob(RKM_KNOB_API_KEY);
     /* the model options are those of run (gen_common.c), copied into c */
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
