@@ -106,7 +106,8 @@ static enum MHD_Result send_json(struct MHD_Connection *c, const char *endpoint,
 static enum MHD_Result send_error(struct MHD_Connection *c, const char *url, int status,
                                   const char *msg, int retry_after)
 {
-    char *body = is_openai_path(url) ? srv_openai_error(status, msg) : srv_ollama_error(msg);
+    /* The error shape follows the path: any kind of the same API will do. */
+    char *body = srv_fmt_error(is_openai_path(url) ? SRV_OPENAI_CHAT : SRV_OLLAMA_CHAT, status, msg);
     if (!body) return MHD_NO;
     enum MHD_Result ok = send_buf(c, url, status, "application/json", body, retry_after);
     free(body);
@@ -194,7 +195,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     if (rc) {
         srv_job_release(j);
         if (rc == RKM_EBUDGET) {
-            srv_metrics_event("rejected");
+            srv_metrics_event(SRV_EV_REJECTED);
             return send_error(c, url, 503, "the server is busy: the request queue is full", retry);
         }
         return send_error(c, url, 503, "the server is shutting down", 1);
@@ -294,7 +295,9 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
         return send_buf(c, url, 200, "application/json", body, 0);
     }
     if (!strcmp(url, "/metrics")) {
-        char *m = srv_metrics_text(e);
+        srv_gauges g;
+        srv_engine_gauges(e, &g);
+        char *m = srv_metrics_text(&g);
         if (!m) return send_error(c, url, 500, "out of memory", 0);
         enum MHD_Result ok = send_buf(c, url, 200, "text/plain; version=0.0.4; charset=utf-8", m, 0);
         free(m);

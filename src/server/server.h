@@ -18,6 +18,7 @@
 
 #include "rkmojo.h"
 #include "server/api.h"
+#include "server/fields.h"
 
 typedef struct srv_config {
     const char *model_path;      /* -m: one model directory */
@@ -162,11 +163,33 @@ typedef struct srv_gen_stats {
     uint64_t expert_hits, expert_misses, bytes_read;
 } srv_gen_stats;
 
+/* What the worker and the HTTP side count, one counter each. */
+enum srv_event {
+    SRV_EV_CANCELED = 0, /* a generation stopped because its client left */
+    SRV_EV_REJECTED,     /* 503: the queue was full */
+    SRV_EV_PCACHE_LOAD,  /* a session state loaded from the disk prompt cache */
+    SRV_EV_PCACHE_STORE, /* a session state saved to it */
+    SRV_EV_MODEL_LOAD,
+    SRV_EV_MODEL_UNLOAD,
+    SRV_EV_COUNT
+};
+
+/* The gauges of one /metrics page, collected by the engine
+ * (srv_engine_gauges) so that metrics.c only formats numbers. */
+typedef struct srv_gauges {
+    int queue_depth;              /* requests waiting */
+    char model_loaded[160];       /* name of the loaded model, "" if none */
+    uint64_t resident_bytes;      /* RSS of the process now */
+    uint64_t peak_resident_bytes; /* its peak */
+} srv_gauges;
+
+void srv_engine_gauges(srv_engine *e, srv_gauges *g);
+
 void srv_metrics_init(void);
 void srv_metrics_request(const char *endpoint, int status);
 void srv_metrics_generation(const srv_gen_stats *st);
-void srv_metrics_event(const char *what); /* "canceled", "rejected", "pcache_load", ... */
-/* Prometheus text exposition (malloc'd). */
-char *srv_metrics_text(srv_engine *e);
+void srv_metrics_event(enum srv_event ev);
+/* Prometheus text exposition of the counters and g (malloc'd). */
+char *srv_metrics_text(const srv_gauges *g);
 
 #endif
