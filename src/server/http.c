@@ -1,8 +1,18 @@
 /*
- * http.c - the HTTP side of rkmojo serve on libmicrohttpd: binding,
- * authentication (Authorization: Bearer), the request-body cap, routing of
- * the OpenAI / Ollama / health / metrics endpoints, and streaming responses
- * (SSE or NDJSON) that drain a job's output as the worker produces it.
+ * http.c - the HTTP side of rkmojo serve on libmicrohttpd: the server's
+ * default configuration (srv_config_default) and srv_run, which binds
+ * (IPv4 or IPv6, port 0 picks one and --port-file records it), starts the
+ * engine and runs until asked to stop, then shuts down in order (no new
+ * connections, jobs ended, connection threads joined, engine freed).
+ * Per request: the route table (404 unknown path, 405 wrong method),
+ * Authorization: Bearer checked in constant time before any body is read
+ * (/health and / stay open), the body cap (Content-Length up front, chunked
+ * bodies while reading, 413), then either a simple endpoint (/health,
+ * /metrics from the engine's gauges, model listings, /api/show) or a job:
+ * the body parsed into a srv_request (api.h), queued on the engine (503 +
+ * Retry-After when full) and answered whole or streamed (SSE for OpenAI,
+ * NDJSON for Ollama) as the worker produces it. Errors take the API's
+ * shape by path; every response is counted in metrics.c.
  *
  * Threads: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a handler may block: it waits for its
@@ -16,9 +26,10 @@
  * request-completed callback; a streaming response holds a job reference
  * released by its free callback.
  *
- * libmicrohttpd is linked on x86-64 builds (see the Makefile); elsewhere
- * srv_run reports RKM_EUNSUPPORTED and the rest of the server (parsing,
- * formatting) still builds.
+ * The Makefile builds every target with RKM_HAVE_MHD=1 and links
+ * libmicrohttpd; a build with RKM_HAVE_MHD=0 keeps srv_config_default and
+ * gets a srv_run that reports RKM_EUNSUPPORTED, while parsing and
+ * formatting (api.h) build regardless.
  */
 #include "server/server.h"
 #include "util/common.h"

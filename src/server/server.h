@@ -1,8 +1,12 @@
 /*
  * server.h - internals of rkmojo serve shared by http.c (libmicrohttpd
  * glue), engine.c (the FIFO queue and the one generation worker),
- * models.c (the model registry), prompt_cache.c (KV states on disk) and
- * metrics.c (Prometheus counters).
+ * models.c (the model registry), prompt_cache.c (KV states on disk),
+ * prompt.c (request -> prompt tokens) and metrics.c (Prometheus
+ * formatting of counters, typed events and the engine's gauges). The API
+ * layer below them is api.h (dispatch.c over openai.c and ollama.c, both
+ * over fields.h); text output and chat prompts come from the public API
+ * (rkm_textout, rkm_chat_prompt).
  *
  * Threads: libmicrohttpd runs one thread per connection (they parse, wait
  * and stream); one worker thread owns the loaded model, its session and the
