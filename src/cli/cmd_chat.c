@@ -22,7 +22,6 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "runtime/tokens.h"
-#include "text/tokenizer.h"
 #include "util/common.h"
 
 static rkm_session *volatile g_session;

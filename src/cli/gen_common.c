@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/tokens.h"
-#include "text/tokenizer.h"
 #include "util/common.h"
 
 void rkm_gen_opts_init(rkm_gen_opts *o)
