@@ -3,8 +3,9 @@
  * the endpoint (OpenAI chat / completion / embeddings, Ollama chat /
  * generate / embed, /api/show's model name, durations), the rest is the
  * body. What parses is then formatted back (result, stream chunk, stream
- * end, embeddings) and its stop strings drive the streaming text buffer
- * over the body's bytes. Any result is fine; crashes, leaks and sanitizer
+ * end, embeddings), its sampler fields are laid over the defaults, and its
+ * stop strings drive the streaming text output (rkm_textout) over the
+ * body's bytes. Any result is fine; crashes, leaks and sanitizer
  * reports are not. */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "server/api.h"
+#include "server/fields.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -54,16 +56,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     float v[4] = {0.5f, -1.0f, 0.0f, 2.0f};
     free(srv_fmt_embeddings(&r, r.model, v, 1, 4, 1, 0.1, 0.0));
     /* the request's stop strings over the body, in 3-byte pieces */
-    srv_textout t;
-    srv_textout_init(&t, r.stop, r.n_stop);
-    for (size_t i = 0; i < n; i += 3) {
-        char *o = NULL;
-        int rc = srv_textout_push(&t, body + i, n - i < 3 ? n - i : 3, &o);
-        free(o);
-        if (rc) break;
-    }
-    free(srv_textout_flush(&t));
-    srv_textout_free(&t);
+    rkm_textout *t = rkm_textout_new(NULL, (const char *const *)r.stop, r.n_stop);
+    const char *o;
+    size_t len;
+    for (size_t i = 0; t && i < n; i += 3)
+        if (rkm_textout_push_bytes(t, body + i, n - i < 3 ? n - i : 3, &o, &len)) break;
+    if (t) (void)rkm_textout_flush(t, &o, &len);
+    rkm_textout_free(t);
+    rkm_sampler_params sp;
+    rkm_sampler_params_default(&sp);
+    srv_request_sampler(&r, &sp);
     srv_request_free(&r);
     return 0;
 }

@@ -148,7 +148,13 @@ typedef struct rkm_sampler_params {
     uint64_t seed;
 } rkm_sampler_params;
 
+/* The one set of defaults (docs/SERVER.md): temperature 0.8, top_k 40,
+ * top_p 0.95, min_p 0.05, repeat_penalty 1 (off) over 64 tokens, no
+ * presence / frequency penalty, seed 0x5eed. */
 void rkm_sampler_params_default(rkm_sampler_params *p);
+/* The defaults for generating with model m (m may be NULL): what a front
+ * end starts from before applying the settings a user or request gave. */
+void rkm_sampler_params_for_model(const rkm_model *m, rkm_sampler_params *p);
 
 typedef struct rkm_session_params {
     int n_ctx;         /* KV capacity in tokens; 0: min(4096, trained) */
@@ -223,6 +229,52 @@ typedef struct rkm_stats {
 
 void rkm_session_stats(const rkm_session *s, rkm_stats *out);
 void rkm_session_stats_reset(rkm_session *s);
+
+/* --------------------------------------------------------- text output */
+
+/* Turns generated tokens into text that is safe to show or send: never half
+ * a UTF-8 character, never a prefix of a stop string that may still
+ * complete, nothing from a matched stop string on. Ids are detokenized with
+ * the model's streaming decoder; bytes that are not valid UTF-8 come out as
+ * U+FFFD (one per invalid byte), before stop strings are matched, so stops
+ * match the text the reader sees. One textout per generation, one thread. */
+typedef struct rkm_textout rkm_textout;
+
+/* stop: n_stop strings, copied (empty ones are ignored). m detokenizes the
+ * ids given to rkm_textout_push_token (NULL: bytes only). NULL + reason in
+ * rkm_last_error() when out of memory. */
+rkm_textout *rkm_textout_new(const rkm_model *m, const char *const *stop, int n_stop);
+void rkm_textout_free(rkm_textout *t);
+/* Adds one generated token (resp. n raw bytes). *text receives the text
+ * now safe to emit, NUL-terminated, *len bytes (may be 0); it stays valid
+ * until the next call on t. Returns 1 when a stop string completed (the
+ * generation should stop; later pushes emit nothing), 0, or a negative
+ * RKM_E* code. */
+int rkm_textout_push_token(rkm_textout *t, int32_t id, const char **text, size_t *len);
+int rkm_textout_push_bytes(rkm_textout *t, const char *bytes, size_t n, const char **text,
+                           size_t *len);
+/* End of generation: whatever is still held back, an unfinished UTF-8
+ * sequence at the very end as U+FFFD. Same returns as the pushes. */
+int rkm_textout_flush(rkm_textout *t, const char **text, size_t *len);
+
+/* ---------------------------------------------------------- chat prompt */
+
+/* One turn of a conversation (the same shape as the chat template's). */
+typedef struct rkm_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content; /* UTF-8 */
+} rkm_chat_message;
+
+/* The prompt text of a conversation, rendered with the model's chat
+ * template. A model without one (or with an empty one) gets the built-in
+ * template of its architecture, which is ChatML for every architecture
+ * without a known format, and a one-line warning on stderr the first time
+ * a model is rendered that way. *add_bos (may be NULL) is set to 1 when
+ * the caller should let the tokenizer add BOS, 0 when the text already
+ * starts with the BOS token's text. Tokenize the result with special-token
+ * parsing. Malloc'd, or NULL + rkm_last_error(). */
+char *rkm_chat_prompt(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
+                      int add_generation_prompt, int *add_bos);
 
 /* Peak resident set size of the process, in bytes. */
 uint64_t rkm_peak_rss_bytes(void);

@@ -78,8 +78,27 @@ static void base_params(rkm_sampler_params *sp)
     sp->seed = 1234;
 }
 
+/* The one set of defaults (docs/SERVER.md), and the per-model entry point
+ * that starts from it. */
+static void test_defaults(void)
+{
+    rkm_sampler_params d, m;
+    rkm_sampler_params_default(&d);
+    CHECK_NEAR(d.temperature, 0.8, 1e-6);
+    CHECK_EQ_INT(d.top_k, 40);
+    CHECK_NEAR(d.top_p, 0.95, 1e-6);
+    CHECK_NEAR(d.min_p, 0.05, 1e-6);
+    CHECK_NEAR(d.repeat_penalty, 1.0, 1e-9);
+    CHECK_EQ_INT(d.repeat_last_n, 64);
+    CHECK_NEAR(d.presence_penalty, 0, 1e-9);
+    CHECK_NEAR(d.frequency_penalty, 0, 1e-9);
+    rkm_sampler_params_for_model(NULL, &m);
+    CHECK(!memcmp(&d, &m, sizeof d));
+}
+
 int main(void)
 {
+    test_defaults();
     rkm_sampler_params sp;
     double p[NV];
     int keep[NV], idx[NV];

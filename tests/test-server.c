@@ -1,13 +1,32 @@
 /*
  * test-server.c - unit tests of the server's HTTP-independent parts
- * (src/server/api.h): request validation for both APIs (every malformed
- * field is a 400 message naming it), durations, model-name rules, and the
- * streaming text buffer (never half a UTF-8 character, stop strings across
- * token boundaries, invalid bytes as U+FFFD). The end-to-end HTTP tests are
- * tests/test-server.sh.
+ * (src/server/api.h, fields.h): request validation for both APIs (every
+ * malformed field is a 400 message naming it), the sampling defaults both
+ * APIs share, durations, model-name rules, and the streaming text output
+ * the server and the CLI share (rkm_textout: never half a UTF-8 character,
+ * stop strings across token boundaries, invalid bytes as U+FFFD). The
+ * end-to-end HTTP tests are tests/test-server.sh.
  */
 #include "server/api.h"
+#include "server/fields.h"
 #include "common/test.h"
+
+/* The request left every sampler field at rkm_sampler_params_default's. */
+static void check_default_sampling(const srv_request *r)
+{
+    rkm_sampler_params d;
+    rkm_sampler_params_default(&d);
+    CHECK_NEAR(r->sp.temperature, d.temperature, 1e-9);
+    CHECK_NEAR(r->sp.temperature, 0.8, 1e-6);
+    CHECK_EQ_INT(r->sp.top_k, 40);
+    CHECK_NEAR(r->sp.top_p, 0.95, 1e-6);
+    CHECK_NEAR(r->sp.min_p, 0.05, 1e-6);
+    CHECK_NEAR(r->sp.repeat_penalty, 1, 1e-9);
+    CHECK_EQ_INT(r->sp.repeat_last_n, 64);
+    CHECK_NEAR(r->sp.presence_penalty, 0, 1e-9);
+    CHECK_NEAR(r->sp.frequency_penalty, 0, 1e-9);
+    CHECK_EQ_INT((int)r->sp_set, 0);
+}
 
 static int parse(int kind, const char *json, srv_request *r, char *err)
 {
@@ -43,11 +62,21 @@ static void test_openai(void)
     CHECK_EQ_INT(r.n_stop, 2);
     CHECK(r.has_seed && r.sp.seed == 12);
     CHECK(r.stream && r.include_usage);
+
+    /* the request's fields win over the model's defaults; the rest stay */
+    rkm_sampler_params sp;
+    rkm_sampler_params_default(&sp);
+    sp.top_p = 0.5f;
+    sp.temperature = 0.1f;
+    srv_request_sampler(&r, &sp);
+    CHECK_NEAR(sp.temperature, 0.5, 1e-6);
+    CHECK_NEAR(sp.top_p, 0.9, 1e-6);
+    CHECK_EQ_INT(sp.top_k, 40);
     srv_request_free(&r);
 
-    /* defaults: OpenAI's temperature 1, no limit */
+    /* defaults: the common sampling set, no limit */
     CHECK_EQ_INT(parse(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r, err), 0);
-    CHECK_NEAR(r.sp.temperature, 1, 1e-6);
+    check_default_sampling(&r);
     CHECK_EQ_INT(r.max_tokens, -1);
     CHECK(!r.stream && !r.has_seed && r.cache_prompt);
     srv_request_free(&r);
@@ -102,6 +131,7 @@ static void test_ollama(void)
     srv_request_free(&r);
     CHECK_EQ_INT(parse(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"keep_alive\":-1,\"prompt\":\"p\",\"raw\":true}", &r, err), 0);
     CHECK(r.keep_alive_s < 0 && r.raw && !strcmp(r.prompt, "p"));
+    check_default_sampling(&r); /* the same defaults as OpenAI's */
     srv_request_free(&r);
 
     expect_400(SRV_OLLAMA_CHAT, "{\"messages\":[]}", "model");
@@ -145,19 +175,20 @@ static void test_names_durations(void)
     CHECK(srv_parse_duration("m", &d) == -1);
 }
 
-/* Feeds pieces one by one; returns the concatenated output. */
+/* Feeds pieces one by one as raw bytes; returns the concatenated output. */
 static char *feed(char *const *stop, int n_stop, const char *const *pieces, int n, int *stopped,
                   int *max_emit_invalid)
 {
-    srv_textout t;
-    srv_textout_init(&t, stop, n_stop);
+    rkm_textout *t = rkm_textout_new(NULL, (const char *const *)stop, n_stop);
+    CHECK(t != NULL);
     static char all[1024];
     all[0] = 0;
     *stopped = 0;
-    for (int i = 0; i < n && !*stopped; i++) {
-        char *o;
-        int rc = srv_textout_push(&t, pieces[i], strlen(pieces[i]), &o);
-        CHECK(rc >= 0);
+    const char *o;
+    size_t len;
+    for (int i = 0; t && i < n && !*stopped; i++) {
+        int rc = rkm_textout_push_bytes(t, pieces[i], strlen(pieces[i]), &o, &len);
+        CHECK(rc >= 0 && strlen(o) == len);
         /* every emitted chunk must be valid UTF-8 on its own */
         for (size_t k = 0; o[k];) {
             unsigned char c = (unsigned char)o[k];
@@ -169,13 +200,10 @@ static char *feed(char *const *stop, int n_stop, const char *const *pieces, int 
             k += l;
         }
         strcat(all, o);
-        free(o);
         if (rc == 1) *stopped = 1;
     }
-    char *tail = srv_textout_flush(&t);
-    strcat(all, tail);
-    free(tail);
-    srv_textout_free(&t);
+    if (t && rkm_textout_flush(t, &o, &len) >= 0) strcat(all, o);
+    rkm_textout_free(t);
     return all;
 }
 

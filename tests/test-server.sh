@@ -88,6 +88,18 @@ cli=$("$BIN" run -m "$T/models/tiny.rkmojo" -p "The quick brown fox" -n 16 --tem
 srv=$(post /v1/completions '{"model":"tiny","prompt":"The quick brown fox","max_tokens":16,"temperature":0}' |
   jget choices.0.text)
 check "greedy completion equals rkmojo run's output" '[ -n "$cli" ] && [ "$cli" = "$srv" ]'
+# One chat-prompt rule (rkm_chat_prompt): the CLI's --chat and the server
+# render the same conversation into the same tokens, hence the same greedy text.
+"$BIN" run -m "$T/models/tiny.rkmojo" --chat --system "Be brief." -p "Name a colour." -n 16 --temp 0 \
+  >"$T/chat.out" 2>"$T/chat.err"
+chat_cli=$(cat "$T/chat.out")
+cli_n=$(sed -n 's/.*\[prompt \([0-9]*\) tok.*/\1/p' "$T/chat.err")
+body=$(post /v1/chat/completions '{"model":"tiny","max_tokens":16,"temperature":0,
+  "messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Name a colour."}]}')
+chat_srv=$(echo "$body" | jget choices.0.message.content)
+srv_n=$(echo "$body" | jget usage.prompt_tokens)
+check "chat: the CLI and the server render the same prompt ($cli_n tokens)" '[ -n "$cli_n" ] && [ "$cli_n" = "$srv_n" ]'
+check "chat: greedy reply equals rkmojo run --chat's" '[ -n "$chat_cli" ] && [ "$chat_cli" = "$chat_srv" ]'
 
 echo "# errors"
 check "no key -> 401" '[ "$(code "$URL/v1/models")" = 401 ]'

@@ -1,27 +1,26 @@
 /*
- * chat_format.c - conversation -> prompt text with the model's chat
- * template through src/text/chat.h (the architecture's built-in fallback
- * when the model has none). CLI thread.
+ * chat_format.c - conversation -> prompt tokens for the CLI, through
+ * rkm_chat_prompt (the model's chat template, or its architecture's
+ * built-in one with a warning), and the CLI's tokenizing helper. CLI
+ * thread.
  */
 #include "cli/chat_format.h"
 
-#include "runtime/tokens.h"
-#include "text/tokenizer.h"
+#include <stdlib.h>
+#include <string.h>
+
 #include "util/common.h"
 
-char *rkm_chat_format(const rkm_model *m, const rkm_chat_msg *msgs, int n, int add_generation_prompt)
+int rkm_chat_tokens(const rkm_model *m, const rkm_chat_message *msgs, int n, int allow_bos,
+                    int32_t **ids)
 {
-    const char *tmpl = rkm_model_chat_template(m);
-    if (!tmpl) tmpl = rkm_chat_builtin_template(rkm_chat_builtin_for_arch(rkm_model_arch(m)));
-    if (!tmpl) {
-        rkm_err(RKM_EUNSUPPORTED, "the model has no chat template");
-        return NULL;
-    }
-    const rkm_tokenizer *tok = rkm_model_tokenizer(m);
-    int bos = rkm_token_bos(m), eos = rkm_token_eos(m);
-    const char *bt = tok && bos >= 0 ? rkm_tokenizer_token_text(tok, bos) : NULL;
-    const char *et = tok && eos >= 0 ? rkm_tokenizer_token_text(tok, eos) : NULL;
-    return rkm_chat_render(tmpl, msgs, n, add_generation_prompt, bt, et);
+    int add_bos = 1;
+    char *text = rkm_chat_prompt(m, msgs, n, 1, &add_bos);
+    if (!text) return RKM_EINVAL;
+    /* the template's own markers are special tokens */
+    int rc = rkm_tokenize_alloc(m, text, add_bos && allow_bos, 1, ids);
+    free(text);
+    return rc;
 }
 
 int rkm_tokenize_alloc(const rkm_model *m, const char *text, int add_bos, int parse_special, int32_t **ids)

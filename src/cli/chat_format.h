@@ -1,7 +1,7 @@
 /*
- * chat_format.h - renders a conversation with the model's chat template
- * (or the built-in fallback for its architecture) for the run and chat
- * subcommands, and tokenizes into a malloc'd array.
+ * chat_format.h - prompt tokens for the run and chat subcommands: a
+ * conversation through rkm_chat_prompt (the rule the server follows too),
+ * and tokenizing into a malloc'd array.
  */
 #ifndef RKM_CLI_CHAT_FORMAT_H
 #define RKM_CLI_CHAT_FORMAT_H
@@ -9,10 +9,12 @@
 #include <stdint.h>
 
 #include "rkmojo.h"
-#include "text/chat.h"
 
-/* The prompt text for msgs (malloc'd), or NULL + rkm_last_error(). */
-char *rkm_chat_format(const rkm_model *m, const rkm_chat_msg *msgs, int n, int add_generation_prompt);
+/* Tokens of the rendered conversation (with the generation prompt), BOS as
+ * rkm_chat_prompt says unless allow_bos is 0. Returns the count, or < 0
+ * with rkm_last_error(). */
+int rkm_chat_tokens(const rkm_model *m, const rkm_chat_message *msgs, int n, int allow_bos,
+                    int32_t **ids);
 
 /* Tokenizes text into a malloc'd array; returns the count or < 0. */
 int rkm_tokenize_alloc(const rkm_model *m, const char *text, int add_bos, int parse_special, int32_t **ids);

@@ -22,7 +22,6 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "runtime/tokens.h"
-#include "text/tokenizer.h"
 #include "util/common.h"
 #include "util/knobs.h"
 
@@ -37,7 +36,7 @@ static void on_sigint(int sig)
 }
 
 typedef struct {
-    rkm_chat_msg *v;
+    rkm_chat_message *v;
     char **owned; /* strings we allocated (parallel to v) */
     int n, cap;
 } conv;
@@ -46,7 +45,7 @@ static int conv_add(conv *c, const char *role, const char *text)
 {
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
-        rkm_chat_msg *v = realloc(c->v, sizeof *v * (size_t)nc);
+        rkm_chat_message *v = realloc(c->v, sizeof *v * (size_t)nc);
         if (!v) return -1;
         c->v = v;
         char **o = realloc(c->owned, sizeof *o * (size_t)nc);
@@ -81,15 +80,7 @@ static void conv_free(conv *c)
 /* Tokens of the rendered conversation (malloc'd), count or < 0. */
 static int render_ids(const rkm_model *m, conv *c, int32_t **ids)
 {
-    char *text = rkm_chat_format(m, c->v, c->n, 1);
-    if (!text) return -1;
-    const rkm_tokenizer *tok = rkm_model_tokenizer(m);
-    int bos = rkm_token_bos(m);
-    const char *bt = tok && bos >= 0 ? rkm_tokenizer_token_text(tok, bos) : NULL;
-    int add_bos = !(bt && *bt && !strncmp(text, bt, strlen(bt))); /* template wrote BOS itself */
-    int n = rkm_tokenize_alloc(m, text, add_bos, 1, ids);
-    free(text);
-    return n;
+    return rkm_chat_tokens(m, c->v, c->n, 1, ids);
 }
 
 static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id); }
@@ -204,7 +195,7 @@ int rkm_cmd_chat(int argc, char **argv)
         printf("\n");
         if (rc == RKM_ECANCELED) fprintf(stderr, "(stopped)\n");
         else if (rc) fprintf(stderr, "rkmojo chat: %s\n", rkm_last_error());
-        conv_add(&c, "assistant", out.all ? out.all : "");
+        conv_add(&c, "assistant", out.all.data ? out.all.data : "");
         rkm_text_out_free(&out);
         if (!o.quiet) {
             rkm_stats st;

@@ -65,7 +65,7 @@ int rkm_cmd_run(int argc, char **argv)
     if (rc) return rc;
     int32_t *ids = NULL;
     int n_ids = 0;
-    char *text = NULL, *ftext = NULL;
+    char *ftext = NULL;
     rkm_text_out out;
     rkm_text_out_init(&out, m, stdout, stop, n_stop);
     if (ids_arg) {
@@ -86,23 +86,15 @@ int rkm_cmd_run(int argc, char **argv)
             }
             prompt = ftext;
         }
-        int special = 0;
         if (chat) {
-            rkm_chat_msg msgs[2];
+            rkm_chat_message msgs[2];
             int nm = 0;
-            if (system) msgs[nm++] = (rkm_chat_msg){"system", system};
-            msgs[nm++] = (rkm_chat_msg){"user", prompt};
-            text = rkm_chat_format(m, msgs, nm, 1);
-            if (!text) {
-                fprintf(stderr, "rkmojo run: chat template: %s\n", rkm_last_error());
-                rc = 1;
-                goto done;
-            }
-            prompt = text;
-            special = 1;
+            if (system) msgs[nm++] = (rkm_chat_message){"system", system};
+            msgs[nm++] = (rkm_chat_message){"user", prompt};
+            n_ids = rkm_chat_tokens(m, msgs, nm, !no_bos, &ids);
+        } else {
+            n_ids = rkm_tokenize_alloc(m, prompt, !no_bos, 0, &ids);
         }
-        /* the chat template writes BOS itself when the model wants one */
-        n_ids = rkm_tokenize_alloc(m, prompt, !no_bos && !chat, special, &ids);
         if (n_ids < 0) {
             fprintf(stderr, "rkmojo run: tokenize: %s\n", rkm_last_error());
             rc = 1;
@@ -137,7 +129,6 @@ int rkm_cmd_run(int argc, char **argv)
 done:
     rkm_text_out_free(&out);
     free(ids);
-    free(text);
     free(ftext);
     rkm_session_free(s);
     rkm_model_close(m);

@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/tokens.h"
-#include "text/tokenizer.h"
 #include "util/common.h"
 
 void rkm_gen_opts_init(rkm_gen_opts *o, int sampling)
@@ -140,27 +138,11 @@ int rkm_parse_ids(const char *s, int32_t **ids)
 
 /* ------------------------------------------------------ text output */
 
-static int grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need) c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p) return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
 void rkm_text_out_init(rkm_text_out *t, const rkm_model *m, FILE *f, const char **stop, int n_stop)
 {
     memset(t, 0, sizeof *t);
-    t->m = m;
     t->f = f;
-    t->stop = stop;
-    t->n_stop = n_stop;
-    t->detok = calloc(1, sizeof(rkm_detok));
-    if (t->detok) rkm_detok_init(t->detok);
+    t->t = rkm_textout_new(m, stop, n_stop);
 }
 
 static void emit(rkm_text_out *t, const char *s, size_t n)
@@ -170,75 +152,30 @@ static void emit(rkm_text_out *t, const char *s, size_t n)
         fwrite(s, 1, n, t->f);
         fflush(t->f);
     }
-    if (t->keep_all && !grow(&t->all, &t->cap_all, t->n_all + n + 1)) {
-        memcpy(t->all + t->n_all, s, n);
-        t->n_all += n;
-        t->all[t->n_all] = 0;
-    }
-}
-
-/* Writes what cannot start a stop string; returns 1 if a stop string is complete. */
-static int drain(rkm_text_out *t, int final)
-{
-    size_t cut = t->n_pend;
-    for (int i = 0; i < t->n_stop; i++) {
-        const char *hit = t->n_pend ? memmem(t->pend, t->n_pend, t->stop[i], strlen(t->stop[i])) : NULL;
-        if (hit && strlen(t->stop[i]) && (size_t)(hit - t->pend) < cut) cut = (size_t)(hit - t->pend), t->stopped = 1;
-    }
-    if (t->stopped) {
-        emit(t, t->pend, cut);
-        t->n_pend = 0;
-        return 1;
-    }
-    size_t keep = 0;
-    if (!final)
-        for (int i = 0; i < t->n_stop; i++) {
-            size_t L = strlen(t->stop[i]);
-            for (size_t k = RKM_MIN(L - (L > 0), t->n_pend); k > keep; k--)
-                if (!memcmp(t->pend + t->n_pend - k, t->stop[i], k)) {
-                    keep = k;
-                    break;
-                }
-        }
-    emit(t, t->pend, t->n_pend - keep);
-    if (keep) memmove(t->pend, t->pend + t->n_pend - keep, keep);
-    t->n_pend = keep;
-    return 0;
+    if (t->keep_all) rkm_buf_add(&t->all, s, n);
 }
 
 int rkm_text_out_push(rkm_text_out *t, int32_t id)
 {
-    if (t->stopped) return 1;
-    const rkm_tokenizer *tok = rkm_model_tokenizer(t->m);
-    if (!tok || !t->detok) return 0;
-    char buf[512];
-    int n = rkm_detok_push(t->detok, tok, id, buf, sizeof buf);
-    if (n < 0) return 0;
-    if (grow(&t->pend, &t->cap_pend, t->n_pend + (size_t)n + 1)) return 0;
-    memcpy(t->pend + t->n_pend, buf, (size_t)n);
-    t->n_pend += (size_t)n;
-    return drain(t, 0);
+    if (!t->t) return 0;
+    const char *s;
+    size_t n;
+    int rc = rkm_textout_push_token(t->t, id, &s, &n);
+    if (rc >= 0) emit(t, s, n);
+    return rc == 1;
 }
 
 void rkm_text_out_finish(rkm_text_out *t)
 {
-    if (!t->stopped && t->detok) {
-        char buf[64];
-        int n = rkm_detok_flush(t->detok, buf, sizeof buf);
-        if (n > 0 && !grow(&t->pend, &t->cap_pend, t->n_pend + (size_t)n + 1)) {
-            memcpy(t->pend + t->n_pend, buf, (size_t)n);
-            t->n_pend += (size_t)n;
-        }
-    }
-    if (!t->stopped) drain(t, 1);
-    t->n_pend = 0;
+    const char *s;
+    size_t n;
+    if (t->t && rkm_textout_flush(t->t, &s, &n) >= 0) emit(t, s, n);
 }
 
 void rkm_text_out_free(rkm_text_out *t)
 {
-    free(t->pend);
-    free(t->detok);
-    free(t->all);
+    rkm_textout_free(t->t);
+    rkm_buf_free(&t->all);
     memset(t, 0, sizeof *t);
 }
 

@@ -12,6 +12,7 @@
 
 #include "cli/opts.h"
 #include "rkmojo.h"
+#include "util/buf.h"
 
 /* The model, session and sampling options; the tables point into the
  * struct, so it is not copied after rkm_gen_opts_init. */
@@ -36,20 +37,13 @@ int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s);
 /* Parses "1,2,3" into a malloc'd array; -1 on error (message printed). */
 int rkm_parse_ids(const char *s, int32_t **ids);
 
-/* Streams generated text to a FILE, holding back text that may begin a
- * stop string; stops (returns 1) when one appears. */
+/* Streams generated text to a FILE through rkm_textout (stop strings,
+ * UTF-8 hold-back); push returns 1 once a stop string appears. */
 typedef struct rkm_text_out {
-    const rkm_model *m;
-    FILE *f;
-    const char **stop;
-    int n_stop;
-    char *pend;      /* text not yet written (may start a stop string) */
-    size_t n_pend, cap_pend;
-    void *detok;     /* rkm_detok */
-    int stopped;
-    char *all;       /* everything emitted (for chat history), if keep_all */
-    size_t n_all, cap_all;
+    rkm_textout *t;  /* NULL when out of memory: nothing is written */
+    FILE *f;         /* NULL: nothing is written */
     int keep_all;
+    rkm_buf all;     /* everything emitted (for chat history), if keep_all */
 } rkm_text_out;
 
 void rkm_text_out_init(rkm_text_out *t, const rkm_model *m, FILE *f, const char **stop, int n_stop);

@@ -25,16 +25,27 @@ struct rkm_sampler {
     uint64_t s[4];    /* xoshiro256** state */
 };
 
+/* The one set of sampling defaults of rkmojo (run, chat, both server APIs;
+ * the table is in docs/SERVER.md): llama.cpp's, a moderate temperature
+ * with top-k, top-p and min-p trimming the tail, no repetition penalty. */
 void rkm_sampler_params_default(rkm_sampler_params *p)
 {
     memset(p, 0, sizeof *p);
-    p->temperature = 0.2f;
-    p->top_k = 64;
+    p->temperature = 0.8f;
+    p->top_k = 40;
     p->top_p = 0.95f;
-    p->min_p = 0.0f;
+    p->min_p = 0.05f;
     p->repeat_penalty = 1.0f;
     p->repeat_last_n = 64;
     p->seed = 0x5eed;
+}
+
+/* The model's defaults are the common ones until models carry recommended
+ * settings; every front end asks here, so that overlay lands in one place. */
+void rkm_sampler_params_for_model(const rkm_model *m, rkm_sampler_params *p)
+{
+    (void)m;
+    rkm_sampler_params_default(p);
 }
 
 static uint64_t splitmix64(uint64_t *x)

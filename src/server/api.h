@@ -1,13 +1,17 @@
 /*
  * api.h - the request and response shapes of rkmojo serve, independent of
- * HTTP: parsing and validating OpenAI / Ollama JSON bodies into one
- * srv_request, and formatting results, stream chunks and errors in each
- * API's own shape. Pure functions (no globals, no I/O), so the fuzz target
- * (fuzz/fuzz-http-json.c) and any thread may call them.
+ * HTTP, and the entry points that pick the API by kind (dispatch.c):
+ * parsing and validating an OpenAI or Ollama JSON body into one
+ * srv_request, and formatting results, stream chunks, embeddings and
+ * errors in that API's own shape. The APIs themselves live in openai.c and
+ * ollama.c (server/openai.h, server/ollama.h), each over the shared field
+ * helpers of server/fields.h; only dispatch.c calls both. Pure functions
+ * (no globals, no I/O), so the fuzz target (fuzz/fuzz-http-json.c) and any
+ * thread may call them.
  *
- * Ownership: srv_request_free frees everything a parse allocated. Format
- * functions return malloc'd NUL-terminated strings (caller frees) or NULL
- * when out of memory.
+ * Ownership: srv_request_free (fields.c) frees everything a parse
+ * allocated. Format functions return malloc'd NUL-terminated strings
+ * (caller frees) or NULL when out of memory.
  */
 #ifndef RKM_SERVER_API_H
 #define RKM_SERVER_API_H
@@ -50,7 +54,8 @@ typedef struct srv_request {
     int max_tokens;           /* -1: until end of generation or context full */
     int n_stop;
     char *stop[SRV_MAX_STOP];
-    rkm_sampler_params sp;    /* defaults of the API, then the request's values */
+    rkm_sampler_params sp;    /* rkm_sampler_params_default, then the request's values */
+    unsigned sp_set;          /* bits (1 << enum srv_sp_field, fields.h) the request set */
     int has_seed;
     int cache_prompt;         /* 1 (default): reuse the KV of a matching prefix */
     int ignore_eos;           /* extension: do not stop at end-of-generation */
@@ -72,16 +77,6 @@ int srv_parse_request(int kind, const char *body, size_t len, srv_request *out, 
 /* Ollama "model" / "name" lookups of /api/show, /api/delete...: the name or
  * -1 + err. Returns a malloc'd string in *name. */
 int srv_parse_model_name(const char *body, size_t len, char **name, char *err, size_t errcap);
-
-/* Durations: "30m", "1h30m", "7d", "45s", "250ms", a number of seconds.
- * Returns 0 or -1. Negative values mean forever. */
-int srv_parse_duration(const char *s, double *out_s);
-
-/* Model names a client may use: [A-Za-z0-9._:-], 1..128 bytes, not starting
- * with '.' or '-', no "..". Returns 1 when acceptable. */
-int srv_model_name_ok(const char *s);
-/* Strips a ":latest" tag into out (cap bytes). */
-void srv_model_name_base(const char *s, char *out, size_t cap);
 
 /* --------------------------------------------------------- responses */
 
@@ -113,57 +108,7 @@ char *srv_fmt_stream_error(const srv_request *rq, const char *msg);
 char *srv_fmt_embeddings(const srv_request *rq, const char *model, const float *vecs, int n,
                          int dim, int n_tokens, double t_total_s, double t_load_s);
 
-/* RFC 3339 UTC time with nanoseconds as Ollama writes it, into buf. */
-void srv_fmt_time(double unix_s, char *buf, size_t cap);
-
-/* -------------------------------------------------------- text output */
-
-/* Turns generated token pieces into text that is safe to send: never half a
- * UTF-8 character, never a prefix of a stop string that may still complete,
- * and nothing from a matched stop string on. */
-typedef struct srv_textout {
-    char *pending;     /* bytes held back */
-    size_t n_pending, cap;
-    const char *const *stop;
-    int n_stop;
-    int stopped;       /* a stop string matched */
-} srv_textout;
-
-void srv_textout_init(srv_textout *t, char *const *stop, int n_stop);
-void srv_textout_free(srv_textout *t);
-/* Adds bytes; appends the text now safe to emit to *out (malloc'd, may be
- * ""), returns 1 when a stop string matched (generation should stop), 0, or
- * -1 when out of memory. */
-int srv_textout_push(srv_textout *t, const char *piece, size_t n, char **out);
-/* End of generation: everything held back, an unfinished UTF-8 sequence
- * replaced by U+FFFD. Malloc'd. */
-char *srv_textout_flush(srv_textout *t);
-
-/* ------------------------------------------ internal (openai.c, ollama.c) */
-
-int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap);
-int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap);
-char *srv_openai_error(int status, const char *msg);
-char *srv_ollama_error(const char *msg);
-char *srv_openai_result(const srv_request *rq, const srv_result *r);
-char *srv_ollama_result(const srv_request *rq, const srv_result *r);
-char *srv_openai_chunk(const srv_request *rq, const srv_result *r, const char *delta, int first);
-char *srv_ollama_chunk(const srv_request *rq, const srv_result *r, const char *delta);
-char *srv_openai_stream_end(const srv_request *rq, const srv_result *r);
-char *srv_ollama_stream_end(const srv_request *rq, const srv_result *r);
-/* Shared field readers: 0 ok (absent leaves *out alone), -1 + err. */
-int srv_get_string(const cJSON *o, const char *key, char **out, char *err, size_t errcap);
-int srv_get_number(const cJSON *o, const char *key, double lo, double hi, double *out, char *err,
-                   size_t errcap);
-int srv_get_bool(const cJSON *o, const char *key, int *out, char *err, size_t errcap);
-int srv_get_stop(const cJSON *o, const char *key, srv_request *r, char *err, size_t errcap);
-int srv_get_seed(const cJSON *o, const char *key, srv_request *r, char *err, size_t errcap);
-/* Embedding inputs: a string or an array of at most max strings. */
-int srv_get_inputs(srv_request *r, const cJSON *in, int max, char *err, size_t errcap);
-/* Prints o compactly and deletes it (NULL when out of memory). */
-char *srv_json_print(cJSON *o);
-/* Same, between prefix and suffix ("data: " .. "\n\n", "" .. "\n"). */
-char *srv_json_line(cJSON *o, const char *prefix, const char *suffix);
+/* 1 for the OpenAI kinds. */
 int srv_is_openai(int kind);
 
 #endif

@@ -57,7 +57,6 @@ struct srv_engine {
 
     /* worker only */
     rkm_model *model;
-    srv_prompt *prompt;
     rkm_session *sess;
     int n_ctx;
     char live_id[17];       /* prompt-cache entry the live session extends */
@@ -207,6 +206,27 @@ void srv_engine_cancel(srv_engine *e, srv_job *j)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Resident set size now, from /proc (0 where it cannot be read). */
+static uint64_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void srv_engine_gauges(srv_engine *e, srv_gauges *g)
+{
+    memset(g, 0, sizeof *g);
+    g->queue_depth = srv_engine_queue_depth(e);
+    srv_engine_loaded(e, g->model_loaded, sizeof g->model_loaded);
+    g->resident_bytes = resident_bytes();
+    g->peak_resident_bytes = rkm_peak_rss_bytes();
+}
+
 void srv_engine_loaded(srv_engine *e, char *buf, size_t cap)
 {
     pthread_mutex_lock(&e->mu);
@@ -265,7 +285,7 @@ static void save_live(srv_engine *e)
     if (srv_pcache_store(e->pc, e->live_id, e->sess, id) == 0) {
         memcpy(e->live_id, id, sizeof id);
         e->live_dirty = 0;
-        srv_metrics_event("pcache_store");
+        srv_metrics_event(SRV_EV_PCACHE_STORE);
     } else {
         fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
     }
@@ -289,15 +309,13 @@ static void unload_model(srv_engine *e)
     free_session(e);
     srv_pcache_close(e->pc);
     e->pc = NULL;
-    srv_prompt_free(e->prompt);
-    e->prompt = NULL;
     rkm_model_close(e->model);
     e->model = NULL;
     pthread_mutex_lock(&e->mu);
     free(e->loaded.path);
     memset(&e->loaded, 0, sizeof e->loaded);
     pthread_mutex_unlock(&e->mu);
-    srv_metrics_event("model_unload");
+    srv_metrics_event(SRV_EV_MODEL_UNLOAD);
 }
 
 /* Makes mi the loaded model. 0 or a code with a message in err. */
@@ -329,13 +347,6 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
         snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());
         return RKM_EIO;
     }
-    e->prompt = srv_prompt_new(e->model);
-    if (!e->prompt) {
-        snprintf(err, errcap, "model '%s': %s", mi->name, rkm_last_error());
-        rkm_model_close(e->model);
-        e->model = NULL;
-        return RKM_EFORMAT;
-    }
     int train = rkm_model_n_ctx_train(e->model);
     e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : RKM_MIN(4096, train > 0 ? train : 4096);
     if (e->cfg.prompt_cache_dir) {
@@ -354,16 +365,21 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     pthread_mutex_unlock(&e->mu);
     e->keep_alive_s = e->cfg.idle_unload_s > 0 ? e->cfg.idle_unload_s : -1;
     *t_load = rkm_now() - t0;
-    srv_metrics_event("model_load");
+    srv_metrics_event(SRV_EV_MODEL_LOAD);
     fprintf(stderr, "rkmojo serve: loaded %s (%.2f s)\n", mi->name, *t_load);
     return 0;
 }
 
-/* Per-request sampling on the long-lived session. Without a seed the
- * random sequence starts from a fresh one (OpenAI: unseeded is random). */
-static int session_set_sampler(rkm_session *s, const srv_request *rq, char *err, size_t errcap)
+/* Per-request sampling on the long-lived session: the model's defaults
+ * with the fields the request set. Without a seed the random sequence
+ * starts from a fresh one (OpenAI: unseeded is random). */
+static int session_set_sampler(const rkm_model *m, rkm_session *s, const srv_request *rq,
+                               char *err, size_t errcap)
 {
-    rkm_sampler_params sp = rq->sp;
+    rkm_sampler_params sp;
+    rkm_sampler_params_for_model(m, &sp);
+    srv_request_sampler(rq, &sp);
+    sp.seed = rq->sp.seed;
     if (sp.repeat_last_n < 0) sp.repeat_last_n = rkm_session_n_ctx(s); /* Ollama: -1 = context */
     if (!rq->has_seed) {
         static atomic_uint_fast64_t counter;
@@ -418,7 +434,7 @@ static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
             if (srv_pcache_load(e->pc, best, e->sess, id) == 0) {
                 memcpy(e->live_id, id, sizeof id);
                 e->live_dirty = 0;
-                srv_metrics_event("pcache_load");
+                srv_metrics_event(SRV_EV_PCACHE_LOAD);
             } else {
                 fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
                 e->live_id[0] = 0;
@@ -445,7 +461,7 @@ static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
 typedef struct gen_ctx {
     srv_engine *e;
     srv_job *j;
-    srv_textout to;
+    rkm_textout *to;
     srv_result res;
     char *text;       /* non-streaming: the whole reply */
     size_t n_text, cap_text;
@@ -482,17 +498,13 @@ static int on_token(int32_t id, void *user)
     if (atomic_load(&g->j->canceled)) return 1;
     if (g->n_gen == 0) g->t_first = rkm_now();
     g->n_gen++;
-    char buf[512];
-    int n = rkm_token_to_piece(g->e->model, id, buf, (int)sizeof buf);
-    if (n < 0) n = 0;
-    char *out = NULL;
-    int rc = srv_textout_push(&g->to, buf, (size_t)n, &out);
-    if (rc < 0 || (out && add_text(g, out))) {
-        free(out);
+    const char *out;
+    size_t n;
+    int rc = rkm_textout_push_token(g->to, id, &out, &n);
+    if (rc < 0 || add_text(g, out)) {
         g->oom = 1;
         return 1;
     }
-    free(out);
     if (rc == 1) {
         g->stop_hit = 1;
         return 1;
@@ -541,7 +553,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
 
     int32_t *toks = NULL;
     int n = 0;
-    int rc = srv_prompt_tokens(e->prompt, e->model, rq, &toks, &n, err, sizeof err);
+    int rc = srv_prompt_tokens(e->model, rq, &toks, &n, err, sizeof err);
     if (rc) {
         job_fail(j, 400, err);
         return;
@@ -557,13 +569,17 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         job_fail(j, 500, err);
         return;
     }
-    if ((rc = session_set_sampler(e->sess, rq, err, sizeof err))) {
+    if ((rc = session_set_sampler(e->model, e->sess, rq, err, sizeof err))) {
         free(toks);
         job_fail(j, 400, err);
         return;
     }
+    if (!(g.to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
+        free(toks);
+        job_fail(j, 500, "out of memory");
+        return;
+    }
     rkm_session_stats_reset(e->sess);
-    srv_textout_init(&g.to, rq->stop, rq->n_stop);
 
     /* The stream starts here: later errors are stream error lines. */
     if (rq->stream) {
@@ -610,10 +626,10 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     if (rc < 0) {
         /* A failed eval may leave rows half written: drop the whole state. */
         if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
-        srv_textout_free(&g.to);
+        rkm_textout_free(g.to);
         free(g.text);
         if (rc == RKM_ECANCELED) {
-            srv_metrics_event("canceled");
+            srv_metrics_event(SRV_EV_CANCELED);
             job_fail(j, 499, "canceled: the client disconnected");
         } else {
             snprintf(err, sizeof err, "generation failed: %s", rkm_last_error());
@@ -621,10 +637,10 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         }
         return;
     }
-    char *tail = srv_textout_flush(&g.to);
-    if (tail) add_text(&g, tail);
-    free(tail);
-    srv_textout_free(&g.to);
+    const char *tail;
+    size_t n_tail;
+    if (rkm_textout_flush(g.to, &tail, &n_tail) < 0 || add_text(&g, tail)) g.oom = 1;
+    rkm_textout_free(g.to);
 
     g.res.finish = g.stop_hit || g.n_gen < g.n_max ? "stop" : "length";
     g.res.n_prompt = n;

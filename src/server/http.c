@@ -1,8 +1,18 @@
 /*
- * http.c - the HTTP side of rkmojo serve on libmicrohttpd: binding,
- * authentication (Authorization: Bearer), the request-body cap, routing of
- * the OpenAI / Ollama / health / metrics endpoints, and streaming responses
- * (SSE or NDJSON) that drain a job's output as the worker produces it.
+ * http.c - the HTTP side of rkmojo serve on libmicrohttpd: the server's
+ * default configuration (srv_config_default) and srv_run, which binds
+ * (IPv4 or IPv6, port 0 picks one and --port-file records it), starts the
+ * engine and runs until asked to stop, then shuts down in order (no new
+ * connections, jobs ended, connection threads joined, engine freed).
+ * Per request: the route table (404 unknown path, 405 wrong method),
+ * Authorization: Bearer checked in constant time before any body is read
+ * (/health and / stay open), the body cap (Content-Length up front, chunked
+ * bodies while reading, 413), then either a simple endpoint (/health,
+ * /metrics from the engine's gauges, model listings, /api/show) or a job:
+ * the body parsed into a srv_request (api.h), queued on the engine (503 +
+ * Retry-After when full) and answered whole or streamed (SSE for OpenAI,
+ * NDJSON for Ollama) as the worker produces it. Errors take the API's
+ * shape by path; every response is counted in metrics.c.
  *
  * Threads: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a handler may block: it waits for its
@@ -16,9 +26,10 @@
  * request-completed callback; a streaming response holds a job reference
  * released by its free callback.
  *
- * libmicrohttpd is linked on x86-64 builds (see the Makefile); elsewhere
- * srv_run reports RKM_EUNSUPPORTED and the rest of the server (parsing,
- * formatting) still builds.
+ * The Makefile builds every target with RKM_HAVE_MHD=1 and links
+ * libmicrohttpd; a build with RKM_HAVE_MHD=0 keeps srv_config_default and
+ * gets a srv_run that reports RKM_EUNSUPPORTED, while parsing and
+ * formatting (api.h) build regardless.
  */
 #include "server/server.h"
 #include "util/common.h"
@@ -106,7 +117,8 @@ static enum MHD_Result send_json(struct MHD_Connection *c, const char *endpoint,
 static enum MHD_Result send_error(struct MHD_Connection *c, const char *url, int status,
                                   const char *msg, int retry_after)
 {
-    char *body = is_openai_path(url) ? srv_openai_error(status, msg) : srv_ollama_error(msg);
+    /* The error shape follows the path: any kind of the same API will do. */
+    char *body = srv_fmt_error(is_openai_path(url) ? SRV_OPENAI_CHAT : SRV_OLLAMA_CHAT, status, msg);
     if (!body) return MHD_NO;
     enum MHD_Result ok = send_buf(c, url, status, "application/json", body, retry_after);
     free(body);
@@ -194,7 +206,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     if (rc) {
         srv_job_release(j);
         if (rc == RKM_EBUDGET) {
-            srv_metrics_event("rejected");
+            srv_metrics_event(SRV_EV_REJECTED);
             return send_error(c, url, 503, "the server is busy: the request queue is full", retry);
         }
         return send_error(c, url, 503, "the server is shutting down", 1);
@@ -294,7 +306,9 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
         return send_buf(c, url, 200, "application/json", body, 0);
     }
     if (!strcmp(url, "/metrics")) {
-        char *m = srv_metrics_text(e);
+        srv_gauges g;
+        srv_engine_gauges(e, &g);
+        char *m = srv_metrics_text(&g);
         if (!m) return send_error(c, url, 500, "out of memory", 0);
         enum MHD_Result ok = send_buf(c, url, 200, "text/plain; version=0.0.4; charset=utf-8", m, 0);
         free(m);

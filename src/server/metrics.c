@@ -2,15 +2,16 @@
  * metrics.c - counters of rkmojo serve and their Prometheus text
  * exposition (GET /metrics): requests by endpoint and status, tokens,
  * prefill and decode throughput, time to first token (histogram), expert
- * cache hits, bytes read from disk, queue depth, resident memory.
+ * cache hits, bytes read from disk, typed events (enum srv_event), and the
+ * gauges the engine hands in (queue depth, loaded model, resident memory).
+ * It reads nothing itself: every number arrives through a call.
  *
  * Threads: HTTP threads count requests, the worker counts generations;
  * one process-wide mutex guards every counter (updates are a few per
  * request, so contention is nil).
  */
-#include <unistd.h>
-
 #include "server/server.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 #define MAX_SERIES 64
@@ -33,7 +34,7 @@ static struct {
     double ttft_sum;
     uint64_t ttft_count;
     uint64_t expert_hits, expert_misses, bytes_read;
-    uint64_t canceled, rejected, pcache_load, pcache_store, model_load, model_unload;
+    uint64_t events[SRV_EV_COUNT];
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void srv_metrics_init(void)
@@ -83,142 +84,88 @@ void srv_metrics_generation(const srv_gen_stats *st)
     pthread_mutex_unlock(&M.mu);
 }
 
-void srv_metrics_event(const char *what)
+/* Counter name and help of each event, in enum srv_event order. */
+static const struct {
+    const char *name, *help;
+} event_info[SRV_EV_COUNT] = {
+    [SRV_EV_CANCELED] = {"rkmojo_canceled_total", "Generations canceled (client gone)."},
+    [SRV_EV_REJECTED] = {"rkmojo_rejected_total", "Requests refused with 503 (queue full)."},
+    [SRV_EV_PCACHE_LOAD] = {"rkmojo_prompt_cache_loads_total", "Session states loaded from disk."},
+    [SRV_EV_PCACHE_STORE] = {"rkmojo_prompt_cache_stores_total", "Session states saved to disk."},
+    [SRV_EV_MODEL_LOAD] = {"rkmojo_model_loads_total", "Model loads."},
+    [SRV_EV_MODEL_UNLOAD] = {"rkmojo_model_unloads_total", "Model unloads."},
+};
+
+void srv_metrics_event(enum srv_event ev)
 {
+    if ((unsigned)ev >= SRV_EV_COUNT) return;
     pthread_mutex_lock(&M.mu);
-    if (!strcmp(what, "canceled")) M.canceled++;
-    else if (!strcmp(what, "rejected")) M.rejected++;
-    else if (!strcmp(what, "pcache_load")) M.pcache_load++;
-    else if (!strcmp(what, "pcache_store")) M.pcache_store++;
-    else if (!strcmp(what, "model_load")) M.model_load++;
-    else if (!strcmp(what, "model_unload")) M.model_unload++;
+    M.events[ev]++;
     pthread_mutex_unlock(&M.mu);
 }
 
-static uint64_t rss_bytes(void)
+static void metric(rkm_buf *b, const char *name, const char *type, const char *help)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, res = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
-        fclose(f);
-    }
-    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+    rkm_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void out(sbuf *b, const char *fmt, ...) RKM_PRINTF(2, 3);
-static void out(sbuf *b, const char *fmt, ...)
+char *srv_metrics_text(const srv_gauges *g)
 {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)k + 1;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void metric(sbuf *b, const char *name, const char *type, const char *help)
-{
-    out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-char *srv_metrics_text(srv_engine *e)
-{
-    sbuf b = {malloc(8192), 0, 8192, 0};
-    if (!b.p) return NULL;
-    b.p[0] = 0;
-    char loaded[160];
-    srv_engine_loaded(e, loaded, sizeof loaded);
-    int depth = srv_engine_queue_depth(e);
+    rkm_buf b = RKM_BUF_INIT;
     pthread_mutex_lock(&M.mu);
     metric(&b, "rkmojo_requests_total", "counter", "HTTP requests by endpoint and status.");
     for (int i = 0; i < M.n_req; i++)
-        out(&b, "rkmojo_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", M.req[i].endpoint,
-            M.req[i].status, (unsigned long long)M.req[i].n);
+        rkm_buf_addf(&b, "rkmojo_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+                     M.req[i].endpoint, M.req[i].status, (unsigned long long)M.req[i].n);
     metric(&b, "rkmojo_generations_total", "counter", "Completed generation requests.");
-    out(&b, "rkmojo_generations_total %llu\n", (unsigned long long)M.n_gen_requests);
+    rkm_buf_addf(&b, "rkmojo_generations_total %llu\n", (unsigned long long)M.n_gen_requests);
     metric(&b, "rkmojo_prompt_tokens_total", "counter", "Prompt tokens evaluated (prefill).");
-    out(&b, "rkmojo_prompt_tokens_total %llu\n", (unsigned long long)M.prompt_tokens);
+    rkm_buf_addf(&b, "rkmojo_prompt_tokens_total %llu\n", (unsigned long long)M.prompt_tokens);
     metric(&b, "rkmojo_prompt_tokens_cached_total", "counter",
            "Prompt tokens reused from the prompt cache instead of evaluated.");
-    out(&b, "rkmojo_prompt_tokens_cached_total %llu\n", (unsigned long long)M.cached_tokens);
+    rkm_buf_addf(&b, "rkmojo_prompt_tokens_cached_total %llu\n", (unsigned long long)M.cached_tokens);
     metric(&b, "rkmojo_generated_tokens_total", "counter", "Tokens generated.");
-    out(&b, "rkmojo_generated_tokens_total %llu\n", (unsigned long long)M.gen_tokens);
+    rkm_buf_addf(&b, "rkmojo_generated_tokens_total %llu\n", (unsigned long long)M.gen_tokens);
     metric(&b, "rkmojo_prefill_seconds_total", "counter", "Wall time of prompt evaluation.");
-    out(&b, "rkmojo_prefill_seconds_total %.6f\n", M.prefill_s);
+    rkm_buf_addf(&b, "rkmojo_prefill_seconds_total %.6f\n", M.prefill_s);
     metric(&b, "rkmojo_decode_seconds_total", "counter", "Wall time of generation.");
-    out(&b, "rkmojo_decode_seconds_total %.6f\n", M.decode_s);
+    rkm_buf_addf(&b, "rkmojo_decode_seconds_total %.6f\n", M.decode_s);
     metric(&b, "rkmojo_prefill_tokens_per_second", "gauge", "Prefill speed of the last request.");
-    out(&b, "rkmojo_prefill_tokens_per_second %.3f\n", M.last_prefill_tps);
+    rkm_buf_addf(&b, "rkmojo_prefill_tokens_per_second %.3f\n", M.last_prefill_tps);
     metric(&b, "rkmojo_decode_tokens_per_second", "gauge", "Decode speed of the last request.");
-    out(&b, "rkmojo_decode_tokens_per_second %.3f\n", M.last_decode_tps);
+    rkm_buf_addf(&b, "rkmojo_decode_tokens_per_second %.3f\n", M.last_decode_tps);
     metric(&b, "rkmojo_ttft_seconds", "histogram",
            "Time from a request entering the queue to its first generated token.");
     uint64_t cum = 0;
     for (size_t i = 0; i < N_TTFT; i++) {
         cum += M.ttft_bucket[i];
-        out(&b, "rkmojo_ttft_seconds_bucket{le=\"%g\"} %llu\n", ttft_bounds[i], (unsigned long long)cum);
+        rkm_buf_addf(&b, "rkmojo_ttft_seconds_bucket{le=\"%g\"} %llu\n", ttft_bounds[i], (unsigned long long)cum);
     }
     cum += M.ttft_bucket[N_TTFT];
-    out(&b, "rkmojo_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    out(&b, "rkmojo_ttft_seconds_sum %.6f\nrkmojo_ttft_seconds_count %llu\n", M.ttft_sum,
+    rkm_buf_addf(&b, "rkmojo_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    rkm_buf_addf(&b, "rkmojo_ttft_seconds_sum %.6f\nrkmojo_ttft_seconds_count %llu\n", M.ttft_sum,
         (unsigned long long)M.ttft_count);
     metric(&b, "rkmojo_expert_cache_hits_total", "counter", "Routed-expert lookups served from memory.");
-    out(&b, "rkmojo_expert_cache_hits_total %llu\n", (unsigned long long)M.expert_hits);
+    rkm_buf_addf(&b, "rkmojo_expert_cache_hits_total %llu\n", (unsigned long long)M.expert_hits);
     metric(&b, "rkmojo_expert_cache_misses_total", "counter", "Routed-expert lookups read from disk.");
-    out(&b, "rkmojo_expert_cache_misses_total %llu\n", (unsigned long long)M.expert_misses);
+    rkm_buf_addf(&b, "rkmojo_expert_cache_misses_total %llu\n", (unsigned long long)M.expert_misses);
     uint64_t lookups = M.expert_hits + M.expert_misses;
     metric(&b, "rkmojo_expert_cache_hit_ratio", "gauge", "Hits over lookups since start (1 if none).");
-    out(&b, "rkmojo_expert_cache_hit_ratio %.6f\n", lookups ? (double)M.expert_hits / (double)lookups : 1.0);
+    rkm_buf_addf(&b, "rkmojo_expert_cache_hit_ratio %.6f\n", lookups ? (double)M.expert_hits / (double)lookups : 1.0);
     metric(&b, "rkmojo_disk_read_bytes_total", "counter", "Expert bytes read from disk.");
-    out(&b, "rkmojo_disk_read_bytes_total %llu\n", (unsigned long long)M.bytes_read);
-    metric(&b, "rkmojo_canceled_total", "counter", "Generations canceled (client gone).");
-    out(&b, "rkmojo_canceled_total %llu\n", (unsigned long long)M.canceled);
-    metric(&b, "rkmojo_rejected_total", "counter", "Requests refused with 503 (queue full).");
-    out(&b, "rkmojo_rejected_total %llu\n", (unsigned long long)M.rejected);
-    metric(&b, "rkmojo_prompt_cache_loads_total", "counter", "Session states loaded from disk.");
-    out(&b, "rkmojo_prompt_cache_loads_total %llu\n", (unsigned long long)M.pcache_load);
-    metric(&b, "rkmojo_prompt_cache_stores_total", "counter", "Session states saved to disk.");
-    out(&b, "rkmojo_prompt_cache_stores_total %llu\n", (unsigned long long)M.pcache_store);
-    metric(&b, "rkmojo_model_loads_total", "counter", "Model loads.");
-    out(&b, "rkmojo_model_loads_total %llu\n", (unsigned long long)M.model_load);
-    metric(&b, "rkmojo_model_unloads_total", "counter", "Model unloads.");
-    out(&b, "rkmojo_model_unloads_total %llu\n", (unsigned long long)M.model_unload);
+    rkm_buf_addf(&b, "rkmojo_disk_read_bytes_total %llu\n", (unsigned long long)M.bytes_read);
+    for (int i = 0; i < SRV_EV_COUNT; i++) {
+        metric(&b, event_info[i].name, "counter", event_info[i].help);
+        rkm_buf_addf(&b, "%s %llu\n", event_info[i].name, (unsigned long long)M.events[i]);
+    }
     pthread_mutex_unlock(&M.mu);
     metric(&b, "rkmojo_queue_depth", "gauge", "Requests waiting for the worker.");
-    out(&b, "rkmojo_queue_depth %d\n", depth);
+    rkm_buf_addf(&b, "rkmojo_queue_depth %d\n", g->queue_depth);
     metric(&b, "rkmojo_model_loaded", "gauge", "1 for the loaded model.");
-    if (loaded[0]) out(&b, "rkmojo_model_loaded{model=\"%s\"} 1\n", loaded);
+    if (g->model_loaded[0]) rkm_buf_addf(&b, "rkmojo_model_loaded{model=\"%s\"} 1\n", g->model_loaded);
     metric(&b, "rkmojo_resident_bytes", "gauge", "Resident set size of the process.");
-    out(&b, "rkmojo_resident_bytes %llu\n", (unsigned long long)rss_bytes());
+    rkm_buf_addf(&b, "rkmojo_resident_bytes %llu\n", (unsigned long long)g->resident_bytes);
     metric(&b, "rkmojo_peak_resident_bytes", "gauge", "Peak resident set size of the process.");
-    out(&b, "rkmojo_peak_resident_bytes %llu\n", (unsigned long long)rkm_peak_rss_bytes());
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    rkm_buf_addf(&b, "rkmojo_peak_resident_bytes %llu\n", (unsigned long long)g->peak_resident_bytes);
+    return rkm_buf_take(&b);
 }

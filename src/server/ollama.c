@@ -1,32 +1,38 @@
 /*
- * ollama.c - the Ollama-compatible shapes: parsing /api/chat, /api/generate
- * and /api/embed bodies (with their "options" and "keep_alive"), and writing
- * the NDJSON lines and final objects with Ollama's nanosecond timings, and
- * {"error": "..."} bodies.
+ * ollama.c - the Ollama-compatible API (ollama.h): parsing /api/chat,
+ * /api/generate and /api/embed bodies (with their "options" and
+ * "keep_alive"), and writing the NDJSON lines and final objects with
+ * Ollama's nanosecond timings, embedding lists and {"error": "..."}
+ * bodies. Built on the field helpers of fields.h only.
  *
  * Pure functions called from HTTP threads (parse) and the worker (format).
  */
+#include "server/ollama.h"
+
 #include <math.h>
 #include <time.h>
 
-#include "server/api.h"
+#include "server/fields.h"
 #include "util/common.h"
 
 #define OLL_MAX_MSGS 4096
 #define OLL_MAX_INPUTS 2048
 
-void srv_fmt_time(double unix_s, char *buf, size_t cap)
-{
-    time_t t = (time_t)unix_s;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    long ns = (long)((unix_s - (double)t) * 1e9);
-    if (ns < 0) ns = 0;
-    if (ns > 999999999) ns = 999999999;
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, cap, "%s.%09ldZ", base, ns);
-}
+/* Ollama's option names and ranges for the sampler; unset ones keep
+ * rkm_sampler_params_default's values. */
+static const srv_sp_key sampling[] = {
+    {"temperature", SRV_SP_TEMPERATURE, 0, 100},
+    {"top_p", SRV_SP_TOP_P, 0, 1},
+    {"top_k", SRV_SP_TOP_K, 0, 1 << 20},
+    {"min_p", SRV_SP_MIN_P, 0, 1},
+    {"repeat_penalty", SRV_SP_REPEAT_PENALTY, 0, 10},
+    {"repeat_last_n", SRV_SP_REPEAT_LAST_N, -1, 1 << 20},
+    {"presence_penalty", SRV_SP_PRESENCE_PENALTY, -2, 2},
+    {"frequency_penalty", SRV_SP_FREQUENCY_PENALTY, -2, 2},
+};
+
+/* Seconds as Ollama's integer nanoseconds. */
+static double ns(double s) { return floor(s * 1e9); }
 
 static int parse_options(srv_request *r, const cJSON *o, char *err, size_t errcap)
 {
@@ -35,32 +41,8 @@ static int parse_options(srv_request *r, const cJSON *o, char *err, size_t errca
         snprintf(err, errcap, "'options' must be an object");
         return -1;
     }
-    double v;
-    v = r->sp.temperature;
-    if (srv_get_number(o, "temperature", 0, 100, &v, err, errcap)) return -1;
-    r->sp.temperature = (float)v;
-    v = r->sp.top_p;
-    if (srv_get_number(o, "top_p", 0, 1, &v, err, errcap)) return -1;
-    r->sp.top_p = (float)v;
-    v = r->sp.top_k;
-    if (srv_get_number(o, "top_k", 0, 1 << 20, &v, err, errcap)) return -1;
-    r->sp.top_k = (int)v;
-    v = r->sp.min_p;
-    if (srv_get_number(o, "min_p", 0, 1, &v, err, errcap)) return -1;
-    r->sp.min_p = (float)v;
-    v = r->sp.repeat_penalty;
-    if (srv_get_number(o, "repeat_penalty", 0, 10, &v, err, errcap)) return -1;
-    r->sp.repeat_penalty = (float)v;
-    v = r->sp.repeat_last_n;
-    if (srv_get_number(o, "repeat_last_n", -1, 1 << 20, &v, err, errcap)) return -1;
-    r->sp.repeat_last_n = (int)v;
-    v = r->sp.presence_penalty;
-    if (srv_get_number(o, "presence_penalty", -2, 2, &v, err, errcap)) return -1;
-    r->sp.presence_penalty = (float)v;
-    v = r->sp.frequency_penalty;
-    if (srv_get_number(o, "frequency_penalty", -2, 2, &v, err, errcap)) return -1;
-    r->sp.frequency_penalty = (float)v;
-    v = -1;
+    if (srv_get_sampling(o, sampling, (int)RKM_ARRAY_LEN(sampling), r, err, errcap)) return -1;
+    double v = -1;
     if (srv_get_number(o, "num_predict", -2, 1 << 30, &v, err, errcap)) return -1;
     r->max_tokens = v < 0 ? -1 : (int)v; /* -1 infinite, -2 fill the context: same for us */
     if (srv_get_seed(o, "seed", r, err, errcap)) return -1;
@@ -133,15 +115,6 @@ oom:
 
 int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap)
 {
-    /* Ollama's defaults (its Modelfile defaults). */
-    r->sp.temperature = 0.8f;
-    r->sp.top_k = 40;
-    r->sp.top_p = 0.9f;
-    r->sp.min_p = 0.0f;
-    r->sp.repeat_penalty = 1.1f;
-    r->sp.repeat_last_n = 64;
-    r->sp.presence_penalty = 0.0f;
-    r->sp.frequency_penalty = 0.0f;
     r->stream = 1; /* Ollama streams unless told not to */
     if (srv_get_string(root, "model", &r->model, err, errcap)) return -1;
     if (!r->model && srv_get_string(root, "name", &r->model, err, errcap)) return -1;
@@ -225,12 +198,12 @@ static void add_final(cJSON *o, const srv_result *r)
 {
     cJSON_AddBoolToObject(o, "done", 1);
     cJSON_AddStringToObject(o, "done_reason", r->finish ? r->finish : "stop");
-    cJSON_AddNumberToObject(o, "total_duration", floor(r->t_total_s * 1e9));
-    cJSON_AddNumberToObject(o, "load_duration", floor(r->t_load_s * 1e9));
+    cJSON_AddNumberToObject(o, "total_duration", ns(r->t_total_s));
+    cJSON_AddNumberToObject(o, "load_duration", ns(r->t_load_s));
     cJSON_AddNumberToObject(o, "prompt_eval_count", r->n_prompt);
-    cJSON_AddNumberToObject(o, "prompt_eval_duration", floor(r->t_prompt_s * 1e9));
+    cJSON_AddNumberToObject(o, "prompt_eval_duration", ns(r->t_prompt_s));
     cJSON_AddNumberToObject(o, "eval_count", r->n_gen);
-    cJSON_AddNumberToObject(o, "eval_duration", floor(r->t_gen_s * 1e9));
+    cJSON_AddNumberToObject(o, "eval_duration", ns(r->t_gen_s));
     /* Not in Ollama: how many prompt tokens came from the prompt cache. */
     cJSON_AddNumberToObject(o, "prompt_cached_count", r->n_cached);
 }
@@ -257,4 +230,28 @@ char *srv_ollama_stream_end(const srv_request *rq, const srv_result *r)
     add_text(o, rq, "");
     add_final(o, r);
     return srv_json_line(o, "", "\n");
+}
+
+char *srv_ollama_stream_error(const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "error", msg);
+    return srv_json_line(o, "", "\n");
+}
+
+char *srv_ollama_embeddings(const char *model, const float *vecs, int n, int dim, int n_tokens,
+                            double t_total_s, double t_load_s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON *arr = cJSON_AddArrayToObject(o, "embeddings");
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateArray();
+        cJSON_AddItemToArray(arr, e);
+        srv_json_add_floats(e, vecs + (size_t)i * (size_t)dim, dim);
+    }
+    cJSON_AddNumberToObject(o, "total_duration", ns(t_total_s));
+    cJSON_AddNumberToObject(o, "load_duration", ns(t_load_s));
+    cJSON_AddNumberToObject(o, "prompt_eval_count", n_tokens);
+    return srv_json_print(o);
 }

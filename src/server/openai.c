@@ -1,14 +1,16 @@
 /*
- * openai.c - the OpenAI-compatible shapes: parsing /v1/chat/completions,
- * /v1/completions and /v1/embeddings bodies, and writing chat.completion /
- * text_completion objects, their SSE chunks (ending in "data: [DONE]"),
- * embedding lists and {"error":{...}} bodies.
+ * openai.c - the OpenAI-compatible API (openai.h): parsing
+ * /v1/chat/completions, /v1/completions and /v1/embeddings bodies, and
+ * writing chat.completion / text_completion objects, their SSE chunks
+ * (ending in "data: [DONE]"), embedding lists (float arrays or base64) and
+ * {"error":{...}} bodies. Built on the field helpers of fields.h only.
  *
  * Pure functions called from HTTP threads (parse) and the worker (format).
  */
-#include <math.h>
+#include "server/openai.h"
 
-#include "server/api.h"
+#include "server/fields.h"
+#include "util/base64.h"
 #include "util/common.h"
 
 #define OAI_MAX_MSGS 4096
@@ -105,16 +107,20 @@ static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t e
     return 0;
 }
 
+/* OpenAI's sampler fields, then extensions in the style of llama.cpp's
+ * server; unset ones keep rkm_sampler_params_default's values. */
+static const srv_sp_key sampling[] = {
+    {"temperature", SRV_SP_TEMPERATURE, 0, 2},
+    {"top_p", SRV_SP_TOP_P, 0, 1},
+    {"presence_penalty", SRV_SP_PRESENCE_PENALTY, -2, 2},
+    {"frequency_penalty", SRV_SP_FREQUENCY_PENALTY, -2, 2},
+    {"top_k", SRV_SP_TOP_K, 0, 1 << 20},
+    {"min_p", SRV_SP_MIN_P, 0, 1},
+    {"repeat_penalty", SRV_SP_REPEAT_PENALTY, 0, 10},
+};
+
 int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap)
 {
-    /* OpenAI's own defaults: temperature 1, top_p 1, no penalties. */
-    r->sp.temperature = 1.0f;
-    r->sp.top_p = 1.0f;
-    r->sp.top_k = 0;
-    r->sp.min_p = 0.0f;
-    r->sp.repeat_penalty = 1.0f;
-    r->sp.presence_penalty = 0.0f;
-    r->sp.frequency_penalty = 0.0f;
     if (srv_get_string(root, "model", &r->model, err, errcap)) return -1;
     if (!r->model && !(r->model = strdup(""))) goto oom;
 
@@ -176,28 +182,7 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     if (srv_get_number(root, "max_tokens", 0, 1 << 30, &v, err, errcap)) return -1;
     if (srv_get_number(root, "max_completion_tokens", 0, 1 << 30, &v, err, errcap)) return -1;
     if (v >= 0) r->max_tokens = (int)v;
-    v = r->sp.temperature;
-    if (srv_get_number(root, "temperature", 0, 2, &v, err, errcap)) return -1;
-    r->sp.temperature = (float)v;
-    v = r->sp.top_p;
-    if (srv_get_number(root, "top_p", 0, 1, &v, err, errcap)) return -1;
-    r->sp.top_p = (float)v;
-    v = r->sp.presence_penalty;
-    if (srv_get_number(root, "presence_penalty", -2, 2, &v, err, errcap)) return -1;
-    r->sp.presence_penalty = (float)v;
-    v = r->sp.frequency_penalty;
-    if (srv_get_number(root, "frequency_penalty", -2, 2, &v, err, errcap)) return -1;
-    r->sp.frequency_penalty = (float)v;
-    /* Extensions in the style of llama.cpp's server. */
-    v = r->sp.top_k;
-    if (srv_get_number(root, "top_k", 0, 1 << 20, &v, err, errcap)) return -1;
-    r->sp.top_k = (int)v;
-    v = r->sp.min_p;
-    if (srv_get_number(root, "min_p", 0, 1, &v, err, errcap)) return -1;
-    r->sp.min_p = (float)v;
-    v = r->sp.repeat_penalty;
-    if (srv_get_number(root, "repeat_penalty", 0, 10, &v, err, errcap)) return -1;
-    r->sp.repeat_penalty = (float)v;
+    if (srv_get_sampling(root, sampling, (int)RKM_ARRAY_LEN(sampling), r, err, errcap)) return -1;
     if (srv_get_bool(root, "cache_prompt", &r->cache_prompt, err, errcap)) return -1;
     if (srv_get_bool(root, "ignore_eos", &r->ignore_eos, err, errcap)) return -1;
     if (srv_get_seed(root, "seed", r, err, errcap)) return -1;
@@ -316,118 +301,59 @@ char *srv_openai_stream_end(const srv_request *rq, const srv_result *r)
     return s;
 }
 
-/* ------------------------------------------------------ embeddings */
-
-static char *base64_floats(const float *v, int n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t nb = (size_t)n * 4;
-    unsigned char *b = malloc(nb + 1);
-    char *o = malloc((nb + 2) / 3 * 4 + 1);
-    if (!b || !o) {
-        free(b);
-        free(o);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) { /* little-endian float32, as the SDKs decode */
-        uint32_t u;
-        memcpy(&u, &v[i], 4);
-        for (int k = 0; k < 4; k++) b[(size_t)i * 4 + (size_t)k] = (unsigned char)(u >> (8 * k));
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < nb; i += 3) {
-        uint32_t x = (uint32_t)b[i] << 16 | (i + 1 < nb ? (uint32_t)b[i + 1] << 8 : 0) |
-                     (i + 2 < nb ? b[i + 2] : 0);
-        o[w++] = tab[(x >> 18) & 63];
-        o[w++] = tab[(x >> 12) & 63];
-        o[w++] = i + 1 < nb ? tab[(x >> 6) & 63] : '=';
-        o[w++] = i + 2 < nb ? tab[x & 63] : '=';
-    }
-    o[w] = 0;
-    free(b);
-    return o;
-}
-
-static void add_floats(cJSON *arr, const float *v, int n)
-{
-    for (int j = 0; j < n; j++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(v[j]));
-}
-
-char *srv_fmt_embeddings(const srv_request *rq, const char *model, const float *vecs, int n,
-                         int dim, int n_tokens, double t_total_s, double t_load_s)
+char *srv_openai_stream_error(const char *msg)
 {
     cJSON *o = cJSON_CreateObject();
-    if (rq->kind == SRV_OPENAI_EMBED) {
-        cJSON_AddStringToObject(o, "object", "list");
-        cJSON *data = cJSON_AddArrayToObject(o, "data");
-        for (int i = 0; i < n; i++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddItemToArray(data, e);
-            cJSON_AddStringToObject(e, "object", "embedding");
-            cJSON_AddNumberToObject(e, "index", i);
-            if (rq->embed_base64) {
-                char *b = base64_floats(vecs + (size_t)i * (size_t)dim, dim);
-                if (!b) {
-                    cJSON_Delete(o);
-                    return NULL;
-                }
-                cJSON_AddStringToObject(e, "embedding", b);
-                free(b);
-            } else {
-                add_floats(cJSON_AddArrayToObject(e, "embedding"), vecs + (size_t)i * (size_t)dim, dim);
-            }
-        }
-        cJSON_AddStringToObject(o, "model", model);
-        cJSON *u = cJSON_AddObjectToObject(o, "usage");
-        cJSON_AddNumberToObject(u, "prompt_tokens", n_tokens);
-        cJSON_AddNumberToObject(u, "total_tokens", n_tokens);
-    } else {
-        cJSON_AddStringToObject(o, "model", model);
-        cJSON *arr = cJSON_AddArrayToObject(o, "embeddings");
-        for (int i = 0; i < n; i++) {
-            cJSON *e = cJSON_CreateArray();
-            cJSON_AddItemToArray(arr, e);
-            add_floats(e, vecs + (size_t)i * (size_t)dim, dim);
-        }
-        cJSON_AddNumberToObject(o, "total_duration", floor(t_total_s * 1e9));
-        cJSON_AddNumberToObject(o, "load_duration", floor(t_load_s * 1e9));
-        cJSON_AddNumberToObject(o, "prompt_eval_count", n_tokens);
-    }
-    return srv_json_print(o);
-}
-
-/* ------------------------------------------------------ dispatch */
-
-char *srv_fmt_error(int kind, int status, const char *msg)
-{
-    return srv_is_openai(kind) ? srv_openai_error(status, msg) : srv_ollama_error(msg);
-}
-
-char *srv_fmt_result(const srv_request *rq, const srv_result *r)
-{
-    return srv_is_openai(rq->kind) ? srv_openai_result(rq, r) : srv_ollama_result(rq, r);
-}
-
-char *srv_fmt_chunk(const srv_request *rq, const srv_result *r, const char *delta, int first)
-{
-    return srv_is_openai(rq->kind) ? srv_openai_chunk(rq, r, delta, first)
-                                   : srv_ollama_chunk(rq, r, delta);
-}
-
-char *srv_fmt_stream_end(const srv_request *rq, const srv_result *r)
-{
-    return srv_is_openai(rq->kind) ? srv_openai_stream_end(rq, r) : srv_ollama_stream_end(rq, r);
-}
-
-char *srv_fmt_stream_error(const srv_request *rq, const char *msg)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!srv_is_openai(rq->kind)) {
-        cJSON_AddStringToObject(o, "error", msg);
-        return srv_json_line(o, "", "\n");
-    }
     cJSON *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", "server_error");
     return srv_json_line(o, "data: ", "\n\n");
+}
+
+/* ------------------------------------------------------ embeddings */
+
+/* A vector as base64 of its little-endian float32 bytes, as the SDKs decode. */
+static char *base64_floats(const float *v, int n)
+{
+    unsigned char *b = malloc((size_t)n * 4 + 1);
+    if (!b) return NULL;
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        for (int k = 0; k < 4; k++) b[(size_t)i * 4 + (size_t)k] = (unsigned char)(u >> (8 * k));
+    }
+    char *o = rkm_base64_encode(b, (size_t)n * 4);
+    free(b);
+    return o;
+}
+
+char *srv_openai_embeddings(const srv_request *rq, const char *model, const float *vecs, int n,
+                            int dim, int n_tokens)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToArray(data, e);
+        cJSON_AddStringToObject(e, "object", "embedding");
+        cJSON_AddNumberToObject(e, "index", i);
+        const float *v = vecs + (size_t)i * (size_t)dim;
+        if (rq->embed_base64) {
+            char *b = base64_floats(v, dim);
+            if (!b) {
+                cJSON_Delete(o);
+                return NULL;
+            }
+            cJSON_AddStringToObject(e, "embedding", b);
+            free(b);
+        } else {
+            srv_json_add_floats(cJSON_AddArrayToObject(e, "embedding"), v, dim);
+        }
+    }
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", n_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", n_tokens);
+    return srv_json_print(o);
 }

@@ -1,75 +1,46 @@
 /*
- * prompt.c - turns a request into prompt tokens: chat messages through the
- * model's chat template (src/text/chat.h; the built-in fallback for its
- * architecture when it has none), Ollama's generate prompt with its optional system message, or the
- * raw completion prompt; then the tokenizer.
+ * prompt.c - turns a request into prompt tokens: chat messages through
+ * rkm_chat_prompt (the model's chat template, or the built-in one of its
+ * architecture: the same rule as the CLI's), Ollama's generate prompt with
+ * its optional system message, or the raw completion prompt; then the
+ * tokenizer.
  *
- * Called by the worker thread only. A srv_prompt (template source, BOS/EOS
- * texts) belongs to the loaded model's state and is freed with it.
+ * Called by the worker thread only; nothing outlives a call.
  */
 #include "server/prompt.h"
 
-#include "text/chat.h"
 #include "util/common.h"
 
-struct srv_prompt {
-    const char *tmpl; /* the model's template, or a built-in fallback */
-    char *bos, *eos;  /* token texts ("" if none) */
-};
-
-static char *piece_text(const rkm_model *m, int id)
+/* Renders messages (sys_override replaces any system message, as Ollama's
+ * generate "system" does). NULL + rkm_err on failure. */
+static char *render(const rkm_model *m, const srv_msg *msgs, int n, const char *sys_override,
+                    int *add_bos)
 {
-    char buf[256];
-    if (id < 0) return strdup("");
-    int n = rkm_token_to_piece(m, id, buf, (int)sizeof buf - 1);
-    if (n < 0) n = 0;
-    buf[n] = 0;
-    return strdup(buf);
-}
-
-srv_prompt *srv_prompt_new(const rkm_model *m)
-{
-    srv_prompt *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->tmpl = rkm_model_chat_template(m);
-    if (!p->tmpl || !*p->tmpl) p->tmpl = rkm_chat_builtin_template(rkm_chat_builtin_for_arch(rkm_model_arch(m)));
-    if (!p->tmpl) p->tmpl = rkm_chat_builtin_template("chatml");
-    p->bos = piece_text(m, rkm_token_bos(m));
-    p->eos = piece_text(m, rkm_token_eos(m));
-    if (!p->tmpl || !p->bos || !p->eos) {
-        srv_prompt_free(p);
-        rkm_err(RKM_ENOMEM, "no chat template");
-        return NULL;
-    }
-    return p;
-}
-
-void srv_prompt_free(srv_prompt *p)
-{
-    if (!p) return;
-    free(p->bos);
-    free(p->eos);
-    free(p);
-}
-
-/* Renders messages with the template (sys_override replaces any system
- * message, as Ollama's generate "system" does). NULL + rkm_err on failure. */
-static char *render(const srv_prompt *p, const srv_msg *msgs, int n, const char *sys_override)
-{
-    rkm_chat_msg *cm = calloc((size_t)n + 1, sizeof *cm);
+    rkm_chat_message *cm = calloc((size_t)n + 1, sizeof *cm);
     if (!cm) {
         rkm_err(RKM_ENOMEM, "out of memory");
         return NULL;
     }
     int k = 0;
-    if (sys_override) cm[k++] = (rkm_chat_msg){"system", sys_override};
+    if (sys_override) cm[k++] = (rkm_chat_message){"system", sys_override};
     for (int i = 0; i < n; i++) {
         if (sys_override && !strcmp(msgs[i].role, "system")) continue;
-        cm[k++] = (rkm_chat_msg){msgs[i].role, msgs[i].content};
+        cm[k++] = (rkm_chat_message){msgs[i].role, msgs[i].content};
     }
-    char *out = rkm_chat_render(p->tmpl, cm, k, 1, p->bos, p->eos);
+    char *out = rkm_chat_prompt(m, cm, k, 1, add_bos);
     free(cm);
     return out;
+}
+
+/* A raw prompt that spells out the BOS token gets no second one (its text
+ * is tokenized with special-token parsing). */
+static int starts_with_bos(const rkm_model *m, const char *text)
+{
+    char bos[256];
+    int id = rkm_token_bos(m);
+    int n = id >= 0 ? rkm_token_to_piece(m, id, bos, (int)sizeof bos - 1) : 0;
+    if (n <= 0) return 0;
+    return !strncmp(text, bos, (size_t)n);
 }
 
 /* Tokenizes text into a malloc'd array. 0 or a negative code + err. */
@@ -99,28 +70,26 @@ static int tokenize(const rkm_model *m, const char *text, int add_bos, int parse
     return 0;
 }
 
-int srv_prompt_tokens(const srv_prompt *p, const rkm_model *m, const srv_request *rq,
-                      int32_t **ids, int *n_ids, char *err, size_t errcap)
+int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids,
+                      char *err, size_t errcap)
 {
     *ids = NULL;
     *n_ids = 0;
     char *text = NULL;
     int add_bos = 1;
     if (rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT) {
-        text = render(p, rq->msgs, rq->n_msgs, NULL);
+        text = render(m, rq->msgs, rq->n_msgs, NULL, &add_bos);
     } else if (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw) {
         srv_msg user = {(char *)"user", rq->prompt ? rq->prompt : (char *)""};
-        text = render(p, &user, 1, rq->system);
+        text = render(m, &user, 1, rq->system, &add_bos);
     } else {
         text = strdup(rq->prompt ? rq->prompt : "");
+        add_bos = !text || !starts_with_bos(m, text);
     }
     if (!text) {
         snprintf(err, errcap, "chat template: %s", rkm_last_error());
         return RKM_EINVAL;
     }
-    /* A template that writes the BOS text itself gets no second BOS. */
-    size_t nb = strlen(p->bos);
-    if (nb && !strncmp(text, p->bos, nb)) add_bos = 0;
     int rc = tokenize(m, text, add_bos, 1, ids, n_ids, err, errcap);
     free(text);
     return rc;

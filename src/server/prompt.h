@@ -1,6 +1,7 @@
 /*
- * prompt.h - request -> prompt tokens (chat template, Ollama system
- * prompt, raw prompts). Worker thread only; see prompt.c.
+ * prompt.h - request -> prompt tokens (chat template through
+ * rkm_chat_prompt, Ollama's system override, raw prompts). Worker thread
+ * only; see prompt.c.
  */
 #ifndef RKM_SERVER_PROMPT_H
 #define RKM_SERVER_PROMPT_H
@@ -8,15 +9,10 @@
 #include "rkmojo.h"
 #include "server/api.h"
 
-typedef struct srv_prompt srv_prompt;
-
-/* Parses the model's chat template (ChatML if none). NULL on failure. */
-srv_prompt *srv_prompt_new(const rkm_model *m);
-void srv_prompt_free(srv_prompt *p);
 /* Prompt tokens of a generation request (malloc'd *ids). 0, or a negative
  * code with a message for the client in err (status 400). */
-int srv_prompt_tokens(const srv_prompt *p, const rkm_model *m, const srv_request *rq,
-                      int32_t **ids, int *n_ids, char *err, size_t errcap);
+int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids,
+                      char *err, size_t errcap);
 /* Plain text with BOS, no special tokens (embeddings). */
 int srv_text_tokens(const rkm_model *m, const char *text, int32_t **ids, int *n_ids, char *err,
                     size_t errcap);

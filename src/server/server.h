@@ -1,8 +1,12 @@
 /*
  * server.h - internals of rkmojo serve shared by http.c (libmicrohttpd
  * glue), engine.c (the FIFO queue and the one generation worker),
- * models.c (the model registry), prompt_cache.c (KV states on disk) and
- * metrics.c (Prometheus counters).
+ * models.c (the model registry), prompt_cache.c (KV states on disk),
+ * prompt.c (request -> prompt tokens) and metrics.c (Prometheus
+ * formatting of counters, typed events and the engine's gauges). The API
+ * layer below them is api.h (dispatch.c over openai.c and ollama.c, both
+ * over fields.h); text output and chat prompts come from the public API
+ * (rkm_textout, rkm_chat_prompt).
  *
  * Threads: libmicrohttpd runs one thread per connection (they parse, wait
  * and stream); one worker thread owns the loaded model, its session and the
@@ -18,6 +22,7 @@
 
 #include "rkmojo.h"
 #include "server/api.h"
+#include "server/fields.h"
 
 typedef struct srv_config {
     const char *model_path;      /* -m: one model directory */
@@ -162,11 +167,33 @@ typedef struct srv_gen_stats {
     uint64_t expert_hits, expert_misses, bytes_read;
 } srv_gen_stats;
 
+/* What the worker and the HTTP side count, one counter each. */
+enum srv_event {
+    SRV_EV_CANCELED = 0, /* a generation stopped because its client left */
+    SRV_EV_REJECTED,     /* 503: the queue was full */
+    SRV_EV_PCACHE_LOAD,  /* a session state loaded from the disk prompt cache */
+    SRV_EV_PCACHE_STORE, /* a session state saved to it */
+    SRV_EV_MODEL_LOAD,
+    SRV_EV_MODEL_UNLOAD,
+    SRV_EV_COUNT
+};
+
+/* The gauges of one /metrics page, collected by the engine
+ * (srv_engine_gauges) so that metrics.c only formats numbers. */
+typedef struct srv_gauges {
+    int queue_depth;              /* requests waiting */
+    char model_loaded[160];       /* name of the loaded model, "" if none */
+    uint64_t resident_bytes;      /* RSS of the process now */
+    uint64_t peak_resident_bytes; /* its peak */
+} srv_gauges;
+
+void srv_engine_gauges(srv_engine *e, srv_gauges *g);
+
 void srv_metrics_init(void);
 void srv_metrics_request(const char *endpoint, int status);
 void srv_metrics_generation(const srv_gen_stats *st);
-void srv_metrics_event(const char *what); /* "canceled", "rejected", "pcache_load", ... */
-/* Prometheus text exposition (malloc'd). */
-char *srv_metrics_text(srv_engine *e);
+void srv_metrics_event(enum srv_event ev);
+/* Prometheus text exposition of the counters and g (malloc'd). */
+char *srv_metrics_text(const srv_gauges *g);
 
 #endif
