@@ -152,8 +152,11 @@ typedef struct rkm_sampler_params {
  * top_p 0.95, min_p 0.05, repeat_penalty 1 (off) over 64 tokens, no
  * presence / frequency penalty, seed 0x5eed. */
 void rkm_sampler_params_default(rkm_sampler_params *p);
-/* The defaults for generating with model m (m may be NULL): what a front
- * end starts from before applying the settings a user or request gave. */
+/* The defaults for generating with model m (m may be NULL): the one set
+ * above, with the settings the model's authors recommend laid over it
+ * (GGUF general.sampling.*, Hugging Face generation_config.json, kept by
+ * the converter in the manifest). What a front end starts from before
+ * applying the settings a user or request gave. */
 void rkm_sampler_params_for_model(const rkm_model *m, rkm_sampler_params *p);
 
 typedef struct rkm_session_params {

@@ -220,6 +220,7 @@ int rkm_cmd_bench(int argc, char **argv)
     if (reps < 1 || reps > BENCH_MAX_REPEAT)
         return fprintf(stderr, "rkmojo bench: --repeat is 1 to %d\n", BENCH_MAX_REPEAT), 2;
     o.sp.sampler.temperature = 0; /* greedy: the run is reproducible */
+    o.sampling_given[0] = 1;
     o.seed_given = 1;
     rkm_model *m;
     rkm_session *s;

@@ -50,15 +50,23 @@ void rkm_gen_opts_init(rkm_gen_opts *o, int sampling)
     };
 #define SHOWN(text) (sampling ? (text) : NULL)
     const rkm_opt sampler[] = {
-        {"temp", 0, RKM_OPT_FLOAT, &sp->temperature, 0, 100, "T", .help = SHOWN("temperature (default 0.2; 0 = greedy)"),
-         .alias = "temperature"},
-        {"top-k", 0, RKM_OPT_INT, &sp->top_k, 0, 1e9, "K", .help = SHOWN("(default 64; 0 = off)")},
-        {"top-p", 0, RKM_OPT_FLOAT, &sp->top_p, 0, 1, "P", .help = SHOWN("(default 0.95; 1 = off)")},
-        {"min-p", 0, RKM_OPT_FLOAT, &sp->min_p, 0, 1, "P", .help = SHOWN("(default 0 = off)")},
-        {"repeat-penalty", 0, RKM_OPT_FLOAT, &sp->repeat_penalty, 0, 100, "R", .help = SHOWN("(default 1 = off)")},
-        {"repeat-last-n", 0, RKM_OPT_INT, &sp->repeat_last_n, -1, 1e9, "N", .help = SHOWN("window of the repeat penalty (64)")},
-        {"presence-penalty", 0, RKM_OPT_FLOAT, &sp->presence_penalty, -100, 100, "X", .help = SHOWN("(OpenAI semantics)")},
-        {"frequency-penalty", 0, RKM_OPT_FLOAT, &sp->frequency_penalty, -100, 100, "X", .help = SHOWN("(OpenAI semantics)")},
+        {"temp", 0, RKM_OPT_FLOAT, &sp->temperature, 0, 100, "T",
+         .help = SHOWN("temperature (default 0.8, or the model's own; 0 = greedy)"), .alias = "temperature",
+         .given = &o->sampling_given[0]},
+        {"top-k", 0, RKM_OPT_INT, &sp->top_k, 0, 1e9, "K", .help = SHOWN("(default 40; 0 = off)"),
+         .given = &o->sampling_given[1]},
+        {"top-p", 0, RKM_OPT_FLOAT, &sp->top_p, 0, 1, "P", .help = SHOWN("(default 0.95; 1 = off)"),
+         .given = &o->sampling_given[2]},
+        {"min-p", 0, RKM_OPT_FLOAT, &sp->min_p, 0, 1, "P", .help = SHOWN("(default 0.05; 0 = off)"),
+         .given = &o->sampling_given[3]},
+        {"repeat-penalty", 0, RKM_OPT_FLOAT, &sp->repeat_penalty, 0, 100, "R", .help = SHOWN("(default 1 = off)"),
+         .given = &o->sampling_given[4]},
+        {"repeat-last-n", 0, RKM_OPT_INT, &sp->repeat_last_n, -1, 1e9, "N",
+         .help = SHOWN("window of the repeat penalty (default 64)"), .given = &o->sampling_given[5]},
+        {"presence-penalty", 0, RKM_OPT_FLOAT, &sp->presence_penalty, -100, 100, "X",
+         .help = SHOWN("(OpenAI semantics, default 0)"), .given = &o->sampling_given[6]},
+        {"frequency-penalty", 0, RKM_OPT_FLOAT, &sp->frequency_penalty, -100, 100, "X",
+         .help = SHOWN("(OpenAI semantics, default 0)"), .given = &o->sampling_given[7]},
         {"seed", 0, RKM_OPT_U64, &sp->seed, 0, 18446744073709551615.0, "N", .help = SHOWN("random seed (default: from the clock)"),
          .given = &o->seed_given},
         {0},
@@ -91,6 +99,17 @@ int rkm_gen_open(rkm_gen_opts *o, rkm_model **m, rkm_session **s)
         fprintf(stderr, "rkmojo: cannot open %s: %s\n", o->model, rkm_last_error());
         return 1;
     }
+    /* sampling the user did not set comes from the model's defaults */
+    rkm_sampler_params base, *sp = &o->sp.sampler;
+    rkm_sampler_params_for_model(*m, &base);
+    if (!o->sampling_given[0]) sp->temperature = base.temperature;
+    if (!o->sampling_given[1]) sp->top_k = base.top_k;
+    if (!o->sampling_given[2]) sp->top_p = base.top_p;
+    if (!o->sampling_given[3]) sp->min_p = base.min_p;
+    if (!o->sampling_given[4]) sp->repeat_penalty = base.repeat_penalty;
+    if (!o->sampling_given[5]) sp->repeat_last_n = base.repeat_last_n;
+    if (!o->sampling_given[6]) sp->presence_penalty = base.presence_penalty;
+    if (!o->sampling_given[7]) sp->frequency_penalty = base.frequency_penalty;
     /* the backend line, unless it only says the model has no NPU weights */
     if (!o->quiet && strncmp(rkm_model_backend(*m), "cpu: the model has no NPU", 25))
         fprintf(stderr, "rkmojo: backend %s\n", rkm_model_backend(*m));

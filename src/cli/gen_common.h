@@ -21,6 +21,10 @@ typedef struct rkm_gen_opts {
     rkm_model_params mp;
     rkm_session_params sp;
     int seed_given;
+    /* which sampling options were given (the rest come from the model's
+     * defaults, rkm_sampler_params_for_model): temp, top-k, top-p, min-p,
+     * repeat-penalty, repeat-last-n, presence-, frequency-penalty */
+    int sampling_given[8];
     int quiet;
     rkm_opt model_opts[16];     /* -m, -t, -c, the budget, the expert cache (also serve's) */
     rkm_opt session_opts[4];    /* --chunk, --trace-out, -q */

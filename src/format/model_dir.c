@@ -160,6 +160,36 @@ static uint64_t shape_bytes(int type, int n_dims, const int64_t ne[4])
     return rkm_type_row_bytes(type, ne[0]) * rows;
 }
 
+typedef struct {
+    const char *name; /* in the manifest's "sampling" object */
+    unsigned bit;
+    size_t off;
+    int is_int;
+    double lo, hi;
+} sampling_field;
+
+static const sampling_field sampling_fields[] = {
+    {"temperature", RKM_SAMPLING_TEMPERATURE, offsetof(rkm_sampling_hint, temperature), 0, 0, 100},
+    {"top_k", RKM_SAMPLING_TOP_K, offsetof(rkm_sampling_hint, top_k), 1, 0, 1e9},
+    {"top_p", RKM_SAMPLING_TOP_P, offsetof(rkm_sampling_hint, top_p), 0, 0, 1},
+    {"min_p", RKM_SAMPLING_MIN_P, offsetof(rkm_sampling_hint, min_p), 0, 0, 1},
+    {"repeat_penalty", RKM_SAMPLING_REPEAT_PENALTY, offsetof(rkm_sampling_hint, repeat_penalty), 0, 0, 100},
+    {"repeat_last_n", RKM_SAMPLING_REPEAT_LAST_N, offsetof(rkm_sampling_hint, repeat_last_n), 1, -1, 1e9},
+    {NULL, 0, 0, 0, 0, 0},
+};
+
+int rkm_sampling_hint_check(const rkm_sampling_hint *h, const char *what)
+{
+    for (const sampling_field *f = sampling_fields; f->name; f++) {
+        if (!(h->set & f->bit)) continue;
+        double v = f->is_int ? (double)*(const int *)((const char *)h + f->off)
+                             : (double)*(const float *)((const char *)h + f->off);
+        if (!(v >= f->lo && v <= f->hi))
+            return rkm_err(RKM_EFORMAT, "%s: sampling %s = %g is outside [%g, %g]", what, f->name, v, f->lo, f->hi);
+    }
+    return 0;
+}
+
 static char *dup_str(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -279,7 +309,19 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
     md->chat_template_file = dup_str(root, "chat_template");
     if (md->chat_template_file && !safe_rel_path(md->chat_template_file))
         return rkm_err(RKM_EFORMAT, "manifest: bad chat template file name");
-    return 0;
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampling");
+    if (sm && !cJSON_IsObject(sm)) return rkm_err(RKM_EFORMAT, "manifest: 'sampling' is not an object");
+    for (const sampling_field *f = sampling_fields; sm && f->name; f++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(sm, f->name);
+        if (!v) continue;
+        if (!cJSON_IsNumber(v)) return rkm_err(RKM_EFORMAT, "manifest: sampling.%s is not a number", f->name);
+        double d = v->valuedouble;
+        if (f->is_int && (d != (double)(int)d)) return rkm_err(RKM_EFORMAT, "manifest: sampling.%s is not an integer", f->name);
+        if (f->is_int) *(int *)((char *)&md->sampling + f->off) = (int)d;
+        else *(float *)((char *)&md->sampling + f->off) = (float)d;
+        md->sampling.set |= f->bit;
+    }
+    return rkm_sampling_hint_check(&md->sampling, "manifest");
 }
 
 rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const char *dir)
@@ -554,6 +596,21 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
         if (md->tokenizer_config_file) cJSON_AddStringToObject(tok, "config", md->tokenizer_config_file);
     }
     if (md->chat_template_file) cJSON_AddStringToObject(root, "chat_template", md->chat_template_file);
+    if (md->sampling.set) {
+        cJSON *sm = cJSON_AddObjectToObject(root, "sampling");
+        for (const sampling_field *f = sampling_fields; f->name; f++) {
+            if (!(md->sampling.set & f->bit)) continue;
+            double v = f->is_int ? (double)*(const int *)((const char *)&md->sampling + f->off)
+                                 : (double)*(const float *)((const char *)&md->sampling + f->off);
+            char b[32]; /* a float's shortest text, so 0.95 is written 0.95 and reads back the same float */
+            snprintf(b, sizeof b, "%.9g", v);
+            for (int prec = 1; prec <= 9; prec++) {
+                snprintf(b, sizeof b, "%.*g", prec, v);
+                if ((float)strtod(b, NULL) == (float)v) break;
+            }
+            cJSON_AddNumberToObject(sm, f->name, f->is_int ? v : strtod(b, NULL));
+        }
+    }
     char *json = cJSON_Print(root);
     cJSON_Delete(root);
     if (!json) return rkm_err(RKM_ENOMEM, "out of memory");

@@ -59,6 +59,30 @@ typedef struct rkm_expert_layer {
     int fd;                /* -1 until opened */
 } rkm_expert_layer;
 
+/* The sampling settings the model's authors recommend (GGUF
+ * general.sampling.*, Hugging Face generation_config.json), stored in the
+ * manifest's "sampling" object; only the fields whose bit is in `set`. */
+enum {
+    RKM_SAMPLING_TEMPERATURE = 1 << 0,
+    RKM_SAMPLING_TOP_K = 1 << 1,
+    RKM_SAMPLING_TOP_P = 1 << 2,
+    RKM_SAMPLING_MIN_P = 1 << 3,
+    RKM_SAMPLING_REPEAT_PENALTY = 1 << 4,
+    RKM_SAMPLING_REPEAT_LAST_N = 1 << 5,
+};
+typedef struct rkm_sampling_hint {
+    unsigned set;
+    float temperature; /* 0: greedy */
+    int top_k;
+    float top_p, min_p, repeat_penalty;
+    int repeat_last_n;
+} rkm_sampling_hint;
+
+/* Checks a hint's ranges (temperature 0..100, top_k >= 0, top_p and min_p
+ * 0..1, repeat_penalty 0..100, repeat_last_n >= -1); RKM_EFORMAT naming
+ * the field. `what` prefixes the message. */
+int rkm_sampling_hint_check(const rkm_sampling_hint *h, const char *what);
+
 typedef struct rkm_model_dir {
     char *path;
     int version;
@@ -72,6 +96,7 @@ typedef struct rkm_model_dir {
     char *tokenizer_file;      /* relative; NULL if none */
     char *tokenizer_config_file;
     char *chat_template_file;
+    rkm_sampling_hint sampling; /* the authors' recommended sampling, if any */
     uint64_t resident_bytes;   /* size of resident.bin */
     void *map;                 /* resident.bin mapping */
     uint64_t map_bytes;

@@ -26,6 +26,19 @@ void rkm_model_params_default(rkm_model_params *p)
     p->prefetch = -1;
 }
 
+void rkm_sampler_params_for_model(const rkm_model *m, rkm_sampler_params *p)
+{
+    rkm_sampler_params_default(p);
+    if (!m || !m->md) return;
+    const rkm_sampling_hint *h = &m->md->sampling;
+    if (h->set & RKM_SAMPLING_TEMPERATURE) p->temperature = h->temperature;
+    if (h->set & RKM_SAMPLING_TOP_K) p->top_k = h->top_k;
+    if (h->set & RKM_SAMPLING_TOP_P) p->top_p = h->top_p;
+    if (h->set & RKM_SAMPLING_MIN_P) p->min_p = h->min_p;
+    if (h->set & RKM_SAMPLING_REPEAT_PENALTY) p->repeat_penalty = h->repeat_penalty;
+    if (h->set & RKM_SAMPLING_REPEAT_LAST_N) p->repeat_last_n = h->repeat_last_n;
+}
+
 /* The word of a model knob among words[] (index), -1 if unset, -2 (with
  * the message) if it is none of them. */
 static int knob_word(int id, const char *const *words, int n_words)

@@ -42,12 +42,6 @@ void rkm_sampler_params_default(rkm_sampler_params *p)
 
 /* The model's defaults are the common ones until models carry recommended
  * settings; every front end asks here, so that overlay lands in one place. */
-void rkm_sampler_params_for_model(const rkm_model *m, rkm_sampler_params *p)
-{
-    (void)m;
-    rkm_sampler_params_default(p);
-}
-
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
