@@ -30,12 +30,11 @@
 #include <stdint.h>
 
 #include "format/model_dir.h"
-
-enum { RKM_CACHE_LFU = 0, RKM_CACHE_LRU = 1 };
+#include "runtime/cache_policy.h" /* RKM_CACHE_LFU, RKM_CACHE_LRU */
 
 typedef struct rkm_expert_cache_params {
     int slots_per_layer;   /* 0: every expert of a layer (fully resident) */
-    int policy;            /* RKM_CACHE_LFU (aging, recency tie-break; trace.h) or RKM_CACHE_LRU */
+    int policy;            /* RKM_CACHE_LFU (aging, recency tie-break; cache_policy.h) or RKM_CACHE_LRU */
     int prefetch;          /* 0/1 */
     int io_threads;        /* 0: default */
     int direct_io;         /* 1: O_DIRECT when the file system allows */

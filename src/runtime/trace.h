@@ -25,6 +25,8 @@
 
 #include <stdint.h>
 
+#include "runtime/cache_policy.h" /* the victim choice and LFU aging it replays */
+
 #define RKM_TRACE_MAGIC "RKMTRACE"
 #define RKM_TRACE_VERSION 1
 
@@ -57,15 +59,6 @@ typedef struct rkm_trace {
 rkm_trace *rkm_trace_load(const char *path);
 rkm_trace *rkm_trace_parse(const void *data, uint64_t n);
 void rkm_trace_free(rkm_trace *t);
-
-/* LFU with aging: every RKM_LFU_AGE requests of a layer (counted before
- * the request is served) halve that layer's request counts, so experts the
- * routing has moved away from lose their weight. The expert cache and the
- * simulator share it. Measured with trace-sim on 400 decoded tokens of
- * qwen3-30b-a3b (docs/STREAMING.md): at 58 slots the hit rate rises from
- * 90.4% (counts since the start) to 92.2%, at 32 slots from 79.3% to 81.7%;
- * on olmoe at 25 slots it moves from 51.3% to 51.2%. */
-#define RKM_LFU_AGE 64
 
 typedef struct rkm_sim_result {
     uint64_t hits, misses;
