@@ -1,7 +1,7 @@
 /*
  * cache_policy.c - the expert cache's victim choice and LFU aging
  * (cache_policy.h). Pure functions on the caller's arrays: no state, no
- * allocation, no locks (callers hold their own: expert_cache.c's c->mu).
+ * allocation, no locks (callers hold their own: expert_cache_slots.c's c->mu).
  */
 #include "runtime/cache_policy.h"
 

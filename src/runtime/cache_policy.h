@@ -1,6 +1,6 @@
 /*
  * cache_policy.h - which slot an expert-cache miss evicts, as one pure
- * function shared by the live cache (expert_cache.c) and the offline
+ * function shared by the live cache (expert_cache_slots.c) and the offline
  * simulator (trace.c, `rkmojo trace-sim`), so the two cannot diverge.
  *
  * The policy sees an array of slots (one layer's, or a pool shared by

@@ -21,7 +21,9 @@
  * Blobs returned by get stay valid until release of that layer. Every
  * entry point is thread-safe, but pins are per layer, not per caller: two
  * sessions running the same layer at once must be serialised by the
- * caller. docs/STREAMING.md describes the design.
+ * caller. docs/STREAMING.md describes the design. Implemented by
+ * expert_cache_slots.c (slots, requests, reads), expert_cache_fill.c
+ * (background threads) and cache_policy.c (the victim choice).
  */
 #ifndef RKM_EXPERT_CACHE_H
 #define RKM_EXPERT_CACHE_H

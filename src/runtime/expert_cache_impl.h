@@ -1,7 +1,7 @@
 /*
  * expert_cache_impl.h - the expert cache's state, shared by its slot state
- * machine (expert_cache.c: request/get/unpin/release, reads, life) and its
- * background threads (cache_fill.c: the prefault and the fill). Private to
+ * machine (expert_cache_slots.c: request/get/unpin/release, reads, life) and its
+ * background threads (expert_cache_fill.c: the prefault and the fill). Private to
  * those two files; the API is expert_cache.h.
  *
  * Locking: c->mu guards every slot field except the bytes of a LOADING
@@ -101,7 +101,7 @@ struct rkm_expert_cache {
     rkm_trace_writer *trace;       /* NULL: not recording */
     uint32_t trace_token;          /* forward passes seen so far */
     int trace_last_il;
-    /* cache_fill.c */
+    /* expert_cache_fill.c */
     pthread_t prefault_thr;        /* populates the slot buffers (budgeted caches) */
     int prefault_started;
     pthread_t fill_thr;            /* reads every expert ahead (fully resident, params.fill) */
@@ -110,7 +110,7 @@ struct rkm_expert_cache {
     atomic_int bg_stop;            /* both background threads stop */
 };
 
-/* expert_cache.c, called with c->mu held. */
+/* expert_cache_slots.c, called with c->mu held. */
 /* The slot of lc's pool a new blob may go to (the policy's choice, a free
  * one first), or -1 while every slot is pinned or being read. */
 int rkm_expert_cache__victim(struct rkm_expert_cache *c, layer_cache *lc);
@@ -119,11 +119,11 @@ void rkm_expert_cache__assign(layer_cache *lc, int s, int e);
 /* Submits the chunk reads of expert e into sl, which becomes LOADING. */
 void rkm_expert_cache__start_read(struct rkm_expert_cache *c, layer_cache *lc, slot *sl, int e, int prio);
 
-/* cache_fill.c, called by rkm_expert_cache_new and _free without c->mu. */
+/* expert_cache_fill.c, called by rkm_expert_cache_new and _free without c->mu. */
 /* Starts the prefault thread (budgeted caches) or the fill thread (fully
  * resident ones with params.fill), as the configuration calls for. */
-void rkm_cache_fill_start(struct rkm_expert_cache *c);
+void rkm_expert_cache__fill_start(struct rkm_expert_cache *c);
 /* Stops both and joins them; the cache stays consistent for free. */
-void rkm_cache_fill_stop(struct rkm_expert_cache *c);
+void rkm_expert_cache__fill_stop(struct rkm_expert_cache *c);
 
 #endif

@@ -67,11 +67,13 @@ typedef struct rkm_sim_result {
 
 /* Replays t with `slots` per layer under policy, with the expert cache's
  * rules: duplicates in a request count once; a request's hits are pinned
- * before its misses pick victims; an empty slot is used first; LRU evicts
- * the least recently requested (ties: lower id); LFU the least requested
- * (counts kept while not cached, halved every RKM_LFU_AGE requests of the
- * layer; ties: least recent, then lower id); Belady the one whose next
- * request is farthest (never: first; ties: lower id). res->layer_* may be NULL; if not, they are filled. */
+ * before its misses pick victims; LRU and LFU choose victims with the
+ * cache's own function (cache_policy.h: an empty slot first, LRU the least
+ * recently requested, LFU the least requested with counts kept while not
+ * cached and aged every RKM_LFU_AGE requests of the layer; ties: least
+ * recent, then lower layer, then lower id); Belady the one whose next
+ * request is farthest (never: first; ties: lower layer, then lower id).
+ * res->layer_* may be NULL; if not, they are filled. */
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res);
 /* The same with global != 0: one pool of slots x (MoE layers in the
  * trace) shared by every layer, a miss evicting the policy's choice among

@@ -1,6 +1,6 @@
 /*
- * cache_fill.c - the expert cache's two background threads, apart from
- * its slot state machine (expert_cache.c):
+ * expert_cache_fill.c - the expert cache's two background threads, apart from
+ * its slot state machine (expert_cache_slots.c):
  *
  *  - the prefault thread (budgeted caches: fewer slots than experts
  *    somewhere) populates the slot buffers' pages at the lowest priority
@@ -11,7 +11,7 @@
  *    time at prefetch priority (fill_main), so a model that fits in
  *    memory stops stalling on first uses within seconds of opening.
  *
- * Threads: rkm_cache_fill_start and _stop run on the thread creating or
+ * Threads: rkm_expert_cache__fill_start and _stop run on the thread creating or
  * freeing the cache (no other thread uses it then). The prefault thread
  * reads only what creation wrote once (layers, slot buffers' addresses,
  * blob strides) and bg_stop (atomic); it takes no lock and writes no cache
@@ -21,7 +21,7 @@
  * pthread_cond_wait; it reads bg_stop (atomic). Lock order as in
  * expert_cache_impl.h: c->mu, then io->mu (taken by the read submission).
  * Ownership: the threads own nothing; the cache joins them in
- * rkm_cache_fill_stop before it frees anything they touch.
+ * rkm_expert_cache__fill_stop before it frees anything they touch.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -94,7 +94,7 @@ out:
     return NULL;
 }
 
-void rkm_cache_fill_start(cache *c)
+void rkm_expert_cache__fill_start(cache *c)
 {
     const rkm_expert_cache_params *p = &c->p;
     /* Only a budgeted cache (fewer slots than experts somewhere) is
@@ -113,7 +113,7 @@ void rkm_cache_fill_start(cache *c)
     else c->fill_done = 1;
 }
 
-void rkm_cache_fill_stop(cache *c)
+void rkm_expert_cache__fill_stop(cache *c)
 {
     atomic_store(&c->bg_stop, 1);
     if (c->fill_started) {

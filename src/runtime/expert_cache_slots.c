@@ -1,6 +1,9 @@
 /*
- * expert_cache.c - per-layer caches of routed-expert blobs, filled by the
- * IO engine (io_engine.c) from the per-layer expert files.
+ * expert_cache_slots.c - the expert cache (expert_cache.h): per-layer
+ * caches of routed-expert blobs, filled by the IO engine (io_engine.c)
+ * from the per-layer expert files. Its state is in expert_cache_impl.h,
+ * its background threads in expert_cache_fill.c, its victim choice in
+ * cache_policy.c.
  *
  * Each MoE layer has n_slots slot buffers of blob_stride bytes (4096-
  * aligned), or, with params.shared_slots, every layer looks up its experts
@@ -21,12 +24,12 @@
  * request reads again. prefetch() starts reads at prefetch priority into
  * unpinned slots; a demand request that finds its expert still queued
  * promotes those chunk reads. A request that finds its expert still being
- * read by the background fill (cache_fill.c) promotes the read and counts
+ * read by the background fill (expert_cache_fill.c) promotes the read and counts
  * a miss.
  *
  * Threads: one compute thread calls request/get/try_get/unpin/release/
  * prefetch and the stats; the IO threads run chunk_done and finish_read;
- * cache_fill.c's fill thread calls rkm_expert_cache__victim, __assign and
+ * expert_cache_fill.c's fill thread calls rkm_expert_cache__victim, __assign and
  * __start_read under c->mu. Every field is guarded as
  * expert_cache_impl.h says (c->mu for the slots, maps, counts and stats).
  * Lock order: c->mu, then io->mu.
@@ -355,7 +358,7 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         rkm_err(RKM_ENOMEM, "expert cache: cannot start the IO threads");
         goto fail;
     }
-    rkm_cache_fill_start(c);
+    rkm_expert_cache__fill_start(c);
     return c;
 oom:
     rkm_err(RKM_ENOMEM, "expert cache: out of memory");
@@ -367,7 +370,7 @@ fail:
 void rkm_expert_cache_free(rkm_expert_cache *c)
 {
     if (!c) return;
-    rkm_cache_fill_stop(c);
+    rkm_expert_cache__fill_stop(c);
     rkm_io_free(c->io); /* waits for reads in flight: they write into slots */
     if (c->trace && rkm_trace_writer_close(c->trace))
         fprintf(stderr, "rkmojo: %s\n", rkm_last_error()); /* free cannot return it */
