@@ -267,6 +267,95 @@ static void test_trace_matches_cache(fixture *f)
         }
 }
 
+/* A recorded trace replayed through a fresh cache, record by record, as
+ * trace-sim replays it: the same hits and misses, per layer too, under
+ * LRU and LFU, per layer and in a shared pool. The trace has enough
+ * requests per layer for several LFU agings (RKM_LFU_AGE), popular
+ * experts that move, and requests of 1 to TOPK experts (prefill chunks'
+ * unions come as requests of any width up to the slots). Records never
+ * exceed the smallest slot count here: a record is one request, as the
+ * cache records them (trace-sim splits a wider one into tiles but ages
+ * its LFU counts once per record). */
+static void test_replay_into_cache(fixture *f)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/replay.bin", test_tmpdir());
+    enum { N_REC = 5 * RKM_LFU_AGE };
+    rkm_trace_writer *w = rkm_trace_writer_open(path, f->md.hp.n_layer, N_EXPERT, TOPK);
+    CHECK_MSG(w != NULL, "%s", rkm_last_error());
+    if (!w) return;
+    for (int r = 0; r < N_REC; r++) {
+        int ids[TOPK], n = TOPK, phase = r / 128; /* the popular experts move */
+        if (r % 5 == 0) n = 1 + (int)(rng() % TOPK);
+        for (int k = 0; k < n;) {
+            int e = rng() % 3 ? (int)((rng() % 4 + (uint64_t)phase * 4) % N_EXPERT) : (int)(rng() % N_EXPERT);
+            int dup = 0;
+            for (int j = 0; j < k; j++) dup |= ids[j] == e;
+            if (!dup) ids[k++] = e;
+        }
+        CHECK_EQ_INT(rkm_trace_write(w, (uint32_t)(r / 2), moe_layers[r % 2], ids, n), 0);
+    }
+    CHECK_EQ_INT(rkm_trace_writer_close(w), 0);
+    rkm_trace *tr = rkm_trace_load(path);
+    CHECK_MSG(tr != NULL, "%s", rkm_last_error());
+    if (!tr) return;
+    static const int slot_counts[] = {3, 4, 5, 7, 11};
+    uint64_t lfu_lru_differ = 0;
+    for (int shared = 0; shared < 2; shared++)
+        for (size_t si = 0; si < RKM_ARRAY_LEN(slot_counts); si++) {
+            uint64_t hits[2] = {0};
+            for (int policy = 0; policy < 2; policy++) {
+                int slots = slot_counts[si];
+                rkm_expert_cache_params p = {.slots_per_layer = slots, .policy = policy, .shared_slots = shared};
+                rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
+                CHECK_MSG(c != NULL, "%s", rkm_last_error());
+                if (!c) break;
+                CHECK_EQ_INT(rkm_expert_cache_shared(c), shared);
+                int bad = 0;
+                for (int64_t r = 0; r < tr->n_rec; r++) {
+                    const rkm_trace_rec *rec = &tr->recs[r];
+                    int ids[TOPK];
+                    for (int i = 0; i < rec->n; i++) ids[i] = tr->ids[rec->first + i];
+                    bad += rkm_expert_cache_request(c, rec->layer, ids, rec->n) != 0;
+                    /* get all before release: a slot still being read is
+                     * no victim, which the replay does not model */
+                    for (int i = 0; i < rec->n; i++) {
+                        const uint8_t *b = NULL;
+                        bad += rkm_expert_cache_get(c, rec->layer, ids[i], &b) != 0 || !b;
+                    }
+                    rkm_expert_cache_release(c, rec->layer);
+                }
+                CHECK_MSG(bad == 0, "replay: %d failed calls (%s)", bad, rkm_last_error());
+                rkm_expert_cache_stats st;
+                rkm_expert_cache_get_stats(c, &st);
+                uint64_t lh[4] = {0}, lm[4] = {0};
+                rkm_sim_result r = {.layer_hits = lh, .layer_misses = lm};
+                CHECK_EQ_INT(rkm_trace_simulate_pool(tr, policy == RKM_CACHE_LRU ? RKM_SIM_LRU : RKM_SIM_LFU, slots,
+                                                     shared, &r),
+                             0);
+                CHECK_MSG(r.hits == st.hits && r.misses == st.misses,
+                          "%s %s slots %d: cache %llu/%llu hits/misses, trace-sim %llu/%llu",
+                          shared ? "shared" : "per-layer", policy ? "lru" : "lfu", slots,
+                          (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)r.hits,
+                          (unsigned long long)r.misses);
+                for (int l = 0; l < 2; l++) {
+                    uint64_t h, m;
+                    rkm_expert_cache_layer_stats(c, moe_layers[l], &h, &m);
+                    CHECK_MSG(h == lh[moe_layers[l]] && m == lm[moe_layers[l]],
+                              "layer %d: cache %llu/%llu, trace-sim %llu/%llu", moe_layers[l],
+                              (unsigned long long)h, (unsigned long long)m,
+                              (unsigned long long)lh[moe_layers[l]], (unsigned long long)lm[moe_layers[l]]);
+                }
+                hits[policy] = st.hits;
+                rkm_expert_cache_free(c);
+            }
+            lfu_lru_differ += hits[0] != hits[1];
+        }
+    /* the policies must part somewhere, or the equalities prove little */
+    CHECK(lfu_lru_differ > 0);
+    rkm_trace_free(tr);
+}
+
 static void test_invariance_and_policy(fixture *f)
 {
     static const int slot_counts[] = {3, 4, 7, 12, 0};
@@ -811,6 +900,7 @@ int main(void)
     test_args_and_pins(&f);
     test_invariance_and_policy(&f);
     test_trace_matches_cache(&f);
+    test_replay_into_cache(&f);
     test_fault_hook(&f);
     test_prefetch_fault(&f);
     test_env_fault(&f);
