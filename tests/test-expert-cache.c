@@ -1,12 +1,14 @@
 /*
- * test-expert-cache.c - the streaming expert cache (runtime/expert_cache.c,
- * runtime/io_engine.c) against a hand-made model directory written here:
- * two MoE layers of random blobs in per-layer files.
+ * test-expert-cache.c - the streaming expert cache (runtime/expert_cache*.c
+ * over runtime/io_engine.c, which test-io-engine tests alone) against a
+ * hand-made model directory written here: two MoE layers of random blobs
+ * in per-layer files.
  *
  *  - invariance: every blob get() returns is byte-identical to the file's
  *    bytes read independently, under every slot count, policy, prefetch,
  *    IO-thread count, chunk size, IO back end and O_DIRECT setting;
- *  - policy: LRU and LFU hit counts equal an independent simulation;
+ *  - policy: LRU and LFU hit counts equal an independent simulation, and
+ *    trace-sim's replay of the cache's own trace and of a written one;
  *  - faults: injected EIO, short reads and corruption (hook and RKM_FAULT),
  *    a corrupted and a truncated file: the get fails with a clear error,
  *    other experts of the request still load, the next request works;
@@ -22,7 +24,6 @@
 #include <unistd.h>
 
 #include "common/test.h"
-#include "runtime/budget.h"
 #include "runtime/expert_cache.h"
 #include "runtime/io_engine.h"
 #include "runtime/trace.h"
@@ -727,67 +728,6 @@ static void test_args_and_pins(fixture *f)
     CHECK(rkm_expert_cache_new(&md2, &p) == NULL);
 }
 
-/* The IO engine alone: many ops, both priorities, callbacks on threads. */
-typedef struct io_count {
-    pthread_mutex_t mu;
-    int done;
-    int bad;
-} io_count;
-
-static void io_done(rkm_io_op *op)
-{
-    io_count *n = op->user;
-    pthread_mutex_lock(&n->mu);
-    n->done++;
-    if (op->err || op->got != op->len) n->bad++;
-    pthread_mutex_unlock(&n->mu);
-}
-
-static void test_io_engine(fixture *f)
-{
-    for (int backend = 1; backend <= 2; backend++) {
-        rkm_io_params p = {.backend = backend, .n_threads = 3, .queue_depth = 4};
-        rkm_io *io = rkm_io_new(&p);
-        CHECK(io != NULL);
-        if (!io) return;
-        printf("io engine asked for backend %d: %s, %d threads\n", backend, rkm_io_backend_name(io),
-               rkm_io_n_threads(io));
-        int fd = open(f->path[1], O_RDONLY);
-        enum { N = 64 };
-        rkm_io_op ops[N];
-        uint8_t *buf = rkm_alloc_aligned(N * 4096, 4096);
-        io_count cnt = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        for (int i = 0; i < N; i++) {
-            ops[i] = (rkm_io_op){.fd = fd, .buf = buf + i * 4096, .off = (uint64_t)(i % 20) * 4096, .len = 4096,
-                                 .prio = i % 2, .done = io_done, .user = &cnt};
-            rkm_io_submit(io, &ops[i]);
-        }
-        rkm_io_free(io); /* waits for all */
-        CHECK_EQ_INT(cnt.done, N);
-        CHECK_EQ_INT(cnt.bad, 0);
-        int same = 1;
-        for (int i = 0; i < N; i++) same &= !memcmp(buf + i * 4096, f->ref[1] + (i % 20) * 4096, 4096);
-        CHECK(same);
-        /* a read past EOF completes with got < len, no error */
-        rkm_io *io2 = rkm_io_new(&p);
-        io_count c2 = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        rkm_io_op op = {.fd = fd, .buf = buf, .off = 1u << 30, .len = 4096, .done = io_done, .user = &c2};
-        rkm_io_submit(io2, &op);
-        rkm_io_free(io2);
-        CHECK_EQ_INT(c2.done, 1);
-        CHECK(op.got == 0 && op.err == 0);
-        /* a bad descriptor reports its errno */
-        rkm_io *io3 = rkm_io_new(&p);
-        io_count c3 = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        rkm_io_op op3 = {.fd = 9999, .buf = buf, .off = 0, .len = 4096, .done = io_done, .user = &c3};
-        rkm_io_submit(io3, &op3);
-        rkm_io_free(io3);
-        CHECK_EQ_INT(op3.err, EBADF);
-        close(fd);
-        rkm_free_aligned(buf);
-    }
-}
-
 /* A model written by the real converter: every blob the cache returns,
  * under a few settings, equals rkm_model_dir_read_expert's (a plain
  * buffered pread with checksum, written by the format's owner). */
@@ -839,55 +779,6 @@ static void test_converted_model(void)
     rkm_model_dir_close(md);
 }
 
-/* The memory plan: figures add up, slots shrink with the budget, the
- * minimum is enforced with a message that gives the numbers. */
-static void test_budget(fixture *f)
-{
-    rkm_model_dir md = f->md;
-    md.resident_bytes = 100u << 20;
-    rkm_hparams *hp = &md.hp;
-    hp->n_layer = 4, hp->n_embd = 256, hp->n_head = 4, hp->head_dim = 64, hp->head_dim_v = 64;
-    hp->head_dim_swa = 32, hp->n_vocab = 1000, hp->n_ff_exp = 128;
-    for (int il = 0; il < 4; il++) hp->n_head_kv[il] = 2;
-    hp->sliding_window = 100;
-    hp->swa_layer[0] = hp->swa_layer[2] = 1;
-    /* KV by hand: full layers 1, 3: 1000 rows * 2 heads * (64 + 64) * 2 B;
-     * sliding layers 0, 2: min(1000, 100 + 128) rows * 2 * (32 + 32) * 2 B */
-    uint64_t kv = 2ull * 1000 * 2 * 128 * 2 + 2ull * 228 * 2 * 64 * 2;
-    CHECK_EQ_INT(rkm_budget_kv_bytes(hp, 1000, 128), kv);
-    rkm_budget b;
-    CHECK_EQ_INT(rkm_budget_plan(&md, 0, 1000, NULL, &b), 0);
-    CHECK_EQ_INT(b.slots_per_layer, N_EXPERT);
-    CHECK_EQ_INT(b.kv_bytes, kv);
-    CHECK_EQ_INT(b.slot_bytes, f->el[0].blob_stride + f->el[1].blob_stride);
-    CHECK_EQ_INT(b.total_bytes, b.resident_bytes + b.kv_bytes + b.scratch_bytes + b.overhead_bytes + b.cache_bytes);
-    uint64_t fixed = b.total_bytes - b.cache_bytes;
-    int prev = N_EXPERT + 1;
-    for (int want = N_EXPERT; want >= TOPK; want--) {
-        uint64_t budget = fixed + (uint64_t)want * b.slot_bytes + b.slot_bytes / 2;
-        CHECK_EQ_INT(rkm_budget_plan(&md, budget, 1000, NULL, &b), 0);
-        CHECK_EQ_INT(b.slots_per_layer, want);
-        CHECK(b.total_bytes <= budget);
-        CHECK(b.slots_per_layer < prev);
-        prev = b.slots_per_layer;
-    }
-    CHECK_EQ_INT(rkm_budget_plan(&md, fixed + 100 * b.slot_bytes, 1000, NULL, &b), 0);
-    CHECK_EQ_INT(b.slots_per_layer, N_EXPERT); /* capped */
-    int rc = rkm_budget_plan(&md, fixed + (TOPK - 1) * b.slot_bytes, 1000, NULL, &b);
-    CHECK_EQ_INT(rc, RKM_EBUDGET);
-    CHECK_MSG(strstr(rkm_last_error(), "too small") && strstr(rkm_last_error(), "resident weights 100.00 MiB") &&
-                  strstr(rkm_last_error(), "3 expert slots per layer"),
-              "%s", rkm_last_error());
-    CHECK_EQ_INT(rkm_budget_plan(&md, 1u << 20, 1000, NULL, &b), RKM_EBUDGET); /* below the resident core */
-    rkm_budget_opts o = {.n_sessions = 3, .scratch_bytes = 12345, .overhead_bytes = 1};
-    CHECK_EQ_INT(rkm_budget_plan(&md, 0, 1000, &o, &b), 0);
-    CHECK_EQ_INT(b.kv_bytes, 3 * kv);
-    CHECK_EQ_INT(b.scratch_bytes, 12345);
-    char desc[512];
-    CHECK(strstr(rkm_budget_describe(&b, desc, sizeof desc), "12 slots/layer") != NULL);
-    CHECK_EQ_INT(rkm_budget_plan(NULL, 0, 0, NULL, &b), RKM_EINVAL);
-}
-
 int main(void)
 {
     const char *dir = test_tmpdir();
@@ -896,7 +787,6 @@ int main(void)
     mkdir(sub, 0755);
     fixture f;
     make_fixture(&f, dir);
-    test_io_engine(&f);
     test_args_and_pins(&f);
     test_invariance_and_policy(&f);
     test_trace_matches_cache(&f);
@@ -908,7 +798,6 @@ int main(void)
     test_fill(&f);
     test_shared_pool(&f);
     test_converted_model();
-    test_budget(&f);
     free(f.ref[0]);
     free(f.ref[1]);
     return test_done();
