@@ -1,12 +1,14 @@
 /*
- * test-expert-cache.c - the streaming expert cache (runtime/expert_cache.c,
- * runtime/io_engine.c) against a hand-made model directory written here:
- * two MoE layers of random blobs in per-layer files.
+ * test-expert-cache.c - the streaming expert cache (runtime/expert_cache*.c
+ * over runtime/io_engine.c, which test-io-engine tests alone) against a
+ * hand-made model directory written here: two MoE layers of random blobs
+ * in per-layer files.
  *
  *  - invariance: every blob get() returns is byte-identical to the file's
  *    bytes read independently, under every slot count, policy, prefetch,
  *    IO-thread count, chunk size, IO back end and O_DIRECT setting;
- *  - policy: LRU and LFU hit counts equal an independent simulation;
+ *  - policy: LRU and LFU hit counts equal an independent simulation, and
+ *    trace-sim's replay of the cache's own trace and of a written one;
  *  - faults: injected EIO, short reads and corruption (hook and RKM_FAULT),
  *    a corrupted and a truncated file: the get fails with a clear error,
  *    other experts of the request still load, the next request works;
@@ -22,7 +24,6 @@
 #include <unistd.h>
 
 #include "common/test.h"
-#include "runtime/budget.h"
 #include "runtime/expert_cache.h"
 #include "runtime/io_engine.h"
 #include "runtime/trace.h"
@@ -265,6 +266,95 @@ static void test_trace_matches_cache(fixture *f)
             CHECK(b.hits >= r.hits);
             rkm_trace_free(tr);
         }
+}
+
+/* A recorded trace replayed through a fresh cache, record by record, as
+ * trace-sim replays it: the same hits and misses, per layer too, under
+ * LRU and LFU, per layer and in a shared pool. The trace has enough
+ * requests per layer for several LFU agings (RKM_LFU_AGE), popular
+ * experts that move, and requests of 1 to TOPK experts (prefill chunks'
+ * unions come as requests of any width up to the slots). Records never
+ * exceed the smallest slot count here: a record is one request, as the
+ * cache records them (trace-sim splits a wider one into tiles but ages
+ * its LFU counts once per record). */
+static void test_replay_into_cache(fixture *f)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/replay.bin", test_tmpdir());
+    enum { N_REC = 5 * RKM_LFU_AGE };
+    rkm_trace_writer *w = rkm_trace_writer_open(path, f->md.hp.n_layer, N_EXPERT, TOPK);
+    CHECK_MSG(w != NULL, "%s", rkm_last_error());
+    if (!w) return;
+    for (int r = 0; r < N_REC; r++) {
+        int ids[TOPK], n = TOPK, phase = r / 128; /* the popular experts move */
+        if (r % 5 == 0) n = 1 + (int)(rng() % TOPK);
+        for (int k = 0; k < n;) {
+            int e = rng() % 3 ? (int)((rng() % 4 + (uint64_t)phase * 4) % N_EXPERT) : (int)(rng() % N_EXPERT);
+            int dup = 0;
+            for (int j = 0; j < k; j++) dup |= ids[j] == e;
+            if (!dup) ids[k++] = e;
+        }
+        CHECK_EQ_INT(rkm_trace_write(w, (uint32_t)(r / 2), moe_layers[r % 2], ids, n), 0);
+    }
+    CHECK_EQ_INT(rkm_trace_writer_close(w), 0);
+    rkm_trace *tr = rkm_trace_load(path);
+    CHECK_MSG(tr != NULL, "%s", rkm_last_error());
+    if (!tr) return;
+    static const int slot_counts[] = {3, 4, 5, 7, 11};
+    uint64_t lfu_lru_differ = 0;
+    for (int shared = 0; shared < 2; shared++)
+        for (size_t si = 0; si < RKM_ARRAY_LEN(slot_counts); si++) {
+            uint64_t hits[2] = {0};
+            for (int policy = 0; policy < 2; policy++) {
+                int slots = slot_counts[si];
+                rkm_expert_cache_params p = {.slots_per_layer = slots, .policy = policy, .shared_slots = shared};
+                rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
+                CHECK_MSG(c != NULL, "%s", rkm_last_error());
+                if (!c) break;
+                CHECK_EQ_INT(rkm_expert_cache_shared(c), shared);
+                int bad = 0;
+                for (int64_t r = 0; r < tr->n_rec; r++) {
+                    const rkm_trace_rec *rec = &tr->recs[r];
+                    int ids[TOPK];
+                    for (int i = 0; i < rec->n; i++) ids[i] = tr->ids[rec->first + i];
+                    bad += rkm_expert_cache_request(c, rec->layer, ids, rec->n) != 0;
+                    /* get all before release: a slot still being read is
+                     * no victim, which the replay does not model */
+                    for (int i = 0; i < rec->n; i++) {
+                        const uint8_t *b = NULL;
+                        bad += rkm_expert_cache_get(c, rec->layer, ids[i], &b) != 0 || !b;
+                    }
+                    rkm_expert_cache_release(c, rec->layer);
+                }
+                CHECK_MSG(bad == 0, "replay: %d failed calls (%s)", bad, rkm_last_error());
+                rkm_expert_cache_stats st;
+                rkm_expert_cache_get_stats(c, &st);
+                uint64_t lh[4] = {0}, lm[4] = {0};
+                rkm_sim_result r = {.layer_hits = lh, .layer_misses = lm};
+                CHECK_EQ_INT(rkm_trace_simulate_pool(tr, policy == RKM_CACHE_LRU ? RKM_SIM_LRU : RKM_SIM_LFU, slots,
+                                                     shared, &r),
+                             0);
+                CHECK_MSG(r.hits == st.hits && r.misses == st.misses,
+                          "%s %s slots %d: cache %llu/%llu hits/misses, trace-sim %llu/%llu",
+                          shared ? "shared" : "per-layer", policy ? "lru" : "lfu", slots,
+                          (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)r.hits,
+                          (unsigned long long)r.misses);
+                for (int l = 0; l < 2; l++) {
+                    uint64_t h, m;
+                    rkm_expert_cache_layer_stats(c, moe_layers[l], &h, &m);
+                    CHECK_MSG(h == lh[moe_layers[l]] && m == lm[moe_layers[l]],
+                              "layer %d: cache %llu/%llu, trace-sim %llu/%llu", moe_layers[l],
+                              (unsigned long long)h, (unsigned long long)m,
+                              (unsigned long long)lh[moe_layers[l]], (unsigned long long)lm[moe_layers[l]]);
+                }
+                hits[policy] = st.hits;
+                rkm_expert_cache_free(c);
+            }
+            lfu_lru_differ += hits[0] != hits[1];
+        }
+    /* the policies must part somewhere, or the equalities prove little */
+    CHECK(lfu_lru_differ > 0);
+    rkm_trace_free(tr);
 }
 
 static void test_invariance_and_policy(fixture *f)
@@ -638,67 +728,6 @@ static void test_args_and_pins(fixture *f)
     CHECK(rkm_expert_cache_new(&md2, &p) == NULL);
 }
 
-/* The IO engine alone: many ops, both priorities, callbacks on threads. */
-typedef struct io_count {
-    pthread_mutex_t mu;
-    int done;
-    int bad;
-} io_count;
-
-static void io_done(rkm_io_op *op)
-{
-    io_count *n = op->user;
-    pthread_mutex_lock(&n->mu);
-    n->done++;
-    if (op->err || op->got != op->len) n->bad++;
-    pthread_mutex_unlock(&n->mu);
-}
-
-static void test_io_engine(fixture *f)
-{
-    for (int backend = 1; backend <= 2; backend++) {
-        rkm_io_params p = {.backend = backend, .n_threads = 3, .queue_depth = 4};
-        rkm_io *io = rkm_io_new(&p);
-        CHECK(io != NULL);
-        if (!io) return;
-        printf("io engine asked for backend %d: %s, %d threads\n", backend, rkm_io_backend_name(io),
-               rkm_io_n_threads(io));
-        int fd = open(f->path[1], O_RDONLY);
-        enum { N = 64 };
-        rkm_io_op ops[N];
-        uint8_t *buf = rkm_alloc_aligned(N * 4096, 4096);
-        io_count cnt = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        for (int i = 0; i < N; i++) {
-            ops[i] = (rkm_io_op){.fd = fd, .buf = buf + i * 4096, .off = (uint64_t)(i % 20) * 4096, .len = 4096,
-                                 .prio = i % 2, .done = io_done, .user = &cnt};
-            rkm_io_submit(io, &ops[i]);
-        }
-        rkm_io_free(io); /* waits for all */
-        CHECK_EQ_INT(cnt.done, N);
-        CHECK_EQ_INT(cnt.bad, 0);
-        int same = 1;
-        for (int i = 0; i < N; i++) same &= !memcmp(buf + i * 4096, f->ref[1] + (i % 20) * 4096, 4096);
-        CHECK(same);
-        /* a read past EOF completes with got < len, no error */
-        rkm_io *io2 = rkm_io_new(&p);
-        io_count c2 = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        rkm_io_op op = {.fd = fd, .buf = buf, .off = 1u << 30, .len = 4096, .done = io_done, .user = &c2};
-        rkm_io_submit(io2, &op);
-        rkm_io_free(io2);
-        CHECK_EQ_INT(c2.done, 1);
-        CHECK(op.got == 0 && op.err == 0);
-        /* a bad descriptor reports its errno */
-        rkm_io *io3 = rkm_io_new(&p);
-        io_count c3 = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        rkm_io_op op3 = {.fd = 9999, .buf = buf, .off = 0, .len = 4096, .done = io_done, .user = &c3};
-        rkm_io_submit(io3, &op3);
-        rkm_io_free(io3);
-        CHECK_EQ_INT(op3.err, EBADF);
-        close(fd);
-        rkm_free_aligned(buf);
-    }
-}
-
 /* A model written by the real converter: every blob the cache returns,
  * under a few settings, equals rkm_model_dir_read_expert's (a plain
  * buffered pread with checksum, written by the format's owner). */
@@ -750,55 +779,6 @@ static void test_converted_model(void)
     rkm_model_dir_close(md);
 }
 
-/* The memory plan: figures add up, slots shrink with the budget, the
- * minimum is enforced with a message that gives the numbers. */
-static void test_budget(fixture *f)
-{
-    rkm_model_dir md = f->md;
-    md.resident_bytes = 100u << 20;
-    rkm_hparams *hp = &md.hp;
-    hp->n_layer = 4, hp->n_embd = 256, hp->n_head = 4, hp->head_dim = 64, hp->head_dim_v = 64;
-    hp->head_dim_swa = 32, hp->n_vocab = 1000, hp->n_ff_exp = 128;
-    for (int il = 0; il < 4; il++) hp->n_head_kv[il] = 2;
-    hp->sliding_window = 100;
-    hp->swa_layer[0] = hp->swa_layer[2] = 1;
-    /* KV by hand: full layers 1, 3: 1000 rows * 2 heads * (64 + 64) * 2 B;
-     * sliding layers 0, 2: min(1000, 100 + 128) rows * 2 * (32 + 32) * 2 B */
-    uint64_t kv = 2ull * 1000 * 2 * 128 * 2 + 2ull * 228 * 2 * 64 * 2;
-    CHECK_EQ_INT(rkm_budget_kv_bytes(hp, 1000, 128), kv);
-    rkm_budget b;
-    CHECK_EQ_INT(rkm_budget_plan(&md, 0, 1000, NULL, &b), 0);
-    CHECK_EQ_INT(b.slots_per_layer, N_EXPERT);
-    CHECK_EQ_INT(b.kv_bytes, kv);
-    CHECK_EQ_INT(b.slot_bytes, f->el[0].blob_stride + f->el[1].blob_stride);
-    CHECK_EQ_INT(b.total_bytes, b.resident_bytes + b.kv_bytes + b.scratch_bytes + b.overhead_bytes + b.cache_bytes);
-    uint64_t fixed = b.total_bytes - b.cache_bytes;
-    int prev = N_EXPERT + 1;
-    for (int want = N_EXPERT; want >= TOPK; want--) {
-        uint64_t budget = fixed + (uint64_t)want * b.slot_bytes + b.slot_bytes / 2;
-        CHECK_EQ_INT(rkm_budget_plan(&md, budget, 1000, NULL, &b), 0);
-        CHECK_EQ_INT(b.slots_per_layer, want);
-        CHECK(b.total_bytes <= budget);
-        CHECK(b.slots_per_layer < prev);
-        prev = b.slots_per_layer;
-    }
-    CHECK_EQ_INT(rkm_budget_plan(&md, fixed + 100 * b.slot_bytes, 1000, NULL, &b), 0);
-    CHECK_EQ_INT(b.slots_per_layer, N_EXPERT); /* capped */
-    int rc = rkm_budget_plan(&md, fixed + (TOPK - 1) * b.slot_bytes, 1000, NULL, &b);
-    CHECK_EQ_INT(rc, RKM_EBUDGET);
-    CHECK_MSG(strstr(rkm_last_error(), "too small") && strstr(rkm_last_error(), "resident weights 100.00 MiB") &&
-                  strstr(rkm_last_error(), "3 expert slots per layer"),
-              "%s", rkm_last_error());
-    CHECK_EQ_INT(rkm_budget_plan(&md, 1u << 20, 1000, NULL, &b), RKM_EBUDGET); /* below the resident core */
-    rkm_budget_opts o = {.n_sessions = 3, .scratch_bytes = 12345, .overhead_bytes = 1};
-    CHECK_EQ_INT(rkm_budget_plan(&md, 0, 1000, &o, &b), 0);
-    CHECK_EQ_INT(b.kv_bytes, 3 * kv);
-    CHECK_EQ_INT(b.scratch_bytes, 12345);
-    char desc[512];
-    CHECK(strstr(rkm_budget_describe(&b, desc, sizeof desc), "12 slots/layer") != NULL);
-    CHECK_EQ_INT(rkm_budget_plan(NULL, 0, 0, NULL, &b), RKM_EINVAL);
-}
-
 int main(void)
 {
     const char *dir = test_tmpdir();
@@ -807,10 +787,10 @@ int main(void)
     mkdir(sub, 0755);
     fixture f;
     make_fixture(&f, dir);
-    test_io_engine(&f);
     test_args_and_pins(&f);
     test_invariance_and_policy(&f);
     test_trace_matches_cache(&f);
+    test_replay_into_cache(&f);
     test_fault_hook(&f);
     test_prefetch_fault(&f);
     test_env_fault(&f);
@@ -818,7 +798,6 @@ int main(void)
     test_fill(&f);
     test_shared_pool(&f);
     test_converted_model();
-    test_budget(&f);
     free(f.ref[0]);
     free(f.ref[1]);
     return test_done();

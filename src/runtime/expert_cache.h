@@ -21,7 +21,9 @@
  * Blobs returned by get stay valid until release of that layer. Every
  * entry point is thread-safe, but pins are per layer, not per caller: two
  * sessions running the same layer at once must be serialised by the
- * caller. docs/STREAMING.md describes the design.
+ * caller. docs/STREAMING.md describes the design. Implemented by
+ * expert_cache_slots.c (slots, requests, reads), expert_cache_fill.c
+ * (background threads) and cache_policy.c (the victim choice).
  */
 #ifndef RKM_EXPERT_CACHE_H
 #define RKM_EXPERT_CACHE_H
@@ -30,12 +32,11 @@
 #include <stdint.h>
 
 #include "format/model_dir.h"
-
-enum { RKM_CACHE_LFU = 0, RKM_CACHE_LRU = 1 };
+#include "runtime/cache_policy.h" /* RKM_CACHE_LFU, RKM_CACHE_LRU */
 
 typedef struct rkm_expert_cache_params {
     int slots_per_layer;   /* 0: every expert of a layer (fully resident) */
-    int policy;            /* RKM_CACHE_LFU (aging, recency tie-break; trace.h) or RKM_CACHE_LRU */
+    int policy;            /* RKM_CACHE_LFU (aging, recency tie-break; cache_policy.h) or RKM_CACHE_LRU */
     int prefetch;          /* 0/1 */
     int io_threads;        /* 0: default */
     int direct_io;         /* 1: O_DIRECT when the file system allows */

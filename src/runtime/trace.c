@@ -1,6 +1,10 @@
 /*
  * trace.c - routing-trace files (layout in trace.h) and the offline cache
- * simulator behind `rkmojo trace-sim`.
+ * simulator behind `rkmojo trace-sim`. The simulator keeps slots as the
+ * expert cache does and lets cache_policy.c choose LRU and LFU victims,
+ * so a replay can only differ from the cache where the cache's timing
+ * does (prefetch, reads still in flight); Belady, which needs the future,
+ * is the simulator's own.
  *
  * Threads: a writer may be shared (the expert cache writes from the
  * compute thread; w->mu makes concurrent writers safe). Loading and
@@ -195,11 +199,11 @@ const char *rkm_sim_policy_name(int policy)
 
 typedef struct sim {
     int ne;
-    uint8_t *cached;     /* [layer * ne + e] */
-    int *n_cached;       /* [layer] */
-    uint64_t *freq, *last;
-    uint64_t *pin;       /* tile stamp that pinned it */
-    uint64_t *n_req;     /* [layer]: records seen (LFU aging) */
+    int cap;                 /* slots of one pool */
+    rkm_policy_slot *slots;  /* the pools: one per layer (cap each), or one shared */
+    int32_t *slot_of;        /* [layer * ne + e]: index into slots, or -1 */
+    uint64_t *freq;          /* [layer * ne + e]: LFU counts */
+    uint64_t *n_req;         /* [layer]: records seen (LFU aging) */
     /* Belady: occurrences of (layer, e) in record order, CSR */
     int64_t *occ_start, *occ_cur, *occ;
 } sim;
@@ -209,6 +213,26 @@ static uint64_t next_use(sim *s, int key, int64_t r)
     int64_t end = s->occ_start[key + 1];
     while (s->occ_cur[key] < end && s->occ[s->occ_cur[key]] <= r) s->occ_cur[key]++;
     return s->occ_cur[key] < end ? (uint64_t)s->occ[s->occ_cur[key]] : UINT64_MAX;
+}
+
+/* Belady's choice in pool[0..n) before record r: a free slot first, then
+ * the expert requested farthest ahead (never: first), ties to the lower
+ * layer, then the lower id. Only the simulator knows the future. */
+static int belady_victim(sim *s, const rkm_policy_slot *pool, int n, int64_t r)
+{
+    int best = -1;
+    uint64_t best_next = 0;
+    for (int i = 0; i < n; i++) {
+        const rkm_policy_slot *sl = &pool[i];
+        if (sl->busy) continue;
+        if (sl->expert < 0) return i;
+        uint64_t nx = next_use(s, sl->layer * s->ne + sl->expert, r);
+        const rkm_policy_slot *b = best >= 0 ? &pool[best] : NULL;
+        if (!b || nx > best_next ||
+            (nx == best_next && (sl->layer < b->layer || (sl->layer == b->layer && sl->expert < b->expert))))
+            best = i, best_next = nx;
+    }
+    return best;
 }
 
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res)
@@ -225,20 +249,24 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
     if (res->layer_misses) memset(res->layer_misses, 0, sizeof(uint64_t) * (size_t)t->n_layer);
     int ne = t->n_expert;
     size_t nk = (size_t)t->n_layer * (size_t)ne;
-    sim s = {.ne = ne};
-    s.cached = calloc(nk, 1);
-    s.n_cached = calloc((size_t)t->n_layer, sizeof(int));
+    /* more slots than experts hold every expert of a layer, as the cache's */
+    sim s = {.ne = ne, .cap = RKM_MIN(slots, ne)};
+    s.slot_of = malloc(sizeof(int32_t) * nk);
     s.freq = calloc(nk, sizeof(uint64_t));
-    s.last = calloc(nk, sizeof(uint64_t));
-    s.pin = calloc(nk, sizeof(uint64_t));
     s.n_req = calloc((size_t)t->n_layer, sizeof(uint64_t));
     int rc = 0;
-    if (!s.cached || !s.n_cached || !s.freq || !s.last || !s.pin || !s.n_req) goto oom;
-    /* global: one pool of slots x (layers the trace requests from) */
-    int64_t pool_slots = 0, n_total = 0;
+    if (!s.slot_of || !s.freq || !s.n_req) goto oom;
+    for (size_t k = 0; k < nk; k++) s.slot_of[k] = -1;
+    /* global: one pool of cap x (layers the trace requests from) */
+    int n_active = 0;
     for (int64_t r = 0; r < t->n_rec; r++)
-        if (!s.n_req[t->recs[r].layer]) s.n_req[t->recs[r].layer] = 1, pool_slots += slots;
+        if (!s.n_req[t->recs[r].layer]) s.n_req[t->recs[r].layer] = 1, n_active++;
     memset(s.n_req, 0, sizeof(uint64_t) * (size_t)t->n_layer);
+    int pool_n = global ? s.cap * n_active : s.cap;
+    size_t n_slots = global ? (size_t)pool_n : (size_t)s.cap * (size_t)t->n_layer;
+    s.slots = malloc(sizeof *s.slots * (n_slots ? n_slots : 1));
+    if (!s.slots) goto oom;
+    for (size_t i = 0; i < n_slots; i++) s.slots[i] = (rkm_policy_slot){.layer = -1, .expert = -1};
     if (policy == RKM_SIM_BELADY) {
         s.occ_start = calloc(nk + 1, sizeof(int64_t));
         s.occ_cur = calloc(nk + 1, sizeof(int64_t));
@@ -256,15 +284,18 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
             }
         memcpy(s.occ_cur, s.occ_start, sizeof(int64_t) * nk);
     }
+    int cache_policy = policy == RKM_SIM_LFU ? RKM_CACHE_LFU : RKM_CACHE_LRU;
     uint64_t tick = 0;
     for (int64_t r = 0; r < t->n_rec; r++) {
         const rkm_trace_rec *rec = &t->recs[r];
         const uint16_t *ids = t->ids + rec->first;
         int L = rec->layer;
-        uint8_t *cached = s.cached + (size_t)L * ne;
-        uint64_t *freq = s.freq + (size_t)L * ne, *last = s.last + (size_t)L * ne, *pin = s.pin + (size_t)L * ne;
-        if (++s.n_req[L] % RKM_LFU_AGE == 0)
-            for (int x = 0; x < ne; x++) freq[x] >>= 1;
+        uint64_t *freq = s.freq + (size_t)L * ne;
+        int32_t *slot_of = s.slot_of + (size_t)L * ne;
+        /* slot_of indexes s.slots; this record's candidates are pool[0..pool_n) */
+        rkm_policy_slot *pool = global ? s.slots : s.slots + (size_t)L * s.cap;
+        int base = (int)(pool - s.slots);
+        rkm_cache_policy_age(freq, ne, &s.n_req[L]);
         /* unique ids, in order; tiles of `slots` like moe.c */
         int uniq[TRACE_MAX_EXPERTS], nu = 0;
         for (int i = 0; i < rec->n; i++) {
@@ -277,64 +308,46 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
             const int *tile = uniq + t0;
             tick++;
             for (int i = 0; i < nt; i++) /* hits first: pin them */
-                if (cached[tile[i]]) {
-                    int e = tile[i];
-                    freq[e]++, last[e] = tick, pin[e] = tick;
+                if (slot_of[tile[i]] >= 0) {
+                    rkm_policy_slot *sl = &s.slots[slot_of[tile[i]]];
+                    freq[tile[i]]++;
+                    sl->last_use = tick, sl->busy = 1;
                     res->hits++;
                     if (res->layer_hits) res->layer_hits[L]++;
                 }
             for (int i = 0; i < nt; i++) {
                 int e = tile[i];
-                if (pin[e] == tick) continue;
+                if (slot_of[e] >= 0 && s.slots[slot_of[e]].busy) continue;
                 freq[e]++;
                 res->misses++;
                 if (res->layer_misses) res->layer_misses[L]++;
-                if (global ? n_total >= pool_slots : s.n_cached[L] >= slots) {
-                    /* the victim among this layer's keys, or every layer's
-                     * (global); keys are layer * ne + id, scanned in order */
-                    size_t k0 = global ? 0 : (size_t)L * ne, k1 = global ? nk : k0 + (size_t)ne;
-                    int64_t v = -1;
-                    uint64_t vnext = 0;
-                    for (size_t x = k0; x < k1; x++) {
-                        if (!s.cached[x] || s.pin[x] == tick) continue;
-                        int better;
-                        if (policy == RKM_SIM_BELADY) {
-                            uint64_t nx = next_use(&s, (int)x, r);
-                            better = v < 0 || nx > vnext;
-                            if (better) vnext = nx;
-                        } else {
-                            int older = v < 0 || s.last[x] < s.last[v];
-                            better = policy == RKM_SIM_LFU ? v < 0 || s.freq[x] < s.freq[v] ||
-                                                                 (s.freq[x] == s.freq[v] && older)
-                                                           : older;
-                        }
-                        if (better) v = (int64_t)x;
-                    }
-                    if (v < 0) { /* cannot happen: nt <= slots */
-                        rc = rkm_err(RKM_EINVAL, "trace-sim: no victim");
-                        goto out;
-                    }
-                    s.cached[v] = 0;
-                    s.n_cached[v / ne]--;
-                    n_total--;
+                int v;
+                if (policy == RKM_SIM_BELADY) {
+                    v = belady_victim(&s, pool, pool_n, r);
+                } else {
+                    for (int j = 0; cache_policy == RKM_CACHE_LFU && j < pool_n; j++)
+                        if (pool[j].expert >= 0) pool[j].freq = s.freq[(size_t)pool[j].layer * ne + pool[j].expert];
+                    v = rkm_cache_policy_victim(cache_policy, pool, pool_n);
                 }
-                cached[e] = 1;
-                s.n_cached[L]++;
-                n_total++;
-                last[e] = tick;
-                pin[e] = tick;
+                if (v < 0) { /* cannot happen: nt <= slots */
+                    rc = rkm_err(RKM_EINVAL, "trace-sim: no victim");
+                    goto out;
+                }
+                rkm_policy_slot *sl = &pool[v];
+                if (sl->expert >= 0) s.slot_of[(size_t)sl->layer * ne + sl->expert] = -1;
+                *sl = (rkm_policy_slot){.layer = L, .expert = e, .busy = 1, .last_use = tick};
+                slot_of[e] = base + v;
             }
+            for (int i = 0; i < nt; i++) s.slots[slot_of[tile[i]]].busy = 0; /* the tile is done */
         }
     }
     goto out;
 oom:
     rc = rkm_err(RKM_ENOMEM, "trace-sim: out of memory");
 out:
-    free(s.cached);
-    free(s.n_cached);
+    free(s.slots);
+    free(s.slot_of);
     free(s.freq);
-    free(s.last);
-    free(s.pin);
     free(s.n_req);
     free(s.occ_start);
     free(s.occ_cur);

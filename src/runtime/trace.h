@@ -25,6 +25,8 @@
 
 #include <stdint.h>
 
+#include "runtime/cache_policy.h" /* the victim choice and LFU aging it replays */
+
 #define RKM_TRACE_MAGIC "RKMTRACE"
 #define RKM_TRACE_VERSION 1
 
@@ -58,15 +60,6 @@ rkm_trace *rkm_trace_load(const char *path);
 rkm_trace *rkm_trace_parse(const void *data, uint64_t n);
 void rkm_trace_free(rkm_trace *t);
 
-/* LFU with aging: every RKM_LFU_AGE requests of a layer (counted before
- * the request is served) halve that layer's request counts, so experts the
- * routing has moved away from lose their weight. The expert cache and the
- * simulator share it. Measured with trace-sim on 400 decoded tokens of
- * qwen3-30b-a3b (docs/STREAMING.md): at 58 slots the hit rate rises from
- * 90.4% (counts since the start) to 92.2%, at 32 slots from 79.3% to 81.7%;
- * on olmoe at 25 slots it moves from 51.3% to 51.2%. */
-#define RKM_LFU_AGE 64
-
 typedef struct rkm_sim_result {
     uint64_t hits, misses;
     uint64_t *layer_hits, *layer_misses; /* n_layer each, or NULL */
@@ -74,11 +67,13 @@ typedef struct rkm_sim_result {
 
 /* Replays t with `slots` per layer under policy, with the expert cache's
  * rules: duplicates in a request count once; a request's hits are pinned
- * before its misses pick victims; an empty slot is used first; LRU evicts
- * the least recently requested (ties: lower id); LFU the least requested
- * (counts kept while not cached, halved every RKM_LFU_AGE requests of the
- * layer; ties: least recent, then lower id); Belady the one whose next
- * request is farthest (never: first; ties: lower id). res->layer_* may be NULL; if not, they are filled. */
+ * before its misses pick victims; LRU and LFU choose victims with the
+ * cache's own function (cache_policy.h: an empty slot first, LRU the least
+ * recently requested, LFU the least requested with counts kept while not
+ * cached and aged every RKM_LFU_AGE requests of the layer; ties: least
+ * recent, then lower layer, then lower id); Belady the one whose next
+ * request is farthest (never: first; ties: lower layer, then lower id).
+ * res->layer_* may be NULL; if not, they are filled. */
 int rkm_trace_simulate(const rkm_trace *t, int policy, int slots, rkm_sim_result *res);
 /* The same with global != 0: one pool of slots x (MoE layers in the
  * trace) shared by every layer, a miss evicting the policy's choice among

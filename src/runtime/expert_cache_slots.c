@@ -1,6 +1,9 @@
 /*
- * expert_cache.c - per-layer caches of routed-expert blobs, filled by the
- * IO engine (io_engine.c) from the per-layer expert files.
+ * expert_cache_slots.c - the expert cache (expert_cache.h): per-layer
+ * caches of routed-expert blobs, filled by the IO engine (io_engine.c)
+ * from the per-layer expert files. Its state is in expert_cache_impl.h,
+ * its background threads in expert_cache_fill.c, its victim choice in
+ * cache_policy.c.
  *
  * Each MoE layer has n_slots slot buffers of blob_stride bytes (4096-
  * aligned), or, with params.shared_slots, every layer looks up its experts
@@ -9,34 +12,27 @@
  * layers whose routing is spread get more slots than layers whose routing
  * is concentrated (trace-sim --global replays it).
  *
- * request() pins the routed experts; a miss takes a victim slot
- * (unpinned, not being read: empty first, then LFU with recency tie-break
- * or LRU; LFU counts every request of an expert since the cache was
- * created, also while it was not cached, as trace.c's simulator does) and
- * submits the blob as parallel chunk reads; the last chunk to complete
- * runs the fault hook and the checksum on its IO thread and marks the slot
- * READY or ERROR. get() waits only for its own expert. A failed slot keeps
- * its error for this request's gets and becomes EMPTY at release, so the
- * next request reads again. prefetch() starts reads at prefetch priority
- * into unpinned slots; a demand request that finds its expert still
- * queued promotes those chunk reads.
+ * This file is the slot state machine: request() pins the routed
+ * experts; a miss takes the slot cache_policy.c chooses (unpinned, not
+ * being read: empty first, then LFU with recency tie-break or LRU; LFU
+ * counts every request of an expert since the cache was created, also
+ * while it was not cached, as trace.c's simulator does) and submits the
+ * blob as parallel chunk reads; the last chunk to complete runs the fault
+ * hook and the checksum on its IO thread and marks the slot READY or
+ * ERROR. get() waits only for its own expert. A failed slot keeps its
+ * error for this request's gets and becomes EMPTY at release, so the next
+ * request reads again. prefetch() starts reads at prefetch priority into
+ * unpinned slots; a demand request that finds its expert still queued
+ * promotes those chunk reads. A request that finds its expert still being
+ * read by the background fill (expert_cache_fill.c) promotes the read and counts
+ * a miss.
  *
- * A fully resident cache with params.fill reads every expert ahead, one
- * blob at a time at prefetch priority (fill_main), so a model that fits
- * in memory stops stalling on first uses within seconds of opening; a
- * request that finds its expert still being filled promotes the read and
- * counts a miss.
- *
- * Threads: one compute thread calls request/get/release/prefetch; the IO
- * threads run chunk_done; a budgeted cache's prefault thread populates the
- * slot buffers' pages at low priority (prefault_main) and touches nothing
- * else; a fully resident one's fill thread assigns empty slots and starts
- * their reads under c->mu like a prefetch. c->mu guards every slot field
- * except the bytes of a LOADING slot's buffer (written by the IO engine,
- * read by the finishing IO thread; nobody else touches a LOADING slot) and
- * the stats; c->cv is broadcast when a slot leaves LOADING. Lock order:
- * c->mu, then io->mu (rkm_io_submit and rkm_io_promote are called with
- * c->mu held; IO callbacks take c->mu without holding io->mu).
+ * Threads: one compute thread calls request/get/try_get/unpin/release/
+ * prefetch and the stats; the IO threads run chunk_done and finish_read;
+ * expert_cache_fill.c's fill thread calls rkm_expert_cache__victim, __assign and
+ * __start_read under c->mu. Every field is guarded as
+ * expert_cache_impl.h says (c->mu for the slots, maps, counts and stats).
+ * Lock order: c->mu, then io->mu.
  * Ownership: the cache owns the slot buffers (one huge-page mapping per
  * layer or per pool, or from slot_alloc when the caller gives one, e.g.
  * NPU memory, and returned through slot_free), the chunk ops, its own file
@@ -46,99 +42,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "runtime/io_engine.h"
-#include "runtime/trace.h"
+#include "runtime/expert_cache_impl.h"
 #include "util/common.h"
 
-enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
-
 #define DEFAULT_CHUNK (512u * 1024u)
-#define MAX_FAULTS 16
 
-typedef struct layer_cache layer_cache;
 typedef struct rkm_expert_cache cache;
-
-typedef struct slot {
-    layer_cache *lc;
-    int expert;         /* -1: none */
-    int state;
-    int pinned;
-    int prefetched;     /* read started by a prefetch and not yet requested */
-    int filling;        /* read started by the background fill, not yet requested */
-    uint64_t last_use;  /* tick of the last request that used it */
-    int err;            /* SLOT_ERROR: the code */
-    char msg[256];      /* SLOT_ERROR: the message */
-    uint8_t *buf;       /* blob_stride bytes, 4096-aligned */
-    /* the read in flight (LOADING) */
-    int chunks_left;
-    int n_chunks;
-    int io_err;         /* first errno of a chunk */
-    uint64_t io_err_off;
-    uint64_t valid;     /* contiguous bytes read from the blob start */
-    double t_submit;
-    rkm_io_op *ops;     /* max_chunks */
-} slot;
-
-struct layer_cache {
-    cache *c;
-    const rkm_expert_layer *el;
-    int il;
-    int fd;
-    int direct;
-    int n_slots;        /* entries of slots[]: the pool when shared */
-    int cap;            /* experts one layer may pin at once (slots_per_layer) */
-    int shares;         /* slots[] and the arena are layer 0's (shared pool) */
-    slot *slots;        /* a slot's lc is the layer of the expert it holds */
-    uint8_t *arena;   /* the slot buffers, one huge-page mapping (no slot_alloc) */
-    size_t arena_bytes;
-    int *slot_of;       /* n_expert: slot index or -1 */
-    uint64_t *freq;     /* n_expert: times requested (LFU), halved every RKM_LFU_AGE requests */
-    uint64_t n_req;     /* requests of this layer (LFU aging) */
-    uint8_t *verified;  /* n_expert: checksum checked once (VERIFY_FIRST) */
-    uint64_t hits, misses;
-};
-
-typedef struct fault {
-    int kind; /* 0 eio, 1 short, 2 corrupt */
-    int il, e, count;
-} fault;
-
-struct rkm_expert_cache {
-    const rkm_model_dir *md;
-    rkm_expert_cache_params p;
-    int n_layers;                  /* expert layers */
-    layer_cache *layers;
-    int layer_idx[RKM_MAX_LAYERS]; /* model layer -> index or -1 */
-    int max_chunks;
-    uint32_t chunk_bytes;
-    uint64_t tick;
-    uint64_t bytes;
-    rkm_io *io;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    rkm_expert_cache_stats st;
-    rkm_expert_fault_fn fault_fn;
-    void *fault_user;
-    fault faults[MAX_FAULTS];      /* from RKM_FAULT */
-    int n_faults;
-    int shared;                    /* the layers' slots are one pool (layer 0's) */
-    rkm_trace_writer *trace;       /* NULL: not recording */
-    uint32_t trace_token;          /* forward passes seen so far */
-    int trace_last_il;
-    pthread_t prefault_thr;        /* populates the slot buffers (budgeted caches) */
-    int prefault_started;
-    pthread_t fill_thr;            /* reads every expert ahead (fully resident, params.fill) */
-    int fill_started;
-    int fill_done;                 /* under mu; c->cv is broadcast when it is set */
-    atomic_int bg_stop;            /* both background threads stop */
-};
 
 static layer_cache *layer_of(const cache *c, int il)
 {
@@ -150,14 +62,14 @@ static layer_cache *layer_of(const cache *c, int il)
 
 static void parse_faults(cache *c, const char *spec)
 {
-    while (spec && *spec && c->n_faults < MAX_FAULTS) {
+    while (spec && *spec && c->n_faults < RKM_CACHE_MAX_FAULTS) {
         char kind[16];
         int il, e, count, used = 0;
         if (sscanf(spec, "%15[a-z]:%d:%d:%d%n", kind, &il, &e, &count, &used) != 4) {
             fprintf(stderr, "rkmojo: ignoring malformed RKM_FAULT entry '%s'\n", spec);
             return;
         }
-        fault *f = &c->faults[c->n_faults];
+        rkm_cache_fault *f = &c->faults[c->n_faults];
         f->kind = !strcmp(kind, "eio") ? 0 : !strcmp(kind, "short") ? 1 : !strcmp(kind, "corrupt") ? 2 : -1;
         f->il = il, f->e = e, f->count = count;
         if (f->kind >= 0) c->n_faults++;
@@ -172,7 +84,7 @@ static int env_fault(cache *c, int il, int e, uint8_t *buf, uint64_t *got)
     int kind = -1;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n_faults; i++) {
-        fault *f = &c->faults[i];
+        rkm_cache_fault *f = &c->faults[i];
         if (f->count > 0 && f->il == il && (f->e < 0 || f->e == e)) {
             f->count--;
             kind = f->kind;
@@ -285,7 +197,7 @@ static void chunk_done(rkm_io_op *op)
 }
 
 /* Starts reading expert e into sl (c->mu held). */
-static void start_read(cache *c, layer_cache *lc, slot *sl, int e, int prio)
+void rkm_expert_cache__start_read(cache *c, layer_cache *lc, slot *sl, int e, int prio)
 {
     const rkm_expert_layer *el = lc->el;
     uint64_t len = RKM_ALIGN_UP(el->blob_bytes, RKM_EXPERT_ALIGN);
@@ -340,69 +252,6 @@ static int open_expert_file(const rkm_model_dir *md, const rkm_expert_layer *el,
     }
     free(path);
     return fd;
-}
-
-/* A budgeted cache will fill every slot sooner or later, and the first
- * O_DIRECT read into a never-touched page pays for the kernel faulting it
- * in and zeroing it inside the read (measured on the dev VM: 830 MB/s into
- * fresh pages against 1.2-1.7 GB/s into touched ones). This thread, at the
- * lowest priority, populates the slot buffers ahead of the reads, so that
- * cost leaves the critical path. MADV_POPULATE_WRITE never changes the
- * bytes of a present page, so it may race with reads into the same slots. */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-static void *prefault_main(void *arg)
-{
-    cache *c = arg;
-    setpriority(PRIO_PROCESS, 0, 19); /* this thread only (Linux) */
-    for (int i = 0; i < c->n_layers; i++) {
-        layer_cache *lc = &c->layers[i];
-        for (int s = 0; !lc->shares && s < lc->n_slots; s++) {
-            if (atomic_load_explicit(&c->bg_stop, memory_order_relaxed)) return NULL;
-            uint8_t *b = lc->slots[s].buf;
-            size_t n = lc->el->blob_stride;
-            /* Kernels before 5.14 lack it: then stop. Touching the pages by
-             * hand instead would race with reads landing in them. */
-            if (madvise(b, n, MADV_POPULATE_WRITE) != 0) return NULL;
-        }
-    }
-    return NULL;
-}
-
-static int pick_victim(const cache *c, const layer_cache *lc);
-static void assign(layer_cache *lc, int s, int e);
-
-/* The background fill of a fully resident cache: every expert not yet in a
- * slot, layer by layer, one blob in flight at a time so that demand reads
- * (ahead in the IO queue) wait behind at most one blob's chunks. It only
- * takes empty slots, never evicts, and leaves a failed read to the
- * request that needs the expert (finish_read forgets an unpinned slot). */
-static void *fill_main(void *arg)
-{
-    cache *c = arg;
-    setpriority(PRIO_PROCESS, 0, 19); /* this thread only (Linux) */
-    pthread_mutex_lock(&c->mu);
-    for (int i = 0; i < c->n_layers; i++) {
-        layer_cache *lc = &c->layers[i];
-        for (int e = 0; e < lc->el->n_expert; e++) {
-            if (atomic_load_explicit(&c->bg_stop, memory_order_relaxed)) goto out;
-            if (lc->slot_of[e] >= 0) continue;
-            int s = pick_victim(c, lc);
-            if (s < 0 || lc->slots[s].expert >= 0) continue;
-            assign(lc, s, e);
-            slot *sl = &lc->slots[s];
-            sl->filling = 1;
-            start_read(c, lc, sl, e, RKM_IO_PREFETCH);
-            while (sl->state == SLOT_LOADING && !atomic_load_explicit(&c->bg_stop, memory_order_relaxed))
-                pthread_cond_wait(&c->cv, &c->mu);
-        }
-    }
-out:
-    c->fill_done = 1;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
 }
 
 rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert_cache_params *p)
@@ -467,11 +316,13 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
             lc->shares = 1;
             lc->n_slots = c->layers[0].n_slots;
             lc->slots = c->layers[0].slots;
+            lc->cand = c->layers[0].cand;
         } else {
             if (shared) n *= c->n_layers;
             lc->n_slots = n;
             lc->slots = calloc(n > 0 ? (size_t)n : 1, sizeof *lc->slots);
-            if (!lc->slots) goto oom;
+            lc->cand = calloc(n > 0 ? (size_t)n : 1, sizeof *lc->cand);
+            if (!lc->slots || !lc->cand) goto oom;
         }
         int fd = open_expert_file(md, el, p->direct_io, &lc->direct);
         if (fd < 0) goto fail;
@@ -507,20 +358,7 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         rkm_err(RKM_ENOMEM, "expert cache: cannot start the IO threads");
         goto fail;
     }
-    /* Only a budgeted cache (fewer slots than experts somewhere) is
-     * populated ahead: a fully resident one grows as experts are used. */
-    int budgeted = 0;
-    for (int i = 0; i < c->n_layers; i++) budgeted |= c->layers[i].cap < c->layers[i].el->n_expert;
-    const char *pf = getenv("RKM_PREFAULT");
-    if (pf && *pf) budgeted = atoi(pf) != 0;
-    if (p->slot_alloc) budgeted = 0; /* the caller's memory (NPU buffers) comes populated */
-    if (budgeted && pthread_create(&c->prefault_thr, NULL, prefault_main, c) == 0) c->prefault_started = 1;
-    /* The fill needs every slot (no eviction) and room for them all; it
-     * would eat injected faults meant for requests. */
-    uint64_t avail = rkm_mem_available_bytes();
-    int fill = p->fill && !budgeted && !c->n_faults && c->n_layers > 0 && (!avail || c->bytes <= avail);
-    if (fill && pthread_create(&c->fill_thr, NULL, fill_main, c) == 0) c->fill_started = 1;
-    else c->fill_done = 1;
+    rkm_expert_cache__fill_start(c);
     return c;
 oom:
     rkm_err(RKM_ENOMEM, "expert cache: out of memory");
@@ -532,27 +370,21 @@ fail:
 void rkm_expert_cache_free(rkm_expert_cache *c)
 {
     if (!c) return;
-    atomic_store(&c->bg_stop, 1);
-    if (c->fill_started) {
-        pthread_mutex_lock(&c->mu); /* wakes the fill from its wait */
-        pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        pthread_join(c->fill_thr, NULL);
-    }
-    if (c->prefault_started) pthread_join(c->prefault_thr, NULL);
+    rkm_expert_cache__fill_stop(c);
     rkm_io_free(c->io); /* waits for reads in flight: they write into slots */
     if (c->trace && rkm_trace_writer_close(c->trace))
         fprintf(stderr, "rkmojo: %s\n", rkm_last_error()); /* free cannot return it */
     for (int i = 0; c->layers && i < c->n_layers; i++) {
         layer_cache *lc = &c->layers[i];
         if (lc->fd >= 0) close(lc->fd);
-        if (lc->shares) lc->slots = NULL; /* layer 0's */
+        if (lc->shares) lc->slots = NULL, lc->cand = NULL; /* layer 0's */
         for (int s = 0; lc->slots && s < lc->n_slots; s++) {
             if (c->p.slot_free && lc->slots[s].buf) c->p.slot_free(c->p.slot_user, lc->slots[s].buf);
             free(lc->slots[s].ops);
         }
         rkm_unmap_weights(lc->arena, lc->arena_bytes);
         free(lc->slots);
+        free(lc->cand);
         free(lc->slot_of);
         free(lc->freq);
         free(lc->verified);
@@ -561,19 +393,6 @@ void rkm_expert_cache_free(rkm_expert_cache *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
-}
-
-int rkm_expert_cache_wait_fill(rkm_expert_cache *c)
-{
-    if (!c) return 0;
-    int n = 0;
-    pthread_mutex_lock(&c->mu);
-    while (!c->fill_done) pthread_cond_wait(&c->cv, &c->mu);
-    for (int i = 0; i < c->n_layers; i++)
-        for (int s = 0; !c->layers[i].shares && s < c->layers[i].n_slots; s++)
-            n += c->layers[i].slots[s].state == SLOT_READY;
-    pthread_mutex_unlock(&c->mu);
-    return n;
 }
 
 int rkm_expert_cache_slots(const rkm_expert_cache *c)
@@ -588,37 +407,20 @@ uint64_t rkm_expert_cache_bytes(const rkm_expert_cache *c) { return c ? c->bytes
 
 /* ------------------------------------------------------------ policy */
 
-/* A slot that may receive a new blob: unpinned and not being read; empty
- * first, then the policy's choice. -1 if none right now. */
-static int pick_victim(const cache *c, const layer_cache *lc)
+int rkm_expert_cache__victim(cache *c, layer_cache *lc)
 {
-    int best = -1;
     for (int s = 0; s < lc->n_slots; s++) {
         const slot *sl = &lc->slots[s];
-        if (sl->pinned || sl->state == SLOT_LOADING) continue;
-        if (sl->expert < 0) return s;
-        if (best < 0) {
-            best = s;
-            continue;
-        }
-        const slot *b = &lc->slots[best];
-        /* Ties end on the layer, then the expert id, so that the choice
-         * does not depend on slot positions (trace-sim and the tests
-         * replay it exactly). A slot's counts are its own layer's. */
-        int older = sl->last_use < b->last_use ||
-                    (sl->last_use == b->last_use &&
-                     (sl->lc->il < b->lc->il || (sl->lc->il == b->lc->il && sl->expert < b->expert)));
-        if (c->p.policy == RKM_CACHE_LFU) {
-            uint64_t fs = sl->lc->freq[sl->expert], fb = b->lc->freq[b->expert];
-            if (fs < fb || (fs == fb && older)) best = s;
-        } else if (older) {
-            best = s;
-        }
+        /* a slot's layer and counts are those of the expert it holds */
+        lc->cand[s] = (rkm_policy_slot){.layer = sl->lc->il, .expert = sl->expert,
+                                        .busy = sl->pinned || sl->state == SLOT_LOADING,
+                                        .freq = sl->expert >= 0 ? sl->lc->freq[sl->expert] : 0,
+                                        .last_use = sl->last_use};
     }
-    return best;
+    return rkm_cache_policy_victim(c->p.policy, lc->cand, lc->n_slots);
 }
 
-static void assign(layer_cache *lc, int s, int e)
+void rkm_expert_cache__assign(layer_cache *lc, int s, int e)
 {
     slot *v = &lc->slots[s];
     if (v->expert >= 0) v->lc->slot_of[v->expert] = -1; /* its layer's map */
@@ -658,8 +460,7 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
         goto out;
     }
     c->tick++;
-    if (n > 0 && ++lc->n_req % RKM_LFU_AGE == 0) /* LFU aging (trace.h), as the simulator replays it */
-        for (int e = 0; e < lc->el->n_expert; e++) lc->freq[e] >>= 1;
+    if (n > 0) rkm_cache_policy_age(lc->freq, lc->el->n_expert, &lc->n_req); /* as trace-sim replays it */
     if (c->trace && n > 0) {
         /* A lower layer starts a new forward pass; the same layer again is
          * the next tile of this pass, unless the model has one MoE layer. */
@@ -702,15 +503,15 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
                     /* Wait while every candidate is being read by a
                      * prefetch; the count check above guarantees one. */
                     double t0 = rkm_now();
-                    while ((s = pick_victim(c, lc)) < 0) pthread_cond_wait(&c->cv, &c->mu);
+                    while ((s = rkm_expert_cache__victim(c, lc)) < 0) pthread_cond_wait(&c->cv, &c->mu);
                     c->st.io_wait_s += rkm_now() - t0;
-                    assign(lc, s, e);
+                    rkm_expert_cache__assign(lc, s, e);
                 }
                 c->st.misses++;
                 lc->misses++;
                 lc->slots[s].pinned = 1;
                 lc->slots[s].last_use = c->tick;
-                start_read(c, lc, &lc->slots[s], e, RKM_IO_DEMAND);
+                rkm_expert_cache__start_read(c, lc, &lc->slots[s], e, RKM_IO_DEMAND);
             }
         }
     }
@@ -812,15 +613,15 @@ void rkm_expert_cache_prefetch(rkm_expert_cache *c, int il, const int *ids, int 
     for (int i = 0; lc && i < n; i++) {
         int e = ids[i];
         if (e < 0 || e >= lc->el->n_expert || lc->slot_of[e] >= 0) continue;
-        int s = pick_victim(c, lc);
+        int s = rkm_expert_cache__victim(c, lc);
         /* A prefetch never evicts an unused prefetch (it would churn). */
         if (s < 0 || lc->slots[s].prefetched) break;
-        assign(lc, s, e);
+        rkm_expert_cache__assign(lc, s, e);
         slot *sl = &lc->slots[s];
         sl->prefetched = 1;
         sl->last_use = c->tick + 1; /* newer than anything requested so far */
         c->st.prefetch_issued++;
-        start_read(c, lc, sl, e, RKM_IO_PREFETCH);
+        rkm_expert_cache__start_read(c, lc, sl, e, RKM_IO_PREFETCH);
     }
     pthread_mutex_unlock(&c->mu);
 }
