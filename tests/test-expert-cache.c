@@ -28,6 +28,7 @@
 #include "runtime/io_engine.h"
 #include "runtime/trace.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 #define N_EXPERT 12
 #define TOPK 3
@@ -494,10 +495,10 @@ static void test_prefetch_fault(fixture *f)
 
 static void test_env_fault(fixture *f)
 {
-    setenv("RKM_FAULT", "eio:1:4:1,corrupt:3:8:1", 1);
+    rkm_knob_set(RKM_KNOB_FAULT, "eio:1:4:1,corrupt:3:8:1");
     rkm_expert_cache_params p = {.slots_per_layer = 6, .direct_io = 1};
     rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
-    unsetenv("RKM_FAULT");
+    rkm_knob_set(RKM_KNOB_FAULT, NULL);
     CHECK(c != NULL);
     if (!c) return;
     CHECK_EQ_INT(request_one(f, c, 0, 4), RKM_EIO);

@@ -21,6 +21,7 @@
 #include "common/test.h"
 #include "runtime/io_engine.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 #define BLOCK 4096
 #define FILE_BLOCKS 24
@@ -219,7 +220,6 @@ static void test_order(int backend)
 int main(void)
 {
     make_file();
-    unsetenv("RKM_IO_BACKEND");
     /* what the engine picks: uring if the kernel allows, for AUTO and URING */
     rkm_io *io = open_engine(RKM_IO_URING, 3, 0);
     int uring = io && !strcmp(rkm_io_backend_name(io), "io_uring");
@@ -237,12 +237,20 @@ int main(void)
     rkm_io_free(NULL);
     CHECK(!strcmp(rkm_io_backend_name(NULL), "pread"));
     CHECK_EQ_INT(rkm_io_n_threads(NULL), 0);
-    /* the environment forces the pool */
-    setenv("RKM_IO_BACKEND", "pread", 1);
-    io = open_engine(RKM_IO_URING, 2, 0);
+    /* RKM_IO_BACKEND reaches the engine only through the model params */
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    rkm_knob_set(RKM_KNOB_IO_BACKEND, "pread");
+    CHECK(rkm_model_params_from_knobs(&mp) == 0 && mp.io_backend == RKM_IO_PREAD);
+    rkm_model_params_default(&mp);
+    rkm_knob_set(RKM_KNOB_IO_BACKEND, "uring");
+    CHECK(rkm_model_params_from_knobs(&mp) == 0 && mp.io_backend == RKM_IO_URING);
+    rkm_knob_set(RKM_KNOB_IO_BACKEND, "mmap");
+    CHECK(rkm_model_params_from_knobs(&mp) == RKM_EINVAL && strstr(rkm_last_error(), "RKM_IO_BACKEND"));
+    rkm_knob_set(RKM_KNOB_IO_BACKEND, NULL);
+    io = open_engine(RKM_IO_PREAD, 2, 0); /* what the expert cache passes for io_backend 1 */
     if (io) CHECK(!strcmp(rkm_io_backend_name(io), "pread"));
     rkm_io_free(io);
-    unsetenv("RKM_IO_BACKEND");
     printf("io_uring %s\n", uring ? "available" : "refused by the kernel: the pool only");
 
     static const int backends[2] = {RKM_IO_PREAD, RKM_IO_URING};

@@ -101,8 +101,7 @@ void rkm_expert_cache__fill_start(cache *c)
      * populated ahead: a fully resident one grows as experts are used. */
     int budgeted = 0;
     for (int i = 0; i < c->n_layers; i++) budgeted |= c->layers[i].cap < c->layers[i].el->n_expert;
-    const char *pf = getenv("RKM_PREFAULT");
-    if (pf && *pf) budgeted = atoi(pf) != 0;
+    if (p->prefault) budgeted = p->prefault == 2;
     if (p->slot_alloc) budgeted = 0; /* the caller's memory (NPU buffers) comes populated */
     if (budgeted && pthread_create(&c->prefault_thr, NULL, prefault_main, c) == 0) c->prefault_started = 1;
     /* The fill needs every slot (no eviction) and room for them all; it

@@ -47,6 +47,7 @@
 #include "kernels/kernels.h"
 #include "runtime/expert_cache_impl.h"
 #include "util/common.h"
+#include "util/knobs.h"
 
 #define DEFAULT_CHUNK (512u * 1024u)
 
@@ -275,7 +276,7 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     for (int i = 0; i < RKM_MAX_LAYERS; i++) c->layer_idx[i] = -1;
-    parse_faults(c, getenv("RKM_FAULT"));
+    parse_faults(c, rkm_knob(RKM_KNOB_FAULT)); /* a test hook (util/knobs.h) */
     c->n_layers = md->n_expert_layers;
     c->layers = calloc(c->n_layers > 0 ? c->n_layers : 1, sizeof *c->layers);
     if (!c->layers) goto oom;
@@ -346,7 +347,7 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
             c->bytes += el->blob_stride;
         }
     }
-    const char *trace_path = p->trace_out ? p->trace_out : getenv("RKM_TRACE_OUT");
+    const char *trace_path = p->trace_out;
     if (trace_path && *trace_path) {
         c->trace = rkm_trace_writer_open(trace_path, md->hp.n_layer, md->hp.n_expert, md->hp.n_expert_used);
         if (!c->trace) goto fail;
