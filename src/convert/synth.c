@@ -455,8 +455,10 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     }
     /* two shards + index, to exercise sharded loading */
     int split = (n + 1) / 2;
-    float *row = malloc(sizeof(float) * (size_t)RKM_MAX(hp->n_embd, RKM_MAX(hp->n_ff, RKM_MAX(hp->n_ff_exp, hp->n_ff_shexp))) * 4 + 4096);
-    uint8_t *qrow = malloc(sizeof(float) * (size_t)RKM_MAX(hp->n_embd, RKM_MAX(hp->n_ff, RKM_MAX(hp->n_ff_exp, hp->n_ff_shexp))) * 4 + 4096);
+    int64_t max_ne0 = 1;
+    for (int i = 0; i < l->n; i++) max_ne0 = RKM_MAX(max_ne0, l->t[i].ne[0]);
+    float *row = malloc(sizeof(float) * (size_t)max_ne0);
+    uint8_t *qrow = malloc(sizeof(float) * (size_t)max_ne0);
     cJSON *idx = cJSON_CreateObject(), *wm = cJSON_AddObjectToObject(idx, "weight_map");
     if (!row || !qrow) rc = rkm_err(RKM_ENOMEM, "out of memory");
     for (int sh = 0; sh < 2 && !rc; sh++) {
