@@ -22,7 +22,7 @@
 #define SHAPE3(a, b, c) .n_dims = 3, .ne = {RKM_DIM_##a, RKM_DIM_##b, RKM_DIM_##c}
 #define LAYER(l) .layers = RKM_LAYERS_##l
 #define WHEN(w) .when = RKM_WHEN_##w
-#define OPTIONAL(w) .optional = RKM_WHEN_##w
+#define NEED(w) .need = RKM_WHEN_##w
 #define INIT(i) .init = RKM_INIT_##i
 #define L_ "model.layers.%d."
 #define G4_ "model.language_model."
@@ -80,7 +80,7 @@
 
 #define ROWS_SHEXP                                                                                                    \
     {RKM_TENSOR_FFN_GATE_INP_SHEXP, "blk.%d.ffn_gate_inp_shexp.weight", NULL, {L_ "mlp.shared_expert_gate.weight"},  \
-     SHAPE1(EMBD), LAYER(MOE), WHEN(SHEXP), OPTIONAL(SHEXP_GATE), INIT(ROUTER), .gain = 2.0f,                         \
+     SHAPE1(EMBD), LAYER(MOE), WHEN(SHEXP), NEED(SHEXP_GATE), INIT(ROUTER), .gain = 2.0f,                         \
      .flags = RKM_TF_HF_ROW | RKM_TF_GAIN_OVER_SQRT_EMBD},                                                            \
     {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ "mlp.shared_expert.gate_proj.weight"},     \
      SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
@@ -155,13 +155,13 @@ static const rkm_tensor_info gemma4_tensors[] = {
      {G4L_ "experts.down_proj", G4L_ "mlp.experts.down_proj"}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
     {RKM_TENSOR_FFN_DOWN_EXPS_SCALE, "blk.%d.ffn_down_exps.scale", NULL,
      {G4L_ "router.per_expert_scale", G4L_ "mlp.router.per_expert_scale"}, SHAPE1(EXPERT), LAYER(MOE),
-     OPTIONAL(ALWAYS), INIT(SCALE)},
+     NEED(NEVER), INIT(SCALE)},
     {RKM_TENSOR_FFN_POST_NORM_2, "blk.%d.post_ffw_norm_2.weight", NULL, {G4L_ "post_feedforward_layernorm_2.weight"},
      SHAPE1(EMBD), LAYER(MOE), INIT(NORM)},
     {RKM_TENSOR_FFN_POST_NORM, "blk.%d.post_ffw_norm.weight", NULL, {G4L_ "post_feedforward_layernorm.weight"},
      SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
     {RKM_TENSOR_LAYER_OUT_SCALE, "blk.%d.layer_output_scale.weight", NULL, {G4L_ "layer_scalar"}, SHAPE1(ONE),
-     LAYER(ALL), OPTIONAL(ALWAYS), INIT(SCALE)},
+     LAYER(ALL), NEED(NEVER), INIT(SCALE)},
 };
 
 /* ---------------------------------------------------- architectures */

@@ -165,7 +165,7 @@ typedef struct rkm_tensor_info {
     uint8_t ne[3];                     /* enum rkm_dim, ne[0] innermost (GGUF order) */
     uint8_t layers;                    /* enum rkm_layers */
     uint8_t when;                      /* enum rkm_when: the tensor exists */
-    uint8_t optional;                  /* enum rkm_when: ... and may still be absent */
+    uint8_t need;                      /* enum rkm_when: ... and must be there (else may be absent) */
     uint8_t flags;                     /* RKM_TF_* */
     uint8_t init;                      /* enum rkm_init */
     float gain;                        /* synth's gain (0: 1) */

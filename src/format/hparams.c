@@ -135,7 +135,7 @@ int rkm_hparams_tensor_expected(const rkm_hparams *hp, const rkm_tensor_info *t,
 
 int rkm_hparams_tensor_required(const rkm_hparams *hp, const rkm_tensor_info *t, int il)
 {
-    return rkm_hparams_tensor_expected(hp, t, il) && (t->optional == RKM_WHEN_NEVER || !when(hp, t->optional, il));
+    return rkm_hparams_tensor_expected(hp, t, il) && when(hp, t->need, il);
 }
 
 static int64_t dim(const rkm_hparams *hp, int d, int il)
