@@ -10,6 +10,7 @@
 
 #include "common/test.h"
 #include "convert/convert.h"
+#include "format/arch.h"
 #include "format/gguf.h"
 #include "format/model_dir.h"
 #include "format/source.h"
@@ -513,8 +514,109 @@ static void check_hf_equivalence(const char *preset, const char *const *sets, in
     rkm_model_dir_close(b);
 }
 
+/* Counts "%d" in a template. */
+static int n_slots(const char *t)
+{
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, "%d")); p += 2) n++;
+    return n;
+}
+
+/* The architecture tables: every arch's roles, GGUF and HF names are
+ * unique, templates have the right slots and format, defaults name real
+ * fields; for every tensor of every preset, GGUF -> HF -> GGUF round-trips
+ * (every HF spelling), and the GGUF name finds its row again. */
+static void test_arch_tables(void)
+{
+    for (int arch = 1; arch < RKM_ARCH_COUNT; arch++) {
+        const rkm_arch_info *a = rkm_arch_info_of(arch);
+        CHECK(a != NULL);
+        if (!a) continue;
+        CHECK_EQ_INT(rkm_arch_from_name(a->name), arch);
+        CHECK(rkm_arch_from_hf(a->hf_model_type[0], NULL, arch == RKM_ARCH_MIXTRAL) == arch);
+        rkm_hparams hp;
+        for (int i = 0; i < RKM_ARCH_MAX_DEFAULTS && a->defaults[i].field; i++)
+            CHECK_MSG(rkm_hparams_set(&hp, a->defaults[i].field, "0") == 0, "%s: default %s", a->name, a->defaults[i].field);
+        for (int i = 0; i < RKM_ARCH_MAX_KEYS && a->keys[i].field; i++)
+            CHECK_MSG(rkm_hparams_set(&hp, a->keys[i].field, "0") == 0, "%s: key %s", a->name, a->keys[i].field);
+        for (int i = 0; i < a->n_tensors; i++) {
+            const rkm_tensor_info *t = &a->tensors[i];
+            int want = t->layers == RKM_LAYERS_GLOBAL ? 0 : 1;
+            CHECK_MSG(n_slots(t->gguf) == want, "%s: %s", a->name, t->gguf);
+            CHECK_MSG(!t->gguf_split || n_slots(t->gguf_split) == 2, "%s: %s", a->name, t->gguf_split);
+            CHECK_MSG(!t->gguf_split || rkm_tensor_role_is_expert(t->role), "%s: %s", a->name, t->gguf);
+            CHECK_MSG(t->n_dims >= 1 && t->n_dims <= 3, "%s: %s", a->name, t->gguf);
+            for (int k = 0; k < RKM_ARCH_MAX_HF && t->hf[k]; k++)
+                CHECK_MSG(n_slots(t->hf[k]) == want + (t->gguf_split ? 1 : 0), "%s: %s", a->name, t->hf[k]);
+            char b1[128], b2[128];
+            CHECK(rkm_arch_format(t->gguf, 17, 3, b1, sizeof b1) == 0);
+            CHECK(rkm_arch_format(t->gguf, 17, 3, b2, 8) != 0 || strlen(b1) < 8);
+            int il, e;
+            CHECK_MSG(rkm_arch_tensor_by_gguf(arch, b1, &il, &e) == t && il == (want ? 17 : -1), "%s: %s", a->name, b1);
+            CHECK(rkm_arch_tensor(arch, t->role) == t);
+            for (int j = 0; j < i; j++) {
+                const rkm_tensor_info *u = &a->tensors[j];
+                CHECK_MSG(u->role != t->role, "%s: role of %s twice", a->name, t->gguf);
+                CHECK_MSG(strcmp(u->gguf, t->gguf), "%s: %s twice", a->name, t->gguf);
+                for (int k = 0; k < RKM_ARCH_MAX_HF && t->hf[k]; k++)
+                    for (int q = 0; q < RKM_ARCH_MAX_HF && u->hf[q]; q++)
+                        CHECK_MSG(strcmp(u->hf[q], t->hf[k]), "%s: %s twice", a->name, t->hf[k]);
+            }
+        }
+    }
+    CHECK_EQ_INT(rkm_arch_from_gguf_name("llama", 0), RKM_ARCH_LLAMA);
+    CHECK_EQ_INT(rkm_arch_from_gguf_name("llama", 1), RKM_ARCH_MIXTRAL);
+    CHECK_EQ_INT(rkm_arch_from_gguf_name("mixtral", 1), RKM_ARCH_MIXTRAL);
+    CHECK_EQ_INT(rkm_arch_from_gguf_name("gpt2", 0), RKM_ARCH_UNKNOWN);
+    CHECK_EQ_INT(rkm_arch_from_hf(NULL, "Qwen3MoeForCausalLM", 1), RKM_ARCH_QWEN3MOE);
+    CHECK_EQ_INT(rkm_arch_from_hf("gemma4_text", NULL, 1), RKM_ARCH_GEMMA4);
+
+    int n_round = 0;
+    for (const char *const *pn = rkm_synth_preset_names(); *pn; pn++) {
+        rkm_hparams hp;
+        CHECK(rkm_synth_preset(*pn, &hp) == 0);
+        const rkm_arch_info *a = rkm_arch_info_of(hp.arch);
+        for (int il = -1; il < hp.n_layer; il++)
+            for (int i = 0; i < a->n_tensors; i++) {
+                const rkm_tensor_info *t = &a->tensors[i];
+                if (!rkm_hparams_tensor_expected(&hp, t, il)) continue;
+                int64_t ne[3];
+                CHECK(rkm_hparams_tensor_ne(&hp, t, il, ne) == t->n_dims && ne[0] > 0 && ne[1] > 0 && ne[2] > 0);
+                char g[128], want[128];
+                CHECK(rkm_arch_format(t->gguf, il, 0, g, sizeof g) == 0);
+                CHECK(rkm_arch_format(t->gguf_split ? t->gguf_split : t->gguf, il, 2, want, sizeof want) == 0);
+                char *hf = rkm_gguf_name_to_hf(hp.arch, g, 2);
+                CHECK_MSG((hf != NULL) == (t->hf[0] != NULL), "%s: %s", *pn, g);
+                for (int k = 0; hf && k < RKM_ARCH_MAX_HF && t->hf[k]; k++) {
+                    char alt[256];
+                    CHECK(rkm_arch_format(t->hf[k], il, 2, alt, sizeof alt) == 0);
+                    int perm;
+                    char *back = rkm_hf_name_to_gguf(hp.arch, k ? alt : hf, &hp, &perm);
+                    CHECK_MSG(back && !strcmp(back, want), "%s: %s -> %s -> %s", *pn, g, k ? alt : hf, back ? back : "NULL");
+                    CHECK_MSG(!perm == !(a->hf_rope_permute && (t->role == RKM_TENSOR_ATTN_Q || t->role == RKM_TENSOR_ATTN_K)),
+                              "%s: permutation of %s", *pn, g);
+                    free(back);
+                    n_round++;
+                }
+                free(hf);
+            }
+    }
+    CHECK(n_round > 500);
+    rkm_hparams hq, hg;
+    CHECK(rkm_synth_preset("qwen2moe-a2.7b", &hq) == 0 && rkm_synth_preset("tiny-gemma4", &hg) == 0);
+    CHECK(rkm_hparams_tensor_required(&hq, rkm_arch_tensor(hq.arch, RKM_TENSOR_ATTN_Q), 0));
+    CHECK(rkm_hparams_tensor_required(&hq, rkm_arch_tensor(hq.arch, RKM_TENSOR_FFN_GATE_INP_SHEXP), 0));
+    hq.shexp_gate = 0;
+    CHECK(!rkm_hparams_tensor_required(&hq, rkm_arch_tensor(hq.arch, RKM_TENSOR_FFN_GATE_INP_SHEXP), 0));
+    CHECK(rkm_hparams_tensor_expected(&hg, rkm_arch_tensor(hg.arch, RKM_TENSOR_LAYER_OUT_SCALE), 0));
+    CHECK(!rkm_hparams_tensor_required(&hg, rkm_arch_tensor(hg.arch, RKM_TENSOR_LAYER_OUT_SCALE), 0));
+    CHECK(!rkm_hparams_tensor_expected(&hg, rkm_arch_tensor(hg.arch, RKM_TENSOR_ATTN_V), 5)); /* full layer: V = K */
+    CHECK(rkm_hparams_tensor_expected(&hg, rkm_arch_tensor(hg.arch, RKM_TENSOR_ATTN_V), 0));
+}
+
 int main(void)
 {
+    test_arch_tables();
     test_hash();
     test_writer_roundtrip();
     const char *shared = test_require_shared();

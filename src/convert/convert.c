@@ -66,36 +66,33 @@ static void progress(conv *c, uint64_t bytes)
 }
 
 static const char *const part_names[RKM_PART_COUNT] = {"gate", "up", "down"};
+/* The table's expert roles of the expert file's parts. */
+static const int part_roles[RKM_PART_COUNT] = {RKM_TENSOR_FFN_GATE_EXPS, RKM_TENSOR_FFN_UP_EXPS, RKM_TENSOR_FFN_DOWN_EXPS};
 
-/* Routed-expert tensors go to the expert files, not resident.bin:
- * blk.N.ffn_{gate,up,down,gate_up}_exps.weight and blk.N.ffn_{gate,up,down}.E.weight. */
-static int is_expert_tensor(const char *name)
+static const rkm_tensor_info *row_of(const rkm_source *s, const char *name)
 {
-    static const char *fused[] = {"gate_exps.weight", "up_exps.weight", "down_exps.weight", "gate_up_exps.weight"};
-    const char *p = strstr(name, ".ffn_");
-    if (strncmp(name, "blk.", 4) || !p) return 0;
-    p += 5;
-    for (size_t i = 0; i < RKM_ARRAY_LEN(fused); i++)
-        if (!strcmp(p, fused[i])) return 1;
-    for (size_t i = 0; i < RKM_ARRAY_LEN(part_names); i++) {
-        size_t n = strlen(part_names[i]);
-        if (strncmp(p, part_names[i], n) || p[n] != '.' || p[n + 1] < '0' || p[n + 1] > '9') continue;
-        const char *q = p + n + 1;
-        while (*q >= '0' && *q <= '9') q++;
-        if (!strcmp(q, ".weight")) return 1;
-    }
-    return 0;
+    int il, e;
+    return rkm_arch_tensor_by_gguf(s->hp.arch, name, &il, &e);
+}
+
+/* Routed-expert tensors (fused or one per expert) go to the expert files,
+ * not resident.bin. */
+static int is_expert_tensor(const rkm_source *s, const char *name)
+{
+    const rkm_tensor_info *t = row_of(s, name);
+    return t && rkm_tensor_role_is_expert(t->role);
 }
 
 static int pick_type(const conv *c, const char *name, int src_type, int n_dims, int64_t ne0)
 {
-    if (n_dims == 1 || ne0 % 32 || strstr(name, "ffn_gate_inp")) return RKM_TYPE_F32;
+    const rkm_tensor_info *t = row_of(c->src, name);
+    if (n_dims == 1 || ne0 % 32 || (t && t->init == RKM_INIT_ROUTER)) return RKM_TYPE_F32;
     if (c->keep) {
         if (src_type == RKM_TYPE_F32 || src_type == RKM_TYPE_F16 || src_type == RKM_TYPE_Q8_0 || src_type == RKM_TYPE_Q4_0)
             return src_type;
         return src_type == RKM_TYPE_BF16 ? RKM_TYPE_F32 : RKM_TYPE_Q8_0;
     }
-    if (!strcmp(name, "output.weight") && c->target == RKM_TYPE_Q4_0) return RKM_TYPE_Q8_0;
+    if (t && t->role == RKM_TENSOR_OUTPUT && c->target == RKM_TYPE_Q4_0) return RKM_TYPE_Q8_0;
     return c->target;
 }
 
@@ -171,18 +168,25 @@ typedef struct {
     int64_t rows[RKM_PART_COUNT], cols[RKM_PART_COUNT];
 } layer_parts;
 
+/* Name of expert e's part (role's per-expert template), or of the fused
+ * tensor (e < 0), into nm; NULL if the arch has no such tensor. */
+static const char *expert_name(const rkm_source *s, int role, int il, int e, char *nm, size_t cap)
+{
+    const rkm_tensor_info *t = rkm_arch_tensor(s->hp.arch, role);
+    const char *tmpl = !t ? NULL : e >= 0 ? t->gguf_split : t->gguf;
+    return tmpl && !rkm_arch_format(tmpl, il, e, nm, cap) ? nm : NULL;
+}
+
 static int layer_sources(const rkm_source *s, int il, layer_parts *lp)
 {
     const rkm_hparams *hp = &s->hp;
     char nm[128];
-    const char *const *pn = part_names;
     memset(lp, 0, sizeof *lp);
     for (int p = 0; p < RKM_PART_COUNT; p++) {
         lp->rows[p] = p == RKM_PART_DOWN ? hp->n_embd : hp->n_ff_exp;
         lp->cols[p] = p == RKM_PART_DOWN ? hp->n_ff_exp : hp->n_embd;
     }
-    snprintf(nm, sizeof nm, "blk.%d.ffn_gate_up_exps.weight", il);
-    const rkm_src_tensor *gu = rkm_source_find(s, nm);
+    const rkm_src_tensor *gu = expert_name(s, RKM_TENSOR_FFN_GATE_UP_EXPS, il, -1, nm, sizeof nm) ? rkm_source_find(s, nm) : NULL;
     int rc;
     if (gu) {
         if ((rc = expect(s, nm, 0, 3, hp->n_embd, 2 * hp->n_ff_exp, hp->n_expert))) return rc;
@@ -192,24 +196,24 @@ static int layer_sources(const rkm_source *s, int il, layer_parts *lp)
     }
     for (int p = 0; p < RKM_PART_COUNT; p++) {
         if (lp->t[p]) continue;
-        snprintf(nm, sizeof nm, "blk.%d.ffn_%s_exps.weight", il, pn[p]);
-        lp->t[p] = rkm_source_find(s, nm);
+        lp->t[p] = expert_name(s, part_roles[p], il, -1, nm, sizeof nm) ? rkm_source_find(s, nm) : NULL;
         if (lp->t[p]) {
             if ((rc = expect(s, nm, 0, 3, lp->cols[p], lp->rows[p], hp->n_expert))) return rc;
             lp->stride[p] = lp->rows[p];
             continue;
         }
         for (int e = 0; e < hp->n_expert; e++) {
-            snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, pn[p], e);
+            if (!expert_name(s, part_roles[p], il, e, nm, sizeof nm))
+                return rkm_err(RKM_EFORMAT, "layer %d: no %s experts", il, part_names[p]);
             if ((rc = expect(s, nm, 0, 2, lp->cols[p], lp->rows[p], 1)))
-                return rkm_err_prefix(rc, "layer %d expert %s", il, pn[p]);
+                return rkm_err_prefix(rc, "layer %d expert %s", il, part_names[p]);
         }
     }
     return 0;
 }
 
 /* Where part p of expert e comes from: a slice of the fused tensor, or the
- * split tensor blk.L.ffn_<part>.E.weight from row 0. */
+ * per-expert tensor from row 0. */
 static const rkm_src_tensor *part_source(const rkm_source *s, const layer_parts *lp, int il, int p, int e, int64_t *r0)
 {
     if (lp->t[p]) {
@@ -217,44 +221,30 @@ static const rkm_src_tensor *part_source(const rkm_source *s, const layer_parts 
         return lp->t[p];
     }
     char nm[128];
-    snprintf(nm, sizeof nm, "blk.%d.ffn_%s.%d.weight", il, part_names[p], e);
     *r0 = 0;
-    return rkm_source_find(s, nm);
+    return expert_name(s, part_roles[p], il, e, nm, sizeof nm) ? rkm_source_find(s, nm) : NULL;
 }
 
+/* Every tensor the table and the hyper-parameters imply, with its shape;
+ * the routed experts through layer_sources. */
 static int check_shapes(const rkm_source *s)
 {
     const rkm_hparams *hp = &s->hp;
+    const rkm_arch_info *a = rkm_arch_info_of(hp->arch);
     char nm[128];
     int rc;
-    if ((rc = expect(s, "token_embd.weight", 0, 2, hp->n_embd, hp->n_vocab, 1)) ||
-        (rc = expect(s, "output_norm.weight", 0, 1, hp->n_embd, 1, 1)) ||
-        (rc = expect(s, "output.weight", hp->tied_output, 2, hp->n_embd, hp->n_vocab, 1)))
-        return rc;
-    for (int il = 0; il < hp->n_layer; il++) {
-        int swa = hp->swa_layer[il];
-        int hd = swa ? hp->head_dim_swa : hp->head_dim, hdv = swa ? hp->head_dim_swa : hp->head_dim_v;
-        int kv = hp->n_head_kv[il];
-#define EXP(suffix, opt, nd, a, b, c3) \
-    (snprintf(nm, sizeof nm, "blk.%d." suffix, il), expect(s, nm, opt, nd, a, b, c3))
-        if ((rc = EXP("attn_norm.weight", 0, 1, hp->n_embd, 1, 1)) ||
-            (rc = EXP("attn_q.weight", 0, 2, hp->n_embd, (int64_t)hp->n_head * hd, 1)) ||
-            (rc = EXP("attn_k.weight", 0, 2, hp->n_embd, (int64_t)kv * hd, 1)) ||
-            (rc = EXP("attn_v.weight", hp->v_from_k_full && !swa, 2, hp->n_embd, (int64_t)kv * hdv, 1)) ||
-            (rc = EXP("attn_output.weight", 0, 2, (int64_t)hp->n_head * hdv, hp->n_embd, 1)))
-            return rc;
-        if (rkm_hparams_is_moe_layer(hp, il)) {
-            layer_parts lp;
-            if ((rc = EXP("ffn_gate_inp.weight", 0, 2, hp->n_embd, hp->n_expert, 1)) || (rc = layer_sources(s, il, &lp)))
+    for (int il = -1; il < hp->n_layer; il++) {
+        for (int i = 0; i < a->n_tensors; i++) {
+            const rkm_tensor_info *t = &a->tensors[i];
+            int64_t ne[3];
+            if (rkm_tensor_role_is_expert(t->role) || !rkm_hparams_tensor_expected(hp, t, il)) continue;
+            int nd = rkm_hparams_tensor_ne(hp, t, il, ne);
+            if ((rc = rkm_arch_format(t->gguf, il, 0, nm, sizeof nm)) ||
+                (rc = expect(s, nm, !rkm_hparams_tensor_required(hp, t, il), nd, ne[0], ne[1], ne[2])))
                 return rc;
         }
-        if (!rkm_hparams_is_moe_layer(hp, il) || hp->gemma4_norms) {
-            if ((rc = EXP("ffn_gate.weight", 0, 2, hp->n_embd, hp->n_ff, 1)) ||
-                (rc = EXP("ffn_up.weight", 0, 2, hp->n_embd, hp->n_ff, 1)) ||
-                (rc = EXP("ffn_down.weight", 0, 2, hp->n_ff, hp->n_embd, 1)))
-                return rc;
-        }
-#undef EXP
+        layer_parts lp;
+        if (il >= 0 && rkm_hparams_is_moe_layer(hp, il) && (rc = layer_sources(s, il, &lp))) return rc;
     }
     return 0;
 }
@@ -285,7 +275,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
     if (!h) rc = rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < s->n_tensors && !rc; i++) {
         const rkm_src_tensor *t = &s->tensors[i];
-        if (is_expert_tensor(t->name)) continue;
+        if (is_expert_tensor(s, t->name)) continue;
         rkm_tensor_view *tv = &md->tensors[md->n_tensors++];
         tv->name = strdup(t->name);
         tv->n_dims = t->n_dims;

@@ -118,14 +118,13 @@ static double rng_normal(rng *r)
     return m * cos(2.0 * M_PI * v);
 }
 
-enum { I_MAT, I_ROUTER, I_EMBED, I_OUTPUT, I_NORM, I_BIAS, I_SCALE, I_ROPE_FREQS };
-
 typedef struct {
     char name[96];
+    const rkm_tensor_info *info; /* the architecture table's row */
     int n_dims;
     int64_t ne[3];
-    int init;
-    float gain; /* std multiplier for matrices, or the norm gain */
+    int init;   /* enum rkm_init */
+    float gain; /* std multiplier for routers and embeddings, or the norm gain */
 } synth_tensor;
 
 typedef struct {
@@ -133,9 +132,7 @@ typedef struct {
     int n, cap;
 } tlist;
 
-static void add(tlist *l, int init, float gain, int n_dims, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
-    RKM_PRINTF(8, 9);
-static void add(tlist *l, int init, float gain, int n_dims, int64_t a, int64_t b, int64_t c, const char *fmt, ...)
+static void add(tlist *l, const rkm_hparams *hp, const rkm_tensor_info *ti, int il)
 {
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 256;
@@ -144,79 +141,22 @@ static void add(tlist *l, int init, float gain, int n_dims, int64_t a, int64_t b
         l->t = nt;
     }
     synth_tensor *t = &l->t[l->n++];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
-    t->n_dims = n_dims;
-    t->ne[0] = a;
-    t->ne[1] = b;
-    t->ne[2] = c;
-    t->init = init;
-    t->gain = gain;
+    RKM_ASSERT(rkm_arch_format(ti->gguf, il, 0, t->name, sizeof t->name) == 0);
+    t->info = ti;
+    t->n_dims = rkm_hparams_tensor_ne(hp, ti, il, t->ne);
+    t->init = ti->init;
+    t->gain = ti->gain ? ti->gain : 1.0f;
+    if (ti->flags & RKM_TF_GAIN_OVER_SQRT_EMBD) t->gain = t->gain / sqrtf((float)hp->n_embd);
 }
 
+/* The architecture's tensors that these hyper-parameters imply: the
+ * global ones, then layer by layer, each in the table's order. */
 static void tensor_list(const rkm_hparams *hp, tlist *l)
 {
-    const int E = hp->n_embd, V = hp->n_vocab, g4 = hp->gemma4_norms;
-    add(l, I_EMBED, g4 ? 0.5f / sqrtf((float)E) : 1.0f, 2, E, V, 1, "token_embd.weight");
-    add(l, I_NORM, g4 ? 6.0f : 1.0f, 1, E, 1, 1, "output_norm.weight");
-    if (!hp->tied_output) add(l, I_OUTPUT, 1, 2, E, V, 1, "output.weight");
-    if (hp->has_rope_freqs) add(l, I_ROPE_FREQS, 1, 1, hp->rope_dim / 2, 1, 1, "rope_freqs.weight");
-    for (int il = 0; il < hp->n_layer; il++) {
-        int swa = hp->swa_layer[il], kv = hp->n_head_kv[il];
-        int hd = swa ? hp->head_dim_swa : hp->head_dim, hdv = swa ? hp->head_dim_swa : hp->head_dim_v;
-        add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.attn_norm.weight", il);
-        add(l, I_MAT, 1, 2, E, (int64_t)hp->n_head * hd, 1, "blk.%d.attn_q.weight", il);
-        add(l, I_MAT, 1, 2, E, (int64_t)kv * hd, 1, "blk.%d.attn_k.weight", il);
-        if (!(hp->v_from_k_full && !swa)) add(l, I_MAT, 1, 2, E, (int64_t)kv * hdv, 1, "blk.%d.attn_v.weight", il);
-        add(l, I_MAT, 1, 2, (int64_t)hp->n_head * hdv, E, 1, "blk.%d.attn_output.weight", il);
-        if (hp->has_qkv_bias) {
-            add(l, I_BIAS, 1, 1, (int64_t)hp->n_head * hd, 1, 1, "blk.%d.attn_q.bias", il);
-            add(l, I_BIAS, 1, 1, (int64_t)kv * hd, 1, 1, "blk.%d.attn_k.bias", il);
-            add(l, I_BIAS, 1, 1, (int64_t)kv * hdv, 1, 1, "blk.%d.attn_v.bias", il);
-        }
-        if (hp->qk_norm == RKM_QK_NORM_HEAD) {
-            add(l, I_NORM, g4 ? 0.5f : 1.0f, 1, hd, 1, 1, "blk.%d.attn_q_norm.weight", il);
-            add(l, I_NORM, g4 ? 0.5f : 1.0f, 1, hd, 1, 1, "blk.%d.attn_k_norm.weight", il);
-        } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
-            add(l, I_NORM, 1, 1, (int64_t)hp->n_head * hd, 1, 1, "blk.%d.attn_q_norm.weight", il);
-            add(l, I_NORM, 1, 1, (int64_t)kv * hd, 1, 1, "blk.%d.attn_k_norm.weight", il);
-        }
-        if (g4) add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.post_attention_norm.weight", il);
-        add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.ffn_norm.weight", il);
-        int moe = rkm_hparams_is_moe_layer(hp, il);
-        if (!moe || g4) {
-            add(l, I_MAT, 1, 2, E, hp->n_ff, 1, "blk.%d.ffn_gate.weight", il);
-            add(l, I_MAT, 1, 2, E, hp->n_ff, 1, "blk.%d.ffn_up.weight", il);
-            add(l, I_MAT, 1, 2, hp->n_ff, E, 1, "blk.%d.ffn_down.weight", il);
-        }
-        if (!moe) continue;
-        const int F = hp->n_ff_exp, X = hp->n_expert;
-        if (g4) {
-            add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.post_ffw_norm_1.weight", il);
-            add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.pre_ffw_norm_2.weight", il);
-            add(l, I_ROUTER, 2.0f, 2, E, X, 1, "blk.%d.ffn_gate_inp.weight", il);
-            add(l, I_SCALE, 1, 1, E, 1, 1, "blk.%d.ffn_gate_inp.scale", il);
-            add(l, I_MAT, 1, 3, E, 2 * F, X, "blk.%d.ffn_gate_up_exps.weight", il);
-            add(l, I_MAT, 1, 3, F, E, X, "blk.%d.ffn_down_exps.weight", il);
-            add(l, I_SCALE, 1, 1, X, 1, 1, "blk.%d.ffn_down_exps.scale", il);
-            add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.post_ffw_norm_2.weight", il);
-            add(l, I_NORM, 1, 1, E, 1, 1, "blk.%d.post_ffw_norm.weight", il);
-            add(l, I_SCALE, 1, 1, 1, 1, 1, "blk.%d.layer_output_scale.weight", il);
-            continue;
-        }
-        add(l, I_ROUTER, 2.0f / sqrtf((float)E), 2, E, X, 1, "blk.%d.ffn_gate_inp.weight", il);
-        add(l, I_MAT, 1, 3, E, F, X, "blk.%d.ffn_gate_exps.weight", il);
-        add(l, I_MAT, 1, 3, E, F, X, "blk.%d.ffn_up_exps.weight", il);
-        add(l, I_MAT, 1, 3, F, E, X, "blk.%d.ffn_down_exps.weight", il);
-        if (hp->n_ff_shexp) {
-            add(l, I_ROUTER, 2.0f / sqrtf((float)E), 1, E, 1, 1, "blk.%d.ffn_gate_inp_shexp.weight", il);
-            add(l, I_MAT, 1, 2, E, hp->n_ff_shexp, 1, "blk.%d.ffn_gate_shexp.weight", il);
-            add(l, I_MAT, 1, 2, E, hp->n_ff_shexp, 1, "blk.%d.ffn_up_shexp.weight", il);
-            add(l, I_MAT, 1, 2, hp->n_ff_shexp, E, 1, "blk.%d.ffn_down_shexp.weight", il);
-        }
-    }
+    const rkm_arch_info *a = rkm_arch_info_of(hp->arch);
+    for (int il = -1; a && il < hp->n_layer; il++)
+        for (int i = 0; i < a->n_tensors; i++)
+            if (rkm_hparams_tensor_expected(hp, &a->tensors[i], il)) add(l, hp, &a->tensors[i], il);
 }
 
 /* Row r (of the tensor flattened to ne[0]-wide rows) into out. */
@@ -228,30 +168,30 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
     const int64_t n = t->ne[0];
     double std = 0;
     switch (t->init) {
-    case I_MAT: std = 0.7 / sqrt((double)n); break;
-    case I_ROUTER: std = t->gain; break;
-    case I_EMBED: std = t->gain; break;
-    case I_OUTPUT: std = 3.0 / sqrt((double)hp->n_embd); break;
-    case I_BIAS: std = 0.02; break;
+    case RKM_INIT_MAT: std = 0.7 / sqrt((double)n); break;
+    case RKM_INIT_ROUTER: std = t->gain; break;
+    case RKM_INIT_EMBED: std = t->gain; break;
+    case RKM_INIT_OUTPUT: std = 3.0 / sqrt((double)hp->n_embd); break;
+    case RKM_INIT_BIAS: std = 0.02; break;
     default: break;
     }
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&g);
         switch (t->init) {
-        case I_NORM: out[i] = (float)(t->gain * (1.0 + 0.1 * z)); break;
-        case I_SCALE: out[i] = (float)(1.0 + 0.1 * z); break;
-        case I_ROPE_FREQS: out[i] = i < (int64_t)(n / 4) ? 1.0f : 1e30f; break; /* partial rotary 0.25 */
+        case RKM_INIT_NORM: out[i] = (float)(t->gain * (1.0 + 0.1 * z)); break;
+        case RKM_INIT_SCALE: out[i] = (float)(1.0 + 0.1 * z); break;
+        case RKM_INIT_ROPE_FREQS: out[i] = i < (int64_t)(n / 4) ? 1.0f : 1e30f; break; /* partial rotary 0.25 */
         default: out[i] = (float)(std * z); break;
         }
     }
     /* special tokens (the last 4 ids of the built-in vocabulary) are rarely predicted */
-    if ((t->init == I_OUTPUT || (t->init == I_EMBED && hp->tied_output)) && r >= hp->n_vocab - 4)
+    if ((t->init == RKM_INIT_OUTPUT || (t->init == RKM_INIT_EMBED && hp->tied_output)) && r >= hp->n_vocab - 4)
         for (int64_t i = 0; i < n; i++) out[i] *= 0.25f;
 }
 
 static int tensor_type(const synth_tensor *t, int dtype)
 {
-    if (t->n_dims == 1 || t->init == I_ROUTER || t->ne[0] % 32) return RKM_TYPE_F32;
+    if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->ne[0] % 32) return RKM_TYPE_F32;
     return dtype;
 }
 
@@ -259,12 +199,12 @@ static int64_t n_rows(const synth_tensor *t) { return t->ne[1] * t->ne[2]; }
 
 /* ------------------------------------------------------------ GGUF */
 
-static const char *gguf_arch(const rkm_hparams *hp) { return hp->arch == RKM_ARCH_MIXTRAL ? "llama" : hp->arch_name; }
+static const char *gguf_arch(const rkm_hparams *hp) { return rkm_arch_info_of(hp->arch)->gguf_name; }
 
 /* Mixtral (GGUF arch "llama") and OLMoE have no dense FFN: llama.cpp
  * reads their experts' width from feed_forward_length, as their
  * converted checkpoints store it, and there is no expert_ key. */
-static int ff_is_expert_width(const rkm_hparams *hp) { return hp->arch == RKM_ARCH_MIXTRAL || hp->arch == RKM_ARCH_OLMOE; }
+static int ff_is_expert_width(const rkm_hparams *hp) { return rkm_arch_info_of(hp->arch)->expert_width_in_ff; }
 
 static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *name)
 {
@@ -330,17 +270,8 @@ static int write_tensor_rows(const synth_tensor *t, const rkm_hparams *hp, uint6
 
 static const char *hf_model_type(int arch)
 {
-    switch (arch) {
-    case RKM_ARCH_LLAMA: return "llama";
-    case RKM_ARCH_MIXTRAL: return "mixtral";
-    case RKM_ARCH_QWEN2: return "qwen2";
-    case RKM_ARCH_QWEN3: return "qwen3";
-    case RKM_ARCH_QWEN2MOE: return "qwen2_moe";
-    case RKM_ARCH_QWEN3MOE: return "qwen3_moe";
-    case RKM_ARCH_OLMOE: return "olmoe";
-    case RKM_ARCH_GEMMA4: return "gemma4";
-    default: return NULL;
-    }
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    return a ? a->hf_model_type[0] : NULL;
 }
 
 /* Gemma 4: the text model's fields nested in text_config, as the
@@ -398,7 +329,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     cJSON_AddNumberToObject(c, "max_position_embeddings", hp->n_ctx_train);
     cJSON_AddNumberToObject(c, "intermediate_size", ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff);
     if (hp->n_expert) {
-        cJSON_AddNumberToObject(c, hp->arch == RKM_ARCH_MIXTRAL ? "num_local_experts" : "num_experts", hp->n_expert);
+        cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "n_expert")->hf, hp->n_expert);
         cJSON_AddNumberToObject(c, "num_experts_per_tok", hp->n_expert_used);
         if (!ff_is_expert_width(hp)) cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
@@ -439,8 +370,8 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     if (!items) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < l->n; i++) {
         const synth_tensor *t = &l->t[i];
-        int fused = hp->arch == RKM_ARCH_GEMMA4; /* Gemma 4 keeps experts stacked in one tensor */
-        if (fused && !strcmp(t->name, "rope_freqs.weight")) continue; /* derived by the converter */
+        int fused = !t->info->gguf_split; /* HF keeps these experts stacked in one tensor (Gemma 4) */
+        if (t->info->flags & RKM_TF_HF_DERIVED) continue; /* the converter derives it */
         int ne = t->n_dims == 3 && !fused ? (int)t->ne[2] : 1;
         for (int e = 0; e < ne; e++) {
             items[n].hf = rkm_gguf_name_to_hf(hp->arch, t->name, e);
@@ -455,8 +386,10 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     }
     /* two shards + index, to exercise sharded loading */
     int split = (n + 1) / 2;
-    float *row = malloc(sizeof(float) * (size_t)RKM_MAX(hp->n_embd, RKM_MAX(hp->n_ff, RKM_MAX(hp->n_ff_exp, hp->n_ff_shexp))) * 4 + 4096);
-    uint8_t *qrow = malloc(sizeof(float) * (size_t)RKM_MAX(hp->n_embd, RKM_MAX(hp->n_ff, RKM_MAX(hp->n_ff_exp, hp->n_ff_shexp))) * 4 + 4096);
+    int64_t max_ne0 = 1;
+    for (int i = 0; i < l->n; i++) max_ne0 = RKM_MAX(max_ne0, l->t[i].ne[0]);
+    float *row = malloc(sizeof(float) * (size_t)max_ne0);
+    uint8_t *qrow = malloc(sizeof(float) * (size_t)max_ne0);
     cJSON *idx = cJSON_CreateObject(), *wm = cJSON_AddObjectToObject(idx, "weight_map");
     if (!row || !qrow) rc = rkm_err(RKM_ENOMEM, "out of memory");
     for (int sh = 0; sh < 2 && !rc; sh++) {
@@ -468,7 +401,7 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
             const synth_tensor *t = items[i].t;
             int nd = t->n_dims == 3 && items[i].expert >= 0 ? 2 : t->n_dims;
             int64_t ne[3] = {t->ne[0], t->ne[1], t->ne[2]};
-            if (strstr(t->name, "ffn_gate_inp_shexp")) {
+            if (t->info->flags & RKM_TF_HF_ROW) {
                 nd = 2;
                 ne[1] = 1;
             }

@@ -1,7 +1,9 @@
 /*
- * hparams.c - architecture names, per-architecture defaults, validation,
- * and reading hyper-parameters from GGUF metadata (llama.cpp's keys,
- * "<arch>.block_count" etc.). Stateless; any thread.
+ * hparams.c - the hyper-parameters: defaults (common ones here, the
+ * architecture's from arch.c's table), validation, the rows of arch.c's
+ * tensor tables evaluated for a model (presence, shape), and reading
+ * GGUF metadata through the table's keys ("<arch>.block_count" etc.).
+ * Stateless; any thread.
  */
 #include "format/hparams.h"
 
@@ -10,78 +12,6 @@
 
 #include "format/gguf.h"
 #include "util/common.h"
-
-static const char *arch_names[RKM_ARCH_COUNT] = {
-    [RKM_ARCH_UNKNOWN] = "unknown", [RKM_ARCH_LLAMA] = "llama",       [RKM_ARCH_MIXTRAL] = "mixtral",
-    [RKM_ARCH_QWEN2] = "qwen2",     [RKM_ARCH_QWEN3] = "qwen3",       [RKM_ARCH_QWEN2MOE] = "qwen2moe",
-    [RKM_ARCH_QWEN3MOE] = "qwen3moe", [RKM_ARCH_OLMOE] = "olmoe",     [RKM_ARCH_GEMMA4] = "gemma4",
-};
-
-int rkm_arch_from_name(const char *name)
-{
-    for (int i = 1; i < RKM_ARCH_COUNT; i++)
-        if (!strcmp(arch_names[i], name)) return i;
-    return RKM_ARCH_UNKNOWN;
-}
-
-const char *rkm_arch_name(int arch)
-{
-    return arch > 0 && arch < RKM_ARCH_COUNT ? arch_names[arch] : "unknown";
-}
-
-void rkm_hparams_init(rkm_hparams *hp, int arch)
-{
-    memset(hp, 0, sizeof *hp);
-    hp->arch = arch;
-    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", rkm_arch_name(arch));
-    hp->rms_eps = 1e-5f;
-    hp->rope_theta = 10000.0f;
-    hp->embed_scale = 1.0f;
-    hp->act = RKM_ACT_SILU;
-    switch (arch) {
-    case RKM_ARCH_LLAMA:
-    case RKM_ARCH_MIXTRAL:
-        hp->rope_neox = 0;
-        hp->expert_norm_topk = 1; /* softmax over the top-k logits == renormalised softmax */
-        break;
-    case RKM_ARCH_QWEN2:
-        hp->rope_neox = 1;
-        hp->has_qkv_bias = 1;
-        break;
-    case RKM_ARCH_QWEN3:
-        hp->rope_neox = 1;
-        hp->qk_norm = RKM_QK_NORM_HEAD;
-        break;
-    case RKM_ARCH_QWEN2MOE:
-        hp->rope_neox = 1;
-        hp->has_qkv_bias = 1;
-        hp->shexp_gate = 1;
-        break;
-    case RKM_ARCH_QWEN3MOE:
-        hp->rope_neox = 1;
-        hp->qk_norm = RKM_QK_NORM_HEAD;
-        hp->expert_norm_topk = 1;
-        break;
-    case RKM_ARCH_OLMOE:
-        hp->rope_neox = 1;
-        hp->qk_norm = RKM_QK_NORM_FULL;
-        break;
-    case RKM_ARCH_GEMMA4:
-        hp->rope_neox = 1;
-        hp->qk_norm = RKM_QK_NORM_HEAD;
-        hp->expert_norm_topk = 1;
-        hp->act = RKM_ACT_GELU_TANH;
-        hp->attn_scale = 1.0f;
-        hp->v_from_k_full = 1;
-        hp->v_norm = 1;
-        hp->gemma4_norms = 1;
-        hp->tied_output = 1;
-        hp->rms_eps = 1e-6f;
-        break;
-    default: break;
-    }
-}
-
 
 #define HI(f) {#f, offsetof(rkm_hparams, f), RKM_HP_INT}
 #define HF(f) {#f, offsetof(rkm_hparams, f), RKM_HP_FLOAT}
@@ -99,11 +29,8 @@ static const rkm_hparams_field hp_fields[] = {
 int rkm_hparams_n_fields(void) { return (int)RKM_ARRAY_LEN(hp_fields); }
 const rkm_hparams_field *rkm_hparams_field_at(int i) { return &hp_fields[i]; }
 
-int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value)
+static int set_num(rkm_hparams *hp, const char *key, double v)
 {
-    char *end;
-    double v = strtod(value, &end);
-    if (end == value || *end) return rkm_err(RKM_EINVAL, "'%s' is not a number (for %s)", value, key);
     if (!strcmp(key, "n_head_kv")) {
         for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->n_head_kv[i] = (int)v;
         return 0;
@@ -116,6 +43,28 @@ int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value)
         return 0;
     }
     return rkm_err(RKM_EINVAL, "unknown hyper-parameter '%s'", key);
+}
+
+int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value)
+{
+    char *end;
+    double v = strtod(value, &end);
+    if (end == value || *end) return rkm_err(RKM_EINVAL, "'%s' is not a number (for %s)", value, key);
+    return set_num(hp, key, v);
+}
+
+void rkm_hparams_init(rkm_hparams *hp, int arch)
+{
+    memset(hp, 0, sizeof *hp);
+    hp->arch = arch;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", rkm_arch_name(arch));
+    hp->rms_eps = 1e-5f;
+    hp->rope_theta = 10000.0f;
+    hp->embed_scale = 1.0f;
+    hp->act = RKM_ACT_SILU;
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    for (int i = 0; a && i < RKM_ARCH_MAX_DEFAULTS && a->defaults[i].field; i++)
+        RKM_ASSERT(set_num(hp, a->defaults[i].field, a->defaults[i].value) == 0); /* test-format checks the table */
 }
 
 #define BAD(...) rkm_err(RKM_EFORMAT, __VA_ARGS__)
@@ -157,13 +106,82 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     return 0;
 }
 
+/* ------------------------------------------------------ tensor rows */
+
+static int when(const rkm_hparams *hp, int w, int il)
+{
+    switch (w) {
+    case RKM_WHEN_ALWAYS: return 1;
+    case RKM_WHEN_UNTIED: return !hp->tied_output;
+    case RKM_WHEN_ROPE_FREQS: return hp->has_rope_freqs;
+    case RKM_WHEN_QKV_BIAS: return hp->has_qkv_bias;
+    case RKM_WHEN_QK_NORM: return hp->qk_norm != RKM_QK_NORM_NONE;
+    case RKM_WHEN_V_PROJ: return !hp->v_from_k_full || (il >= 0 && hp->swa_layer[il]);
+    case RKM_WHEN_SHEXP: return hp->n_ff_shexp > 0;
+    case RKM_WHEN_SHEXP_GATE: return hp->n_ff_shexp > 0 && hp->shexp_gate;
+    default: return 0;
+    }
+}
+
+int rkm_hparams_tensor_expected(const rkm_hparams *hp, const rkm_tensor_info *t, int il)
+{
+    int in_layers = t->layers == RKM_LAYERS_GLOBAL ? il < 0
+                  : il < 0 || il >= hp->n_layer ? 0
+                  : t->layers == RKM_LAYERS_ALL ? 1
+                  : t->layers == RKM_LAYERS_MOE ? rkm_hparams_is_moe_layer(hp, il)
+                                                : !rkm_hparams_is_moe_layer(hp, il);
+    return in_layers && when(hp, t->when, il);
+}
+
+int rkm_hparams_tensor_required(const rkm_hparams *hp, const rkm_tensor_info *t, int il)
+{
+    return rkm_hparams_tensor_expected(hp, t, il) && when(hp, t->need, il);
+}
+
+static int64_t dim(const rkm_hparams *hp, int d, int il)
+{
+    int swa = il >= 0 && il < hp->n_layer && hp->swa_layer[il];
+    int64_t hd = swa ? hp->head_dim_swa : hp->head_dim, hdv = swa ? hp->head_dim_swa : hp->head_dim_v;
+    int64_t kv = il >= 0 && il < RKM_MAX_LAYERS ? hp->n_head_kv[il] : 0, nh = hp->n_head;
+    switch (d) {
+    case RKM_DIM_EMBD: return hp->n_embd;
+    case RKM_DIM_VOCAB: return hp->n_vocab;
+    case RKM_DIM_Q: return nh * hd;
+    case RKM_DIM_K: return kv * hd;
+    case RKM_DIM_V: return kv * hdv;
+    case RKM_DIM_O: return nh * hdv;
+    case RKM_DIM_QK_NORM_Q: return hp->qk_norm == RKM_QK_NORM_FULL ? nh * hd : hd;
+    case RKM_DIM_QK_NORM_K: return hp->qk_norm == RKM_QK_NORM_FULL ? kv * hd : hd;
+    case RKM_DIM_FF: return hp->n_ff;
+    case RKM_DIM_FF_EXP: return hp->n_ff_exp;
+    case RKM_DIM_FF_EXP_X2: return 2 * (int64_t)hp->n_ff_exp;
+    case RKM_DIM_FF_SHEXP: return hp->n_ff_shexp;
+    case RKM_DIM_EXPERT: return hp->n_expert;
+    case RKM_DIM_ROPE_PAIRS: return hp->rope_dim / 2;
+    default: return 1;
+    }
+}
+
+int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int il, int64_t ne[3])
+{
+    for (int d = 0; d < 3; d++) ne[d] = d < t->n_dims ? dim(hp, t->ne[d], il) : 1;
+    return t->n_dims;
+}
+
 /* ---------------------------------------------------------- from GGUF */
 
-static int need_int(const rkm_gguf *g, const char *arch, const char *key, int *out)
+/* "<arch>.<suffix>" of field's GGUF key into k ("" if the arch has none). */
+static const char *gkey(const char *ga, int arch, const char *field, char *k, size_t cap)
 {
-    char k[160];
+    const rkm_hparam_key *key = rkm_arch_key(arch, field);
+    if (key && key->gguf) snprintf(k, cap, "%s.%s", ga, key->gguf);
+    else k[0] = 0;
+    return k;
+}
+
+static int need_int(const rkm_gguf *g, const char *k, int *out)
+{
     int64_t v;
-    snprintf(k, sizeof k, "%s.%s", arch, key);
     int rc = rkm_gguf_get_int(g, k, &v);
     if (rc == RKM_ENOENT) return rkm_err(RKM_EFORMAT, "GGUF metadata lacks '%s'", k);
     if (rc) return rc;
@@ -172,121 +190,121 @@ static int need_int(const rkm_gguf *g, const char *arch, const char *key, int *o
     return 0;
 }
 
-static void opt_int(const rkm_gguf *g, const char *arch, const char *key, int *out)
+static void opt_int(const rkm_gguf *g, const char *k, int *out)
 {
-    char k[160];
     int64_t v;
-    snprintf(k, sizeof k, "%s.%s", arch, key);
     if (rkm_gguf_get_int(g, k, &v) == 0 && v >= 0 && v <= INT32_MAX) *out = (int)v;
 }
 
-static void opt_float(const rkm_gguf *g, const char *arch, const char *key, float *out)
+static void opt_float(const rkm_gguf *g, const char *k, float *out)
 {
-    char k[160];
     double v;
-    snprintf(k, sizeof k, "%s.%s", arch, key);
     if (rkm_gguf_get_float(g, k, &v) == 0 && isfinite(v)) *out = (float)v;
+}
+
+static int *int_field(rkm_hparams *hp, const char *name)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(hp_fields); i++)
+        if (!strcmp(hp_fields[i].name, name)) return (int *)((char *)hp + hp_fields[i].off);
+    RKM_ASSERT(!"no such int field");
+    return NULL;
+}
+
+static const rkm_gguf_tensor *role_tensor(const rkm_gguf *g, int arch, int role, int il)
+{
+    char tn[128];
+    return rkm_arch_tensor_name(arch, role, il, tn, sizeof tn) ? rkm_gguf_tensor_find(g, tn) : NULL;
 }
 
 int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
 {
     const char *ga = rkm_gguf_get_str(g, "general.architecture");
     if (!ga) return rkm_err(RKM_EFORMAT, "GGUF has no general.architecture");
-    int arch = rkm_arch_from_name(ga);
-    char ek[160];
+    char k[160];
     int64_t n_exp = 0;
-    snprintf(ek, sizeof ek, "%s.expert_count", ga);
-    rkm_gguf_get_int(g, ek, &n_exp);
-    if (arch == RKM_ARCH_LLAMA && n_exp > 0) arch = RKM_ARCH_MIXTRAL;
-    if (arch == RKM_ARCH_MIXTRAL && strcmp(ga, "llama") && strcmp(ga, "mixtral")) arch = RKM_ARCH_UNKNOWN;
+    snprintf(k, sizeof k, "%s.expert_count", ga);
+    rkm_gguf_get_int(g, k, &n_exp);
+    int arch = rkm_arch_from_gguf_name(ga, n_exp > 0);
     if (arch == RKM_ARCH_UNKNOWN)
-        return rkm_err(RKM_EUNSUPPORTED,
-                       "architecture '%s' is not supported (supported: llama, mixtral, qwen2, qwen3, qwen2moe, "
-                       "qwen3moe, olmoe, gemma4)", ga);
+        return rkm_err(RKM_EUNSUPPORTED, "architecture '%s' is not supported (supported: %s)", ga, rkm_arch_supported(0));
     rkm_hparams_init(hp, arch);
+#define K(field) gkey(ga, arch, field, k, sizeof k)
     int rc;
-    if ((rc = need_int(g, ga, "block_count", &hp->n_layer)) || (rc = need_int(g, ga, "embedding_length", &hp->n_embd)) ||
-        (rc = need_int(g, ga, "attention.head_count", &hp->n_head)))
+    if ((rc = need_int(g, K("n_layer"), &hp->n_layer)) || (rc = need_int(g, K("n_embd"), &hp->n_embd)) ||
+        (rc = need_int(g, K("n_head"), &hp->n_head)))
         return rc;
     if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS)
         return rkm_err(RKM_EFORMAT, "block_count %d out of range (1..%d)", hp->n_layer, RKM_MAX_LAYERS);
     hp->n_ctx_train = 4096;
-    opt_int(g, ga, "context_length", &hp->n_ctx_train);
-    opt_int(g, ga, "feed_forward_length", &hp->n_ff);
-    opt_int(g, ga, "expert_count", &hp->n_expert);
-    opt_int(g, ga, "expert_used_count", &hp->n_expert_used);
-    opt_int(g, ga, "expert_feed_forward_length", &hp->n_ff_exp);
-    opt_int(g, ga, "expert_shared_feed_forward_length", &hp->n_ff_shexp);
-    opt_int(g, ga, "leading_dense_block_count", &hp->n_layer_dense_lead);
-    if (hp->n_expert > 0 && hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff; /* mixtral stores it as feed_forward_length */
+    /* the plain optional scalars, by their common keys */
+    static const char *const ints[] = {"n_ctx_train", "n_ff", "n_expert", "n_expert_used", "n_ff_exp", "n_ff_shexp",
+                                       "n_layer_dense_lead"};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(ints); i++) opt_int(g, K(ints[i]), int_field(hp, ints[i]));
+    /* architectures whose experts' width is feed_forward_length (mixtral,
+     * olmoe) have no expert_feed_forward_length */
+    if (hp->n_expert > 0 && hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff;
     int b;
-    snprintf(ek, sizeof ek, "%s.expert_weights_norm", ga);
-    if (rkm_gguf_get_bool(g, ek, &b) == 0) hp->expert_norm_topk = b;
-    opt_float(g, ga, "attention.layer_norm_rms_epsilon", &hp->rms_eps);
-    opt_float(g, ga, "rope.freq_base", &hp->rope_theta);
+    if (rkm_gguf_get_bool(g, K("expert_norm_topk"), &b) == 0) hp->expert_norm_topk = b;
+    opt_float(g, K("rms_eps"), &hp->rms_eps);
+    opt_float(g, K("rope_theta"), &hp->rope_theta);
     hp->rope_theta_swa = hp->rope_theta;
-    opt_float(g, ga, "rope.freq_base_swa", &hp->rope_theta_swa);
-    opt_float(g, ga, "final_logit_softcapping", &hp->final_softcap);
-    opt_float(g, ga, "attn_logit_softcapping", &hp->attn_softcap);
-    opt_int(g, ga, "attention.sliding_window", &hp->sliding_window);
+    opt_float(g, K("rope_theta_swa"), &hp->rope_theta_swa);
+    opt_float(g, K("final_softcap"), &hp->final_softcap);
+    opt_float(g, K("attn_softcap"), &hp->attn_softcap);
+    opt_int(g, K("sliding_window"), &hp->sliding_window);
 
     /* kv heads: scalar or per-layer array */
-    snprintf(ek, sizeof ek, "%s.attention.head_count_kv", ga);
-    int ki = rkm_gguf_find(g, ek);
+    int ki = rkm_gguf_find(g, K("n_head_kv"));
     if (ki >= 0 && rkm_gguf_vtype(g, ki) == RKM_GGUF_ARRAY) {
         if (rkm_gguf_arr_n(g, ki) != (uint64_t)hp->n_layer || rkm_gguf_arr_type(g, ki) == RKM_GGUF_STRING)
-            return rkm_err(RKM_EFORMAT, "%s must have one integer per layer", ek);
+            return rkm_err(RKM_EFORMAT, "%s must have one integer per layer", k);
         for (int i = 0; i < hp->n_layer; i++) hp->n_head_kv[i] = (int)rkm_gguf_arr_int(g, ki, (uint64_t)i);
     } else {
         int kv = hp->n_head;
-        opt_int(g, ga, "attention.head_count_kv", &kv);
+        opt_int(g, k, &kv);
         for (int i = 0; i < hp->n_layer; i++) hp->n_head_kv[i] = kv;
     }
     if (hp->n_head < 1) return rkm_err(RKM_EFORMAT, "attention.head_count is 0");
     hp->head_dim = hp->n_embd / hp->n_head;
-    opt_int(g, ga, "attention.key_length", &hp->head_dim);
+    opt_int(g, K("head_dim"), &hp->head_dim);
     hp->head_dim_v = hp->head_dim;
-    opt_int(g, ga, "attention.value_length", &hp->head_dim_v);
+    opt_int(g, K("head_dim_v"), &hp->head_dim_v);
     hp->head_dim_swa = hp->head_dim;
-    opt_int(g, ga, "attention.key_length_swa", &hp->head_dim_swa);
+    opt_int(g, K("head_dim_swa"), &hp->head_dim_swa);
     hp->rope_dim = hp->head_dim;
-    opt_int(g, ga, "rope.dimension_count", &hp->rope_dim);
+    opt_int(g, K("rope_dim"), &hp->rope_dim);
     hp->rope_dim_swa = hp->head_dim_swa;
-    opt_int(g, ga, "rope.dimension_count_swa", &hp->rope_dim_swa);
+    opt_int(g, K("rope_dim_swa"), &hp->rope_dim_swa);
 
-    snprintf(ek, sizeof ek, "%s.attention.sliding_window_pattern", ga);
-    int pi = rkm_gguf_find(g, ek);
+    int pi = rkm_gguf_find(g, K("swa_layer"));
     if (pi >= 0) {
         if (rkm_gguf_vtype(g, pi) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, pi) != (uint64_t)hp->n_layer)
-            return rkm_err(RKM_EFORMAT, "%s must have one bool per layer", ek);
+            return rkm_err(RKM_EFORMAT, "%s must have one bool per layer", k);
         for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = rkm_gguf_arr_int(g, pi, (uint64_t)i) != 0;
     } else if (arch == RKM_ARCH_GEMMA4 && hp->sliding_window > 0) {
         for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = (i % 6) != 5 && i != hp->n_layer - 1;
     }
+#undef K
 
     /* vocabulary: the tokenizer's, else the embedding's rows */
     int ti = rkm_gguf_find(g, "tokenizer.ggml.tokens");
-    const rkm_gguf_tensor *emb = rkm_gguf_tensor_find(g, "token_embd.weight");
-    if (!emb) return rkm_err(RKM_EFORMAT, "GGUF has no token_embd.weight");
+    const rkm_gguf_tensor *emb = role_tensor(g, arch, RKM_TENSOR_TOKEN_EMBD, -1);
+    if (!emb) return rkm_err(RKM_EFORMAT, "GGUF has no %s", rkm_arch_tensor(arch, RKM_TENSOR_TOKEN_EMBD)->gguf);
     hp->n_vocab = (int)emb->ne[1];
     if (emb->ne[0] != hp->n_embd)
-        return rkm_err(RKM_EFORMAT, "token_embd.weight has %lld columns, embedding_length is %d",
+        return rkm_err(RKM_EFORMAT, "%s has %lld columns, embedding_length is %d", emb->name,
                        (long long)emb->ne[0], hp->n_embd);
     if (ti >= 0 && rkm_gguf_arr_n(g, ti) > (uint64_t)hp->n_vocab)
-        return rkm_err(RKM_EFORMAT, "tokenizer has %llu tokens but token_embd.weight only %d rows",
-                       (unsigned long long)rkm_gguf_arr_n(g, ti), hp->n_vocab);
-    hp->tied_output = rkm_gguf_tensor_find(g, "output.weight") == NULL;
-    hp->has_rope_freqs = rkm_gguf_tensor_find(g, "rope_freqs.weight") != NULL;
-    if (rkm_gguf_tensor_find(g, "blk.0.attn_q.bias")) hp->has_qkv_bias = 1;
+        return rkm_err(RKM_EFORMAT, "tokenizer has %llu tokens but %s only %d rows",
+                       (unsigned long long)rkm_gguf_arr_n(g, ti), emb->name, hp->n_vocab);
+    hp->tied_output = role_tensor(g, arch, RKM_TENSOR_OUTPUT, -1) == NULL;
+    hp->has_rope_freqs = role_tensor(g, arch, RKM_TENSOR_ROPE_FREQS, -1) != NULL;
+    if (role_tensor(g, arch, RKM_TENSOR_ATTN_Q_BIAS, 0)) hp->has_qkv_bias = 1;
     if (arch == RKM_ARCH_GEMMA4) hp->embed_scale = sqrtf((float)hp->n_embd);
     if (hp->n_expert > 0 && hp->n_layer_dense_lead == 0) {
         /* layers without a router are dense */
-        char tn[96];
-        while (hp->n_layer_dense_lead < hp->n_layer) {
-            snprintf(tn, sizeof tn, "blk.%d.ffn_gate_inp.weight", hp->n_layer_dense_lead);
-            if (rkm_gguf_tensor_find(g, tn)) break;
+        while (hp->n_layer_dense_lead < hp->n_layer && !role_tensor(g, arch, RKM_TENSOR_FFN_GATE_INP, hp->n_layer_dense_lead))
             hp->n_layer_dense_lead++;
-        }
     }
     return rkm_hparams_validate(hp);
 }

@@ -5,7 +5,8 @@
  * read back at load. Immutable after load.
  *
  * Tensor names inside a .rkmojo follow llama.cpp's GGUF names
- * (token_embd.weight, blk.N.attn_q.weight, ...); see docs/FORMAT.md.
+ * (token_embd.weight, blk.N.attn_q.weight, ...), listed per architecture
+ * in arch.c; see docs/FORMAT.md.
  */
 #ifndef RKM_HPARAMS_H
 #define RKM_HPARAMS_H
@@ -13,31 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/arch.h"
+
 #define RKM_MAX_LAYERS 256
-
-enum rkm_arch {
-    RKM_ARCH_UNKNOWN = 0,
-    RKM_ARCH_LLAMA,    /* dense llama, and mixtral (llama + experts) */
-    RKM_ARCH_MIXTRAL,  /* llama with routed experts (GGUF arch "llama") */
-    RKM_ARCH_QWEN2,
-    RKM_ARCH_QWEN3,
-    RKM_ARCH_QWEN2MOE,
-    RKM_ARCH_QWEN3MOE,
-    RKM_ARCH_OLMOE,
-    RKM_ARCH_GEMMA4,
-    RKM_ARCH_COUNT
-};
-
-enum rkm_qk_norm {
-    RKM_QK_NORM_NONE = 0,
-    RKM_QK_NORM_HEAD,  /* RMSNorm per head, weight of size head_dim (qwen3, gemma4) */
-    RKM_QK_NORM_FULL   /* RMSNorm over the whole projection (olmoe) */
-};
-
-enum rkm_act {
-    RKM_ACT_SILU = 0,      /* SwiGLU: silu(gate) * up */
-    RKM_ACT_GELU_TANH      /* GeGLU with the tanh approximation */
-};
 
 typedef struct rkm_hparams {
     int arch;                 /* enum rkm_arch */
@@ -82,10 +61,8 @@ typedef struct rkm_hparams {
     int gemma4_norms;         /* gemma4's sandwich norms, dense MLP + experts, layer scalar */
 } rkm_hparams;
 
-/* Architecture name <-> enum. */
-int rkm_arch_from_name(const char *name);
-const char *rkm_arch_name(int arch);
-/* Sets every default that depends only on the arch (call before filling). */
+/* Sets the common defaults, then the arch's (arch.c's table); call before
+ * filling. */
 void rkm_hparams_init(rkm_hparams *hp, int arch);
 /* Checks ranges and consistency; RKM_EFORMAT with a message if wrong. */
 int rkm_hparams_validate(const rkm_hparams *hp);
@@ -105,6 +82,14 @@ const rkm_hparams_field *rkm_hparams_field_at(int i);
 /* Sets field key from text ("n_layer", "4"); also "n_head_kv" (all
  * layers). RKM_EINVAL with a message if unknown or not a number. */
 int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value);
+
+/* A tensor row of arch.h evaluated for these hyper-parameters, in layer
+ * il (-1 for global tensors): does the model hold it, must it be there
+ * (else it may be absent), and its shape (returns n_dims; ne[] in GGUF
+ * order, unused dims 1). */
+int rkm_hparams_tensor_expected(const rkm_hparams *hp, const rkm_tensor_info *t, int il);
+int rkm_hparams_tensor_required(const rkm_hparams *hp, const rkm_tensor_info *t, int il);
+int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int il, int64_t ne[3]);
 
 /* Is layer il an MoE layer (has routed experts)? */
 static inline int rkm_hparams_is_moe_layer(const rkm_hparams *hp, int il)

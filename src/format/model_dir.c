@@ -459,10 +459,16 @@ const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char 
     return NULL;
 }
 
+const rkm_tensor_view *rkm_model_dir_role(const rkm_model_dir *md, int role, int il)
+{
+    char nm[128];
+    return rkm_arch_tensor_name(md->hp.arch, role, il, nm, sizeof nm) ? rkm_model_dir_tensor(md, nm) : NULL;
+}
+
 uint64_t rkm_model_dir_lookup_embd_bytes(const rkm_model_dir *md)
 {
-    const rkm_tensor_view *te = rkm_model_dir_tensor(md, "token_embd.weight");
-    if (!te || md->hp.tied_output || !rkm_model_dir_tensor(md, "output.weight")) return 0;
+    const rkm_tensor_view *te = rkm_model_dir_role(md, RKM_TENSOR_TOKEN_EMBD, -1);
+    if (!te || md->hp.tied_output || !rkm_model_dir_role(md, RKM_TENSOR_OUTPUT, -1)) return 0;
     return te->nbytes;
 }
 

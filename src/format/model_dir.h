@@ -112,6 +112,8 @@ rkm_model_dir *rkm_model_dir_open(const char *dir);
 void rkm_model_dir_close(rkm_model_dir *md);
 
 const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name);
+/* The tensor of role (arch.h) in layer il (-1: global), NULL if absent. */
+const rkm_tensor_view *rkm_model_dir_role(const rkm_model_dir *md, int role, int il);
 /* Bytes of token_embd.weight when it is only looked up, a row per token
  * (the LM head is output.weight); 0 when it is also the LM head (tied). */
 uint64_t rkm_model_dir_lookup_embd_bytes(const rkm_model_dir *md);

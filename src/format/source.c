@@ -15,157 +15,29 @@
 
 /* ------------------------------------------------------ name mapping */
 
-/* A_ALL: every architecture but gemma4 (whose names differ throughout). */
-enum { A_ALL = 0, A_MIXTRAL = 1, A_NOT_MIXTRAL = 2, A_GEMMA4 = 3 };
-typedef struct {
-    const char *gguf; /* %d = layer, second %d = expert */
-    const char *hf;
-    int only;
-} name_map;
-
-static const name_map names[] = {
-    {"token_embd.weight", "model.embed_tokens.weight", A_ALL},
-    {"output_norm.weight", "model.norm.weight", A_ALL},
-    {"output.weight", "lm_head.weight", A_ALL},
-    {"blk.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", A_ALL},
-    {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight", A_ALL},
-    {"blk.%d.attn_q.weight", "model.layers.%d.self_attn.q_proj.weight", A_ALL},
-    {"blk.%d.attn_k.weight", "model.layers.%d.self_attn.k_proj.weight", A_ALL},
-    {"blk.%d.attn_v.weight", "model.layers.%d.self_attn.v_proj.weight", A_ALL},
-    {"blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj.weight", A_ALL},
-    {"blk.%d.attn_q.bias", "model.layers.%d.self_attn.q_proj.bias", A_ALL},
-    {"blk.%d.attn_k.bias", "model.layers.%d.self_attn.k_proj.bias", A_ALL},
-    {"blk.%d.attn_v.bias", "model.layers.%d.self_attn.v_proj.bias", A_ALL},
-    {"blk.%d.attn_q_norm.weight", "model.layers.%d.self_attn.q_norm.weight", A_ALL},
-    {"blk.%d.attn_k_norm.weight", "model.layers.%d.self_attn.k_norm.weight", A_ALL},
-    {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight", A_ALL},
-    {"blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj.weight", A_ALL},
-    {"blk.%d.ffn_down.weight", "model.layers.%d.mlp.down_proj.weight", A_ALL},
-    {"blk.%d.ffn_gate_inp.weight", "model.layers.%d.mlp.gate.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_gate.%d.weight", "model.layers.%d.mlp.experts.%d.gate_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_up.%d.weight", "model.layers.%d.mlp.experts.%d.up_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_down.%d.weight", "model.layers.%d.mlp.experts.%d.down_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_gate_inp_shexp.weight", "model.layers.%d.mlp.shared_expert_gate.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_gate_shexp.weight", "model.layers.%d.mlp.shared_expert.gate_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_up_shexp.weight", "model.layers.%d.mlp.shared_expert.up_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_down_shexp.weight", "model.layers.%d.mlp.shared_expert.down_proj.weight", A_NOT_MIXTRAL},
-    {"blk.%d.ffn_gate_inp.weight", "model.layers.%d.block_sparse_moe.gate.weight", A_MIXTRAL},
-    {"blk.%d.ffn_gate.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", A_MIXTRAL},
-    {"blk.%d.ffn_up.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", A_MIXTRAL},
-    {"blk.%d.ffn_down.%d.weight", "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", A_MIXTRAL},
-    /* Gemma 4 (transformers' Gemma4 text model; "model.layers." is read as
-     * "model.language_model.layers."). Experts stay fused: experts.gate_up_proj
-     * is [E, 2F, H] with each expert's gate rows before its up rows, exactly
-     * ffn_gate_up_exps. Where two names are listed the first is written. */
-    {"token_embd.weight", "model.language_model.embed_tokens.weight", A_GEMMA4},
-    {"output_norm.weight", "model.language_model.norm.weight", A_GEMMA4},
-    {"blk.%d.attn_norm.weight", "model.language_model.layers.%d.input_layernorm.weight", A_GEMMA4},
-    {"blk.%d.post_attention_norm.weight", "model.language_model.layers.%d.post_attention_layernorm.weight", A_GEMMA4},
-    {"blk.%d.ffn_norm.weight", "model.language_model.layers.%d.pre_feedforward_layernorm.weight", A_GEMMA4},
-    {"blk.%d.post_ffw_norm_1.weight", "model.language_model.layers.%d.post_feedforward_layernorm_1.weight", A_GEMMA4},
-    {"blk.%d.pre_ffw_norm_2.weight", "model.language_model.layers.%d.pre_feedforward_layernorm_2.weight", A_GEMMA4},
-    {"blk.%d.pre_ffw_norm_2.weight", "model.language_model.layers.%d.mlp.pre_feedforward_layernorm_2.weight", A_GEMMA4},
-    {"blk.%d.post_ffw_norm_2.weight", "model.language_model.layers.%d.post_feedforward_layernorm_2.weight", A_GEMMA4},
-    {"blk.%d.post_ffw_norm.weight", "model.language_model.layers.%d.post_feedforward_layernorm.weight", A_GEMMA4},
-    {"blk.%d.attn_q.weight", "model.language_model.layers.%d.self_attn.q_proj.weight", A_GEMMA4},
-    {"blk.%d.attn_k.weight", "model.language_model.layers.%d.self_attn.k_proj.weight", A_GEMMA4},
-    {"blk.%d.attn_v.weight", "model.language_model.layers.%d.self_attn.v_proj.weight", A_GEMMA4},
-    {"blk.%d.attn_output.weight", "model.language_model.layers.%d.self_attn.o_proj.weight", A_GEMMA4},
-    {"blk.%d.attn_q_norm.weight", "model.language_model.layers.%d.self_attn.q_norm.weight", A_GEMMA4},
-    {"blk.%d.attn_k_norm.weight", "model.language_model.layers.%d.self_attn.k_norm.weight", A_GEMMA4},
-    {"blk.%d.ffn_gate.weight", "model.language_model.layers.%d.mlp.gate_proj.weight", A_GEMMA4},
-    {"blk.%d.ffn_up.weight", "model.language_model.layers.%d.mlp.up_proj.weight", A_GEMMA4},
-    {"blk.%d.ffn_down.weight", "model.language_model.layers.%d.mlp.down_proj.weight", A_GEMMA4},
-    {"blk.%d.ffn_gate_inp.weight", "model.language_model.layers.%d.router.proj.weight", A_GEMMA4},
-    {"blk.%d.ffn_gate_inp.weight", "model.language_model.layers.%d.mlp.router.proj.weight", A_GEMMA4},
-    {"blk.%d.ffn_gate_inp.scale", "model.language_model.layers.%d.router.scale", A_GEMMA4},
-    {"blk.%d.ffn_gate_inp.scale", "model.language_model.layers.%d.mlp.router.scale", A_GEMMA4},
-    {"blk.%d.ffn_down_exps.scale", "model.language_model.layers.%d.router.per_expert_scale", A_GEMMA4},
-    {"blk.%d.ffn_down_exps.scale", "model.language_model.layers.%d.mlp.router.per_expert_scale", A_GEMMA4},
-    {"blk.%d.ffn_gate_up_exps.weight", "model.language_model.layers.%d.experts.gate_up_proj", A_GEMMA4},
-    {"blk.%d.ffn_gate_up_exps.weight", "model.language_model.layers.%d.mlp.experts.gate_up_proj", A_GEMMA4},
-    {"blk.%d.ffn_down_exps.weight", "model.language_model.layers.%d.experts.down_proj", A_GEMMA4},
-    {"blk.%d.ffn_down_exps.weight", "model.language_model.layers.%d.mlp.experts.down_proj", A_GEMMA4},
-    {"blk.%d.layer_output_scale.weight", "model.language_model.layers.%d.layer_scalar", A_GEMMA4},
-};
-
-/* Matches s against pat (literal text and %d), collecting up to 2 ints. */
-static int match(const char *pat, const char *s, int *v, int *nv)
-{
-    *nv = 0;
-    while (*pat) {
-        if (pat[0] == '%' && pat[1] == 'd') {
-            if (*s < '0' || *s > '9' || *nv >= 2) return 0;
-            long x = 0;
-            while (*s >= '0' && *s <= '9') {
-                x = x * 10 + (*s++ - '0');
-                if (x > 1000000) return 0;
-            }
-            v[(*nv)++] = (int)x;
-            pat += 2;
-        } else if (*pat++ != *s++) {
-            return 0;
-        }
-    }
-    return *s == 0;
-}
-
-static int arch_ok(int only, int arch)
-{
-    if ((only == A_GEMMA4) != (arch == RKM_ARCH_GEMMA4)) return 0;
-    return only == A_ALL || only == A_GEMMA4 || (only == A_MIXTRAL) == (arch == RKM_ARCH_MIXTRAL);
-}
-
-static char *fill(const char *pat, const int *v, int nv)
-{
-    char buf[256];
-    if (nv == 0) snprintf(buf, sizeof buf, "%s", pat);
-    else if (nv == 1) snprintf(buf, sizeof buf, pat, v[0]);
-    else snprintf(buf, sizeof buf, pat, v[0], v[1]);
-    return strdup(buf);
-}
-
 char *rkm_hf_name_to_gguf(int arch, const char *hf, const rkm_hparams *hp, int *permute)
 {
-    int v[2], nv;
-    char norm[256];
+    int il, e;
+    char buf[256];
     *permute = 0;
-    if (arch == RKM_ARCH_GEMMA4 && !strncmp(hf, "model.", 6) && strncmp(hf, "model.language_model.", 21)) {
-        snprintf(norm, sizeof norm, "model.language_model.%s", hf + 6);
-        hf = norm;
+    const rkm_tensor_info *t = rkm_arch_tensor_by_hf(arch, hf, &il, &e);
+    const char *tmpl = !t ? NULL : e >= 0 ? t->gguf_split : t->gguf;
+    if (!tmpl || rkm_arch_format(tmpl, il, e, buf, sizeof buf)) return NULL;
+    if (rkm_arch_info_of(arch)->hf_rope_permute && e < 0) {
+        if (t->role == RKM_TENSOR_ATTN_Q) *permute = hp->n_head;
+        else if (t->role == RKM_TENSOR_ATTN_K) *permute = hp->n_head_kv[il < hp->n_layer ? il : 0];
     }
-    for (size_t i = 0; i < RKM_ARRAY_LEN(names); i++) {
-        if (!arch_ok(names[i].only, arch) || !match(names[i].hf, hf, v, &nv)) continue;
-        char *g = fill(names[i].gguf, v, nv);
-        if (g && (arch == RKM_ARCH_LLAMA || arch == RKM_ARCH_MIXTRAL) && nv == 1) {
-            if (strstr(g, ".attn_q.weight")) *permute = hp->n_head;
-            else if (strstr(g, ".attn_k.weight")) *permute = hp->n_head_kv[v[0] < hp->n_layer ? v[0] : 0];
-        }
-        return g;
-    }
-    return NULL;
+    return strdup(buf);
 }
 
 char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert)
 {
-    int v[2], nv;
-    char split[160];
-    /* fused expert tensors map to the per-expert names */
-    static const char *fused[] = {"gate", "up", "down"};
-    for (int p = 0; p < 3 && arch != RKM_ARCH_GEMMA4; p++) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "blk.%%d.ffn_%s_exps.weight", fused[p]);
-        if (match(pat, gguf_name, v, &nv)) {
-            snprintf(split, sizeof split, "blk.%d.ffn_%s.%d.weight", v[0], fused[p], expert);
-            gguf_name = split;
-            break;
-        }
-    }
-    for (size_t i = 0; i < RKM_ARRAY_LEN(names); i++) {
-        if (!arch_ok(names[i].only, arch) || !match(names[i].gguf, gguf_name, v, &nv)) continue;
-        return fill(names[i].hf, v, nv);
-    }
-    return NULL;
+    int il, e;
+    char buf[256];
+    const rkm_tensor_info *t = rkm_arch_tensor_by_gguf(arch, gguf_name, &il, &e);
+    /* a fused expert tensor names expert `expert` of its per-expert HF names */
+    if (!t || !t->hf[0] || rkm_arch_format(t->hf[0], il, e >= 0 ? e : expert, buf, sizeof buf)) return NULL;
+    return strdup(buf);
 }
 
 /* ------------------------------------------------------------- GGUF */
@@ -215,28 +87,42 @@ static double jnum(const cJSON *o, const char *k, double def)
     return cJSON_IsNumber(v) ? v->valuedouble : def;
 }
 
+/* config.json key of field for arch ("" if none: jint/jnum then give the default). */
+static const char *hk(int arch, const char *field)
+{
+    const rkm_hparam_key *k = rkm_arch_key(arch, field);
+    return k && k->hf ? k->hf : "";
+}
+
+/* The fields every architecture's config.json names alike (through the
+ * table's keys); n_ctx_def: the context when the config has none. */
+static int hf_common(const cJSON *c, int arch, int n_ctx_def, rkm_hparams *hp)
+{
+    rkm_hparams_init(hp, arch);
+    hp->n_layer = jint(c, hk(arch, "n_layer"), 0);
+    hp->n_embd = jint(c, hk(arch, "n_embd"), 0);
+    hp->n_head = jint(c, hk(arch, "n_head"), 0);
+    if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS || hp->n_head < 1 || hp->n_embd < 1)
+        return rkm_err(RKM_EFORMAT, "config.json: bad num_hidden_layers/hidden_size/num_attention_heads");
+    hp->n_vocab = jint(c, hk(arch, "n_vocab"), 0);
+    hp->n_ctx_train = jint(c, hk(arch, "n_ctx_train"), n_ctx_def);
+    hp->n_ff = jint(c, hk(arch, "n_ff"), 0);
+    hp->n_expert_used = jint(c, hk(arch, "n_expert_used"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert_used"), 0));
+    hp->rms_eps = (float)jnum(c, hk(arch, "rms_eps"), 1e-6);
+    return 0;
+}
+
 /* Gemma 4's config: the text model's fields (nested in text_config for the
  * multimodal checkpoint). Head dims and kv heads differ between sliding and
  * full layers; they are read from the tensors afterwards (gemma4_dims). */
-static int gemma4_hparams(const cJSON *root, rkm_hparams *hp)
+static int gemma4_hparams(const cJSON *c, rkm_hparams *hp)
 {
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    const cJSON *c = cJSON_IsObject(tc) ? tc : root;
-    rkm_hparams_init(hp, RKM_ARCH_GEMMA4);
-    hp->n_layer = jint(c, "num_hidden_layers", 0);
-    hp->n_embd = jint(c, "hidden_size", 0);
-    hp->n_head = jint(c, "num_attention_heads", 0);
-    if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS || hp->n_head < 1 || hp->n_embd < 1)
-        return rkm_err(RKM_EFORMAT, "config.json: bad num_hidden_layers/hidden_size/num_attention_heads");
-    hp->n_vocab = jint(c, "vocab_size", 0);
-    hp->n_ctx_train = jint(c, "max_position_embeddings", 8192);
-    hp->n_ff = jint(c, "intermediate_size", 0);
-    hp->n_expert = jint(c, "num_experts", 0);
-    hp->n_expert_used = jint(c, "top_k_experts", jint(c, "num_experts_per_tok", 0));
-    hp->n_ff_exp = jint(c, "moe_intermediate_size", jint(c, "expert_intermediate_size", 0));
-    hp->rms_eps = (float)jnum(c, "rms_norm_eps", 1e-6);
-    hp->sliding_window = jint(c, "sliding_window", 0);
-    hp->final_softcap = (float)jnum(c, "final_logit_softcapping", 0);
+    int rc = hf_common(c, RKM_ARCH_GEMMA4, 8192, hp);
+    if (rc) return rc;
+    hp->n_expert = jint(c, hk(RKM_ARCH_GEMMA4, "n_expert"), 0);
+    hp->n_ff_exp = jint(c, hk(RKM_ARCH_GEMMA4, "n_ff_exp"), jint(c, "expert_intermediate_size", 0));
+    hp->sliding_window = jint(c, hk(RKM_ARCH_GEMMA4, "sliding_window"), 0);
+    hp->final_softcap = (float)jnum(c, hk(RKM_ARCH_GEMMA4, "final_softcap"), 0);
     hp->embed_scale = sqrtf((float)hp->n_embd);
     hp->rope_theta = (float)jnum(c, "rope_theta", 1e6);
     hp->rope_theta_swa = (float)jnum(c, "rope_local_base_freq", 1e4);
@@ -268,25 +154,22 @@ static double gemma4_partial_rotary(const cJSON *root)
     return f;
 }
 
-static int hf_hparams(const cJSON *c, rkm_hparams *hp, const char *dir)
+static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir)
 {
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
-    if (!cJSON_IsString(mt)) return rkm_err(RKM_EFORMAT, "%s/config.json has no model_type", dir);
-    const char *m = mt->valuestring;
-    int n_exp = jint(c, "num_local_experts", jint(c, "num_experts", 0));
-    int arch = !strcmp(m, "llama") ? (n_exp ? RKM_ARCH_MIXTRAL : RKM_ARCH_LLAMA)
-             : !strcmp(m, "mixtral") ? RKM_ARCH_MIXTRAL
-             : !strcmp(m, "qwen2") ? RKM_ARCH_QWEN2
-             : !strcmp(m, "qwen3") ? RKM_ARCH_QWEN3
-             : !strcmp(m, "qwen2_moe") ? RKM_ARCH_QWEN2MOE
-             : !strcmp(m, "qwen3_moe") ? RKM_ARCH_QWEN3MOE
-             : !strcmp(m, "olmoe") ? RKM_ARCH_OLMOE
-             : (!strcmp(m, "gemma4") || !strcmp(m, "gemma4_text")) ? RKM_ARCH_GEMMA4
-             : RKM_ARCH_UNKNOWN;
-    if (!arch)
-        return rkm_err(RKM_EUNSUPPORTED,
-                       "model_type '%s' is not supported from safetensors (supported: llama, mixtral, qwen2, qwen3, "
-                       "qwen2_moe, qwen3_moe, olmoe, gemma4)", m);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const cJSON *ar = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "architectures"), 0);
+    if (!cJSON_IsString(mt) && !cJSON_IsString(ar)) return rkm_err(RKM_EFORMAT, "%s/config.json has no model_type", dir);
+    const char *m = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    int arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, 0);
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    if (!a)
+        return rkm_err(RKM_EUNSUPPORTED, "model_type '%s' is not supported from safetensors (supported: %s)",
+                       m ? m : ar->valuestring, rkm_arch_supported(1));
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *c = a->hf_text_config && cJSON_IsObject(tc) ? tc : root;
+    /* the expert count decides between an arch and its MoE variant */
+    int n_exp = jint(c, hk(a->experts_arch ? a->experts_arch : arch, "n_expert"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert"), 0));
+    arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) return rkm_err(RKM_EUNSUPPORTED, "config.json: rope_scaling is not supported yet");
@@ -294,31 +177,23 @@ static int hf_hparams(const cJSON *c, rkm_hparams *hp, const char *dir)
     if (cJSON_IsArray(mlp_only) && cJSON_GetArraySize(mlp_only) > 0)
         return rkm_err(RKM_EUNSUPPORTED, "config.json: mlp_only_layers is not supported");
     if (jint(c, "decoder_sparse_step", 1) != 1) return rkm_err(RKM_EUNSUPPORTED, "config.json: decoder_sparse_step != 1 is not supported");
-    rkm_hparams_init(hp, arch);
-    hp->n_layer = jint(c, "num_hidden_layers", 0);
-    hp->n_embd = jint(c, "hidden_size", 0);
-    hp->n_head = jint(c, "num_attention_heads", 0);
-    if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS || hp->n_head < 1 || hp->n_embd < 1)
-        return rkm_err(RKM_EFORMAT, "config.json: bad num_hidden_layers/hidden_size/num_attention_heads");
-    int kv = jint(c, "num_key_value_heads", hp->n_head);
+    int rc = hf_common(c, arch, 4096, hp);
+    if (rc) return rc;
+    int kv = jint(c, hk(arch, "n_head_kv"), hp->n_head);
     for (int i = 0; i < hp->n_layer; i++) hp->n_head_kv[i] = kv;
-    hp->head_dim = jint(c, "head_dim", hp->n_embd / hp->n_head);
+    hp->head_dim = jint(c, hk(arch, "head_dim"), hp->n_embd / hp->n_head);
     hp->head_dim_v = hp->head_dim_swa = hp->rope_dim = hp->rope_dim_swa = hp->head_dim;
-    hp->n_vocab = jint(c, "vocab_size", 0);
-    hp->n_ctx_train = jint(c, "max_position_embeddings", 4096);
-    hp->n_ff = jint(c, "intermediate_size", 0);
     hp->n_expert = n_exp;
-    hp->n_expert_used = jint(c, "num_experts_per_tok", 0);
-    hp->n_ff_exp = !n_exp ? 0 : arch == RKM_ARCH_MIXTRAL ? hp->n_ff : jint(c, "moe_intermediate_size", hp->n_ff);
-    hp->n_ff_shexp = jint(c, "shared_expert_intermediate_size", 0);
-    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(c, "norm_topk_prob");
+    hp->n_ff_exp = !n_exp ? 0 : rkm_arch_info_of(arch)->expert_width_in_ff ? hp->n_ff : jint(c, hk(arch, "n_ff_exp"), hp->n_ff);
+    hp->n_ff_shexp = jint(c, hk(arch, "n_ff_shexp"), 0);
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "expert_norm_topk"));
     if (cJSON_IsBool(nt)) hp->expert_norm_topk = cJSON_IsTrue(nt);
-    hp->rms_eps = (float)jnum(c, "rms_norm_eps", 1e-6);
-    hp->rope_theta = hp->rope_theta_swa = (float)jnum(c, "rope_theta", 10000.0);
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings");
+    hp->rope_theta = hp->rope_theta_swa = (float)jnum(c, hk(arch, "rope_theta"), 10000.0);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "tied_output"));
     hp->tied_output = cJSON_IsTrue(tie);
-    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(c, "attention_bias");
-    if (cJSON_IsBool(bias)) hp->has_qkv_bias = cJSON_IsTrue(bias) || arch == RKM_ARCH_QWEN2 || arch == RKM_ARCH_QWEN2MOE;
+    /* attention_bias: false does not remove the biases an arch always has (qwen2) */
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "has_qkv_bias"));
+    if (cJSON_IsBool(bias)) hp->has_qkv_bias = cJSON_IsTrue(bias) || hp->has_qkv_bias;
     return 0;
 }
 
@@ -411,13 +286,9 @@ static int gemma4_dims(rkm_source *s, double partial_rotary)
     int derive_swa = hp->swa_layer[0] == 2;
     hp->head_dim = hp->head_dim_swa = 0;
     for (int il = 0; il < hp->n_layer; il++) {
-        char nm[96];
-        snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", il);
-        const rkm_src_tensor *qn = rkm_source_find(s, nm);
-        snprintf(nm, sizeof nm, "blk.%d.attn_k.weight", il);
-        const rkm_src_tensor *k = rkm_source_find(s, nm);
-        snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", il);
-        int has_v = rkm_source_find(s, nm) != NULL;
+        const rkm_src_tensor *qn = rkm_source_role(s, RKM_TENSOR_ATTN_Q_NORM, il);
+        const rkm_src_tensor *k = rkm_source_role(s, RKM_TENSOR_ATTN_K, il);
+        int has_v = rkm_source_role(s, RKM_TENSOR_ATTN_V, il) != NULL;
         if (!qn || !k) return rkm_err(RKM_EFORMAT, "layer %d lacks self_attn.q_norm or k_proj", il);
         int hd = (int)qn->ne[0];
         if (hd < 1 || k->ne[1] % hd) return rkm_err(RKM_EFORMAT, "layer %d: k_proj rows not a multiple of the head dim %d", il, hd);
@@ -438,7 +309,7 @@ static int gemma4_dims(rkm_source *s, double partial_rotary)
     if (!f) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) f[i] = i < rot ? 1.0f : 1e30f;
     rkm_src_tensor *t = &s->tensors[s->n_tensors++];
-    t->name = strdup("rope_freqs.weight");
+    t->name = strdup(rkm_arch_tensor(hp->arch, RKM_TENSOR_ROPE_FREQS)->gguf);
     t->type = RKM_TYPE_F32;
     t->n_dims = 1;
     t->ne[0] = n;
@@ -490,7 +361,9 @@ static int open_hf(rkm_source *s, const char *dir)
             t->type = st->type;
             t->n_dims = st->n_dims;
             memcpy(t->ne, st->ne, sizeof t->ne);
-            if (strstr(g, "ffn_gate_inp_shexp")) t->n_dims = 1; /* HF [1, n_embd] -> GGUF [n_embd] */
+            int il, e;
+            const rkm_tensor_info *ti = rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e);
+            if (ti->flags & RKM_TF_HF_ROW) t->n_dims = 1; /* HF [1, n] -> GGUF [n] */
             t->nbytes = st->nbytes;
             t->file = f;
             t->handle = st;
@@ -499,13 +372,13 @@ static int open_hf(rkm_source *s, const char *dir)
         }
     }
     if (s->hp.arch == RKM_ARCH_GEMMA4 && (rc = gemma4_dims(s, partial_rotary))) return rc;
-    const rkm_src_tensor *emb = rkm_source_find(s, "token_embd.weight");
+    const rkm_src_tensor *emb = rkm_source_role(s, RKM_TENSOR_TOKEN_EMBD, -1);
     if (!emb) return rkm_err(RKM_EFORMAT, "%s: no embedding tensor (model.embed_tokens.weight)", dir);
     if (emb->ne[0] != s->hp.n_embd || emb->ne[1] != s->hp.n_vocab)
         return rkm_err(RKM_EFORMAT, "model.embed_tokens.weight is [%lld, %lld], config.json says vocab %d x hidden %d",
                        (long long)emb->ne[1], (long long)emb->ne[0], s->hp.n_vocab, s->hp.n_embd);
-    if (!rkm_source_find(s, "output.weight")) s->hp.tied_output = 1;
-    if (rkm_source_find(s, "blk.0.attn_q.bias")) s->hp.has_qkv_bias = 1;
+    if (!rkm_source_role(s, RKM_TENSOR_OUTPUT, -1)) s->hp.tied_output = 1;
+    if (rkm_source_role(s, RKM_TENSOR_ATTN_Q_BIAS, 0)) s->hp.has_qkv_bias = 1;
     /* chat template: tokenizer_config.json's, or chat_template.jinja */
     char *tp = rkm_path_join(dir, "tokenizer_config.json");
     char *tj = tp ? rkm_read_file(tp, &n) : NULL;
@@ -577,6 +450,12 @@ const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name)
     for (int i = 0; i < s->n_tensors; i++)
         if (!strcmp(s->tensors[i].name, name)) return &s->tensors[i];
     return NULL;
+}
+
+const rkm_src_tensor *rkm_source_role(const rkm_source *s, int role, int il)
+{
+    char nm[128];
+    return rkm_arch_tensor_name(s->hp.arch, role, il, nm, sizeof nm) ? rkm_source_find(s, nm) : NULL;
 }
 
 static int read_raw(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, void *buf, size_t n)

@@ -2,7 +2,7 @@
  * source.h - what the converter reads: a checkpoint seen as hparams plus
  * tensors with GGUF names, whether it came from a GGUF file or from a
  * Hugging Face directory (config.json + sharded safetensors). HF names are
- * mapped to GGUF names here; per-expert HF tensors become
+ * mapped to GGUF names through the architecture's table (arch.h); per-expert HF tensors become
  * "blk.L.ffn_{gate,up,down}.E.weight"; HF llama/mixtral q/k rows are
  * permuted to GGUF's interleaved rope order on read (permute_heads).
  *
@@ -46,6 +46,8 @@ typedef struct rkm_source {
 rkm_source *rkm_source_open(const char *path);
 void rkm_source_close(rkm_source *s);
 const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name);
+/* The tensor of role (arch.h) in layer il (-1: global), by its GGUF name; NULL if absent. */
+const rkm_src_tensor *rkm_source_role(const rkm_source *s, int role, int il);
 /* Reads rows [r0, r0+nr) of a tensor viewed as a matrix of ne[0]-wide rows
  * (all higher dims flattened), applying the q/k permutation if any. */
 int rkm_source_read_rows(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf);

@@ -1,6 +1,7 @@
 /*
  * model.c - rkm_model_open/close: maps a .rkmojo directory, binds the
- * weight views of every layer by their GGUF names (rkm_layer), creates the
+ * weight views of every layer (rkm_layer) from the architecture's tensor
+ * table (format/arch.h: names, shapes, presence), creates the
  * thread pool and the expert cache, and loads the tokenizer.
  *
  * Owns: the model dir (mapping), the vectors it had to dequantize at load
@@ -81,20 +82,11 @@ int rkm_model_params_from_knobs(rkm_model_params *p)
     return 0;
 }
 
-static const rkm_tensor_view *find(const rkm_model *m, const char *fmt, int il)
-{
-    char name[128];
-    snprintf(name, sizeof name, fmt, il);
-    return rkm_model_dir_tensor(m->md, name);
-}
-
 /* A vector of n floats; dequantized into an owned buffer when not f32. */
-static int vec(rkm_model *m, const char *fmt, int il, int64_t n, int required, const float **out)
+static int vec(rkm_model *m, const char *name, int64_t n, int required, const float **out)
 {
     *out = NULL;
-    const rkm_tensor_view *t = find(m, fmt, il);
-    char name[128];
-    snprintf(name, sizeof name, fmt, il);
+    const rkm_tensor_view *t = rkm_model_dir_tensor(m->md, name);
     if (!t) return required ? rkm_err(RKM_EFORMAT, "model: missing tensor %s", name) : 0;
     int64_t ne = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     if (ne != n) return rkm_err(RKM_EFORMAT, "model: %s has %lld values, expected %lld", name, (long long)ne, (long long)n);
@@ -125,13 +117,10 @@ static int mat_type_ok(int type)
 }
 
 /* A matrix n_in -> n_out. */
-static int mat(rkm_model *m, const char *fmt, int il, int64_t n_in, int64_t n_out, int required,
-               rkm_mat *out)
+static int mat(rkm_model *m, const char *name, int64_t n_in, int64_t n_out, int required, rkm_mat *out)
 {
     memset(out, 0, sizeof *out);
-    const rkm_tensor_view *t = find(m, fmt, il);
-    char name[128];
-    snprintf(name, sizeof name, fmt, il);
+    const rkm_tensor_view *t = rkm_model_dir_tensor(m->md, name);
     if (!t) return required ? rkm_err(RKM_EFORMAT, "model: missing tensor %s", name) : 0;
     if (t->ne[0] != n_in || t->ne[1] * t->ne[2] * t->ne[3] != n_out)
         return rkm_err(RKM_EFORMAT, "model: %s has shape [%lld, %lld], expected [%lld, %lld]", name,
@@ -145,6 +134,58 @@ static int mat(rkm_model *m, const char *fmt, int il, int64_t n_in, int64_t n_ou
     out->n_in = n_in;
     out->n_out = n_out;
     out->data = t->data;
+    return 0;
+}
+
+/* The rkm_layer field each per-layer role of the architecture tables
+ * (format/arch.h) binds to; the shapes come from the table. */
+enum { FIELD_VEC, FIELD_MAT, FIELD_SCALAR };
+#define FV(role, f) {RKM_TENSOR_##role, FIELD_VEC, offsetof(rkm_layer, f)}
+#define FM(role, f) {RKM_TENSOR_##role, FIELD_MAT, offsetof(rkm_layer, f)}
+static const struct {
+    int role, kind;
+    size_t off;
+} layer_fields[] = {
+    FV(ATTN_NORM, attn_norm),         FM(ATTN_Q, wq),
+    FM(ATTN_K, wk),                   FM(ATTN_V, wv),
+    FM(ATTN_OUT, wo),                 FV(ATTN_Q_BIAS, bq),
+    FV(ATTN_K_BIAS, bk),              FV(ATTN_V_BIAS, bv),
+    FV(ATTN_Q_NORM, q_norm),          FV(ATTN_K_NORM, k_norm),
+    FV(ATTN_POST_NORM, post_attn_norm), FV(FFN_NORM, ffn_norm),
+    FM(FFN_GATE, ffn_gate),           FM(FFN_UP, ffn_up),
+    FM(FFN_DOWN, ffn_down),           FV(FFN_POST_NORM_1, post_ffw_norm_1),
+    FV(FFN_PRE_NORM_2, pre_ffw_norm_2), FM(FFN_GATE_INP, router),
+    FV(FFN_GATE_INP_SCALE, router_scale), FV(FFN_DOWN_EXPS_SCALE, expert_scale),
+    FM(FFN_GATE_INP_SHEXP, sh_gate_inp), FM(FFN_GATE_SHEXP, sh_gate),
+    FM(FFN_UP_SHEXP, sh_up),          FM(FFN_DOWN_SHEXP, sh_down),
+    FV(FFN_POST_NORM_2, post_ffw_norm_2), FV(FFN_POST_NORM, post_ffw_norm),
+    {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
+};
+
+/* Binds every tensor of the arch's table that layer il holds. */
+static int bind_rows(rkm_model *m, rkm_layer *L, int il)
+{
+    const rkm_hparams *hp = &m->hp;
+    const rkm_arch_info *a = rkm_arch_info_of(hp->arch);
+    L->out_scale = 1.0f;
+    for (int i = 0; a && i < a->n_tensors; i++) {
+        const rkm_tensor_info *t = &a->tensors[i];
+        if (t->layers == RKM_LAYERS_GLOBAL || rkm_tensor_role_is_expert(t->role) || !rkm_hparams_tensor_expected(hp, t, il))
+            continue;
+        size_t f = 0;
+        while (f < RKM_ARRAY_LEN(layer_fields) && layer_fields[f].role != t->role) f++;
+        if (f == RKM_ARRAY_LEN(layer_fields)) return rkm_err(RKM_EUNSUPPORTED, "model: no layer field for %s", t->gguf);
+        char name[128];
+        int64_t ne[3];
+        rkm_hparams_tensor_ne(hp, t, il, ne);
+        int req = rkm_hparams_tensor_required(hp, t, il), rc = rkm_arch_format(t->gguf, il, 0, name, sizeof name);
+        void *dst = (char *)L + layer_fields[f].off;
+        const float *v = NULL;
+        if (!rc && layer_fields[f].kind == FIELD_MAT) rc = mat(m, name, ne[0], ne[1] * ne[2], req, dst);
+        else if (!rc) rc = vec(m, name, ne[0] * ne[1] * ne[2], req, layer_fields[f].kind == FIELD_VEC ? dst : (void *)&v);
+        if (rc) return rc;
+        if (v) *(float *)dst = v[0];
+    }
     return 0;
 }
 
@@ -169,43 +210,14 @@ static int bind_layer(rkm_model *m, int il)
     m->max_hd = RKM_MAX(m->max_hd, RKM_MAX(L->hd_k, L->hd_v));
     m->max_qdim = RKM_MAX(m->max_qdim, RKM_MAX(qd, hp->n_head * L->hd_v));
     m->max_kvdim = RKM_MAX(m->max_kvdim, RKM_MAX(kd, vd));
-    if ((rc = vec(m, "blk.%d.attn_norm.weight", il, E, 1, &L->attn_norm))) return rc;
-    if ((rc = mat(m, "blk.%d.attn_q.weight", il, E, qd, 1, &L->wq))) return rc;
-    if ((rc = mat(m, "blk.%d.attn_k.weight", il, E, kd, 1, &L->wk))) return rc;
-    if ((rc = mat(m, "blk.%d.attn_v.weight", il, E, vd, !L->v_from_k, &L->wv))) return rc;
-    if ((rc = mat(m, "blk.%d.attn_output.weight", il, hp->n_head * L->hd_v, E, 1, &L->wo))) return rc;
-    if (hp->has_qkv_bias) {
-        if ((rc = vec(m, "blk.%d.attn_q.bias", il, qd, 1, &L->bq))) return rc;
-        if ((rc = vec(m, "blk.%d.attn_k.bias", il, kd, 1, &L->bk))) return rc;
-        if ((rc = vec(m, "blk.%d.attn_v.bias", il, vd, 1, &L->bv))) return rc;
-    }
-    if (hp->qk_norm == RKM_QK_NORM_HEAD) {
-        if ((rc = vec(m, "blk.%d.attn_q_norm.weight", il, L->hd_k, 1, &L->q_norm))) return rc;
-        if ((rc = vec(m, "blk.%d.attn_k_norm.weight", il, L->hd_k, 1, &L->k_norm))) return rc;
-    } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
-        if ((rc = vec(m, "blk.%d.attn_q_norm.weight", il, qd, 1, &L->q_norm))) return rc;
-        if ((rc = vec(m, "blk.%d.attn_k_norm.weight", il, kd, 1, &L->k_norm))) return rc;
-    }
-    if (!L->is_swa && m->hp.has_rope_freqs) {
-        if ((rc = vec(m, "rope_freqs.weight", 0, L->rope_dim / 2, 1, &L->rope_freqs))) return rc;
-    }
-    if ((rc = vec(m, "blk.%d.ffn_norm.weight", il, E, 1, &L->ffn_norm))) return rc;
-    L->out_scale = 1.0f;
-    if (hp->gemma4_norms) {
-        const float *s = NULL;
-        if ((rc = vec(m, "blk.%d.post_attention_norm.weight", il, E, 1, &L->post_attn_norm))) return rc;
-        if ((rc = vec(m, "blk.%d.post_ffw_norm.weight", il, E, 1, &L->post_ffw_norm))) return rc;
-        if ((rc = vec(m, "blk.%d.layer_output_scale.weight", il, 1, 0, &s))) return rc;
-        if (s) L->out_scale = s[0];
-    }
-    int moe = rkm_hparams_is_moe_layer(hp, il);
-    int dense = !moe || hp->gemma4_norms;
-    if (dense) {
-        if ((rc = mat(m, "blk.%d.ffn_gate.weight", il, E, hp->n_ff, 1, &L->ffn_gate))) return rc;
-        if ((rc = mat(m, "blk.%d.ffn_up.weight", il, E, hp->n_ff, 1, &L->ffn_up))) return rc;
-        if ((rc = mat(m, "blk.%d.ffn_down.weight", il, hp->n_ff, E, 1, &L->ffn_down))) return rc;
-    }
-    if (moe) {
+    /* the global frequency divisors apply to the full-attention layers */
+    const rkm_tensor_info *rf = rkm_arch_tensor(hp->arch, RKM_TENSOR_ROPE_FREQS);
+    char name[128];
+    if (!L->is_swa && rf && rkm_hparams_tensor_expected(hp, rf, -1) && !rkm_arch_format(rf->gguf, -1, 0, name, sizeof name) &&
+        (rc = vec(m, name, L->rope_dim / 2, rkm_hparams_tensor_required(hp, rf, -1), &L->rope_freqs)))
+        return rc;
+    if ((rc = bind_rows(m, L, il))) return rc;
+    if (rkm_hparams_is_moe_layer(hp, il)) {
         L->el = rkm_model_dir_expert_layer(m->md, il);
         if (!L->el) return rkm_err(RKM_EFORMAT, "model: layer %d has no expert file", il);
         const rkm_expert_layer *el = L->el;
@@ -224,21 +236,6 @@ static int bind_layer(rkm_model *m, int il)
         }
         if (m->n_ff_exp && m->n_ff_exp != ff) return rkm_err(RKM_EFORMAT, "model: expert width differs between layers");
         m->n_ff_exp = ff;
-        if ((rc = mat(m, "blk.%d.ffn_gate_inp.weight", il, E, hp->n_expert, 1, &L->router))) return rc;
-        if (hp->gemma4_norms) {
-            if ((rc = vec(m, "blk.%d.post_ffw_norm_1.weight", il, E, 1, &L->post_ffw_norm_1))) return rc;
-            if ((rc = vec(m, "blk.%d.pre_ffw_norm_2.weight", il, E, 1, &L->pre_ffw_norm_2))) return rc;
-            if ((rc = vec(m, "blk.%d.post_ffw_norm_2.weight", il, E, 1, &L->post_ffw_norm_2))) return rc;
-            if ((rc = vec(m, "blk.%d.ffn_gate_inp.scale", il, E, 1, &L->router_scale))) return rc;
-            if ((rc = vec(m, "blk.%d.ffn_down_exps.scale", il, hp->n_expert, 0, &L->expert_scale))) return rc;
-        }
-        if (hp->n_ff_shexp > 0) {
-            int fs = hp->n_ff_shexp;
-            if ((rc = mat(m, "blk.%d.ffn_gate_shexp.weight", il, E, fs, 1, &L->sh_gate))) return rc;
-            if ((rc = mat(m, "blk.%d.ffn_up_shexp.weight", il, E, fs, 1, &L->sh_up))) return rc;
-            if ((rc = mat(m, "blk.%d.ffn_down_shexp.weight", il, fs, E, 1, &L->sh_down))) return rc;
-            if ((rc = mat(m, "blk.%d.ffn_gate_inp_shexp.weight", il, E, 1, hp->shexp_gate, &L->sh_gate_inp))) return rc;
-        }
     }
     return 0;
 }
@@ -420,10 +417,10 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         rkm_err(RKM_ENOMEM, "model: out of memory");
         goto fail;
     }
-    const rkm_tensor_view *te = rkm_model_dir_tensor(m->md, "token_embd.weight");
+    const rkm_tensor_view *te = rkm_model_dir_role(m->md, RKM_TENSOR_TOKEN_EMBD, -1);
     if (!te || te->ne[0] != hp->n_embd || te->ne[1] != hp->n_vocab || !te->data ||
         !rkm_type_readable(te->type) || !rkm_type_row_bytes(te->type, hp->n_embd)) {
-        rkm_err(RKM_EFORMAT, "model: missing or bad token_embd.weight");
+        rkm_err(RKM_EFORMAT, "model: missing or bad token embeddings (%s)", rkm_arch_tensor(hp->arch, RKM_TENSOR_TOKEN_EMBD)->gguf);
         goto fail;
     }
     m->tok_embd = te->data;
@@ -431,8 +428,13 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
     /* untied: the LM head is output.weight and the table is only looked up */
     m->embd_pread = rkm_model_dir_lookup_embd_bytes(m->md) > 0;
     m->embd_off = te->offset;
-    if (vec(m, "output_norm.weight", 0, hp->n_embd, 1, &m->output_norm)) goto fail;
-    if (mat(m, m->embd_pread ? "output.weight" : "token_embd.weight", 0, hp->n_embd, hp->n_vocab, 1, &m->output))
+    char name[128];
+    if (!rkm_arch_tensor_name(hp->arch, RKM_TENSOR_OUTPUT_NORM, -1, name, sizeof name) ||
+        vec(m, name, hp->n_embd, 1, &m->output_norm))
+        goto fail;
+    /* the LM head: output.weight, or the embeddings when tied */
+    if (!rkm_arch_tensor_name(hp->arch, m->embd_pread ? RKM_TENSOR_OUTPUT : RKM_TENSOR_TOKEN_EMBD, -1, name, sizeof name) ||
+        mat(m, name, hp->n_embd, hp->n_vocab, 1, &m->output))
         goto fail;
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(m, il)) {

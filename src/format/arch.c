@@ -1,0 +1,385 @@
+/*
+ * arch.c - the architecture tables (see arch.h) and the lookups over them:
+ * names, hyper-parameter keys, tensor rows by role, by GGUF name and by
+ * Hugging Face name. Constant data; any thread.
+ *
+ * Tensor rows are listed in the order synth writes them (globals, then per
+ * layer: attention, norms, dense FFN, experts), since that order is the
+ * order of the tensors in synth's GGUF. Architectures that share names
+ * share rows through the ROWS_* lists.
+ */
+#include "format/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/common.h"
+
+/* ------------------------------------------------------ tensor rows */
+
+#define SHAPE1(a) .n_dims = 1, .ne = {RKM_DIM_##a, 0, 0}
+#define SHAPE2(a, b) .n_dims = 2, .ne = {RKM_DIM_##a, RKM_DIM_##b, 0}
+#define SHAPE3(a, b, c) .n_dims = 3, .ne = {RKM_DIM_##a, RKM_DIM_##b, RKM_DIM_##c}
+#define LAYER(l) .layers = RKM_LAYERS_##l
+#define WHEN(w) .when = RKM_WHEN_##w
+#define NEED(w) .need = RKM_WHEN_##w
+#define INIT(i) .init = RKM_INIT_##i
+#define L_ "model.layers.%d."
+#define G4_ "model.language_model."
+#define G4L_ G4_ "layers.%d."
+
+/* llama's names, which qwen, olmoe and mixtral share */
+#define ROWS_LLAMA_GLOBAL                                                                                             \
+    {RKM_TENSOR_TOKEN_EMBD, "token_embd.weight", NULL, {"model.embed_tokens.weight"}, SHAPE2(EMBD, VOCAB),            \
+     LAYER(GLOBAL), INIT(EMBED)},                                                                                     \
+    {RKM_TENSOR_OUTPUT_NORM, "output_norm.weight", NULL, {"model.norm.weight"}, SHAPE1(EMBD), LAYER(GLOBAL),         \
+     INIT(NORM)},                                                                                                     \
+    {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED), \
+     INIT(OUTPUT)},                                                                                                   \
+    {RKM_TENSOR_ROPE_FREQS, "rope_freqs.weight", NULL, {NULL}, SHAPE1(ROPE_PAIRS), LAYER(GLOBAL), WHEN(ROPE_FREQS),  \
+     INIT(ROPE_FREQS)}
+
+#define ROWS_LLAMA_ATTN                                                                                               \
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
+     INIT(NORM)},                                                                                                     \
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL),    \
+     WHEN(V_PROJ)},                                                                                                   \
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),        \
+     LAYER(ALL)},                                                                                                     \
+    {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),         \
+     WHEN(QKV_BIAS), INIT(BIAS)},                                                                                     \
+    {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),         \
+     WHEN(QKV_BIAS), INIT(BIAS)},                                                                                     \
+    {RKM_TENSOR_ATTN_V_BIAS, "blk.%d.attn_v.bias", NULL, {L_ "self_attn.v_proj.bias"}, SHAPE1(V), LAYER(ALL),         \
+     WHEN(QKV_BIAS), INIT(BIAS)},                                                                                     \
+    {RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, {L_ "self_attn.q_norm.weight"}, SHAPE1(QK_NORM_Q),   \
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},                                                                          \
+    {RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, {L_ "self_attn.k_norm.weight"}, SHAPE1(QK_NORM_K),   \
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},                                                                          \
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "post_attention_layernorm.weight"}, SHAPE1(EMBD),       \
+     LAYER(ALL), INIT(NORM)},                                                                                         \
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {L_ "mlp.gate_proj.weight"}, SHAPE2(EMBD, FF),              \
+     LAYER(DENSE)},                                                                                                   \
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {L_ "mlp.up_proj.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},     \
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD),              \
+     LAYER(DENSE)}
+
+/* experts under mlp. (qwen2moe, qwen3moe, olmoe); MOE_GATE and MOE_EXPERT
+ * name the HF router and per-expert projections */
+#define ROWS_EXPERTS(router, gate, up, down)                                                                          \
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {L_ router}, SHAPE2(EMBD, EXPERT), LAYER(MOE),      \
+     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},                                                \
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", "blk.%d.ffn_gate.%d.weight", {L_ gate},                 \
+     SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},                                                                       \
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", "blk.%d.ffn_up.%d.weight", {L_ up},                         \
+     SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},                                                                       \
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", "blk.%d.ffn_down.%d.weight", {L_ down},                 \
+     SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)}
+
+#define ROWS_SHEXP                                                                                                    \
+    {RKM_TENSOR_FFN_GATE_INP_SHEXP, "blk.%d.ffn_gate_inp_shexp.weight", NULL, {L_ "mlp.shared_expert_gate.weight"},  \
+     SHAPE1(EMBD), LAYER(MOE), WHEN(SHEXP), NEED(SHEXP_GATE), INIT(ROUTER), .gain = 2.0f,                         \
+     .flags = RKM_TF_HF_ROW | RKM_TF_GAIN_OVER_SQRT_EMBD},                                                            \
+    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ "mlp.shared_expert.gate_proj.weight"},     \
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
+    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {L_ "mlp.shared_expert.up_proj.weight"},           \
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
+    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {L_ "mlp.shared_expert.down_proj.weight"},     \
+     SHAPE2(FF_SHEXP, EMBD), LAYER(MOE), WHEN(SHEXP)}
+
+static const rkm_tensor_info llama_tensors[] = {ROWS_LLAMA_GLOBAL, ROWS_LLAMA_ATTN};
+
+static const rkm_tensor_info mixtral_tensors[] = {
+    ROWS_LLAMA_GLOBAL, ROWS_LLAMA_ATTN,
+    ROWS_EXPERTS("block_sparse_moe.gate.weight", "block_sparse_moe.experts.%d.w1.weight",
+                 "block_sparse_moe.experts.%d.w3.weight", "block_sparse_moe.experts.%d.w2.weight"),
+};
+
+/* qwen2, qwen3, their MoE variants and olmoe: one naming scheme; which
+ * parts exist follows the hyper-parameters (biases, q/k norms, shared
+ * expert) */
+static const rkm_tensor_info qwen_tensors[] = {
+    ROWS_LLAMA_GLOBAL, ROWS_LLAMA_ATTN,
+    ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+                 "mlp.experts.%d.down_proj.weight"),
+    ROWS_SHEXP,
+};
+
+/* Gemma 4 (transformers' Gemma4 text model). Experts stay fused in HF:
+ * experts.gate_up_proj is [E, 2F, H] with each expert's gate rows before
+ * its up rows, exactly ffn_gate_up_exps. Where two HF names are listed,
+ * checkpoints differ (router under mlp. or not). */
+static const rkm_tensor_info gemma4_tensors[] = {
+    {RKM_TENSOR_TOKEN_EMBD, "token_embd.weight", NULL, {G4_ "embed_tokens.weight"}, SHAPE2(EMBD, VOCAB),
+     LAYER(GLOBAL), INIT(EMBED), .gain = 0.5f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
+    {RKM_TENSOR_OUTPUT_NORM, "output_norm.weight", NULL, {G4_ "norm.weight"}, SHAPE1(EMBD), LAYER(GLOBAL),
+     INIT(NORM), .gain = 6.0f},
+    {RKM_TENSOR_OUTPUT, "output.weight", NULL, {NULL}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED),
+     INIT(OUTPUT)},
+    {RKM_TENSOR_ROPE_FREQS, "rope_freqs.weight", NULL, {NULL}, SHAPE1(ROPE_PAIRS), LAYER(GLOBAL), WHEN(ROPE_FREQS),
+     INIT(ROPE_FREQS), .flags = RKM_TF_HF_DERIVED},
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {G4L_ "input_layernorm.weight"}, SHAPE1(EMBD),
+     LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {G4L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {G4L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {G4L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL),
+     WHEN(V_PROJ)},
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {G4L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
+     LAYER(ALL)},
+    {RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, {G4L_ "self_attn.q_norm.weight"}, SHAPE1(QK_NORM_Q),
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM), .gain = 0.5f},
+    {RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, {G4L_ "self_attn.k_norm.weight"}, SHAPE1(QK_NORM_K),
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM), .gain = 0.5f},
+    {RKM_TENSOR_ATTN_POST_NORM, "blk.%d.post_attention_norm.weight", NULL, {G4L_ "post_attention_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {G4L_ "pre_feedforward_layernorm.weight"}, SHAPE1(EMBD),
+     LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {G4L_ "mlp.gate_proj.weight"}, SHAPE2(EMBD, FF), LAYER(ALL)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {G4L_ "mlp.up_proj.weight"}, SHAPE2(EMBD, FF), LAYER(ALL)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {G4L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD), LAYER(ALL)},
+    {RKM_TENSOR_FFN_POST_NORM_1, "blk.%d.post_ffw_norm_1.weight", NULL, {G4L_ "post_feedforward_layernorm_1.weight"},
+     SHAPE1(EMBD), LAYER(MOE), INIT(NORM)},
+    {RKM_TENSOR_FFN_PRE_NORM_2, "blk.%d.pre_ffw_norm_2.weight", NULL,
+     {G4L_ "pre_feedforward_layernorm_2.weight", G4L_ "mlp.pre_feedforward_layernorm_2.weight"}, SHAPE1(EMBD),
+     LAYER(MOE), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL,
+     {G4L_ "router.proj.weight", G4L_ "mlp.router.proj.weight"}, SHAPE2(EMBD, EXPERT), LAYER(MOE), INIT(ROUTER),
+     .gain = 2.0f},
+    {RKM_TENSOR_FFN_GATE_INP_SCALE, "blk.%d.ffn_gate_inp.scale", NULL, {G4L_ "router.scale", G4L_ "mlp.router.scale"},
+     SHAPE1(EMBD), LAYER(MOE), INIT(SCALE)},
+    {RKM_TENSOR_FFN_GATE_UP_EXPS, "blk.%d.ffn_gate_up_exps.weight", NULL,
+     {G4L_ "experts.gate_up_proj", G4L_ "mlp.experts.gate_up_proj"}, SHAPE3(EMBD, FF_EXP_X2, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL,
+     {G4L_ "experts.down_proj", G4L_ "mlp.experts.down_proj"}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS_SCALE, "blk.%d.ffn_down_exps.scale", NULL,
+     {G4L_ "router.per_expert_scale", G4L_ "mlp.router.per_expert_scale"}, SHAPE1(EXPERT), LAYER(MOE),
+     NEED(NEVER), INIT(SCALE)},
+    {RKM_TENSOR_FFN_POST_NORM_2, "blk.%d.post_ffw_norm_2.weight", NULL, {G4L_ "post_feedforward_layernorm_2.weight"},
+     SHAPE1(EMBD), LAYER(MOE), INIT(NORM)},
+    {RKM_TENSOR_FFN_POST_NORM, "blk.%d.post_ffw_norm.weight", NULL, {G4L_ "post_feedforward_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_LAYER_OUT_SCALE, "blk.%d.layer_output_scale.weight", NULL, {G4L_ "layer_scalar"}, SHAPE1(ONE),
+     LAYER(ALL), NEED(NEVER), INIT(SCALE)},
+};
+
+/* ---------------------------------------------------- architectures */
+
+#define TENSORS(t) .tensors = t, .n_tensors = (int)RKM_ARRAY_LEN(t)
+
+static const rkm_arch_info archs[] = {
+    {RKM_ARCH_LLAMA, "llama", "llama", RKM_ARCH_MIXTRAL, {"llama"}, {"LlamaForCausalLM"}, .hf_rope_permute = 1,
+     .defaults = {{"rope_neox", 0}, {"expert_norm_topk", 1}}, TENSORS(llama_tensors)},
+    /* softmax over the top-k logits == renormalised softmax */
+    {RKM_ARCH_MIXTRAL, "mixtral", "llama", 0, {"mixtral"}, {"MixtralForCausalLM"}, .hf_rope_permute = 1,
+     .expert_width_in_ff = 1, .defaults = {{"rope_neox", 0}, {"expert_norm_topk", 1}},
+     .keys = {{"n_expert", "expert_count", "num_local_experts"}}, TENSORS(mixtral_tensors)},
+    {RKM_ARCH_QWEN2, "qwen2", "qwen2", 0, {"qwen2"}, {"Qwen2ForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"has_qkv_bias", 1}}, TENSORS(qwen_tensors)},
+    {RKM_ARCH_QWEN3, "qwen3", "qwen3", 0, {"qwen3"}, {"Qwen3ForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}}, TENSORS(qwen_tensors)},
+    {RKM_ARCH_QWEN2MOE, "qwen2moe", "qwen2moe", 0, {"qwen2_moe"}, {"Qwen2MoeForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"has_qkv_bias", 1}, {"shexp_gate", 1}}, TENSORS(qwen_tensors)},
+    {RKM_ARCH_QWEN3MOE, "qwen3moe", "qwen3moe", 0, {"qwen3_moe"}, {"Qwen3MoeForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}},
+     TENSORS(qwen_tensors)},
+    {RKM_ARCH_OLMOE, "olmoe", "olmoe", 0, {"olmoe"}, {"OlmoeForCausalLM"}, .expert_width_in_ff = 1,
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_FULL}}, TENSORS(qwen_tensors)},
+    {RKM_ARCH_GEMMA4, "gemma4", "gemma4", 0, {"gemma4", "gemma4_text"},
+     {"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"}, .hf_prefix = G4_, .hf_text_config = 1,
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"act", RKM_ACT_GELU_TANH},
+                  {"attn_scale", 1}, {"v_from_k_full", 1}, {"v_norm", 1}, {"gemma4_norms", 1}, {"tied_output", 1},
+                  {"rms_eps", 1e-6}},
+     .keys = {{"n_expert_used", "expert_used_count", "top_k_experts"}}, TENSORS(gemma4_tensors)},
+};
+
+/* The keys llama.cpp's GGUF and transformers' config.json use for most
+ * architectures. */
+static const rkm_hparam_key common_keys[] = {
+    {"n_layer", "block_count", "num_hidden_layers"},
+    {"n_embd", "embedding_length", "hidden_size"},
+    {"n_head", "attention.head_count", "num_attention_heads"},
+    {"n_vocab", NULL, "vocab_size"},
+    {"n_ctx_train", "context_length", "max_position_embeddings"},
+    {"n_ff", "feed_forward_length", "intermediate_size"},
+    {"n_expert", "expert_count", "num_experts"},
+    {"n_expert_used", "expert_used_count", "num_experts_per_tok"},
+    {"n_ff_exp", "expert_feed_forward_length", "moe_intermediate_size"},
+    {"n_ff_shexp", "expert_shared_feed_forward_length", "shared_expert_intermediate_size"},
+    {"n_layer_dense_lead", "leading_dense_block_count", NULL},
+    {"expert_norm_topk", "expert_weights_norm", "norm_topk_prob"},
+    {"rms_eps", "attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+    {"rope_theta", "rope.freq_base", "rope_theta"},
+    {"rope_theta_swa", "rope.freq_base_swa", NULL},
+    {"final_softcap", "final_logit_softcapping", "final_logit_softcapping"},
+    {"attn_softcap", "attn_logit_softcapping", NULL},
+    {"sliding_window", "attention.sliding_window", "sliding_window"},
+    {"n_head_kv", "attention.head_count_kv", "num_key_value_heads"},
+    {"head_dim", "attention.key_length", "head_dim"},
+    {"head_dim_v", "attention.value_length", NULL},
+    {"head_dim_swa", "attention.key_length_swa", NULL},
+    {"rope_dim", "rope.dimension_count", NULL},
+    {"rope_dim_swa", "rope.dimension_count_swa", NULL},
+    {"swa_layer", "attention.sliding_window_pattern", "layer_types"},
+    {"tied_output", NULL, "tie_word_embeddings"},
+    {"has_qkv_bias", NULL, "attention_bias"},
+};
+
+const rkm_arch_info *rkm_arch_info_of(int arch)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(archs); i++)
+        if (archs[i].arch == arch) return &archs[i];
+    return NULL;
+}
+
+int rkm_arch_from_name(const char *name)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(archs); i++)
+        if (!strcmp(archs[i].name, name)) return archs[i].arch;
+    return RKM_ARCH_UNKNOWN;
+}
+
+const char *rkm_arch_name(int arch)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    return a ? a->name : "unknown";
+}
+
+/* A checkpoint whose name picked arch a: with routed experts it may be
+ * another architecture (llama -> mixtral). */
+static int with_experts(const rkm_arch_info *a, int has_experts)
+{
+    return has_experts && a->experts_arch ? a->experts_arch : a->arch;
+}
+
+int rkm_arch_from_gguf_name(const char *name, int has_experts)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(archs); i++)
+        if (!strcmp(archs[i].gguf_name, name)) return with_experts(&archs[i], has_experts);
+    /* some converters write the rkmojo-style name ("mixtral") */
+    return rkm_arch_from_name(name);
+}
+
+int rkm_arch_from_hf(const char *model_type, const char *architecture, int has_experts)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(archs); i++)
+        for (int k = 0; k < 2; k++) {
+            const char *mt = archs[i].hf_model_type[k], *ar = archs[i].hf_architectures[k];
+            if (model_type ? mt && !strcmp(mt, model_type) : architecture && ar && !strcmp(ar, architecture))
+                return with_experts(&archs[i], has_experts);
+        }
+    return RKM_ARCH_UNKNOWN;
+}
+
+const char *rkm_arch_supported(int hf)
+{
+    static char list[2][256];
+    char *b = list[hf ? 1 : 0];
+    size_t n = 0;
+    b[0] = 0;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(archs) && n < sizeof list[0]; i++)
+        n += (size_t)snprintf(b + n, sizeof list[0] - n, "%s%s", i ? ", " : "",
+                              hf ? archs[i].hf_model_type[0] : archs[i].name);
+    return b;
+}
+
+/* ------------------------------------------------------------- keys */
+
+const rkm_hparam_key *rkm_arch_common_keys(int *n)
+{
+    *n = (int)RKM_ARRAY_LEN(common_keys);
+    return common_keys;
+}
+
+const rkm_hparam_key *rkm_arch_key(int arch, const char *field)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    for (int i = 0; a && i < RKM_ARCH_MAX_KEYS && a->keys[i].field; i++)
+        if (!strcmp(a->keys[i].field, field)) return &a->keys[i];
+    for (size_t i = 0; i < RKM_ARRAY_LEN(common_keys); i++)
+        if (!strcmp(common_keys[i].field, field)) return &common_keys[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------- tensors */
+
+int rkm_arch_match(const char *pat, const char *s, int v[2], int *nv)
+{
+    *nv = 0;
+    while (*pat) {
+        if (pat[0] == '%' && pat[1] == 'd') {
+            if (*s < '0' || *s > '9' || *nv >= 2) return 0;
+            long x = 0;
+            while (*s >= '0' && *s <= '9') {
+                x = x * 10 + (*s++ - '0');
+                if (x > 1000000) return 0;
+            }
+            v[(*nv)++] = (int)x;
+            pat += 2;
+        } else if (*pat++ != *s++) {
+            return 0;
+        }
+    }
+    return *s == 0;
+}
+
+int rkm_arch_format(const char *tmpl, int il, int expert, char *buf, size_t cap)
+{
+    const char *d = strstr(tmpl, "%d");
+    int n = !d ? snprintf(buf, cap, "%s", tmpl)
+          : strstr(d + 2, "%d") ? snprintf(buf, cap, tmpl, il, expert)
+                                : snprintf(buf, cap, tmpl, il);
+    return n < 0 || (size_t)n >= cap ? rkm_err(RKM_EINVAL, "tensor name '%s' too long", tmpl) : 0;
+}
+
+const rkm_tensor_info *rkm_arch_tensor(int arch, int role)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    for (int i = 0; a && i < a->n_tensors; i++)
+        if (a->tensors[i].role == role) return &a->tensors[i];
+    return NULL;
+}
+
+const char *rkm_arch_tensor_name(int arch, int role, int il, char *buf, size_t cap)
+{
+    const rkm_tensor_info *t = rkm_arch_tensor(arch, role);
+    return t && !rkm_arch_format(t->gguf, il, 0, buf, cap) ? buf : NULL;
+}
+
+/* Fills *il / *expert from the matched integers of a template. */
+static const rkm_tensor_info *matched(const rkm_tensor_info *t, const int *v, int nv, int *il, int *expert)
+{
+    *il = nv > 0 ? v[0] : -1;
+    *expert = nv > 1 ? v[1] : -1;
+    return t;
+}
+
+const rkm_tensor_info *rkm_arch_tensor_by_gguf(int arch, const char *s, int *il, int *expert)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    int v[2], nv;
+    for (int i = 0; a && i < a->n_tensors; i++) {
+        const rkm_tensor_info *t = &a->tensors[i];
+        if (rkm_arch_match(t->gguf, s, v, &nv) || (t->gguf_split && rkm_arch_match(t->gguf_split, s, v, &nv)))
+            return matched(t, v, nv, il, expert);
+    }
+    return NULL;
+}
+
+const rkm_tensor_info *rkm_arch_tensor_by_hf(int arch, const char *s, int *il, int *expert)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(arch);
+    char norm[256];
+    int v[2], nv;
+    if (!a) return NULL;
+    size_t pl = a->hf_prefix ? strlen(a->hf_prefix) : 0;
+    if (pl && !strncmp(s, "model.", 6) && strncmp(s, a->hf_prefix, pl)) {
+        snprintf(norm, sizeof norm, "%s%s", a->hf_prefix, s + 6);
+        s = norm;
+    }
+    for (int i = 0; i < a->n_tensors; i++)
+        for (int k = 0; k < RKM_ARCH_MAX_HF && a->tensors[i].hf[k]; k++)
+            if (rkm_arch_match(a->tensors[i].hf[k], s, v, &nv)) return matched(&a->tensors[i], v, nv, il, expert);
+    return NULL;
+}

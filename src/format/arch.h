@@ -1,0 +1,239 @@
+/*
+ * arch.h - every supported architecture described once, as data: its
+ * names (rkmojo's, GGUF's general.architecture, Hugging Face's model_type
+ * and architectures), its defaults, the hyper-parameter keys that differ
+ * from the common ones, and its tensors, one row per tensor role with the
+ * GGUF name template, the Hugging Face name templates, the shape in terms
+ * of hyper-parameters and the rule saying in which layers it exists.
+ *
+ * synth, both converters (GGUF and Hugging Face), the loader and the
+ * hyper-parameter readers read these tables; adding an architecture is one
+ * entry in arch.c plus whatever forward-pass math is new
+ * (docs/ADDING_AN_ARCHITECTURE.md). The rows are pure data: evaluating a
+ * row's shape and presence against a model's hyper-parameters is
+ * rkm_hparams_tensor_* in hparams.h.
+ *
+ * Name templates: "%d" is the layer ("blk.%d.attn_q.weight"); per-expert
+ * names carry a second "%d", the expert ("blk.%d.ffn_gate.%d.weight").
+ */
+#ifndef RKM_ARCH_H
+#define RKM_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rkm_arch {
+    RKM_ARCH_UNKNOWN = 0,
+    RKM_ARCH_LLAMA,    /* dense llama */
+    RKM_ARCH_MIXTRAL,  /* llama with routed experts (GGUF arch "llama") */
+    RKM_ARCH_QWEN2,
+    RKM_ARCH_QWEN3,
+    RKM_ARCH_QWEN2MOE,
+    RKM_ARCH_QWEN3MOE,
+    RKM_ARCH_OLMOE,
+    RKM_ARCH_GEMMA4,
+    RKM_ARCH_COUNT
+};
+
+enum rkm_qk_norm {
+    RKM_QK_NORM_NONE = 0,
+    RKM_QK_NORM_HEAD,  /* RMSNorm per head, weight of size head_dim (qwen3, gemma4) */
+    RKM_QK_NORM_FULL   /* RMSNorm over the whole projection (olmoe) */
+};
+
+enum rkm_act {
+    RKM_ACT_SILU = 0,      /* SwiGLU: silu(gate) * up */
+    RKM_ACT_GELU_TANH      /* GeGLU with the tanh approximation */
+};
+
+/* What a tensor is for, whatever its name in a given file format. */
+enum rkm_tensor_role {
+    RKM_TENSOR_TOKEN_EMBD = 0,
+    RKM_TENSOR_OUTPUT_NORM,
+    RKM_TENSOR_OUTPUT,
+    RKM_TENSOR_ROPE_FREQS,
+    RKM_TENSOR_ATTN_NORM,
+    RKM_TENSOR_ATTN_Q,
+    RKM_TENSOR_ATTN_K,
+    RKM_TENSOR_ATTN_V,
+    RKM_TENSOR_ATTN_OUT,
+    RKM_TENSOR_ATTN_Q_BIAS,
+    RKM_TENSOR_ATTN_K_BIAS,
+    RKM_TENSOR_ATTN_V_BIAS,
+    RKM_TENSOR_ATTN_Q_NORM,
+    RKM_TENSOR_ATTN_K_NORM,
+    RKM_TENSOR_ATTN_POST_NORM,
+    RKM_TENSOR_FFN_NORM,
+    RKM_TENSOR_FFN_GATE,
+    RKM_TENSOR_FFN_UP,
+    RKM_TENSOR_FFN_DOWN,
+    RKM_TENSOR_FFN_POST_NORM_1,
+    RKM_TENSOR_FFN_PRE_NORM_2,
+    RKM_TENSOR_FFN_GATE_INP,       /* router */
+    RKM_TENSOR_FFN_GATE_INP_SCALE,
+    RKM_TENSOR_FFN_GATE_EXPS,      /* routed experts: [n_embd, n_ff_exp, n_expert] */
+    RKM_TENSOR_FFN_UP_EXPS,
+    RKM_TENSOR_FFN_DOWN_EXPS,
+    RKM_TENSOR_FFN_GATE_UP_EXPS,   /* gate rows then up rows per expert */
+    RKM_TENSOR_FFN_DOWN_EXPS_SCALE,
+    RKM_TENSOR_FFN_GATE_INP_SHEXP,
+    RKM_TENSOR_FFN_GATE_SHEXP,
+    RKM_TENSOR_FFN_UP_SHEXP,
+    RKM_TENSOR_FFN_DOWN_SHEXP,
+    RKM_TENSOR_FFN_POST_NORM_2,
+    RKM_TENSOR_FFN_POST_NORM,
+    RKM_TENSOR_LAYER_OUT_SCALE,
+    RKM_TENSOR_ROLE_COUNT
+};
+
+/* Routed-expert weights: stored in the expert files, not resident. */
+static inline int rkm_tensor_role_is_expert(int role)
+{
+    return role >= RKM_TENSOR_FFN_GATE_EXPS && role <= RKM_TENSOR_FFN_GATE_UP_EXPS;
+}
+
+/* One dimension of a tensor, in hyper-parameters of the model and (for
+ * the attention) of the layer: hd = head dim of the layer (head_dim_swa on
+ * sliding layers), hdv = its value head dim, kv = its kv heads. */
+enum rkm_dim {
+    RKM_DIM_ONE = 0,
+    RKM_DIM_EMBD,       /* n_embd */
+    RKM_DIM_VOCAB,      /* n_vocab */
+    RKM_DIM_Q,          /* n_head * hd */
+    RKM_DIM_K,          /* kv * hd */
+    RKM_DIM_V,          /* kv * hdv */
+    RKM_DIM_O,          /* n_head * hdv */
+    RKM_DIM_QK_NORM_Q,  /* hd (per-head norm) or n_head * hd (full) */
+    RKM_DIM_QK_NORM_K,  /* hd or kv * hd */
+    RKM_DIM_FF,         /* n_ff */
+    RKM_DIM_FF_EXP,     /* n_ff_exp */
+    RKM_DIM_FF_EXP_X2,  /* 2 * n_ff_exp (fused gate and up) */
+    RKM_DIM_FF_SHEXP,   /* n_ff_shexp */
+    RKM_DIM_EXPERT,     /* n_expert */
+    RKM_DIM_ROPE_PAIRS, /* rope_dim / 2 */
+    RKM_DIM_COUNT
+};
+
+/* Which layers hold the tensor. */
+enum rkm_layers {
+    RKM_LAYERS_GLOBAL = 0, /* not per layer */
+    RKM_LAYERS_ALL,
+    RKM_LAYERS_MOE,        /* layers with routed experts */
+    RKM_LAYERS_DENSE,      /* the others (dense models, dense-lead layers) */
+};
+
+/* Conditions on the hyper-parameters (and the layer). */
+enum rkm_when {
+    RKM_WHEN_ALWAYS = 0,
+    RKM_WHEN_NEVER,
+    RKM_WHEN_UNTIED,       /* !tied_output */
+    RKM_WHEN_ROPE_FREQS,   /* has_rope_freqs */
+    RKM_WHEN_QKV_BIAS,     /* has_qkv_bias */
+    RKM_WHEN_QK_NORM,      /* qk_norm != none */
+    RKM_WHEN_V_PROJ,       /* sliding layer, or !v_from_k_full */
+    RKM_WHEN_SHEXP,        /* n_ff_shexp > 0 */
+    RKM_WHEN_SHEXP_GATE,   /* n_ff_shexp > 0 and shexp_gate */
+    RKM_WHEN_COUNT
+};
+
+/* How synth draws the tensor (synth.c has the recipe). */
+enum rkm_init {
+    RKM_INIT_MAT = 0,      /* N(0, (0.7/sqrt(fan_in))^2) */
+    RKM_INIT_ROUTER,       /* N(0, gain^2); kept f32 by synth and the converter */
+    RKM_INIT_EMBED,        /* N(0, gain^2) */
+    RKM_INIT_OUTPUT,       /* N(0, (3/sqrt(n_embd))^2) */
+    RKM_INIT_NORM,         /* gain * (1 + N(0, 0.1^2)) */
+    RKM_INIT_BIAS,         /* N(0, 0.02^2) */
+    RKM_INIT_SCALE,        /* 1 + N(0, 0.1^2) */
+    RKM_INIT_ROPE_FREQS,   /* partial rotary: 1 for the first quarter, 1e30 after */
+};
+
+enum {
+    RKM_TF_HF_ROW = 1,            /* HF stores the vector as a [1, n] matrix */
+    RKM_TF_HF_DERIVED = 2,        /* no HF tensor: the converter derives it from config.json */
+    RKM_TF_GAIN_OVER_SQRT_EMBD = 4 /* synth's gain is divided by sqrt(n_embd) */
+};
+
+#define RKM_ARCH_MAX_HF 2
+
+typedef struct rkm_tensor_info {
+    int role;                          /* enum rkm_tensor_role */
+    const char *gguf;                  /* GGUF name template */
+    const char *gguf_split;            /* experts: one tensor per expert in older GGUFs, or NULL */
+    const char *hf[RKM_ARCH_MAX_HF];   /* HF templates (first is written); NULL: none */
+    uint8_t n_dims;
+    uint8_t ne[3];                     /* enum rkm_dim, ne[0] innermost (GGUF order) */
+    uint8_t layers;                    /* enum rkm_layers */
+    uint8_t when;                      /* enum rkm_when: the tensor exists */
+    uint8_t need;                      /* enum rkm_when: ... and must be there (else may be absent) */
+    uint8_t flags;                     /* RKM_TF_* */
+    uint8_t init;                      /* enum rkm_init */
+    float gain;                        /* synth's gain (0: 1) */
+} rkm_tensor_info;
+
+/* A default: hyper-parameter field (rkm_hparams_field's name) = value. */
+typedef struct rkm_arch_default {
+    const char *field;
+    double value;
+} rkm_arch_default;
+
+/* Where a hyper-parameter is found: GGUF key suffix ("<arch>." + suffix)
+ * and config.json key. */
+typedef struct rkm_hparam_key {
+    const char *field;
+    const char *gguf;
+    const char *hf;
+} rkm_hparam_key;
+
+#define RKM_ARCH_MAX_DEFAULTS 12
+#define RKM_ARCH_MAX_KEYS 4
+
+typedef struct rkm_arch_info {
+    int arch;                          /* enum rkm_arch */
+    const char *name;                  /* rkmojo's name (manifest "arch") */
+    const char *gguf_name;             /* general.architecture */
+    int experts_arch;                  /* a checkpoint of this arch with routed experts is that arch, or 0 */
+    const char *hf_model_type[2];      /* config.json model_type; first is written */
+    const char *hf_architectures[2];   /* config.json architectures[0] */
+    const char *hf_prefix;             /* HF names below this prefix are also accepted as "model." */
+    int hf_text_config;                /* the text model's config nests in "text_config" */
+    int hf_rope_permute;               /* HF q/k rows are rotate-half: permute to interleaved */
+    int expert_width_in_ff;            /* n_ff_exp is stored as feed_forward_length / intermediate_size */
+    rkm_arch_default defaults[RKM_ARCH_MAX_DEFAULTS]; /* over the common ones (rkm_hparams_init) */
+    rkm_hparam_key keys[RKM_ARCH_MAX_KEYS];           /* over rkm_arch_common_keys */
+    const rkm_tensor_info *tensors;    /* in the order synth writes them */
+    int n_tensors;
+} rkm_arch_info;
+
+/* The entry of arch, NULL if unknown. */
+const rkm_arch_info *rkm_arch_info_of(int arch);
+int rkm_arch_from_name(const char *name);
+const char *rkm_arch_name(int arch);
+/* general.architecture (+ whether the file has routed experts) -> arch, 0 if unknown. */
+int rkm_arch_from_gguf_name(const char *name, int has_experts);
+/* config.json model_type, else architectures[0] -> arch, 0 if unknown. */
+int rkm_arch_from_hf(const char *model_type, const char *architecture, int has_experts);
+/* "llama, mixtral, ..." (hf: the model types) for error messages. */
+const char *rkm_arch_supported(int hf);
+
+/* The common hyper-parameter keys; *n gets their count. */
+const rkm_hparam_key *rkm_arch_common_keys(int *n);
+/* The key of field for arch (its override, else the common one); NULL if none. */
+const rkm_hparam_key *rkm_arch_key(int arch, const char *field);
+
+/* Tensor rows. */
+const rkm_tensor_info *rkm_arch_tensor(int arch, int role);
+/* The row whose GGUF name (or per-expert name) s is; *il gets the layer
+ * (-1 for global tensors), *expert the expert (-1 unless per-expert). */
+const rkm_tensor_info *rkm_arch_tensor_by_gguf(int arch, const char *s, int *il, int *expert);
+/* The row whose HF name s is (after the arch's prefix alias). */
+const rkm_tensor_info *rkm_arch_tensor_by_hf(int arch, const char *s, int *il, int *expert);
+/* Formats template tmpl with il (and expert for per-expert templates) into
+ * buf; 0, or RKM_EINVAL if it does not fit. */
+int rkm_arch_format(const char *tmpl, int il, int expert, char *buf, size_t cap);
+/* The GGUF name of role in layer il, into buf; NULL if arch has no such role. */
+const char *rkm_arch_tensor_name(int arch, int role, int il, char *buf, size_t cap);
+/* Does s match template tmpl? Collects up to two integers into v. */
+int rkm_arch_match(const char *tmpl, const char *s, int v[2], int *nv);
+
+#endif
