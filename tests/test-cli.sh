@@ -136,5 +136,19 @@ rc=$?
 a1=$(RKM_VERIFY=never RKM_IO_BACKEND=pread RKM_PACK=0 gen --temp=0 -n3 -q)
 [ "$a1" = "$ref" ] && ok "model knobs applied, output unchanged" || fail "knobs changed the output: '$a1' vs '$ref'"
 
+# the model's recommended sampling (generation_config.json) is the default
+# of run; a flag the user gives wins over it
+$R synth --preset tiny -o "$T/g.gguf" --hf-out "$T/ghf" --seed 3 --quiet || fail "synth --hf-out"
+echo '{"do_sample": false}' > "$T/ghf/generation_config.json"
+$R convert --quiet "$T/ghf" "$T/greedy" || fail "convert with generation_config.json"
+g1=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 1 2>/dev/null)
+g2=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 2 2>/dev/null)
+g0=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --temp 0 2>/dev/null)
+[ -n "$g1" ] && [ "$g1" = "$g2" ] && [ "$g1" = "$g0" ] && ok "the model's greedy recommendation is run's default" \
+  || fail "recommended greedy: '$g1' / '$g2' / '$g0'"
+s1=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 1 --temp 1.5 2>/dev/null)
+s2=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 2 --temp 1.5 2>/dev/null)
+[ "$s1" != "$s2" ] && ok "--temp overrides the model's recommendation" || fail "--temp 1.5 ignored: '$s1' = '$s2'"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -514,6 +514,122 @@ static void check_hf_equivalence(const char *preset, const char *const *sets, in
     rkm_model_dir_close(b);
 }
 
+/* ------------------------------------------------ recommended sampling */
+
+static int write_str(const char *path, const char *s) { return rkm_write_file_atomic(path, s, strlen(s)); }
+
+/* A copy of GGUF `in` with extra general.sampling.* keys. */
+static int gguf_with_sampling(const char *in, const char *out)
+{
+    rkm_gguf *g = rkm_gguf_open(in);
+    if (!g) return -1;
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    for (int i = 0; i < rkm_gguf_n_kv(g); i++) rkm_gguf_writer_copy_kv(w, g, i);
+    rkm_gguf_writer_set_f32(w, "general.sampling.temp", 0.7f);
+    rkm_gguf_writer_set_i32(w, "general.sampling.top_k", 20);
+    rkm_gguf_writer_set_f32(w, "general.sampling.top_p", 0.8f);
+    rkm_gguf_writer_set_f32(w, "general.sampling.penalty_repeat", 1.1f);
+    rkm_gguf_writer_set_i32(w, "general.sampling.penalty_last_n", 32);
+    for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        rkm_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
+    }
+    int rc = rkm_gguf_writer_begin(w, out);
+    for (int i = 0; !rc && i < rkm_gguf_n_tensors(g); i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        uint8_t *b = read_tensor(g, t);
+        rc = b ? rkm_gguf_writer_write_data(w, b, t->nbytes) : -1;
+        free(b);
+    }
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    rkm_gguf_writer_free(w);
+    rkm_gguf_close(g);
+    return rc;
+}
+
+/* What the converted model recommends, as the runtime lays it over the defaults. */
+static int model_sampling(const char *dir, rkm_sampler_params *sp)
+{
+    rkm_model *m = rkm_model_open(dir, NULL);
+    if (!m) return -1;
+    rkm_sampler_params_for_model(m, sp);
+    rkm_model_close(m);
+    return 0;
+}
+
+/* The authors' sampling settings travel from generation_config.json and
+ * from GGUF general.sampling.* through the manifest to
+ * rkm_sampler_params_for_model; a model without them gets the defaults;
+ * out-of-range or mistyped values are refused. */
+static void test_sampling_hints(void)
+{
+    char gg[1024], hf[1024], gen[1100], m[1024], gg2[1024];
+    snprintf(gg, sizeof gg, "%s/sm.gguf", test_tmpdir());
+    snprintf(hf, sizeof hf, "%s/sm-hf", test_tmpdir());
+    snprintf(gen, sizeof gen, "%s/generation_config.json", hf);
+    snprintf(m, sizeof m, "%s/sm.rkmojo", test_tmpdir());
+    snprintf(gg2, sizeof gg2, "%s/sm2.gguf", test_tmpdir());
+    rkm_synth_opts o = {.preset = "tiny", .seed = 5, .dtype = RKM_TYPE_F32, .hf_out = hf};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "synth: %s", rkm_last_error());
+    rkm_convert_opts c = {.quant = "keep"};
+    rkm_sampler_params def, sp;
+    rkm_sampler_params_default(&def);
+
+    /* none: the defaults, and no "sampling" in the manifest */
+    CHECK_MSG(rkm_convert(gg, m, &c) == 0, "%s", rkm_last_error());
+    rkm_model_dir *md = rkm_model_dir_load_manifest(m);
+    CHECK(md && md->sampling.set == 0);
+    rkm_model_dir_close(md);
+    CHECK(model_sampling(m, &sp) == 0 && !memcmp(&sp, &def, sizeof sp));
+
+    /* generation_config.json */
+    CHECK(write_str(gen, "{\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95, \"min_p\": 0.0,"
+                         " \"repetition_penalty\": 1.05, \"do_sample\": true, \"bos_token_id\": 1}") == 0);
+    CHECK_MSG(rkm_convert(hf, m, &c) == 0, "%s", rkm_last_error());
+    md = rkm_model_dir_load_manifest(m);
+    CHECK(md && md->sampling.set == (RKM_SAMPLING_TEMPERATURE | RKM_SAMPLING_TOP_K | RKM_SAMPLING_TOP_P |
+                                     RKM_SAMPLING_MIN_P | RKM_SAMPLING_REPEAT_PENALTY));
+    rkm_model_dir_close(md);
+    CHECK(model_sampling(m, &sp) == 0);
+    CHECK(sp.temperature == 0.6f && sp.top_k == 20 && sp.top_p == 0.95f && sp.min_p == 0.0f &&
+          sp.repeat_penalty == 1.05f && sp.repeat_last_n == def.repeat_last_n && sp.seed == def.seed);
+    size_t n;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/manifest.json", m);
+    char *js = rkm_read_file(path, &n);
+    CHECK(js && strstr(js, "\"temperature\":\t0.6") && strstr(js, "\"top_p\":\t0.95"));
+    free(js);
+    /* do_sample false: the authors decode greedily */
+    CHECK(write_str(gen, "{\"do_sample\": false, \"top_k\": 50}") == 0);
+    CHECK_MSG(rkm_convert(hf, m, &c) == 0, "%s", rkm_last_error());
+    CHECK(model_sampling(m, &sp) == 0 && sp.temperature == 0.0f && sp.top_k == 50 && sp.top_p == def.top_p);
+    /* refused: out of range, not a number, not an object */
+    CHECK(write_str(gen, "{\"top_p\": 2}") == 0);
+    CHECK(rkm_convert(hf, m, &c) != 0 && strstr(rkm_last_error(), "top_p"));
+    CHECK(write_str(gen, "{\"temperature\": \"hot\"}") == 0);
+    CHECK(rkm_convert(hf, m, &c) != 0 && strstr(rkm_last_error(), "temperature"));
+    CHECK(write_str(gen, "[1, 2]") == 0);
+    CHECK(rkm_convert(hf, m, &c) != 0 && strstr(rkm_last_error(), "generation_config.json"));
+    unlink(gen);
+
+    /* GGUF general.sampling.* */
+    CHECK_MSG(gguf_with_sampling(gg, gg2) == 0, "%s", rkm_last_error());
+    CHECK_MSG(rkm_convert(gg2, m, &c) == 0, "%s", rkm_last_error());
+    CHECK(model_sampling(m, &sp) == 0);
+    CHECK(sp.temperature == 0.7f && sp.top_k == 20 && sp.top_p == 0.8f && sp.min_p == def.min_p &&
+          sp.repeat_penalty == 1.1f && sp.repeat_last_n == 32);
+    /* a manifest edited out of range is refused at open */
+    js = rkm_read_file(path, &n);
+    char *at = js ? strstr(js, "\"top_k\":\t20") : NULL;
+    CHECK(at != NULL);
+    if (at) {
+        memcpy(at, "\"top_k\":\t-2", 11);
+        CHECK(write_str(path, js) == 0);
+        CHECK(rkm_model_dir_load_manifest(m) == NULL && strstr(rkm_last_error(), "top_k"));
+    }
+    free(js);
+}
+
 /* Counts "%d" in a template. */
 static int n_slots(const char *t)
 {
@@ -619,6 +735,7 @@ int main(void)
     test_arch_tables();
     test_hash();
     test_writer_roundtrip();
+    test_sampling_hints();
     const char *shared = test_require_shared();
     test_hparams(shared);
     test_direct_reads(shared);

@@ -110,6 +110,19 @@ int rkm_cmd_inspect(int argc, char **argv)
                rkm_fmt_bytes(el->blob_stride * (uint64_t)hp->n_expert_used, b2, sizeof b2), hp->n_expert_used);
     }
     tokenizer_summary(md);
+    const rkm_sampling_hint *sh = &md->sampling;
+    if (sh->set) {
+        printf("sampling:         the model recommends");
+        if (sh->set & RKM_SAMPLING_TEMPERATURE) printf(" temperature %g", sh->temperature);
+        if (sh->set & RKM_SAMPLING_TOP_K) printf(" top-k %d", sh->top_k);
+        if (sh->set & RKM_SAMPLING_TOP_P) printf(" top-p %g", sh->top_p);
+        if (sh->set & RKM_SAMPLING_MIN_P) printf(" min-p %g", sh->min_p);
+        if (sh->set & RKM_SAMPLING_REPEAT_PENALTY) printf(" repeat-penalty %g", sh->repeat_penalty);
+        if (sh->set & RKM_SAMPLING_REPEAT_LAST_N) printf(" repeat-last-n %d", sh->repeat_last_n);
+        printf("\n");
+    } else {
+        printf("sampling:         the defaults (the model recommends none)\n");
+    }
     rc = 0;
     if (verify) {
         printf("verify:           ");

@@ -502,6 +502,7 @@ static int write_tokenizer(const conv *c, const char *out, rkm_model_dir *md)
         rc = write_text(out, "chat_template.jinja", s->chat_template, strlen(s->chat_template));
         if (!rc) md->chat_template_file = strdup("chat_template.jinja");
     }
+    md->sampling = s->sampling; /* the authors' recommended sampling, kept in the manifest */
     return rc;
 }
 

@@ -42,6 +42,9 @@ char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert)
 
 /* ------------------------------------------------------------- GGUF */
 
+static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h);
+static int hf_sampling(const char *dir, rkm_sampling_hint *h);
+
 static int open_gguf(rkm_source *s, const char *path)
 {
     s->kind = 0;
@@ -66,6 +69,8 @@ static int open_gguf(rkm_source *s, const char *path)
     }
     const char *ct = rkm_gguf_get_str(s->gguf, "tokenizer.chat_template");
     if (ct) s->chat_template = strdup(ct);
+    rc = gguf_sampling(s->gguf, &s->sampling);
+    if (rc) return rkm_err_prefix(rc, "%s", path);
     const char *slash = strrchr(path, '/');
     size_t dn = strlen(path) + 16;
     s->desc = malloc(dn);
@@ -403,10 +408,105 @@ static int open_hf(rkm_source *s, const char *dir)
         s->chat_template = jp ? rkm_read_file(jp, NULL) : NULL;
         free(jp);
     }
+    rc = hf_sampling(dir, &s->sampling);
+    if (rc) return rc;
     size_t dn = strlen(dir) + 16;
     s->desc = malloc(dn);
     if (s->desc) snprintf(s->desc, dn, "hf:%s", dir);
     return rkm_hparams_validate(&s->hp);
+}
+
+/* ------------------------------------------------ recommended sampling */
+
+/* llama.cpp's general.sampling.* keys (as its converter writes them from
+ * generation_config.json). Absent keys stay unset. */
+static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h)
+{
+    static const struct {
+        const char *key;
+        unsigned bit;
+    } keys[] = {
+        {"general.sampling.temp", RKM_SAMPLING_TEMPERATURE},
+        {"general.sampling.top_k", RKM_SAMPLING_TOP_K},
+        {"general.sampling.top_p", RKM_SAMPLING_TOP_P},
+        {"general.sampling.min_p", RKM_SAMPLING_MIN_P},
+        {"general.sampling.penalty_repeat", RKM_SAMPLING_REPEAT_PENALTY},
+        {"general.sampling.penalty_last_n", RKM_SAMPLING_REPEAT_LAST_N},
+    };
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < RKM_ARRAY_LEN(keys); i++) {
+        double d;
+        int64_t v;
+        int is_int = keys[i].bit == RKM_SAMPLING_TOP_K || keys[i].bit == RKM_SAMPLING_REPEAT_LAST_N;
+        int rc = is_int ? rkm_gguf_get_int(g, keys[i].key, &v) : rkm_gguf_get_float(g, keys[i].key, &d);
+        if (rc == RKM_ENOENT) continue;
+        if (rc) return rkm_err(RKM_EFORMAT, "%s is not a number", keys[i].key);
+        if (is_int && (v < -1 || v > 1000000000)) return rkm_err(RKM_EFORMAT, "%s = %lld is out of range", keys[i].key, (long long)v);
+        switch (keys[i].bit) {
+        case RKM_SAMPLING_TEMPERATURE: h->temperature = (float)d; break;
+        case RKM_SAMPLING_TOP_K: h->top_k = (int)v; break;
+        case RKM_SAMPLING_TOP_P: h->top_p = (float)d; break;
+        case RKM_SAMPLING_MIN_P: h->min_p = (float)d; break;
+        case RKM_SAMPLING_REPEAT_PENALTY: h->repeat_penalty = (float)d; break;
+        default: h->repeat_last_n = (int)v; break;
+        }
+        h->set |= keys[i].bit;
+    }
+    return rkm_sampling_hint_check(h, "GGUF");
+}
+
+/* Hugging Face generation_config.json: temperature, top_k, top_p, min_p,
+ * repetition_penalty; do_sample false means greedy (temperature 0).
+ * Missing file: nothing set. A field of the wrong type is an error. */
+static int hf_sampling(const char *dir, rkm_sampling_hint *h)
+{
+    static const struct {
+        const char *key;
+        unsigned bit;
+    } keys[] = {
+        {"temperature", RKM_SAMPLING_TEMPERATURE},
+        {"top_k", RKM_SAMPLING_TOP_K},
+        {"top_p", RKM_SAMPLING_TOP_P},
+        {"min_p", RKM_SAMPLING_MIN_P},
+        {"repetition_penalty", RKM_SAMPLING_REPEAT_PENALTY},
+    };
+    memset(h, 0, sizeof *h);
+    char *p = rkm_path_join(dir, "generation_config.json");
+    size_t n = 0;
+    char *js = p ? rkm_read_file(p, &n) : NULL;
+    free(p);
+    if (!js) return 0;
+    cJSON *root = cJSON_ParseWithLength(js, n);
+    free(js);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return rkm_err(RKM_EFORMAT, "%s/generation_config.json is not a JSON object", dir);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(keys) && !rc; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, keys[i].key);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v)) {
+            rc = rkm_err(RKM_EFORMAT, "generation_config.json: '%s' is not a number", keys[i].key);
+            break;
+        }
+        double d = v->valuedouble;
+        switch (keys[i].bit) {
+        case RKM_SAMPLING_TEMPERATURE: h->temperature = (float)d; break;
+        case RKM_SAMPLING_TOP_K: h->top_k = d >= 0 && d <= 1e9 ? (int)d : -1; break;
+        case RKM_SAMPLING_TOP_P: h->top_p = (float)d; break;
+        case RKM_SAMPLING_MIN_P: h->min_p = (float)d; break;
+        default: h->repeat_penalty = (float)d; break;
+        }
+        h->set |= keys[i].bit;
+    }
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "do_sample");
+    if (!rc && cJSON_IsFalse(ds)) { /* the authors decode greedily */
+        h->temperature = 0;
+        h->set |= RKM_SAMPLING_TEMPERATURE;
+    }
+    cJSON_Delete(root);
+    return rc ? rc : rkm_sampling_hint_check(h, "generation_config.json");
 }
 
 rkm_source *rkm_source_open(const char *path)

@@ -16,6 +16,7 @@
 
 #include "format/gguf.h"
 #include "format/hparams.h"
+#include "format/model_dir.h"
 
 typedef struct rkm_src_tensor {
     char *name;         /* GGUF name */
@@ -41,6 +42,7 @@ typedef struct rkm_source {
     struct rkm_safetensors **st;
     char *hf_dir;
     char *chat_template; /* from GGUF tokenizer.chat_template or tokenizer_config.json; NULL if none */
+    rkm_sampling_hint sampling; /* GGUF general.sampling.* or generation_config.json; set 0 if none */
 } rkm_source;
 
 rkm_source *rkm_source_open(const char *path);
