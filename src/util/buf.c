@@ -26,6 +26,7 @@ int rkm_buf_reserve(rkm_buf *b, size_t extra)
     }
     b->data = p;
     b->cap = cap;
+    b->data[b->len] = 0; /* a fresh buffer is "" from its first reservation */
     return 0;
 }
 
