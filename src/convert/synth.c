@@ -211,13 +211,15 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     const char *a = gguf_arch(hp);
     char k[128];
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, a), k)
+    /* the key of an rkm_hparams field, from the architecture table */
+#define FKEY(field) (snprintf(k, sizeof k, "%s.%s", a, rkm_arch_key(hp->arch, field)->gguf), k)
     rkm_gguf_writer_set_str(w, "general.architecture", a);
     rkm_gguf_writer_set_str(w, "general.name", name);
-    rkm_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)hp->n_ctx_train);
-    rkm_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)hp->n_embd);
-    rkm_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layer);
-    rkm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)(ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff));
-    rkm_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head);
+    rkm_gguf_writer_set_u32(w, FKEY("n_ctx_train"), (uint32_t)hp->n_ctx_train);
+    rkm_gguf_writer_set_u32(w, FKEY("n_embd"), (uint32_t)hp->n_embd);
+    rkm_gguf_writer_set_u32(w, FKEY("n_layer"), (uint32_t)hp->n_layer);
+    rkm_gguf_writer_set_u32(w, FKEY("n_ff"), (uint32_t)(ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff));
+    rkm_gguf_writer_set_u32(w, FKEY("n_head"), (uint32_t)hp->n_head);
     if (hp->gemma4_norms) {
         int32_t kv[RKM_MAX_LAYERS];
         uint8_t pat[RKM_MAX_LAYERS];
@@ -225,30 +227,31 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
             kv[i] = hp->n_head_kv[i];
             pat[i] = hp->swa_layer[i];
         }
-        rkm_gguf_writer_set_arr(w, KEY("attention.head_count_kv"), RKM_GGUF_INT32, kv, (uint64_t)hp->n_layer);
-        rkm_gguf_writer_set_u32(w, KEY("attention.key_length_swa"), (uint32_t)hp->head_dim_swa);
+        rkm_gguf_writer_set_arr(w, FKEY("n_head_kv"), RKM_GGUF_INT32, kv, (uint64_t)hp->n_layer);
+        rkm_gguf_writer_set_u32(w, FKEY("head_dim_swa"), (uint32_t)hp->head_dim_swa);
         rkm_gguf_writer_set_u32(w, KEY("attention.value_length_swa"), (uint32_t)hp->head_dim_swa);
-        rkm_gguf_writer_set_u32(w, KEY("rope.dimension_count_swa"), (uint32_t)hp->rope_dim_swa);
-        rkm_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), hp->rope_theta_swa);
-        rkm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)hp->sliding_window);
-        rkm_gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), RKM_GGUF_BOOL, pat, (uint64_t)hp->n_layer);
+        rkm_gguf_writer_set_u32(w, FKEY("rope_dim_swa"), (uint32_t)hp->rope_dim_swa);
+        rkm_gguf_writer_set_f32(w, FKEY("rope_theta_swa"), hp->rope_theta_swa);
+        rkm_gguf_writer_set_u32(w, FKEY("sliding_window"), (uint32_t)hp->sliding_window);
+        rkm_gguf_writer_set_arr(w, FKEY("swa_layer"), RKM_GGUF_BOOL, pat, (uint64_t)hp->n_layer);
         rkm_gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"), 0);
         rkm_gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), 0);
-        rkm_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), hp->final_softcap);
+        rkm_gguf_writer_set_f32(w, FKEY("final_softcap"), hp->final_softcap);
     } else {
-        rkm_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->n_head_kv[0]);
+        rkm_gguf_writer_set_u32(w, FKEY("n_head_kv"), (uint32_t)hp->n_head_kv[0]);
     }
-    rkm_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim);
-    rkm_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hp->head_dim_v);
-    rkm_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), hp->rms_eps);
-    rkm_gguf_writer_set_f32(w, KEY("rope.freq_base"), hp->rope_theta);
-    rkm_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->rope_dim);
+    rkm_gguf_writer_set_u32(w, FKEY("head_dim"), (uint32_t)hp->head_dim);
+    rkm_gguf_writer_set_u32(w, FKEY("head_dim_v"), (uint32_t)hp->head_dim_v);
+    rkm_gguf_writer_set_f32(w, FKEY("rms_eps"), hp->rms_eps);
+    rkm_gguf_writer_set_f32(w, FKEY("rope_theta"), hp->rope_theta);
+    rkm_gguf_writer_set_u32(w, FKEY("rope_dim"), (uint32_t)hp->rope_dim);
     if (hp->n_expert) {
-        rkm_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)hp->n_expert);
-        rkm_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)hp->n_expert_used);
-        if (!ff_is_expert_width(hp)) rkm_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp);
-        if (hp->n_ff_shexp) rkm_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)hp->n_ff_shexp);
+        rkm_gguf_writer_set_u32(w, FKEY("n_expert"), (uint32_t)hp->n_expert);
+        rkm_gguf_writer_set_u32(w, FKEY("n_expert_used"), (uint32_t)hp->n_expert_used);
+        if (!ff_is_expert_width(hp)) rkm_gguf_writer_set_u32(w, FKEY("n_ff_exp"), (uint32_t)hp->n_ff_exp);
+        if (hp->n_ff_shexp) rkm_gguf_writer_set_u32(w, FKEY("n_ff_shexp"), (uint32_t)hp->n_ff_shexp);
     }
+#undef FKEY
 #undef KEY
 }
 
