@@ -16,31 +16,19 @@
 #include "cli/opts.h"
 #include "format/model_dir.h"
 #include "text/tokenizer.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 static const char *const corpus_sep = "\n__ggml_vocab_test__\n";
 
 static char *read_stdin(size_t *len)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *p = malloc(cap + 1);
-    if (!p) return NULL;
+    rkm_buf b = RKM_BUF_INIT;
+    char chunk[1 << 16];
     size_t r;
-    while ((r = fread(p + n, 1, cap - n, stdin)) > 0) {
-        n += r;
-        if (n == cap) {
-            char *q = realloc(p, cap * 2 + 1);
-            if (!q) {
-                free(p);
-                return NULL;
-            }
-            p = q;
-            cap *= 2;
-        }
-    }
-    p[n] = 0;
-    *len = n;
-    return p;
+    while ((r = fread(chunk, 1, sizeof chunk, stdin)) > 0) rkm_buf_add(&b, chunk, r);
+    *len = b.len;
+    return rkm_buf_take(&b); /* NULL when out of memory */
 }
 
 static int is_dir(const char *p)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kernels/quant.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 #define GGUF_DEFAULT_ALIGN 32
@@ -555,8 +556,7 @@ typedef struct {
 } wtensor;
 
 struct rkm_gguf_writer {
-    uint8_t *kv;       /* serialized key/values */
-    size_t kv_len, kv_cap;
+    rkm_buf kv;        /* serialized key/values */
     uint64_t n_kv;
     wtensor *t;
     int n_t, cap_t;
@@ -593,7 +593,7 @@ void rkm_gguf_writer_free(rkm_gguf_writer *w)
     }
     for (int i = 0; i < w->n_t; i++) free(w->t[i].name);
     free(w->t);
-    free(w->kv);
+    rkm_buf_free(&w->kv);
     free(w->buf);
     free(w->path);
     free(w->tmp_path);
@@ -603,18 +603,8 @@ void rkm_gguf_writer_free(rkm_gguf_writer *w)
 static void kv_put(rkm_gguf_writer *w, const void *p, size_t n)
 {
     if (w->err) return;
-    if (w->kv_len + n > w->kv_cap) {
-        size_t cap = RKM_MAX(w->kv_cap * 2, w->kv_len + n + 4096);
-        uint8_t *nb = realloc(w->kv, cap);
-        if (!nb) {
-            w->err = rkm_err(RKM_ENOMEM, "out of memory");
-            return;
-        }
-        w->kv = nb;
-        w->kv_cap = cap;
-    }
-    memcpy(w->kv + w->kv_len, p, n);
-    w->kv_len += n;
+    rkm_buf_add(&w->kv, p, n);
+    if (!rkm_buf_ok(&w->kv)) w->err = rkm_err(RKM_ENOMEM, "out of memory");
 }
 
 static void kv_u32(rkm_gguf_writer *w, uint32_t v)
@@ -831,7 +821,7 @@ int rkm_gguf_writer_begin(rkm_gguf_writer *w, const char *path)
     uint8_t hdr[24] = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
     for (int i = 0; i < 8; i++) hdr[8 + i] = (uint8_t)((uint64_t)w->n_t >> (8 * i));
     for (int i = 0; i < 8; i++) hdr[16 + i] = (uint8_t)(w->n_kv >> (8 * i));
-    if ((rc = put_bytes(w, hdr, 24)) || (rc = put_bytes(w, w->kv, w->kv_len))) return w->err = rc;
+    if ((rc = put_bytes(w, hdr, 24)) || (rc = put_bytes(w, w->kv.data, w->kv.len))) return w->err = rc;
     for (int i = 0; i < w->n_t; i++) {
         wtensor *t = &w->t[i];
         uint8_t b[8];

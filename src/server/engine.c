@@ -90,7 +90,7 @@ void srv_job_release(srv_job *j)
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
     srv_request_free(&j->req);
-    free(j->out);
+    rkm_buf_free(&j->out);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -100,28 +100,17 @@ int srv_job_emit(srv_job *j, const char *s, size_t n)
 {
     pthread_mutex_lock(&j->mu);
     int rc = 0;
-    if (j->out_len + n + 1 > j->out_cap) {
-        /* Bytes already sent are dropped first: the buffer holds only what
-         * the client has not read yet. */
-        if (j->out_sent) {
-            memmove(j->out, j->out + j->out_sent, j->out_len - j->out_sent);
-            j->out_len -= j->out_sent;
-            j->out_sent = 0;
-        }
-        if (j->out_len + n + 1 > j->out_cap) {
-            size_t cap = RKM_MAX(j->out_cap * 2, j->out_len + n + 4096);
-            char *p = realloc(j->out, cap);
-            if (!p) {
-                rc = RKM_ENOMEM;
-                goto out;
-            }
-            j->out = p;
-            j->out_cap = cap;
-        }
+    if (j->out.len + n + 1 > j->out.cap && j->out_sent) {
+        /* Bytes already sent are dropped before growing: the buffer holds
+         * only what the client has not read yet. */
+        rkm_buf_consume(&j->out, j->out_sent);
+        j->out_sent = 0;
     }
-    memcpy(j->out + j->out_len, s, n);
-    j->out_len += n;
-    j->out[j->out_len] = 0;
+    rkm_buf_add(&j->out, s, n);
+    if (!rkm_buf_ok(&j->out)) {
+        rc = RKM_ENOMEM;
+        goto out;
+    }
     pthread_cond_broadcast(&j->cv);
 out:
     pthread_mutex_unlock(&j->mu);
@@ -148,7 +137,8 @@ static void job_fail(srv_job *j, int status, const char *msg)
                            : srv_fmt_error(j->req.kind, status, msg);
     if (!streaming) { /* nothing was sent: the error replaces any output */
         pthread_mutex_lock(&j->mu);
-        j->out_len = j->out_sent = 0;
+        rkm_buf_clear(&j->out);
+        j->out_sent = 0;
         pthread_mutex_unlock(&j->mu);
     }
     if (body) srv_job_emit(j, body, strlen(body));

@@ -32,6 +32,7 @@
  * formatting (api.h) build regardless.
  */
 #include "server/server.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 #if !defined(RKM_HAVE_MHD) && defined(__x86_64__)
@@ -65,8 +66,7 @@ void srv_config_default(srv_config *c)
 typedef struct conn_state {
     int seen;          /* the header-only first call happened */
     int responded;     /* a response was queued early (413, 401) */
-    char *body;
-    size_t n, cap;
+    rkm_buf body;          /* the request body read so far (NUL-terminated) */
     int too_large;
 } conn_state;
 
@@ -152,9 +152,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     srv_job *j = sc->j;
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        if (j->out_sent < j->out_len) {
-            size_t n = RKM_MIN(max, j->out_len - j->out_sent);
-            memcpy(buf, j->out + j->out_sent, n);
+        if (j->out_sent < j->out.len) {
+            size_t n = RKM_MIN(max, j->out.len - j->out_sent);
+            memcpy(buf, j->out.data + j->out_sent, n);
             j->out_sent += n;
             pthread_mutex_unlock(&j->mu);
             return (ssize_t)n;
@@ -171,7 +171,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (j->out_sent == j->out_len && !j->done && client_gone(sc->c)) {
+        if (j->out_sent == j->out.len && !j->done && client_gone(sc->c)) {
             pthread_mutex_unlock(&j->mu);
             srv_engine_cancel(sc->e, j);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -198,7 +198,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     char err[512];
     srv_job *j = srv_job_new(type);
     if (!j) return send_error(c, url, 500, "out of memory", 0);
-    if (srv_parse_request(kind, cs->body ? cs->body : "", cs->n, &j->req, err, sizeof err)) {
+    if (srv_parse_request(kind, cs->body.data ? cs->body.data : "", cs->body.len, &j->req, err, sizeof err)) {
         srv_job_release(j);
         return send_error(c, url, 400, err, 0);
     }
@@ -213,7 +213,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     }
     /* Wait for the outcome (non-streaming) or the first bytes (streaming). */
     pthread_mutex_lock(&j->mu);
-    while (!j->done && !(j->streaming && j->out_len > j->out_sent)) {
+    while (!j->done && !(j->streaming && j->out.len > j->out_sent)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -233,7 +233,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     int streaming = j->streaming;
     if (!streaming) {
         int status = j->status;
-        char *body = j->out ? strndup(j->out + j->out_sent, j->out_len - j->out_sent) : strdup("");
+        char *body = j->out.data ? strndup(j->out.data + j->out_sent, j->out.len - j->out_sent) : strdup("");
         pthread_mutex_unlock(&j->mu);
         srv_job_release(j);
         if (!body) return send_error(c, url, 500, "out of memory", 0);
@@ -322,7 +322,7 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
         return send_buf(c, url, 200, "application/json", "{\"version\":\"" RKM_VERSION_STRING "\"}", 0);
     if (!strcmp(url, "/api/show")) {
         char err[256], *name = NULL;
-        if (srv_parse_model_name(cs->body ? cs->body : "", cs->n, &name, err, sizeof err))
+        if (srv_parse_model_name(cs->body.data ? cs->body.data : "", cs->body.len, &name, err, sizeof err))
             return send_error(c, url, 400, err, 0);
         char *body = srv_models_show_json(srv_engine_models(e), name, NULL);
         if (!body) {
@@ -382,24 +382,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (cs->responded || cs->too_large) return MHD_YES; /* discard */
-        if (cs->n + n > cfg->body_max_bytes) {
+        if (cs->body.len + n > cfg->body_max_bytes) {
             cs->too_large = 1;
-            free(cs->body);
-            cs->body = NULL;
-            cs->n = cs->cap = 0;
+            rkm_buf_free(&cs->body);
             return MHD_YES;
         }
-        if (cs->n + n + 1 > cs->cap) {
-            size_t cap = RKM_MAX(cs->cap * 2, cs->n + n + 1024);
-            cap = RKM_MIN(cap, cfg->body_max_bytes + 1);
-            char *b = realloc(cs->body, cap);
-            if (!b) return MHD_NO;
-            cs->body = b;
-            cs->cap = cap;
-        }
-        memcpy(cs->body + cs->n, upload_data, n);
-        cs->n += n;
-        cs->body[cs->n] = 0;
+        rkm_buf_add(&cs->body, upload_data, n);
+        if (!rkm_buf_ok(&cs->body)) return MHD_NO;
         return MHD_YES;
     }
     if (cs->responded) return MHD_YES;
@@ -414,7 +403,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     conn_state *cs = *con_cls;
     if (!cs) return;
-    free(cs->body);
+    rkm_buf_free(&cs->body);
     free(cs);
     *con_cls = NULL;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "rkmojo.h"
+#include "util/buf.h"
 #include "server/api.h"
 #include "server/fields.h"
 
@@ -69,8 +70,8 @@ typedef struct srv_job {
     int done;                   /* no more output will come */
     int status;                 /* HTTP status of the response */
     int streaming;              /* out holds stream chunks (after a 200) */
-    char *out;                  /* response bytes produced, not yet sent */
-    size_t out_len, out_cap, out_sent;
+    rkm_buf out;                /* response bytes produced; [0, out_sent) already sent */
+    size_t out_sent;
     int refs;                   /* HTTP side + worker; freed at 0 */
 } srv_job;
 
