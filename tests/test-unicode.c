@@ -293,11 +293,48 @@ static void test_normalize(void)
     CHECK(rkm_unicode_normalize("a", 1, 7, &n) == NULL);
 }
 
+/* rkm_utf8_complete_prefix: an unfinished sequence at the end is cut off,
+ * complete ones and bytes that start nothing are kept. */
+static void test_complete_prefix(void)
+{
+    static const struct {
+        const char *s;
+        size_t want;
+    } cases[] = {
+        {"", 0},
+        {"abc", 3},
+        {"a\xc3", 1},                 /* é's lead byte alone */
+        {"a\xc3\xa9", 3},             /* é complete */
+        {"\xe2\x82", 0},              /* € missing its last byte */
+        {"x\xe2\x82\xac", 4},        /* € complete */
+        {"\xf0\x9f\x98", 0},          /* an emoji missing one byte */
+        {"\xf0\x9f\x98\x80", 4},      /* the emoji complete */
+        {"ab\x80", 3},                /* a stray continuation byte: nothing to wait for */
+        {"a\xff", 2},                 /* a byte that starts no sequence */
+        {"\x80\x80\x80\x80\x80", 5},   /* only continuation bytes */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].s);
+        CHECK_MSG(rkm_utf8_complete_prefix(cases[i].s, n) == cases[i].want, "case %zu: %zu, want %zu", i,
+                  rkm_utf8_complete_prefix(cases[i].s, n), cases[i].want);
+    }
+    /* every cut of a valid string is cut back to a character boundary */
+    const char *t = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";
+    size_t bounds[] = {0, 1, 3, 6, 10, 11};
+    for (size_t cut = 0; cut <= strlen(t); cut++) {
+        size_t got = rkm_utf8_complete_prefix(t, cut), want = 0;
+        for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++)
+            if (bounds[b] <= cut) want = bounds[b];
+        CHECK_MSG(got == want, "cut %zu: %zu, want %zu", cut, got, want);
+    }
+}
+
 int main(void)
 {
     test_round_trip();
     test_invalid();
     test_valid_prefix();
+    test_complete_prefix();
     test_categories();
     test_lower();
     test_normalize();

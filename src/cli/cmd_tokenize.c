@@ -16,6 +16,7 @@
 #include "cli/opts.h"
 #include "format/model_dir.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "util/buf.h"
 #include "util/common.h"
 
@@ -150,8 +151,7 @@ static void bench_one(const rkm_tokenizer *t, const char *src, size_t src_len, s
         n += k;
     }
     /* do not cut a UTF-8 sequence */
-    while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80) n--;
-    if (n > 0 && (unsigned char)buf[n - 1] >= 0xC0) n--;
+    n = rkm_utf8_complete_prefix(buf, n);
     int reps = bytes < 100000 ? 50 : 2;
     double t0 = rkm_now();
     int ntok = 0;

@@ -63,20 +63,6 @@ void rkm_textout_free(rkm_textout *t)
     free(t);
 }
 
-/* Length of the longest prefix of s[0..n) that ends on a character
- * boundary: an incomplete sequence at the end is held back, a byte that
- * cannot start one is not waited for. */
-static size_t utf8_complete(const char *s, size_t n)
-{
-    for (size_t back = 0; back < 4 && back < n; back++) {
-        unsigned char c = (unsigned char)s[n - 1 - back];
-        if ((c & 0xC0) == 0x80) continue; /* continuation: look further back */
-        size_t need = (size_t)rkm_utf8_seq_len(c);
-        return back + 1 >= need ? n : n - 1 - back;
-    }
-    return n; /* stray continuation bytes: nothing to wait for */
-}
-
 /* Appends s[0..n) to b with every invalid sequence as U+FFFD. */
 static void add_sanitized(rkm_buf *b, const char *s, size_t n)
 {
@@ -99,13 +85,13 @@ static int feed(rkm_textout *t, const char *s, size_t n)
     if (t->stopped) return 1;
     /* pend holds valid UTF-8 plus at most an incomplete tail: re-sanitizing
      * from that tail on is enough. */
-    size_t done = t->pend.len ? utf8_complete(t->pend.data, t->pend.len) : 0;
+    size_t done = t->pend.len ? rkm_utf8_complete_prefix(t->pend.data, t->pend.len) : 0;
     rkm_buf raw = RKM_BUF_INIT;
     if (done < t->pend.len) rkm_buf_add(&raw, t->pend.data + done, t->pend.len - done);
     rkm_buf_add(&raw, s, n);
     t->pend.len = done;
     if (raw.len) {
-        size_t whole = utf8_complete(raw.data, raw.len);
+        size_t whole = rkm_utf8_complete_prefix(raw.data, raw.len);
         add_sanitized(&t->pend, raw.data, whole);
         rkm_buf_add(&t->pend, raw.data + whole, raw.len - whole);
     }
@@ -141,7 +127,7 @@ static int feed(rkm_textout *t, const char *s, size_t n)
                 break;
             }
     }
-    size_t emit = utf8_complete(p, np - keep);
+    size_t emit = rkm_utf8_complete_prefix(p, np - keep);
     rkm_buf_add(&t->out, p, emit);
     rkm_buf_consume(&t->pend, emit);
     return rkm_buf_ok(&t->out) ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
@@ -191,7 +177,7 @@ int rkm_textout_flush(rkm_textout *t, const char **text, size_t *len)
     }
     if (!t->stopped) {
         const char *p = t->pend.data ? t->pend.data : "";
-        size_t ok = utf8_complete(p, t->pend.len);
+        size_t ok = rkm_utf8_complete_prefix(p, t->pend.len);
         rkm_buf_add(&t->out, p, ok);
         if (ok < t->pend.len) rkm_buf_adds(&t->out, REPLACEMENT); /* unfinished at the very end */
     }

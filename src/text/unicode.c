@@ -68,6 +68,17 @@ int rkm_utf8_encode(uint32_t cp, char *out)
     return 4;
 }
 
+size_t rkm_utf8_complete_prefix(const char *s, size_t n)
+{
+    for (size_t back = 0; back < 4 && back < n; back++) {
+        unsigned char c = (unsigned char)s[n - 1 - back];
+        if ((c & 0xC0) == 0x80) continue; /* continuation: look further back */
+        size_t need = (size_t)rkm_utf8_seq_len(c);
+        return back + 1 >= need ? n : n - 1 - back;
+    }
+    return n; /* stray continuation bytes: nothing to wait for */
+}
+
 size_t rkm_utf8_valid_prefix(const char *s, size_t n)
 {
     size_t i = 0;

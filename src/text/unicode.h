@@ -87,6 +87,11 @@ size_t rkm_utf8_valid_prefix(const char *s, size_t n);
 /* Length of the sequence a lead byte announces (1..4), 0 for a byte that
  * cannot start a sequence. */
 int rkm_utf8_seq_len(unsigned char lead);
+/* Length of the longest prefix of s[0..n) that does not end inside a
+ * sequence: a lead byte at the end whose continuation bytes have not all
+ * arrived is cut off with them (streamed text holds it back); a byte that
+ * cannot start a sequence is not waited for. Validity is not checked. */
+size_t rkm_utf8_complete_prefix(const char *s, size_t n);
 
 /* RKM_UC_* flags of a code point. */
 unsigned rkm_unicode_flags(uint32_t cp);
