@@ -202,8 +202,7 @@ int rkm_cmd_bench(int argc, char **argv)
                  "they allow, given the bytes per token and the hit rate; with\n"
                  "every expert in memory, also read the same weights alone\n"
                  "after each run and give the decode speed as a share of that"},
-        /* the range is checked below, with a message scripts know */
-        {"repeat", 'r', RKM_OPT_INT, &reps, INT32_MIN, INT32_MAX, "N",
+        {"repeat", 'r', RKM_OPT_INT, &reps, 1, BENCH_MAX_REPEAT, "N",
          .help = "measure prefill and decode N times in this process (default 1)\n"
                  "and report the median, mean, spread and every run; the phase\n"
                  "figures are then totals over the runs, the cache and per-layer\n"
@@ -217,8 +216,6 @@ int rkm_cmd_bench(int argc, char **argv)
     };
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
-    if (reps < 1 || reps > BENCH_MAX_REPEAT)
-        return fprintf(stderr, "rkmojo bench: --repeat is 1 to %d\n", BENCH_MAX_REPEAT), 2;
     o.sp.sampler.temperature = 0; /* greedy: the run is reproducible */
     o.sampling_given[0] = 1;
     o.seed_given = 1;
