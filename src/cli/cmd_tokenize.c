@@ -142,8 +142,11 @@ static int run_corpus(const rkm_tokenizer *t, const char *path, int special)
 /* Encode throughput on the first `bytes` of a repeated text. */
 static void bench_one(const rkm_tokenizer *t, const char *src, size_t src_len, size_t bytes)
 {
-    char *buf = malloc(bytes + 1);
-    if (!buf) return;
+    char *buf = calloc(1, bytes + 1);
+    if (!buf || !src_len) {
+        free(buf);
+        return;
+    }
     size_t n = 0;
     while (n < bytes) {
         size_t k = RKM_MIN(src_len, bytes - n);
