@@ -150,7 +150,7 @@ static int get_dtype(const cJSON *o, int *type, int expert)
     if (t < 0) return rkm_err(RKM_EFORMAT, "manifest: unknown dtype '%s'", d->valuestring);
     if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
         !(expert && expert_only))
-        return rkm_err(RKM_EFORMAT, "manifest: dtype '%s' (type %d) is not one the runtime runs (f32, f16, bf16, q8_0, q4_0%s)",
+        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s' (type %d; the runtime runs f32, f16, bf16, q8_0, q4_0%s)",
                        d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, rknn_i8" : "");
     *type = t;
     return 0;
