@@ -254,6 +254,7 @@ static uint8_t *typed_sample(size_t *n, size_t *info)
     static float x[512];
     CHECK_EQ_INT(rkm_gguf_writer_write_data(w, x, sizeof x), 0);
     CHECK_EQ_INT(rkm_gguf_writer_finish(w), 0);
+    rkm_gguf_writer_free(w);
     uint8_t *data = slurp(p, n);
     *info = 0;
     for (size_t i = 0; data && i + 8 < *n; i++)

@@ -41,11 +41,13 @@ static inline unsigned signs8(unsigned s7)
     return (s7 & 127) | (parity & 1) << 7;
 }
 
-/* The sign factor as a multiplication (not a negation), as ggml applies
- * it, so NaN scales keep ggml's NaN bits. */
-static inline float sgn(unsigned signs, int j)
+/* v with sign bit j of signs applied, as a negation: ggml writes a multiply
+ * by a selected -1.f, which its build compiles to a sign flip, NaNs
+ * included; a multiply here would keep a NaN's sign at some optimization
+ * levels and not at others. */
+static inline float sgn(float v, unsigned signs, int j)
 {
-    return signs & (1u << j) ? -1.f : 1.f;
+    return signs & (1u << j) ? -v : v;
 }
 
 /* IQ2_XXS (66): f16 d; per 32 values 8 bytes: 4 grid indices (8 bits),
@@ -61,7 +63,7 @@ static void deq_iq2_xxs(const uint8_t *b, float *y)
         for (int l = 0; l < 4; l++, y += 8) {
             const uint8_t *grid = rkm_iq2xxs_grid[g[l]];
             const unsigned s = signs8((aux >> 7 * l) & 127);
-            for (int j = 0; j < 8; j++) y[j] = db * grid[j] * sgn(s, j);
+            for (int j = 0; j < 8; j++) y[j] = sgn(db * grid[j], s, j);
         }
     }
 }
@@ -78,7 +80,7 @@ static void deq_iq2_xs(const uint8_t *b, float *y)
             const unsigned q = u16_at(b + 2 + 2 * (4 * ib + l));
             const uint8_t *grid = rkm_iq2xs_grid[q & 511];
             const unsigned s = signs8(q >> 9);
-            for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid[j] * sgn(s, j);
+            for (int j = 0; j < 8; j++) y[j] = sgn(db[l / 2] * grid[j], s, j);
         }
     }
 }
@@ -93,7 +95,7 @@ static void deq_iq2_s(const uint8_t *b, float *y)
         const float db[2] = {d * (0.5f + (scales[ib] & 0xf)) * 0.25f, d * (0.5f + (scales[ib] >> 4)) * 0.25f};
         for (int l = 0; l < 4; l++, y += 8) {
             const uint8_t *grid = rkm_iq2s_grid[qs[l] | ((qh[ib] >> (2 * l)) & 3) << 8];
-            for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid[j] * sgn(signs[l], j);
+            for (int j = 0; j < 8; j++) y[j] = sgn(db[l / 2] * grid[j], signs[l], j);
         }
     }
 }
@@ -111,8 +113,8 @@ static void deq_iq3_xxs(const uint8_t *b, float *y)
             const unsigned s = signs8((aux >> 7 * l) & 127);
             const uint8_t *g1 = rkm_iq3xxs_grid[qs[2 * l]], *g2 = rkm_iq3xxs_grid[qs[2 * l + 1]];
             for (int j = 0; j < 4; j++) {
-                y[j] = db * g1[j] * sgn(s, j);
-                y[j + 4] = db * g2[j] * sgn(s, j + 4);
+                y[j] = sgn(db * g1[j], s, j);
+                y[j + 4] = sgn(db * g2[j], s, j + 4);
             }
         }
     }
@@ -132,8 +134,8 @@ static void deq_iq3_s(const uint8_t *b, float *y)
             const uint8_t *g1 = rkm_iq3s_grid[qs[2 * l] | ((qh[ib] >> (2 * l)) & 1) << 8];
             const uint8_t *g2 = rkm_iq3s_grid[qs[2 * l + 1] | ((qh[ib] >> (2 * l + 1)) & 1) << 8];
             for (int j = 0; j < 4; j++) {
-                y[j] = db * g1[j] * sgn(signs[l], j);
-                y[j + 4] = db * g2[j] * sgn(signs[l], j + 4);
+                y[j] = sgn(db * g1[j], signs[l], j);
+                y[j + 4] = sgn(db * g2[j], signs[l], j + 4);
             }
         }
     }
