@@ -5,7 +5,9 @@
  * general.alignment is honoured, the file and the memory reader agree,
  * and broken headers (bad magic, unsupported version, duplicate keys,
  * every truncation, lengths past the end) are refused with a message,
- * never a crash.
+ * never a crash. Every tensor type rkmojo reads opens; unknown types and
+ * rows that are not a multiple of the type's block are refused with a
+ * message naming the tensor and the type.
  */
 #include <stdint.h>
 
@@ -238,10 +240,84 @@ static void test_broken(void)
     CHECK(rkm_gguf_open(tmp_path("missing.gguf")) == NULL && rkm_last_error()[0]);
 }
 
+/* A file with one f32 tensor "blk.0.t" of 256 x 2 (more data than any
+ * block type needs for as many values), whose type and ne[0] the caller
+ * patches; returns its bytes and sets *info to the tensor's n_dims field. */
+static uint8_t *typed_sample(size_t *n, size_t *info)
+{
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    rkm_gguf_writer_set_str(w, "general.architecture", "llama");
+    int64_t ne[2] = {256, 2};
+    CHECK_EQ_INT(rkm_gguf_writer_add_tensor(w, "blk.0.t", RKM_TYPE_F32, 2, ne), 0);
+    const char *p = tmp_path("typed.gguf");
+    CHECK_EQ_INT(rkm_gguf_writer_begin(w, p), 0);
+    static float x[512];
+    CHECK_EQ_INT(rkm_gguf_writer_write_data(w, x, sizeof x), 0);
+    CHECK_EQ_INT(rkm_gguf_writer_finish(w), 0);
+    rkm_gguf_writer_free(w);
+    uint8_t *data = slurp(p, n);
+    *info = 0;
+    for (size_t i = 0; data && i + 8 < *n; i++)
+        if (!memcmp(data + i, "blk.0.t", 7)) {
+            *info = i + 7;
+            break;
+        }
+    CHECK(*info != 0);
+    return data;
+}
+
+/* Every type rkmojo reads opens in the reader; an unknown type and a row
+ * that is not a multiple of its type's block are refused with a message
+ * naming the tensor and the type. */
+static void test_types(void)
+{
+    size_t n, info;
+    uint8_t *data = typed_sample(&n, &info);
+    if (!data || !info) return;
+    uint8_t *b = malloc(n);
+    int n_read = 0;
+    for (int t = 0; t < RKM_TYPE_COUNT; t++) {
+        if (!rkm_type_readable(t)) continue;
+        memcpy(b, data, n);
+        put_u32(b + info + 4 + 16, (uint32_t)t);
+        rkm_gguf *g = rkm_gguf_open_mem(b, n);
+        CHECK_MSG(g != NULL, "%s: %s", rkm_type_name(t), rkm_last_error());
+        const rkm_gguf_tensor *gt = g ? rkm_gguf_tensor_find(g, "blk.0.t") : NULL;
+        CHECK(gt && gt->type == t && gt->nbytes == 2 * rkm_type_row_bytes(t, 256));
+        n_read += gt != NULL;
+        rkm_gguf_close(g);
+    }
+    CHECK(n_read >= 25);
+    static const uint32_t unknown[] = {4, 5, 31, 36, 40, 77, 0xFFFFFFFFu};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        memcpy(b, data, n);
+        put_u32(b + info + 4 + 16, unknown[i]);
+        char want[32];
+        snprintf(want, sizeof want, "type %u", unknown[i]);
+        CHECK(rkm_gguf_open_mem(b, n) == NULL);
+        CHECK_MSG(strstr(rkm_last_error(), "blk.0.t") && strstr(rkm_last_error(), want), "%s", rkm_last_error());
+    }
+    /* rows of 100 values in 256-value and 32-value blocks */
+    const int blocked[] = {RKM_TYPE_Q4_K, RKM_TYPE_IQ2_XXS, RKM_TYPE_MXFP4, RKM_TYPE_Q8_0};
+    for (size_t i = 0; i < sizeof blocked / sizeof *blocked; i++) {
+        memcpy(b, data, n);
+        uint64_t ne0 = 100;
+        memcpy(b + info + 4, &ne0, 8);
+        put_u32(b + info + 4 + 16, (uint32_t)blocked[i]);
+        CHECK(rkm_gguf_open_mem(b, n) == NULL);
+        CHECK_MSG(strstr(rkm_last_error(), "blk.0.t") && strstr(rkm_last_error(), "multiple") &&
+                      strstr(rkm_last_error(), rkm_type_name(blocked[i])),
+                  "%s", rkm_last_error());
+    }
+    free(b);
+    free(data);
+}
+
 int main(void)
 {
     test_round_trip();
     test_alignment();
     test_broken();
+    test_types();
     return test_done();
 }

@@ -8,7 +8,10 @@
  *     errors and they are tiny;
  *   - output.weight: q8_0 when T is q4_0 (the logits are sensitive);
  *   - every other matrix, experts included: T; with keep, BF16 becomes f32
- *     and other block types (k-quants, q4_1, q5_*) become q8_0.
+ *     and other block types (k-quants, q4_1, q5_*, IQ, TQ, MXFP4) become
+ *     q8_0.
+ * Every ggml type rkm_type_readable accepts is read (dequantized by
+ * kernels/quant.c bit for bit as ggml, then requantized by these rules).
  * Each expert blob is gate | up | down, each part 64-byte aligned inside
  * the blob, the blob padded to 4096 bytes.
  *
@@ -115,8 +118,8 @@ static int grow(scratch *c, size_t in_bytes, size_t n_f32)
 static int convert_rows(conv *c, scratch *sc, const rkm_src_tensor *t, int64_t r0, int64_t nr, int dt, uint8_t *dst)
 {
     if (!rkm_type_readable(t->type))
-        return rkm_err(RKM_EUNSUPPORTED, "tensor '%s' has type %s, which rkmojo cannot read", t->name,
-                       rkm_type_name(t->type) ? rkm_type_name(t->type) : "?");
+        return rkm_err(RKM_EUNSUPPORTED, "tensor '%s' has type %d (%s), which rkmojo cannot read", t->name, t->type,
+                       rkm_type_name(t->type) ? rkm_type_name(t->type) : "unknown");
     const int64_t n = t->ne[0];
     size_t in_row = rkm_type_row_bytes(t->type, n), out_row = rkm_type_row_bytes(dt, n);
     if (!out_row) return rkm_err(RKM_EFORMAT, "tensor '%s': %lld is not a multiple of the %s block", t->name, (long long)n, rkm_type_name(dt));

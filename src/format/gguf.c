@@ -299,13 +299,14 @@ static int parse(rkm_gguf *g, const char *what)
         if ((rc = cur_u32(c, &type)) || (rc = cur_u64(c, &t->offset))) goto out;
         t->type = (int)type;
         if (!rkm_type_block_bytes(t->type)) {
-            rc = rkm_err(RKM_EUNSUPPORTED, "%s: tensor '%s' has unknown type %u", what, t->name, type);
+            rc = rkm_err(RKM_EUNSUPPORTED, "%s: tensor '%s' has type %u, a ggml type this build of rkmojo does not know",
+                         what, t->name, type);
             goto out;
         }
         size_t row = rkm_type_row_bytes(t->type, t->ne[0]);
         if (!row) {
-            rc = rkm_err(RKM_EFORMAT, "%s: tensor '%s': row of %lld not a multiple of the %s block", what,
-                         t->name, (long long)t->ne[0], rkm_type_name(t->type));
+            rc = rkm_err(RKM_EFORMAT, "%s: tensor '%s': row of %lld values is not a multiple of the %s block (%d)",
+                         what, t->name, (long long)t->ne[0], rkm_type_name(t->type), rkm_type_block_size(t->type));
             goto out;
         }
         t->nbytes = row * (nel / (uint64_t)t->ne[0]);

@@ -146,9 +146,12 @@ static int get_dtype(const cJSON *o, int *type, int expert)
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
     int t = cJSON_IsString(d) ? rkm_type_from_name(d->valuestring) : -1;
     int expert_only = t == RKM_TYPE_RKNN_I8 || rkm_type_packed(t);
+    if (!cJSON_IsString(d)) return rkm_err(RKM_EFORMAT, "manifest: dtype missing");
+    if (t < 0) return rkm_err(RKM_EFORMAT, "manifest: unknown dtype '%s'", d->valuestring);
     if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
         !(expert && expert_only))
-        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s'", cJSON_IsString(d) ? d->valuestring : "?");
+        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s' (type %d; the runtime runs f32, f16, bf16, q8_0, q4_0%s)",
+                       d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, rknn_i8" : "");
     *type = t;
     return 0;
 }
@@ -225,7 +228,7 @@ static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *
         if (!cJSON_IsObject(po)) return rkm_err(RKM_EFORMAT, "manifest: layer %d lacks part '%s'", el->layer, part_names[p]);
         if ((rc = get_dtype(po, &ep->type, 1)) || (rc = get_shape(po, &nd, ne, 2)) || (rc = get_u64(po, "offset", &ep->offset)) ||
             (rc = get_u64(po, "bytes", &ep->nbytes)))
-            return rc;
+            return rkm_err_prefix(rc, "layer %d part %s", el->layer, part_names[p]);
         ep->ne[0] = ne[0];
         ep->ne[1] = ne[1];
         if (ep->type == RKM_TYPE_RKNN_I8 && (ne[0] <= 0 || ne[1] <= 0 || ne[0] % 32 || ne[1] % 32))
@@ -233,6 +236,9 @@ static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *
         if ((ep->type & RKM_TYPE_PACKED) && ne[1] < 16)
             return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: %s needs at least 16 rows", el->layer,
                            part_names[p], rkm_type_name(ep->type));
+        if (!rkm_type_row_bytes(ep->type, ne[0]))
+            return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: row of %lld values is not a multiple of the %s block",
+                           el->layer, part_names[p], (long long)ne[0], rkm_type_name(ep->type));
         if (ep->nbytes != shape_bytes(ep->type, 2, ne) || ep->nbytes == 0 || ep->offset > el->blob_bytes ||
             ep->nbytes > el->blob_bytes - ep->offset)
             return rkm_err(RKM_EFORMAT, "manifest: layer %d part %s: size/offset inconsistent", el->layer, part_names[p]);
@@ -279,6 +285,9 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
             (rc = get_u64(t, "offset", &tv->offset)) || (rc = get_u64(t, "bytes", &tv->nbytes)) ||
             (rc = get_hash(cJSON_GetObjectItemCaseSensitive(t, "xxh3"), &tv->checksum)))
             return rkm_err_prefix(rc, "tensor %s", tv->name);
+        if (!rkm_type_row_bytes(tv->type, tv->ne[0]))
+            return rkm_err(RKM_EFORMAT, "manifest: tensor %s: row of %lld values is not a multiple of the %s block", tv->name,
+                           (long long)tv->ne[0], rkm_type_name(tv->type));
         if (tv->nbytes != shape_bytes(tv->type, tv->n_dims, tv->ne) || tv->offset % RKM_RESIDENT_ALIGN ||
             tv->offset > md->resident_bytes || tv->nbytes > md->resident_bytes - tv->offset)
             return rkm_err(RKM_EFORMAT, "manifest: tensor %s: size/offset inconsistent", tv->name);

@@ -1,8 +1,11 @@
 /*
  * quant.c - the type table and the scalar reference conversions between
- * f32 and every element type rkmojo reads or writes (layouts in quant.h).
- * The converter uses these; the kernels' tests compare against them.
- * Stateless; any thread.
+ * f32 and every element type rkmojo reads or writes (layouts in quant.h):
+ * the float types, the 32-value block types and the K-quants here, the IQ,
+ * TQ and MXFP4 decoders in quant_iq.c. Each decoder computes in ggml's
+ * order of float operations, so that it is bit-identical to ggml's
+ * to_float (tests/test-ggml-types.c). The converter uses these; the
+ * kernels' tests compare against them. Stateless; any thread.
  */
 #include "kernels/quant.h"
 
@@ -28,12 +31,24 @@ static const type_info types[RKM_TYPE_COUNT] = {
     [RKM_TYPE_Q5_1] = {"q5_1", 32, 24, 1},
     [RKM_TYPE_Q8_0] = {"q8_0", 32, 34, 1},
     [RKM_TYPE_Q8_1] = {"q8_1", 32, 36, 0},
-    [RKM_TYPE_Q2_K] = {"q2_k", 256, 84, 0},
-    [RKM_TYPE_Q3_K] = {"q3_k", 256, 110, 0},
+    [RKM_TYPE_Q2_K] = {"q2_k", 256, 84, 1},
+    [RKM_TYPE_Q3_K] = {"q3_k", 256, 110, 1},
     [RKM_TYPE_Q4_K] = {"q4_k", 256, 144, 1},
     [RKM_TYPE_Q5_K] = {"q5_k", 256, 176, 1},
     [RKM_TYPE_Q6_K] = {"q6_k", 256, 210, 1},
     [RKM_TYPE_Q8_K] = {"q8_k", 256, 292, 0},
+    [RKM_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, 1},
+    [RKM_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, 1},
+    [RKM_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, 1},
+    [RKM_TYPE_IQ1_S] = {"iq1_s", 256, 50, 1},
+    [RKM_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, 1},
+    [RKM_TYPE_IQ3_S] = {"iq3_s", 256, 110, 1},
+    [RKM_TYPE_IQ2_S] = {"iq2_s", 256, 82, 1},
+    [RKM_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, 1},
+    [RKM_TYPE_IQ1_M] = {"iq1_m", 256, 56, 1},
+    [RKM_TYPE_TQ1_0] = {"tq1_0", 256, 54, 1},
+    [RKM_TYPE_TQ2_0] = {"tq2_0", 256, 66, 1},
+    [RKM_TYPE_MXFP4] = {"mxfp4", 32, 17, 1},
     [RKM_TYPE_RKNN_I8] = {"rknn_i8", 32, 32, 0}, /* + 4 bytes of scale per row */
 };
 
@@ -175,6 +190,41 @@ static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
     }
 }
 
+/* q2_K: scales[16] (low nibble scale, high nibble min, per 16 values),
+ * qs[64] (2-bit quants, 4 per byte across 32-byte strips), f16 d, dmin.
+ * x = d*scale*q - dmin*min. */
+static void deq_q2_k(const uint8_t *b, float *y)
+{
+    const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    const uint8_t *sc = b, *q = b + 16;
+    for (int half = 0; half < 2; half++, q += 32)
+        for (int shift = 0; shift < 8; shift += 2)
+            for (int g = 0; g < 2; g++, sc++) {
+                const float dl = d * (*sc & 0xF), ml = dmin * (*sc >> 4);
+                for (int l = 0; l < 16; l++) *y++ = dl * ((q[16 * g + l] >> shift) & 3) - ml;
+            }
+}
+
+/* q3_K: hmask[32] (third bit, one bit plane per 32-value group), qs[64]
+ * (low 2 bits, as q2_K), scales[12] (16 6-bit scales: low nibbles in bytes
+ * 0-7, high 2 bits in bytes 8-11), f16 d. x = d*(scale-32)*(q - 4 if the
+ * hmask bit is clear). */
+static void deq_q3_k(const uint8_t *b, float *y)
+{
+    const uint8_t *hm = b, *q = b + 32, *s = b + 96;
+    const float d = f16_at(b + 108);
+    int j = 0;
+    uint8_t m = 1;
+    for (int half = 0; half < 2; half++, q += 32)
+        for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+            for (int g = 0; g < 2; g++, j++) {
+                int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4, hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+                const float dl = d * ((lo | hi << 4) - 32);
+                for (int l = 0; l < 16; l++)
+                    *y++ = dl * (((q[16 * g + l] >> shift) & 3) - ((hm[16 * g + l] & m) ? 0 : 4));
+            }
+}
+
 static void deq_q4_k(const uint8_t *b, float *y)
 {
     const float d = f16_at(b), dmin = f16_at(b + 2);
@@ -237,6 +287,10 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
     }
     const int bs = rkm_type_block_size(type);
     const size_t bb = rkm_type_block_bytes(type);
+    if (!bs) { /* unknown type: callers check readability; never divide by 0 */
+        for (int64_t i = 0; i < n; i++) y[i] = 0.0f;
+        return;
+    }
     for (int64_t b = 0; b < n / bs; b++, p += bb, y += bs) {
         switch (type) {
         case RKM_TYPE_Q8_0: {
@@ -270,16 +324,20 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
             for (int j = 0; j < 16; j++) {
                 int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
                 int q0 = ((qs[j] & 0xF) | h0) - off, q1 = ((qs[j] >> 4) | h1) - off;
-                y[j] = d * q0 + m;
-                y[j + 16] = d * q1 + m;
+                /* q5_0 adds no min: d * 0 stays -0 for a negative d, as in ggml */
+                y[j] = has_m ? d * q0 + m : d * q0;
+                y[j + 16] = has_m ? d * q1 + m : d * q1;
             }
             break;
         }
+        case RKM_TYPE_Q2_K: deq_q2_k(p, y); break;
+        case RKM_TYPE_Q3_K: deq_q3_k(p, y); break;
         case RKM_TYPE_Q4_K: deq_q4_k(p, y); break;
         case RKM_TYPE_Q5_K: deq_q5_k(p, y); break;
         case RKM_TYPE_Q6_K: deq_q6_k(p, y); break;
         default:
-            for (int j = 0; j < bs; j++) y[j] = 0.0f;
+            if (rkm_dequantize_block_iq(type, p, y))
+                for (int j = 0; j < bs; j++) y[j] = 0.0f;
             break;
         }
     }

@@ -8,8 +8,11 @@
  *   Q8_0: 32 values = f16 d + int8 q[32]              (34 bytes), x = d*q
  *   Q4_0: 32 values = f16 d + uint8 qs[16]            (18 bytes),
  *         x[i] = d*((qs[i] & 15) - 8), x[i+16] = d*((qs[i] >> 4) - 8)
- *   Q4_1, Q4_K, Q5_K, Q6_K, Q8_K: ggml's layouts (read-only: dequantized by
- *   the converter, never used by the runtime).
+ *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ1_S..IQ4_XS, TQ1_0, TQ2_0, MXFP4:
+ *   ggml's layouts (ggml-common.h), read-only: dequantized by the converter,
+ *   never used by the runtime; the byte layout of each is written next to
+ *   its decoder (quant.c for the K-quants, quant_iq.c for the others).
+ *   Q8_1, Q8_K: ggml's intermediate types, known but not readable.
  *
  * Owns: the type table and the scalar quantize/dequantize references. No
  * state; safe from any thread.
@@ -37,7 +40,19 @@ enum rkm_type {
     RKM_TYPE_Q5_K = 13,
     RKM_TYPE_Q6_K = 14,
     RKM_TYPE_Q8_K = 15,
+    RKM_TYPE_IQ2_XXS = 16,
+    RKM_TYPE_IQ2_XS = 17,
+    RKM_TYPE_IQ3_XXS = 18,
+    RKM_TYPE_IQ1_S = 19,
+    RKM_TYPE_IQ4_NL = 20,
+    RKM_TYPE_IQ3_S = 21,
+    RKM_TYPE_IQ2_S = 22,
+    RKM_TYPE_IQ4_XS = 23,
+    RKM_TYPE_IQ1_M = 29,
     RKM_TYPE_BF16 = 30,
+    RKM_TYPE_TQ1_0 = 34,
+    RKM_TYPE_TQ2_0 = 35,
+    RKM_TYPE_MXFP4 = 39,
     /* rkmojo's own, never in a GGUF: int8 per-output-channel in the
      * RK3588 NPU's native B layout + f32 scales (kernels/rknn_i8.h); a
      * matrix of N rows of K is K*N + 4*N bytes ("row" = K + 4 bytes). */
@@ -82,8 +97,12 @@ size_t rkm_type_row_bytes(int type, int64_t n);
 int rkm_type_readable(int type);
 
 /* Reference conversions of one row of n values (n a multiple of the block
- * size). dequantize supports every readable type. */
+ * size). dequantize supports every readable type, bit for bit as ggml's
+ * to_float (tests/test-ggml-types.c); any bytes are valid input. */
 void rkm_dequantize_row(int type, const void *src, float *dst, int64_t n);
+/* One block of an IQ, TQ or MXFP4 type (quant_iq.c); 0 if type is one of
+ * them, else -1 and y untouched. */
+int rkm_dequantize_block_iq(int type, const uint8_t *b, float *y);
 /* quantize supports F32, F16, BF16, Q8_0, Q4_0. */
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
 
