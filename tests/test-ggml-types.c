@@ -34,21 +34,12 @@
 #include "rkmojo.h"
 #include "format/model_dir.h"
 #include "kernels/quant.h"
+#include "ref/ggml_abi.h"
 
 #define GGML_LIB_DEFAULT "tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
 
-typedef void (*to_float_fn)(const void *x, float *y, int64_t k);
-
-/* ggml's struct ggml_type_traits (ggml.h); checked against Q4_0 below. */
-struct ggml_traits {
-    const char *type_name;
-    int64_t blck_size;
-    int64_t blck_size_interleave;
-    size_t type_size;
-    bool is_quantized;
-    to_float_fn to_float;
-    void *from_float_ref;
-};
+/* struct ggml_traits (ref/ggml_abi.h) is checked against Q4_0 below. */
+typedef ggml_to_float_fn to_float_fn;
 
 static const struct ggml_traits *(*g_traits)(int);
 static size_t (*g_quantize_chunk)(int, const float *, void *, int64_t, int64_t, int64_t, const float *);

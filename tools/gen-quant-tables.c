@@ -22,22 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef void (*to_float_fn)(const void *x, float *y, int64_t k);
+#include "../tests/ref/ggml_abi.h" /* struct ggml_traits; its layout is checked below */
 
-/* ggml's struct ggml_type_traits (ggml.h); its layout is checked below. */
-struct traits {
-    const char *type_name;
-    int64_t blck_size;
-    int64_t blck_size_interleave;
-    size_t type_size;
-    bool is_quantized;
-    to_float_fn to_float;
-    void *from_float_ref;
-};
+typedef ggml_to_float_fn to_float_fn;
 
 enum { T_IQ2_XXS = 16, T_IQ2_XS = 17, T_IQ3_XXS = 18, T_IQ1_S = 19, T_IQ4_NL = 20, T_IQ3_S = 21, T_IQ2_S = 22, T_MXFP4 = 39 };
 
-static const struct traits *(*get_traits)(int);
+static const struct ggml_traits *(*get_traits)(int);
 
 static void die(const char *msg)
 {
@@ -48,7 +39,7 @@ static void die(const char *msg)
 /* Dequantizes one block of type t. */
 static void deq(int t, const uint8_t *block, float *y)
 {
-    const struct traits *tr = get_traits(t);
+    const struct ggml_traits *tr = get_traits(t);
     if (!tr || !tr->to_float) die("a type has no to_float");
     tr->to_float(block, y, tr->blck_size);
 }
@@ -94,11 +85,11 @@ int main(int argc, char **argv)
     if (argc != 2) die("usage: gen-quant-tables path/to/libggml-base.so > src/kernels/quant_tables.c");
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) die(dlerror());
-    get_traits = (const struct traits *(*)(int))dlsym(h, "ggml_get_type_traits");
+    get_traits = (const struct ggml_traits *(*)(int))dlsym(h, "ggml_get_type_traits");
     const char *(*version)(void) = (const char *(*)(void))dlsym(h, "ggml_version");
     const char *(*commit)(void) = (const char *(*)(void))dlsym(h, "ggml_commit");
     if (!get_traits) die("ggml_get_type_traits not exported");
-    const struct traits *q40 = get_traits(2);
+    const struct ggml_traits *q40 = get_traits(2);
     if (!q40 || q40->blck_size != 32 || q40->type_size != 18 || !q40->to_float)
         die("ggml_type_traits has an unexpected layout");
 
