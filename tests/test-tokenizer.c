@@ -40,9 +40,9 @@ static int check_vocab(const char *dir, const char *name)
     size_t inl, outl;
     char p2[1100];
     snprintf(p2, sizeof p2, "%s.inp", path);
-    char *inp = tok_slurp(p2, &inl);
+    char *inp = rkm_read_file(p2, &inl);
     snprintf(p2, sizeof p2, "%s.out", path);
-    char *out = tok_slurp(p2, &outl);
+    char *out = rkm_read_file(p2, &outl);
     CHECK(inp && out);
     if (!inp || !out) return 0;
     const char *sep = "\n__ggml_vocab_test__\n";
@@ -341,8 +341,8 @@ static int compare_on_corpus_nfc(const rkm_tokenizer *a, const rkm_tokenizer *b,
                                  int nfc_only)
 {
     size_t len;
-    char *text = tok_slurp("tests/data/tokenizer-corpus.txt", &len);
-    if (!text) text = tok_slurp("../tests/data/tokenizer-corpus.txt", &len);
+    char *text = rkm_read_file("tests/data/tokenizer-corpus.txt", &len);
+    if (!text) text = rkm_read_file("../tests/data/tokenizer-corpus.txt", &len);
     CHECK(text != NULL);
     if (!text) return -1;
     const char *sep = "\n__ggml_vocab_test__\n";
@@ -547,7 +547,7 @@ static int has_unassigned(const char *s, size_t n)
 static int norm_check(const char *path)
 {
     size_t len;
-    char *text = tok_slurp(path, &len);
+    char *text = rkm_read_file(path, &len);
     if (!text) {
         fprintf(stderr, "cannot read %s\n", path);
         return 1;
@@ -658,7 +658,7 @@ static int charsmap_check(const char *dir)
     if (!t) return 1;
     snprintf(p, sizeof p, "%s/charsmap-check.txt", dir);
     size_t len;
-    char *text = tok_slurp(p, &len);
+    char *text = rkm_read_file(p, &len);
     int n = 0, bad = 0, changed = 0;
     for (char *line = text, *eol; line && *line; line = eol + 1) {
         eol = strchr(line, '\n');
@@ -746,7 +746,7 @@ static int gguf_check(const char *dir, const char *variant)
     snprintf(p, sizeof p, "%s/tokenizer.gguf", dir);
     rkm_tokenizer *g = tok_gguf_round_trip(t, p);
     size_t len;
-    char *text = tok_slurp("tests/data/tokenizer-corpus.txt", &len);
+    char *text = rkm_read_file("tests/data/tokenizer-corpus.txt", &len);
     int n = 0, skipped = 0, diff = 0;
     const char *sep = "\n__ggml_vocab_test__\n";
     for (char *s = text, *e; g && s && (e = strstr(s, sep)); s = e + strlen(sep)) {
@@ -781,7 +781,7 @@ static int decode_corpus(const char *tok_path, const char *corpus)
 {
     rkm_tokenizer *t = rkm_tokenizer_load(tok_path, NULL);
     size_t len;
-    char *text = tok_slurp(corpus, &len);
+    char *text = rkm_read_file(corpus, &len);
     if (!t || !text) {
         fprintf(stderr, "%s\n", t ? corpus : rkm_last_error());
         rkm_tokenizer_free(t);

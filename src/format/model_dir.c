@@ -181,15 +181,28 @@ static const sampling_field sampling_fields[] = {
     {NULL, 0, 0, 0, 0, 0},
 };
 
-int rkm_sampling_hint_check(const rkm_sampling_hint *h, const char *what)
+static const sampling_field *sampling_field_of(unsigned bit)
 {
-    for (const sampling_field *f = sampling_fields; f->name; f++) {
-        if (!(h->set & f->bit)) continue;
-        double v = f->is_int ? (double)*(const int *)((const char *)h + f->off)
-                             : (double)*(const float *)((const char *)h + f->off);
-        if (!(v >= f->lo && v <= f->hi))
-            return rkm_err(RKM_EFORMAT, "%s: sampling %s = %g is outside [%g, %g]", what, f->name, v, f->lo, f->hi);
-    }
+    for (const sampling_field *f = sampling_fields; f->name; f++)
+        if (f->bit == bit) return f;
+    return NULL;
+}
+
+int rkm_sampling_hint_is_int(unsigned bit)
+{
+    const sampling_field *f = sampling_field_of(bit);
+    return f && f->is_int;
+}
+
+int rkm_sampling_hint_set(rkm_sampling_hint *h, unsigned bit, double v, const char *what)
+{
+    const sampling_field *f = sampling_field_of(bit);
+    if (!f) return rkm_err(RKM_EINVAL, "%s: no sampling field %#x", what, bit);
+    if (!(v >= f->lo && v <= f->hi)) /* also refuses NaN, and keeps (int)v defined */
+        return rkm_err(RKM_EFORMAT, "%s: sampling %s = %g is outside [%g, %g]", what, f->name, v, f->lo, f->hi);
+    if (f->is_int) *(int *)((char *)h + f->off) = (int)v;
+    else *(float *)((char *)h + f->off) = (float)v;
+    h->set |= bit;
     return 0;
 }
 
@@ -325,12 +338,11 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
         if (!v) continue;
         if (!cJSON_IsNumber(v)) return rkm_err(RKM_EFORMAT, "manifest: sampling.%s is not a number", f->name);
         double d = v->valuedouble;
-        if (f->is_int && (d != (double)(int)d)) return rkm_err(RKM_EFORMAT, "manifest: sampling.%s is not an integer", f->name);
-        if (f->is_int) *(int *)((char *)&md->sampling + f->off) = (int)d;
-        else *(float *)((char *)&md->sampling + f->off) = (float)d;
-        md->sampling.set |= f->bit;
+        if ((rc = rkm_sampling_hint_set(&md->sampling, f->bit, d, "manifest"))) return rc;
+        if (f->is_int && d != (double)*(const int *)((const char *)&md->sampling + f->off))
+            return rkm_err(RKM_EFORMAT, "manifest: sampling.%s is not an integer", f->name);
     }
-    return rkm_sampling_hint_check(&md->sampling, "manifest");
+    return 0;
 }
 
 rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const char *dir)

@@ -78,10 +78,14 @@ typedef struct rkm_sampling_hint {
     int repeat_last_n;
 } rkm_sampling_hint;
 
-/* Checks a hint's ranges (temperature 0..100, top_k >= 0, top_p and min_p
- * 0..1, repeat_penalty 0..100, repeat_last_n >= -1); RKM_EFORMAT naming
- * the field. `what` prefixes the message. */
-int rkm_sampling_hint_check(const rkm_sampling_hint *h, const char *what);
+/* 1 for the integer fields (top_k, repeat_last_n). */
+int rkm_sampling_hint_is_int(unsigned bit);
+/* Sets the field of `bit` to v after checking its range (temperature
+ * 0..100, top_k 0..1e9, top_p and min_p 0..1, repeat_penalty 0..100,
+ * repeat_last_n -1..1e9); RKM_EFORMAT naming the field otherwise, the
+ * message prefixed with `what`. Every reader (manifest, GGUF, Hugging
+ * Face) sets hints through here. */
+int rkm_sampling_hint_set(rkm_sampling_hint *h, unsigned bit, double v, const char *what);
 
 typedef struct rkm_model_dir {
     char *path;

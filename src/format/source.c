@@ -437,22 +437,13 @@ static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h)
     for (size_t i = 0; i < RKM_ARRAY_LEN(keys); i++) {
         double d;
         int64_t v;
-        int is_int = keys[i].bit == RKM_SAMPLING_TOP_K || keys[i].bit == RKM_SAMPLING_REPEAT_LAST_N;
+        int is_int = rkm_sampling_hint_is_int(keys[i].bit);
         int rc = is_int ? rkm_gguf_get_int(g, keys[i].key, &v) : rkm_gguf_get_float(g, keys[i].key, &d);
         if (rc == RKM_ENOENT) continue;
         if (rc) return rkm_err(RKM_EFORMAT, "%s is not a number", keys[i].key);
-        if (is_int && (v < -1 || v > 1000000000)) return rkm_err(RKM_EFORMAT, "%s = %lld is out of range", keys[i].key, (long long)v);
-        switch (keys[i].bit) {
-        case RKM_SAMPLING_TEMPERATURE: h->temperature = (float)d; break;
-        case RKM_SAMPLING_TOP_K: h->top_k = (int)v; break;
-        case RKM_SAMPLING_TOP_P: h->top_p = (float)d; break;
-        case RKM_SAMPLING_MIN_P: h->min_p = (float)d; break;
-        case RKM_SAMPLING_REPEAT_PENALTY: h->repeat_penalty = (float)d; break;
-        default: h->repeat_last_n = (int)v; break;
-        }
-        h->set |= keys[i].bit;
+        if ((rc = rkm_sampling_hint_set(h, keys[i].bit, is_int ? (double)v : d, keys[i].key))) return rc;
     }
-    return rkm_sampling_hint_check(h, "GGUF");
+    return 0;
 }
 
 /* Hugging Face generation_config.json: temperature, top_k, top_p, min_p,
@@ -490,23 +481,13 @@ static int hf_sampling(const char *dir, rkm_sampling_hint *h)
             rc = rkm_err(RKM_EFORMAT, "generation_config.json: '%s' is not a number", keys[i].key);
             break;
         }
-        double d = v->valuedouble;
-        switch (keys[i].bit) {
-        case RKM_SAMPLING_TEMPERATURE: h->temperature = (float)d; break;
-        case RKM_SAMPLING_TOP_K: h->top_k = d >= 0 && d <= 1e9 ? (int)d : -1; break;
-        case RKM_SAMPLING_TOP_P: h->top_p = (float)d; break;
-        case RKM_SAMPLING_MIN_P: h->min_p = (float)d; break;
-        default: h->repeat_penalty = (float)d; break;
-        }
-        h->set |= keys[i].bit;
+        rc = rkm_sampling_hint_set(h, keys[i].bit, v->valuedouble, "generation_config.json");
     }
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "do_sample");
-    if (!rc && cJSON_IsFalse(ds)) { /* the authors decode greedily */
-        h->temperature = 0;
-        h->set |= RKM_SAMPLING_TEMPERATURE;
-    }
+    if (!rc && cJSON_IsFalse(ds)) /* the authors decode greedily */
+        rc = rkm_sampling_hint_set(h, RKM_SAMPLING_TEMPERATURE, 0, "generation_config.json");
     cJSON_Delete(root);
-    return rc ? rc : rkm_sampling_hint_check(h, "generation_config.json");
+    return rc;
 }
 
 rkm_source *rkm_source_open(const char *path)

@@ -11,24 +11,6 @@
 #include "format/gguf.h"
 #include "util/common.h"
 
-char *tok_slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) p[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
 int tok_encode_vec(const rkm_tokenizer *t, const char *s, size_t n, int32_t **ids, int parse_special)
 {
     int need = rkm_tokenizer_encode(t, s, n, NULL, 0, 0, parse_special);

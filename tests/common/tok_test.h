@@ -1,6 +1,6 @@
 /*
  * tok_test.h - helpers the tokenizer tests share (test-tokenizer.c,
- * test-tokenizer-models.c): reading a file, encoding into a fresh array,
+ * test-tokenizer-models.c): encoding into a fresh array,
  * comparing id lists, a tokenizer from a JSON string, one encode checked
  * against expected ids, and a GGUF write/read round trip.
  */
@@ -14,8 +14,6 @@
 
 #define U2581 "\u2581" /* SentencePiece's space */
 
-/* The file's bytes plus a NUL, or NULL. */
-char *tok_slurp(const char *path, size_t *len);
 /* Encodes s into a malloc'd *ids; the count or a negative error. */
 int tok_encode_vec(const rkm_tokenizer *t, const char *s, size_t n, int32_t **ids, int parse_special);
 int tok_ids_equal(const int32_t *a, int na, const int32_t *b, int nb);
