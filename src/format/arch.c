@@ -286,12 +286,6 @@ const char *rkm_arch_supported(int hf)
 
 /* ------------------------------------------------------------- keys */
 
-const rkm_hparam_key *rkm_arch_common_keys(int *n)
-{
-    *n = (int)RKM_ARRAY_LEN(common_keys);
-    return common_keys;
-}
-
 const rkm_hparam_key *rkm_arch_key(int arch, const char *field)
 {
     const rkm_arch_info *a = rkm_arch_info_of(arch);

@@ -200,7 +200,7 @@ typedef struct rkm_arch_info {
     int hf_rope_permute;               /* HF q/k rows are rotate-half: permute to interleaved */
     int expert_width_in_ff;            /* n_ff_exp is stored as feed_forward_length / intermediate_size */
     rkm_arch_default defaults[RKM_ARCH_MAX_DEFAULTS]; /* over the common ones (rkm_hparams_init) */
-    rkm_hparam_key keys[RKM_ARCH_MAX_KEYS];           /* over rkm_arch_common_keys */
+    rkm_hparam_key keys[RKM_ARCH_MAX_KEYS];           /* over the common keys (arch.c) */
     const rkm_tensor_info *tensors;    /* in the order synth writes them */
     int n_tensors;
 } rkm_arch_info;
@@ -216,8 +216,6 @@ int rkm_arch_from_hf(const char *model_type, const char *architecture, int has_e
 /* "llama, mixtral, ..." (hf: the model types) for error messages. */
 const char *rkm_arch_supported(int hf);
 
-/* The common hyper-parameter keys; *n gets their count. */
-const rkm_hparam_key *rkm_arch_common_keys(int *n);
 /* The key of field for arch (its override, else the common one); NULL if none. */
 const rkm_hparam_key *rkm_arch_key(int arch, const char *field);
 

@@ -57,15 +57,16 @@ static int knob_word(int id, const char *const *words, int n_words)
 
 int rkm_model_params_from_knobs(rkm_model_params *p)
 {
-    static const char *const backend[] = {"auto", "cpu", "rknn", "npu"};
     static const char *const npu_dense[] = {"1", "0", "force"};
     static const char *const pack[] = {"1", "0", "resident"};
     static const char *const on_off[] = {"0", "1"};
     static const char *const verify[] = {"always", "first", "never"};
     static const char *const io[] = {"auto", "pread", "uring"};
     int w;
-    if ((w = knob_word(RKM_KNOB_BACKEND, backend, 4)) == -2) return RKM_EINVAL;
-    if (w >= 0 && p->backend == 0) p->backend = w == 3 ? 2 : w;
+    const char *bk = rkm_knob(RKM_KNOB_BACKEND);
+    if (bk && (w = rkm_backend_kind_from_name(bk)) < 0)
+        return rkm_err(RKM_EINVAL, "RKM_BACKEND must be auto, cpu or rknn (got '%s')", bk);
+    if (bk && p->backend == RKM_BACKEND_AUTO) p->backend = w;
     if ((w = knob_word(RKM_KNOB_NPU_DENSE, npu_dense, 3)) == -2) return RKM_EINVAL;
     if (w >= 0 && p->npu_dense == 0) p->npu_dense = w;
     if ((w = knob_word(RKM_KNOB_PACK, pack, 3)) == -2) return RKM_EINVAL;
