@@ -127,6 +127,10 @@ const char *rkm_model_chat_template(const rkm_model *m);
  * text). add_bos: prepend BOS if the model's tokenizer says so. */
 int rkm_tokenize(const rkm_model *m, const char *text, size_t len,
                  int32_t *ids, int cap, int add_bos, int parse_special);
+/* The same into a malloc'd array (*ids, caller frees); returns the count,
+ * or a negative error with the message in rkm_last_error(). */
+int rkm_tokenize_alloc(const rkm_model *m, const char *text, size_t len, int add_bos, int parse_special,
+                       int32_t **ids);
 /* Appends the text of one token to buf; returns bytes written, or the
  * negative size needed. */
 int rkm_token_to_piece(const rkm_model *m, int32_t id, char *buf, int cap);

@@ -16,7 +16,5 @@
 int rkm_chat_tokens(const rkm_model *m, const rkm_chat_message *msgs, int n, int allow_bos,
                     int32_t **ids);
 
-/* Tokenizes text into a malloc'd array; returns the count or < 0. */
-int rkm_tokenize_alloc(const rkm_model *m, const char *text, int add_bos, int parse_special, int32_t **ids);
 
 #endif

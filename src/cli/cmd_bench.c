@@ -36,25 +36,6 @@ static const char *default_text =
     "ask for them early, so that the processor never waits. Cooking rice well needs the right ratio of water, "
     "a lid that closes, and patience; the grains should rest for ten minutes after the heat is turned off. ";
 
-/* Tokenizes text into a growing array; -1 on failure. */
-static int tokenize(const rkm_model *m, const char *text, int add_bos, int32_t **out)
-{
-    size_t len = strlen(text);
-    int cap = (int)RKM_MIN(len + 16, (size_t)1 << 26);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!ids) return -1;
-    int n = rkm_tokenize(m, text, len, ids, cap, add_bos, 0);
-    if (n > cap) {
-        int32_t *b = realloc(ids, sizeof(int32_t) * (size_t)n);
-        if (!b) return free(ids), -1;
-        ids = b;
-        n = rkm_tokenize(m, text, len, ids, n, add_bos, 0);
-    }
-    if (n < 0) return free(ids), -1;
-    *out = ids;
-    return n;
-}
-
 typedef struct phase {
     int n;
     double t;
@@ -242,7 +223,7 @@ int rkm_cmd_bench(int argc, char **argv)
         }
     }
     const char *src = text ? text : prompt ? prompt : default_text;
-    int n_src = tokenize(m, src, 1, &pids);
+    int n_src = rkm_tokenize_alloc(m, src, strlen(src), 1, 0, &pids);
     if (n_src <= 0) {
         fprintf(stderr, "rkmojo bench: cannot tokenize the prompt: %s\n", rkm_last_error());
         goto out;
@@ -263,7 +244,7 @@ int rkm_cmd_bench(int argc, char **argv)
             fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
             goto out;
         }
-        n_fids = tokenize(m, ft, 0, &fids);
+        n_fids = rkm_tokenize_alloc(m, ft, strlen(ft), 0, 0, &fids);
         free(ft);
         if (n_fids <= 0) {
             fprintf(stderr, "rkmojo bench: cannot tokenize %s\n", force_file);

@@ -75,7 +75,7 @@ int rkm_cmd_demo(int argc, char **argv)
     int rc = rkm_gen_open(&o, &m, &s);
     if (rc) return rc;
     int32_t *ids = NULL;
-    int n = rkm_tokenize_alloc(m, prompt, 1, 0, &ids);
+    int n = rkm_tokenize_alloc(m, prompt, strlen(prompt), 1, 0, &ids);
     if (n <= 0) {
         fprintf(stderr, "rkmojo demo: tokenize: %s\n", rkm_last_error());
         rc = 1;

@@ -49,7 +49,7 @@ int rkm_cmd_perplexity(int argc, char **argv)
     } else {
         size_t len;
         char *text = rkm_read_file(file, &len);
-        n = text ? rkm_tokenize_alloc(m, text, 1, 0, &ids) : -1;
+        n = text ? rkm_tokenize_alloc(m, text, strlen(text), 1, 0, &ids) : -1;
         if (n < 0) fprintf(stderr, "rkmojo perplexity: %s\n", rkm_last_error());
         free(text);
     }

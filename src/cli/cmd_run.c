@@ -93,7 +93,7 @@ int rkm_cmd_run(int argc, char **argv)
             msgs[nm++] = (rkm_chat_message){"user", prompt};
             n_ids = rkm_chat_tokens(m, msgs, nm, !no_bos, &ids);
         } else {
-            n_ids = rkm_tokenize_alloc(m, prompt, !no_bos, 0, &ids);
+            n_ids = rkm_tokenize_alloc(m, prompt, strlen(prompt), !no_bos, 0, &ids);
         }
         if (n_ids < 0) {
             fprintf(stderr, "rkmojo run: tokenize: %s\n", rkm_last_error());

@@ -47,25 +47,11 @@ static int starts_with_bos(const rkm_model *m, const char *text)
 static int tokenize(const rkm_model *m, const char *text, int add_bos, int parse_special,
                     int32_t **ids, int *n_ids, char *err, size_t errcap)
 {
-    size_t len = strlen(text);
-    int cap = (int)RKM_MIN(len + 16, (size_t)1 << 24);
-    int32_t *buf = malloc(sizeof(int32_t) * (size_t)cap);
-    int n = buf ? rkm_tokenize(m, text, len, buf, cap, add_bos, parse_special) : RKM_ENOMEM;
-    if (n > cap) {
-        int32_t *b2 = realloc(buf, sizeof(int32_t) * (size_t)n);
-        if (!b2) {
-            n = RKM_ENOMEM;
-        } else {
-            buf = b2;
-            n = rkm_tokenize(m, text, len, buf, n, add_bos, parse_special);
-        }
-    }
+    int n = rkm_tokenize_alloc(m, text, strlen(text), add_bos, parse_special, ids);
     if (n < 0) {
-        free(buf);
         snprintf(err, errcap, "tokenizer: %s", n == RKM_ENOMEM ? "out of memory" : rkm_last_error());
         return n;
     }
-    *ids = buf;
     *n_ids = n;
     return 0;
 }
