@@ -112,6 +112,15 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_f16);
     TAKE(mm_q8_0);
     TAKE(mm_q4_0);
+    TAKE(mm_bf16);
+    TAKE(mm_q2_k);
+    TAKE(mm_q3_k);
+    TAKE(mm_q4_k);
+    TAKE(mm_q5_k);
+    TAKE(mm_q6_k);
+    TAKE(mm_iq4_nl);
+    TAKE(mm_iq4_xs);
+    TAKE(mm_mxfp4);
     TAKE(mm_q8_0_p);
     TAKE(mm_q4_0_p);
     TAKE(rmsnorm);
@@ -209,6 +218,7 @@ typedef struct {
     /* what SLOT_ACT holds, for rkm_matmul_reuse (x NULL: nothing reusable) */
     const float *act_x;
     int64_t act_n_in, act_m;
+    int act_k; /* q8_K (1) or q8_0 (0) activations */
 } scratch_buf;
 
 static pthread_key_t scratch_key;
@@ -263,6 +273,7 @@ typedef struct {
     rkm_mm_fn fn_tail; /* packed weights: whole groups by fn, rows from n_pk by fn_tail */
     int64_t n_pk;
     const float *x; /* quantize job: source rows */
+    int act_k;      /* q8_K activations (else q8_0) */
     int64_t chunk;  /* most rows per claim (rkm_pool_take) */
     int64_t grain;  /* claims start at multiples of it: ROW_GRAIN, or 16 */
     _Atomic int64_t next;
@@ -295,14 +306,27 @@ static void quant_worker(void *ctx, int ith, int nth)
 {
     mm_job *j = ctx;
     const rkm_kernel_set *k = rkm_kernels_active();
-    int64_t nb = j->a.n_in / RKM_QK8_0;
+    const int64_t n = j->a.n_in;
+    if (j->act_k) {
+        for (int64_t i = ith; i < j->a.m; i += nth)
+            rkm_quantize_act_k(j->x + i * n, n, (int8_t *)j->a.xq + i * n, (float *)j->a.xd + i * (n / RKM_QK_K),
+                               (int32_t *)j->a.xs + i * (n / 16));
+        return;
+    }
+    int64_t nb = n / RKM_QK8_0;
     for (int64_t i = ith; i < j->a.m; i += nth)
-        k->quantize_act(j->x + i * j->a.n_in, j->a.n_in, (int8_t *)j->a.xq + i * nb * RKM_QK8_0,
-                        (float *)j->a.xd + i * nb, (int32_t *)j->a.xs + i * nb);
+        k->quantize_act(j->x + i * n, n, (int8_t *)j->a.xq + i * n, (float *)j->a.xd + i * nb,
+                        (int32_t *)j->a.xs + i * nb);
 }
 
 static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m,
                    float *y, int64_t ldy, int reuse);
+
+int rkm_type_matmul(int type)
+{
+    if (rkm_type_packed(type)) return 1;
+    return type == RKM_TYPE_F32 || type == RKM_TYPE_F16 || type == RKM_TYPE_BF16 || rkm_qblock_values(type) > 0;
+}
 
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy)
@@ -333,50 +357,57 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
     j.a.y = y;
     j.a.ldy = ldy;
     int nth = rkm_pool_n_threads(pool);
-    switch (wtype) {
-    case RKM_TYPE_F32:
-        j.fn = k->mm_f32;
-        j.a.w_row_bytes = (size_t)n_in * sizeof(float);
-        j.a.x = x;
-        break;
-    case RKM_TYPE_F16:
-        j.fn = k->mm_f16;
-        j.a.w_row_bytes = (size_t)n_in * sizeof(rkm_f16);
-        j.a.x = x;
-        break;
-    case RKM_TYPE_Q8_0 | RKM_TYPE_PACKED:
-    case RKM_TYPE_Q4_0 | RKM_TYPE_PACKED:
-    case RKM_TYPE_Q8_0:
-    case RKM_TYPE_Q4_0: {
-        RKM_ASSERT(n_in % RKM_QK8_0 == 0);
-        int base = rkm_unpack_type(wtype);
-        j.fn = base == RKM_TYPE_Q8_0 ? k->mm_q8_0 : k->mm_q4_0;
-        if (wtype & RKM_TYPE_PACKED) {
-            j.fn_tail = j.fn;
-            j.fn = base == RKM_TYPE_Q8_0 ? k->mm_q8_0_p : k->mm_q4_0_p;
-            j.n_pk = n_out / RKM_PACK_ROWS * RKM_PACK_ROWS;
-        }
-        j.a.w_row_bytes = (size_t)(n_in / RKM_QK8_0) *
-                          (base == RKM_TYPE_Q8_0 ? sizeof(rkm_block_q8_0) : sizeof(rkm_block_q4_0));
-        int64_t nb = n_in / RKM_QK8_0;
+    /* the kernel and the activations' form for this weight type */
+    rkm_mm_fn fn = NULL;
+    int acts = 0; /* 0 f32, 1 q8_0, 2 q8_K */
+    const int base = rkm_unpack_type(wtype);
+    switch (base) {
+    case RKM_TYPE_F32: fn = k->mm_f32; break;
+    case RKM_TYPE_F16: fn = k->mm_f16; break;
+    case RKM_TYPE_BF16: fn = k->mm_bf16; break;
+    case RKM_TYPE_Q8_0: fn = k->mm_q8_0, acts = 1; break;
+    case RKM_TYPE_Q4_0: fn = k->mm_q4_0, acts = 1; break;
+    case RKM_TYPE_IQ4_NL: fn = k->mm_iq4_nl, acts = 1; break;
+    case RKM_TYPE_MXFP4: fn = k->mm_mxfp4, acts = 1; break;
+    case RKM_TYPE_Q2_K: fn = k->mm_q2_k, acts = 2; break;
+    case RKM_TYPE_Q3_K: fn = k->mm_q3_k, acts = 2; break;
+    case RKM_TYPE_Q4_K: fn = k->mm_q4_k, acts = 2; break;
+    case RKM_TYPE_Q5_K: fn = k->mm_q5_k, acts = 2; break;
+    case RKM_TYPE_Q6_K: fn = k->mm_q6_k, acts = 2; break;
+    case RKM_TYPE_IQ4_XS: fn = k->mm_iq4_xs, acts = 2; break;
+    default: break;
+    }
+    RKM_ASSERT(fn && (wtype == base || rkm_type_packed(wtype)) && "rkm_matmul: unsupported weight type");
+    j.fn = fn;
+    j.a.w_row_bytes = rkm_type_row_bytes(base, n_in);
+    RKM_ASSERT(j.a.w_row_bytes);
+    if (wtype & RKM_TYPE_PACKED) {
+        j.fn_tail = j.fn;
+        j.fn = base == RKM_TYPE_Q8_0 ? k->mm_q8_0_p : k->mm_q4_0_p;
+        j.n_pk = n_out / RKM_PACK_ROWS * RKM_PACK_ROWS;
+    }
+    if (!acts) j.a.x = x;
+    else {
+        /* qs, then the scales, then the sums (of 32 or of 16 values) */
+        j.act_k = acts == 2;
+        const int64_t n_d = j.act_k ? n_in / RKM_QK_K : n_in / RKM_QK8_0, n_s = j.act_k ? n_in / 16 : n_d;
         size_t qs_bytes = RKM_ALIGN_UP((size_t)(m * n_in), 64);
-        size_t d_bytes = RKM_ALIGN_UP((size_t)(m * nb) * sizeof(float), 64);
-        char *buf = scratch_get(SLOT_ACT, qs_bytes + 2 * d_bytes);
+        size_t d_bytes = RKM_ALIGN_UP((size_t)(m * n_d) * sizeof(float), 64);
+        size_t s_bytes = RKM_ALIGN_UP((size_t)(m * n_s) * sizeof(int32_t), 64);
+        char *buf = scratch_get(SLOT_ACT, qs_bytes + d_bytes + s_bytes);
         j.a.xq = (const int8_t *)buf;
         j.a.xd = (const float *)(buf + qs_bytes);
         j.a.xs = (const int32_t *)(buf + qs_bytes + d_bytes);
         j.x = x;
         scratch_buf *sb = scratch_this();
-        if (reuse && sb->act_x == x && sb->act_n_in == n_in && sb->act_m == m) break;
-        if (m > 1 && nth > 1) rkm_pool_run(pool, quant_worker, &j);
-        else quant_worker(&j, 0, 1);
-        sb->act_x = reuse ? x : NULL;
-        sb->act_n_in = n_in;
-        sb->act_m = m;
-        break;
-    }
-    default:
-        RKM_ASSERT(!"rkm_matmul: unsupported weight type");
+        if (!(reuse && sb->act_x == x && sb->act_n_in == n_in && sb->act_m == m && sb->act_k == j.act_k)) {
+            if (m > 1 && nth > 1) rkm_pool_run(pool, quant_worker, &j);
+            else quant_worker(&j, 0, 1);
+            sb->act_x = reuse ? x : NULL;
+            sb->act_n_in = n_in;
+            sb->act_m = m;
+            sb->act_k = j.act_k;
+        }
     }
     /* About 8 chunks per thread; whole tiles. */
     int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);

@@ -16,6 +16,25 @@
  *   s[i*nb + b]             sum of the 32 qs of the block (q4_0 weights
  *                           store nibbles 0..15 = value + 8, so
  *                           sum(w*x) = sum(nib*x) - 8*s exactly)
+ * Q8_0, Q4_0, IQ4_NL and MXFP4 weights take these. The K-quants and IQ4_XS
+ * (super-blocks of 256) take "q8_K activations", as ggml's Q8_K: blocks
+ * of 256 with an unrounded float scale (d = max|x|/127), in the same
+ * arrays:
+ *   qs[i*n_in + k]          int8 values
+ *   d[i*(n_in/256) + b]     the block's scale
+ *   s[i*(n_in/16) + g]      sum of the 16 qs of group g (the sub-block
+ *                           mins of Q2_K, Q4_K, Q5_K multiply these)
+ *
+ * Native weight blocks in integer form (rkm_qblock, qblock.c): every block
+ * of the types above is d * sc[s] * q[k] - dmin * mn[s] for value k of
+ * sub-block s = k / sub, with int8 q and small integer sc, mn. Against
+ * activations (dx, qx) of the same block, each kernel set computes
+ *   isum = sum_s sc[s] * sum_{k in s} q[k] qx[k]     (exact, int32)
+ *   msum = sum_s mn[s] * sum_{k in s} qx[k]          (exact, int32)
+ *   acc = fmaf(d * dx, (float)isum, acc)
+ *   acc = fmaf(-(dmin * dx), (float)msum, acc)       (types with mins)
+ * block after block, so every set gives bit-identical results for these
+ * types, at any m, thread count or row split (tests/test-kernels.c).
  */
 #ifndef RKM_KERNELS_IMPL_H
 #define RKM_KERNELS_IMPL_H
@@ -48,6 +67,9 @@ typedef struct {
     /* Quantizes one row of n values (n % 32 == 0) to q8 activations. */
     void (*quantize_act)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
     rkm_mm_fn mm_f32, mm_f16, mm_q8_0, mm_q4_0;
+    /* The other native types (bit-identical across sets, see above);
+     * K-quants and IQ4_XS take q8_K activations, the rest q8_0. */
+    rkm_mm_fn mm_bf16, mm_q2_k, mm_q3_k, mm_q4_k, mm_q5_k, mm_q6_k, mm_iq4_nl, mm_iq4_xs, mm_mxfp4;
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p;
@@ -102,5 +124,26 @@ void *rkm_kernel_scratch(size_t bytes);
 /* Shared by the reference and the SIMD quantizers' tails: ggml's rounding
  * (roundf: half away from zero) of x * (1/d). */
 void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
+/* q8_K activations of one row of n values (n % 256 == 0), above; the
+ * same in every set (the dispatcher calls it directly). */
+void rkm_quantize_act_k(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16);
+
+/* ------------------------------------------- weight blocks, integer form */
+typedef struct {
+    int8_t q[256];
+    int16_t sc[16], mn[16]; /* per sub-block; mn all 0 unless has_min */
+    float d, dmin;
+    int sub;                /* sub-block length: 16 or 32 */
+    int has_min;
+} rkm_qblock;
+/* Values per block of a native type (32 or 256), 0 for the others. */
+int rkm_qblock_values(int type);
+/* Block b (rkm_type_block_bytes(type) bytes) in integer form; 0, or -1
+ * if the type has none. Any bytes are valid input. */
+int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o);
+/* MXFP4's scale: 2^(e-128) (its levels are stored doubled). */
+float rkm_e8m0_half(uint8_t e);
+/* 1 if type takes q8_K activations. */
+int rkm_type_acts_k(int type);
 
 #endif

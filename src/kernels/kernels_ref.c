@@ -36,6 +36,30 @@ void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32
     }
 }
 
+void rkm_quantize_act_k(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16)
+{
+    for (int64_t b = 0; b < n / RKM_QK_K; b++) {
+        const float *xb = x + b * RKM_QK_K;
+        float amax = 0.0f;
+        for (int j = 0; j < RKM_QK_K; j++) {
+            float v = fabsf(xb[j]);
+            if (v > amax) amax = v;
+        }
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int g = 0; g < RKM_QK_K / 16; g++) {
+            int32_t sum = 0;
+            for (int j = 16 * g; j < 16 * g + 16; j++) {
+                float v = roundf(xb[j] * id);
+                int q = v != v ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v;
+                qs[b * RKM_QK_K + j] = (int8_t)q;
+                sum += q;
+            }
+            s16[b * (RKM_QK_K / 16) + g] = sum;
+        }
+        d[b] = amax / 127.0f;
+    }
+}
+
 static void mm_f32_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
 {
     for (int64_t i = 0; i < a->m; i++) {
@@ -61,6 +85,69 @@ static void mm_f16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
         }
     }
 }
+
+static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t i = 0; i < a->m; i++) {
+        const float *x = a->x + i * a->n_in;
+        for (int64_t r = r0; r < r1; r++) {
+            const rkm_bf16 *w = (const rkm_bf16 *)((const char *)a->w + r * a->w_row_bytes);
+            float sum = 0.0f;
+            for (int64_t k = 0; k < a->n_in; k++) sum += rkm_bf16_to_f32(w[k]) * x[k];
+            a->y[i * a->ldy + r] = sum;
+        }
+    }
+}
+
+/* Native block types in integer form (kernels_impl.h): per block the
+ * exact isum and msum, then one or two fused multiply-adds. */
+static void mm_qblock_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, int type)
+{
+    const int bs = rkm_qblock_values(type);
+    const size_t bb = rkm_type_block_bytes(type);
+    const int64_t nb = a->n_in / bs, ng = a->n_in / (bs == 256 ? 16 : 32);
+    rkm_qblock o;
+    for (int64_t i = 0; i < a->m; i++) {
+        const int8_t *xq = a->xq + i * a->n_in;
+        const float *xd = a->xd + i * nb;
+        const int32_t *xs = a->xs + i * ng;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *w = (const uint8_t *)a->w + r * a->w_row_bytes;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                rkm_qblock_unpack(type, w + (size_t)b * bb, &o);
+                const int8_t *xb = xq + b * bs;
+                int32_t isum = 0, msum = 0;
+                for (int s = 0; s < bs / o.sub; s++) {
+                    int32_t dot = 0;
+                    for (int k = s * o.sub; k < (s + 1) * o.sub; k++) dot += o.q[k] * xb[k];
+                    isum += o.sc[s] * dot;
+                    if (o.has_min) {
+                        /* xs holds sums of 16 for q8_K activations */
+                        int32_t bsum = 0;
+                        for (int g = s * o.sub / 16; g < (s + 1) * o.sub / 16; g++) bsum += xs[b * 16 + g];
+                        msum += o.mn[s] * bsum;
+                    }
+                }
+                acc = fmaf(o.d * xd[b], (float)isum, acc);
+                if (o.has_min) acc = fmaf(-(o.dmin * xd[b]), (float)msum, acc);
+            }
+            a->y[i * a->ldy + r] = acc;
+        }
+    }
+}
+
+#define QBLOCK_REF(name, type) \
+    static void mm_##name##_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_ref(a, r0, r1, type); }
+QBLOCK_REF(q2_k, RKM_TYPE_Q2_K)
+QBLOCK_REF(q3_k, RKM_TYPE_Q3_K)
+QBLOCK_REF(q4_k, RKM_TYPE_Q4_K)
+QBLOCK_REF(q5_k, RKM_TYPE_Q5_K)
+QBLOCK_REF(q6_k, RKM_TYPE_Q6_K)
+QBLOCK_REF(iq4_nl, RKM_TYPE_IQ4_NL)
+QBLOCK_REF(iq4_xs, RKM_TYPE_IQ4_XS)
+QBLOCK_REF(mxfp4, RKM_TYPE_MXFP4)
+#undef QBLOCK_REF
 
 static void mm_q8_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
 {
@@ -226,6 +313,15 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_f16 = mm_f16_ref,
     .mm_q8_0 = mm_q8_0_ref,
     .mm_q4_0 = mm_q4_0_ref,
+    .mm_bf16 = mm_bf16_ref,
+    .mm_q2_k = mm_q2_k_ref,
+    .mm_q3_k = mm_q3_k_ref,
+    .mm_q4_k = mm_q4_k_ref,
+    .mm_q5_k = mm_q5_k_ref,
+    .mm_q6_k = mm_q6_k_ref,
+    .mm_iq4_nl = mm_iq4_nl_ref,
+    .mm_iq4_xs = mm_iq4_xs_ref,
+    .mm_mxfp4 = mm_mxfp4_ref,
     .mm_q8_0_p = mm_q8_0_p_ref,
     .mm_q4_0_p = mm_q4_0_p_ref,
     .rmsnorm = rmsnorm_ref,

@@ -1,0 +1,167 @@
+/*
+ * qblock.c - the integer form of one weight block of every type the
+ * matmuls run natively (kernels_impl.h, rkm_qblock): the reference kernels
+ * multiply it by quantized activations, and the tests use it as the
+ * independent statement of what each SIMD kernel must compute. Layouts of
+ * the blocks are written next to their decoders (quant.c, quant_iq.c).
+ *
+ * Stateless; any thread.
+ */
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
+
+static inline float f16_at(const uint8_t *p) { return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8))); }
+
+float rkm_e8m0_half(uint8_t e)
+{
+    /* 2^(e-128) exactly: subnormal for e < 2 */
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float d;
+    memcpy(&d, &bits, 4);
+    return d;
+}
+
+/* 6-bit scale and min j of a q4_K/q5_K super-block (12 packed bytes). */
+static void scale_min_k4(int j, const uint8_t *q, int16_t *d, int16_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (int16_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+int rkm_qblock_values(int type)
+{
+    switch (type) {
+    case RKM_TYPE_Q8_0:
+    case RKM_TYPE_Q4_0:
+    case RKM_TYPE_IQ4_NL:
+    case RKM_TYPE_MXFP4: return 32;
+    case RKM_TYPE_Q2_K:
+    case RKM_TYPE_Q3_K:
+    case RKM_TYPE_Q4_K:
+    case RKM_TYPE_Q5_K:
+    case RKM_TYPE_Q6_K:
+    case RKM_TYPE_IQ4_XS: return 256;
+    default: return 0;
+    }
+}
+
+int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
+{
+    memset(o, 0, sizeof *o);
+    switch (type) {
+    case RKM_TYPE_Q8_0:
+        o->sub = 32;
+        o->d = f16_at(b);
+        o->sc[0] = 1;
+        for (int j = 0; j < 32; j++) o->q[j] = (int8_t)b[2 + j];
+        return 0;
+    case RKM_TYPE_Q4_0:
+    case RKM_TYPE_IQ4_NL:
+    case RKM_TYPE_MXFP4: {
+        const uint8_t *qs = b + (type == RKM_TYPE_MXFP4 ? 1 : 2);
+        o->sub = 32;
+        o->d = type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(b[0]) : f16_at(b);
+        o->sc[0] = 1;
+        for (int j = 0; j < 16; j++) {
+            int lo = qs[j] & 15, hi = qs[j] >> 4;
+            if (type == RKM_TYPE_Q4_0) o->q[j] = (int8_t)(lo - 8), o->q[j + 16] = (int8_t)(hi - 8);
+            else {
+                const int8_t *kv = type == RKM_TYPE_IQ4_NL ? rkm_kvalues_iq4nl : rkm_kvalues_mxfp4;
+                o->q[j] = kv[lo];
+                o->q[j + 16] = kv[hi];
+            }
+        }
+        return 0;
+    }
+    case RKM_TYPE_Q2_K: {
+        const uint8_t *sc = b, *q = b + 16;
+        o->sub = 16;
+        o->d = f16_at(b + 80);
+        o->dmin = f16_at(b + 82);
+        o->has_min = 1;
+        int k = 0, s = 0;
+        for (int half = 0; half < 2; half++, q += 32)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int g = 0; g < 2; g++, s++) {
+                    o->sc[s] = sc[s] & 0xF;
+                    o->mn[s] = sc[s] >> 4;
+                    for (int l = 0; l < 16; l++) o->q[k++] = (int8_t)((q[16 * g + l] >> shift) & 3);
+                }
+        return 0;
+    }
+    case RKM_TYPE_Q3_K: {
+        const uint8_t *hm = b, *q = b + 32, *sc = b + 96;
+        o->sub = 16;
+        o->d = f16_at(b + 108);
+        int k = 0, s = 0;
+        uint8_t m = 1;
+        for (int half = 0; half < 2; half++, q += 32)
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                for (int g = 0; g < 2; g++, s++) {
+                    int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+                    o->sc[s] = (int16_t)((lo | hi << 4) - 32);
+                    for (int l = 0; l < 16; l++)
+                        o->q[k++] = (int8_t)(((q[16 * g + l] >> shift) & 3) - ((hm[16 * g + l] & m) ? 0 : 4));
+                }
+        return 0;
+    }
+    case RKM_TYPE_Q4_K:
+    case RKM_TYPE_Q5_K: {
+        const int q5 = type == RKM_TYPE_Q5_K;
+        const uint8_t *sc = b + 4, *qh = b + 16, *ql = b + (q5 ? 48 : 16);
+        o->sub = 32;
+        o->d = f16_at(b);
+        o->dmin = f16_at(b + 2);
+        o->has_min = 1;
+        for (int c = 0; c < 4; c++, ql += 32) {
+            scale_min_k4(2 * c, sc, &o->sc[2 * c], &o->mn[2 * c]);
+            scale_min_k4(2 * c + 1, sc, &o->sc[2 * c + 1], &o->mn[2 * c + 1]);
+            for (int l = 0; l < 32; l++) {
+                int h1 = q5 && (qh[l] >> (2 * c)) & 1, h2 = q5 && (qh[l] >> (2 * c + 1)) & 1;
+                o->q[64 * c + l] = (int8_t)((ql[l] & 0xF) | h1 << 4);
+                o->q[64 * c + 32 + l] = (int8_t)((ql[l] >> 4) | h2 << 4);
+            }
+        }
+        return 0;
+    }
+    case RKM_TYPE_Q6_K: {
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        o->sub = 16;
+        o->d = f16_at(b + 208);
+        for (int s = 0; s < 16; s++) o->sc[s] = sc[s];
+        for (int n = 0; n < 256; n += 128, ql += 64, qh += 32)
+            for (int l = 0; l < 32; l++) {
+                o->q[n + l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                o->q[n + l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                o->q[n + l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                o->q[n + l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        return 0;
+    }
+    case RKM_TYPE_IQ4_XS: {
+        const unsigned sh = (unsigned)(b[2] | (b[3] << 8));
+        const uint8_t *qs = b + 8;
+        o->sub = 32;
+        o->d = f16_at(b);
+        for (int ib = 0; ib < 8; ib++, qs += 16) {
+            o->sc[ib] = (int16_t)((((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | ((sh >> 2 * ib) & 3) << 4) - 32);
+            for (int j = 0; j < 16; j++) {
+                o->q[32 * ib + j] = rkm_kvalues_iq4nl[qs[j] & 0xf];
+                o->q[32 * ib + j + 16] = rkm_kvalues_iq4nl[qs[j] >> 4];
+            }
+        }
+        return 0;
+    }
+    default: return -1;
+    }
+}
+
+int rkm_type_acts_k(int type) { return rkm_qblock_values(type) == 256; }
