@@ -14,15 +14,6 @@
 
 static inline float f16_at(const uint8_t *p) { return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8))); }
 
-float rkm_e8m0_half(uint8_t e)
-{
-    /* 2^(e-128) exactly: subnormal for e < 2 */
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float d;
-    memcpy(&d, &bits, 4);
-    return d;
-}
-
 /* 6-bit scale and min j of a q4_K/q5_K super-block (12 packed bytes). */
 static void scale_min_k4(int j, const uint8_t *q, int16_t *d, int16_t *m)
 {

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/arch/x86/kquant_x86.h"
 #include "kernels/arch/x86/x86_common.h"
 #include "kernels/kernels_impl.h"
 
@@ -170,14 +171,19 @@ AVX2_ALWAYS_INLINE void q4_0_tile(const rkm_mm_args *a, int64_t r, int64_t i, co
 }
 
 /* ---------------------------------------------------------- f32 / f16 */
+/* f16: 0 f32, 1 f16, 2 bf16 */
 AVX2_ALWAYS_INLINE __m256 load_w8(const void *w, int64_t k, int f16)
 {
+    if (f16 == 2)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const rkm_bf16 *)w + k))), 16));
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const rkm_f16 *)w + k)));
     return _mm256_loadu_ps((const float *)w + k);
 }
 
 AVX2_ALWAYS_INLINE float load_w1(const void *w, int64_t k, int f16)
 {
+    if (f16 == 2) return rkm_bf16_to_f32(((const rkm_bf16 *)w)[k]);
     return f16 ? _cvtsh_ss(((const rkm_f16 *)w)[k]) : ((const float *)w)[k];
 }
 
@@ -241,6 +247,7 @@ DEFINE_MM(mm_q8_0_avx2, q8_0_tile)
 DEFINE_MM(mm_q4_0_avx2, q4_0_tile)
 DEFINE_MM(mm_f32_avx2, fp_tile, 0)
 DEFINE_MM(mm_f16_avx2, fp_tile, 1)
+DEFINE_MM(mm_bf16_avx2, fp_tile, 2)
 
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
@@ -555,6 +562,15 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_f16 = mm_f16_avx2,
     .mm_q8_0 = mm_q8_0_avx2,
     .mm_q4_0 = mm_q4_0_avx2,
+    .mm_bf16 = mm_bf16_avx2,
+    .mm_q2_k = rkm_mm_q2_k_avx2,
+    .mm_q3_k = rkm_mm_q3_k_avx2,
+    .mm_q4_k = rkm_mm_q4_k_avx2,
+    .mm_q5_k = rkm_mm_q5_k_avx2,
+    .mm_q6_k = rkm_mm_q6_k_avx2,
+    .mm_iq4_nl = rkm_mm_iq4_nl_avx2,
+    .mm_iq4_xs = rkm_mm_iq4_xs_avx2,
+    .mm_mxfp4 = rkm_mm_mxfp4_avx2,
     .mm_q8_0_p = mm_q8_0_p_avx2,
     .mm_q4_0_p = mm_q4_0_p_avx2,
     .rmsnorm = rmsnorm_avx2,
