@@ -1,12 +1,13 @@
 /*
  * test-kernels-types.c - the matmuls of the weight types beyond q8_0 and
- * q4_0 (BF16, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) in every kernel set this
+ * q4_0 (BF16, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) in every kernel set this
  * CPU can run, at odd sizes, single-threaded and with pools of 2 and 3:
  *  - the integer form of a block (rkm_qblock_unpack) against the
  *    ggml-identical decoder (rkm_dequantize_row, test-ggml-types.c): the
  *    same values up to the decoder's float rounding;
- *  - q8_K activations (rkm_quantize_act_k): d = max|x|/127, |q| <= 127,
- *    q = round(x/d), sums of 16 right;
+ *  - q8_K activations (rkm_quantize_act_k) as ggml's Q8_K: the value m of
+ *    largest magnitude maps to -127, q = rint(x * -127/m), d = 1/(-127/m),
+ *    sums of 16 right;
  *  - the reference kernel against a float64 sum of the decoder's weights
  *    times the activations the kernel was given: within (2 nb + 12) u A,
  *    where A is the sum of the magnitudes of every product and per-block
@@ -38,7 +39,7 @@ static uint32_t rng_u32(void)
 }
 static float rng_f(void) { return (float)((double)rng_u32() / 2147483648.0 - 1.0); }
 
-static const int types[] = {RKM_TYPE_Q2_K,   RKM_TYPE_Q3_K,   RKM_TYPE_Q4_K,  RKM_TYPE_Q5_K, RKM_TYPE_Q6_K,
+static const int types[] = {RKM_TYPE_Q4_1,   RKM_TYPE_Q5_0,   RKM_TYPE_Q5_1,  RKM_TYPE_Q2_K,   RKM_TYPE_Q3_K,   RKM_TYPE_Q4_K,  RKM_TYPE_Q5_K, RKM_TYPE_Q6_K,
                             RKM_TYPE_IQ4_NL, RKM_TYPE_IQ4_XS, RKM_TYPE_MXFP4, RKM_TYPE_BF16};
 
 /* Offsets of a block's f16 scales (d, and dmin or -1); -2: MXFP4's e8m0. */
@@ -52,6 +53,8 @@ static void scale_fields(int type, int *d, int *dmin)
     case RKM_TYPE_Q5_K: *d = 0, *dmin = 2; break;
     case RKM_TYPE_Q6_K: *d = 208; break;
     case RKM_TYPE_MXFP4: *d = -2; break;
+    case RKM_TYPE_Q4_1:
+    case RKM_TYPE_Q5_1: *d = 0, *dmin = 2; break;
     default: *d = 0; break;
     }
 }
@@ -134,17 +137,20 @@ static void test_act_k(void)
     rkm_quantize_act_k(x, n, qs, d, s);
     CHECK(d[1] == 0.0f);
     for (int b = 0; b < 4; b++) {
-        float amax = 0.0f;
-        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[256 * b + j]));
-        CHECK(d[b] == amax / 127.0f);
+        /* ggml's Q8_K: the largest magnitude m maps to -127, q = rint(x * -127/m) */
+        float amax = 0.0f, mx = 0.0f;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(x[256 * b + j]) > amax) amax = fabsf(x[256 * b + j]), mx = x[256 * b + j];
+        const float is = amax ? -127.0f / mx : 0.0f;
+        CHECK(d[b] == (amax ? 1.0f / is : 0.0f));
         for (int j = 0; j < 256; j++) {
             int q = qs[256 * b + j];
             CHECK(q >= -127 && q <= 127);
-            if (d[b] != 0.0f) CHECK(fabsf(x[256 * b + j] - q * d[b]) <= 0.5f * d[b] * (1.0f + 1e-5f));
-            else CHECK(q == 0);
+            CHECK(q == (int)rintf(is * x[256 * b + j]));
+            if (d[b] != 0.0f) CHECK(fabsf(x[256 * b + j] - q * d[b]) <= 0.5f * fabsf(d[b]) * (1.0f + 1e-5f));
         }
     }
-    CHECK(qs[600] == -127);
+    CHECK(qs[600] == -127 && d[2] > 0.0f); /* a negative max: positive d */
     for (int g = 0; g < 64; g++) {
         int sum = 0;
         for (int j = 0; j < 16; j++) sum += qs[16 * g + j];
@@ -331,7 +337,7 @@ int main(void)
     for (int v = 0; v < n_var; v++) printf(" %s", names[v]);
     printf("\n");
     for (size_t t = 0; t < RKM_ARRAY_LEN(types); t++) CHECK(rkm_type_matmul(types[t]));
-    CHECK(!rkm_type_matmul(RKM_TYPE_IQ2_XXS) && !rkm_type_matmul(RKM_TYPE_Q4_1) && !rkm_type_matmul(-1));
+    CHECK(!rkm_type_matmul(RKM_TYPE_IQ2_XXS) && !rkm_type_matmul(RKM_TYPE_TQ1_0) && !rkm_type_matmul(-1));
     test_unpack();
     test_act_k();
     rkm_pool *pools[3] = {NULL, rkm_pool_new(2), rkm_pool_new(3)};

@@ -20,6 +20,17 @@
 #     fixtures' gemma4-q8_0 on teacher-forced agreement instead).
 # Across the f32 runs, at least 150 steps must have been compared, so that
 # near-ties cannot make the test vacuous.
+# Then every preset in the mixes people download, written by llama.cpp's
+# own quantizer from the f32 file (llama_model_quantize, its per-tensor
+# rules, no importance matrix): Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, IQ4_XS
+# and MXFP4_MOE. Each, converted with --quant keep (every tensor keeps its
+# type: the native kernels run the file's own bytes), must
+#   - agree teacher-forced: fed llama.cpp's 96 greedy ids, rkmojo's argmax
+#     after each position (`rkmojo perplexity --print-top1`) equals
+#     llama.cpp's next id at 95 of the 96 positions or more;
+#   - give the same greedy ids up to llama.cpp's first near-tie (logit gap
+#     under 0.05), as above;
+#   - take, in q4_k_m, within 2% of the GGUF's bytes on disk.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
@@ -95,5 +106,49 @@ for dt in f32 q8_0 q4_0; do
 done
 echo "f32: $f32_steps greedy steps compared"
 if [ $f32_steps -lt 150 ]; then echo "FAIL: fewer than 150 f32 steps compared"; fail=1; fi
+
+T=96
+mixes=(q4_k_m q5_k_m q6_k q3_k_m q2_k iq4_xs mxfp4_moe)
+for entry in "${presets[@]}"; do
+  p=${entry%%|*}
+  sets=${entry#*|}
+  g32=$tmp/$p-f32.gguf
+  # shellcheck disable=SC2086  # $sets is a list of options
+  if ! $RKMOJO synth --preset "$p" --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
+    echo "FAIL $p: synth"; fail=1; continue
+  fi
+  for mix in "${mixes[@]}"; do
+    name="$p $mix"
+    g=$tmp/$p-$mix.gguf
+    if ! "$REF" "$LIB" "$g32" quantize "$g" $mix 2>"$tmp/ref.err" ||
+       ! "$REF" "$LIB" "$g" ids "$ids" $T >"$tmp/ref.txt" 2>>"$tmp/ref.err" || [ "$(wc -l <"$tmp/ref.txt")" -ne $T ]; then
+      echo "FAIL $name: llama.cpp could not quantize or run it:"; tail -n 3 "$tmp/ref.err"; fail=1; continue
+    fi
+    forced=$ids,$(head -n $((T - 1)) "$tmp/ref.txt" | cut -d' ' -f1 | paste -sd, -)
+    if ! $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet ||
+       ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err" ||
+       ! $RKMOJO perplexity -m "$tmp/m.rkmojo" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
+      echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
+      rm -rf "$tmp/m.rkmojo" "$g"; continue
+    fi
+    ours=$(du -sb --apparent-size "$tmp/m.rkmojo"/resident.bin "$tmp/m.rkmojo"/experts | awk '{s += $1} END {print s}')
+    theirs=$(stat -c %s "$g")
+    rm -rf "$tmp/m.rkmojo" "$g"
+    np=$(echo "$ids" | tr , '\n' | wc -l)
+    agree=$(tail -n +"$np" "$tmp/top1.txt" | head -n $T | paste -d' ' - "$tmp/ref.txt" | awk '$1 == $2 {a++} END {print a + 0}')
+    res=$(head -n $N "$tmp/ref.txt" | paste -d' ' - "$tmp/our.txt" | awk '
+      { if ($3 < 0.05) { print NR - 1, "tie"; exit }
+        if ($1 != $4) { print NR - 1, "diff"; exit } }')
+    read -r at kind <<<"${res:-$N end}"
+    size=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.3f", a / b}')
+    msg="teacher-forced $agree/$T, greedy equal to step $at ($kind), size $size x the GGUF"
+    if [ "$agree" -lt $((T - 1)) ] || [ "$kind" = diff ] || { [ $mix = q4_k_m ] && ! awk -v r="$size" 'BEGIN {exit !(r <= 1.02)}'; }; then
+      echo "FAIL $name: $msg"; fail=1
+    else
+      echo "ok   $name: $msg"
+    fi
+  done
+  rm -f "$g32"
+done
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail

@@ -1,15 +1,19 @@
 /*
  * convert.c - the converter (see convert.h).
  *
- * Type rules (target T = q8_0 or q4_0; "keep" keeps F32/F16/Q8_0/Q4_0):
+ * Type rules (target T = q8_0 or q4_0, or "keep"):
  *   - 1-D tensors (norms, biases, scales) and rows not a multiple of 32:
  *     f32;
  *   - routers (ffn_gate_inp*): f32, since top-k choices flip on small
  *     errors and they are tiny;
  *   - output.weight: q8_0 when T is q4_0 (the logits are sensitive);
- *   - every other matrix, experts included: T; with keep, BF16 becomes f32
- *     and other block types (k-quants, q4_1, q5_*, IQ, TQ, MXFP4) become
- *     q8_0.
+ *   - every other matrix, experts included: T; with keep, every type the
+ *     matmuls run (rkm_type_matmul: f32, f16, bf16, q8_0, q4_0, q4_1,
+ *     q5_0, q5_1, the K-quants, iq4_nl, iq4_xs, mxfp4) stays as it is,
+ *     byte for byte, and the others become q8_0: exactly for tq1_0 and
+ *     tq2_0 (their values are an f16 scale times -1, 0, 1), re-quantized
+ *     for the IQ1/IQ2/IQ3 grids. The converter prints, per
+ *     source type, what it kept and what it changed and why.
  * Every ggml type rkm_type_readable accepts is read (dequantized by
  * kernels/quant.c bit for bit as ggml, then requantized by these rules).
  * Each expert blob is gate | up | down, each part 64-byte aligned inside
@@ -50,8 +54,13 @@ typedef struct {
     int target;
     int npu;            /* --target rk3588: experts as rknn_i8 */
     int plain_experts;  /* experts in the plain row layout (else packed) */
-    pthread_mutex_t mu; /* guards prog */
+    pthread_mutex_t mu; /* guards prog and the counts below */
     rkm_progress prog;
+    /* matrices per source type that kept their type / became another
+     * (keep's report), and one example name of each */
+    int n_kept[RKM_TYPE_COUNT], n_changed[RKM_TYPE_COUNT];
+    int changed_to[RKM_TYPE_COUNT];
+    int lost_exact[RKM_TYPE_COUNT]; /* a row of a lossless type was not */
 } conv;
 
 /* Row buffers of one thread. */
@@ -90,13 +99,42 @@ static int pick_type(const conv *c, const char *name, int src_type, int n_dims, 
 {
     const rkm_tensor_info *t = row_of(c->src, name);
     if (n_dims == 1 || ne0 % 32 || (t && t->init == RKM_INIT_ROUTER)) return RKM_TYPE_F32;
-    if (c->keep) {
-        if (src_type == RKM_TYPE_F32 || src_type == RKM_TYPE_F16 || src_type == RKM_TYPE_Q8_0 || src_type == RKM_TYPE_Q4_0)
-            return src_type;
-        return src_type == RKM_TYPE_BF16 ? RKM_TYPE_F32 : RKM_TYPE_Q8_0;
-    }
+    if (c->keep) return rkm_type_matmul(src_type) ? src_type : RKM_TYPE_Q8_0;
     if (t && t->role == RKM_TENSOR_OUTPUT && c->target == RKM_TYPE_Q4_0) return RKM_TYPE_Q8_0;
     return c->target;
+}
+
+/* keep's report: n matrices of src_type became dst_type. */
+static void count_type(conv *c, int src_type, int dst_type, int n)
+{
+    if (!c->keep || src_type < 0 || src_type >= RKM_TYPE_COUNT || src_type == RKM_TYPE_F32) return;
+    if (dst_type == src_type) c->n_kept[src_type] += n;
+    else {
+        c->n_changed[src_type] += n;
+        c->changed_to[src_type] = dst_type;
+    }
+}
+
+/* keep's report, one line per source type (exactness is known once the
+ * rows are converted). */
+static void report_types(const conv *c, FILE *f)
+{
+    if (!c->keep || !f) return;
+    for (int t = 0; t < RKM_TYPE_COUNT; t++) {
+        if (c->n_kept[t])
+            fprintf(f, "convert: %d %s matrices kept as they are (native kernels)\n", c->n_kept[t], rkm_type_name(t));
+        if (!c->n_changed[t]) continue;
+        const char *to = rkm_type_name(c->changed_to[t]);
+        if (c->changed_to[t] == RKM_TYPE_F32)
+            fprintf(f, "convert: %d %s tensors -> f32 (1-D, routers, or rows not a multiple of 32)\n", c->n_changed[t],
+                    rkm_type_name(t));
+        else if ((t == RKM_TYPE_Q5_0 || t == RKM_TYPE_TQ1_0 || t == RKM_TYPE_TQ2_0) && !c->lost_exact[t])
+            fprintf(f, "convert: %d %s matrices -> %s without loss (no %s kernel; same values)\n", c->n_changed[t],
+                    rkm_type_name(t), to, rkm_type_name(t));
+        else
+            fprintf(f, "convert: %d %s matrices -> %s, re-quantized (no %s kernel and no lossless native form)\n",
+                    c->n_changed[t], rkm_type_name(t), to, rkm_type_name(t));
+    }
 }
 
 static int grow(scratch *c, size_t in_bytes, size_t n_f32)
@@ -112,6 +150,15 @@ static int grow(scratch *c, size_t in_bytes, size_t n_f32)
         c->f32_cap = c->f32 ? n_f32 : 0;
     }
     return c->in && c->f32 ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+}
+
+/* A row of a type with a lossless q8_0 form was not exact after all (its
+ * scale is not finite, say): the report says re-quantized. */
+static void exact_lost(conv *c, int type)
+{
+    pthread_mutex_lock(&c->mu);
+    c->lost_exact[type] = 1;
+    pthread_mutex_unlock(&c->mu);
 }
 
 /* Converts rows [r0, r0+nr) of t into dst (dtype dt), in chunks. */
@@ -137,7 +184,13 @@ static int convert_rows(conv *c, scratch *sc, const rkm_src_tensor *t, int64_t r
                 for (int64_t j = 0; j < n; j++)
                     if (sc->f32[j] != sc->f32[j] || sc->f32[j] > 3.0e38f || sc->f32[j] < -3.0e38f)
                         return rkm_err(RKM_EFORMAT, "tensor '%s' row %lld holds NaN or infinity", t->name, (long long)(r + i));
-                rkm_quantize_row(dt, sc->f32, out + (size_t)i * out_row, n);
+                uint8_t *o = out + (size_t)i * out_row;
+                if (dt == RKM_TYPE_Q8_0 &&
+                    rkm_quantize_row_q8_0_exact(t->type, sc->in + (size_t)i * in_row, sc->f32, (rkm_block_q8_0 *)o, n))
+                    continue;
+                if (dt == RKM_TYPE_Q8_0 && (t->type == RKM_TYPE_Q5_0 || t->type == RKM_TYPE_TQ1_0 || t->type == RKM_TYPE_TQ2_0))
+                    exact_lost(c, t->type);
+                rkm_quantize_row(dt, sc->f32, o, n);
             }
         }
         progress(c, (uint64_t)k * in_row);
@@ -285,6 +338,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
         memcpy(tv->ne, t->ne, sizeof tv->ne);
         while (tv->n_dims > 1 && tv->ne[tv->n_dims - 1] == 1) tv->n_dims--;
         tv->type = pick_type(c, t->name, t->type, tv->n_dims, t->ne[0]);
+        count_type(c, t->type, tv->type, 1);
         int64_t rows = (int64_t)(t->nbytes / rkm_type_row_bytes(t->type, t->ne[0]));
         size_t out_row = rkm_type_row_bytes(tv->type, t->ne[0]);
         tv->nbytes = out_row * (uint64_t)rows;
@@ -414,6 +468,7 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         const rkm_src_tensor *t = part_source(s, &lp, il, p, 0, &r0);
         rkm_expert_part *ep = &el->part[p];
         ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
+        count_type(c, t->type, ep->type, hp->n_expert);
         if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
         else if (!c->plain_experts) ep->type = rkm_pack_type(ep->type, lp.rows[p]);
         ep->ne[0] = lp.cols[p];
@@ -589,6 +644,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     if (!rc) rc = write_tokenizer(&c, out, md);
     if (!rc) rc = rkm_model_dir_write_manifest(md, out);
     if (!rc) rkm_progress_done(&c.prog);
+    if (!rc) report_types(&c, o ? o->progress : NULL);
     else if (c.prog.out && c.prog.tty) fputc('\n', c.prog.out);
     if (rc && created) {
         int saved = rc;

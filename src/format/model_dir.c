@@ -148,10 +148,9 @@ static int get_dtype(const cJSON *o, int *type, int expert)
     int expert_only = t == RKM_TYPE_RKNN_I8 || rkm_type_packed(t);
     if (!cJSON_IsString(d)) return rkm_err(RKM_EFORMAT, "manifest: dtype missing");
     if (t < 0) return rkm_err(RKM_EFORMAT, "manifest: unknown dtype '%s'", d->valuestring);
-    if (t != RKM_TYPE_F32 && t != RKM_TYPE_F16 && t != RKM_TYPE_BF16 && t != RKM_TYPE_Q8_0 && t != RKM_TYPE_Q4_0 &&
-        !(expert && expert_only))
-        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s' (type %d; the runtime runs f32, f16, bf16, q8_0, q4_0%s)",
-                       d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, rknn_i8" : "");
+    if (!(rkm_type_matmul(t) && !expert_only) && !(expert && expert_only))
+        return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s' (type %d; the runtime runs f32, f16, bf16, q8_0, q4_0, "
+                       "q2_k..q6_k, iq4_nl, iq4_xs, mxfp4%s)", d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, rknn_i8" : "");
     *type = t;
     return 0;
 }

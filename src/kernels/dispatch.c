@@ -113,6 +113,9 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_q8_0);
     TAKE(mm_q4_0);
     TAKE(mm_bf16);
+    TAKE(mm_q4_1);
+    TAKE(mm_q5_0);
+    TAKE(mm_q5_1);
     TAKE(mm_q2_k);
     TAKE(mm_q3_k);
     TAKE(mm_q4_k);
@@ -322,12 +325,6 @@ static void quant_worker(void *ctx, int ith, int nth)
 static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m,
                    float *y, int64_t ldy, int reuse);
 
-int rkm_type_matmul(int type)
-{
-    if (rkm_type_packed(type)) return 1;
-    return type == RKM_TYPE_F32 || type == RKM_TYPE_F16 || type == RKM_TYPE_BF16 || rkm_qblock_values(type) > 0;
-}
-
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy)
 {
@@ -367,6 +364,9 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
     case RKM_TYPE_BF16: fn = k->mm_bf16; break;
     case RKM_TYPE_Q8_0: fn = k->mm_q8_0, acts = 1; break;
     case RKM_TYPE_Q4_0: fn = k->mm_q4_0, acts = 1; break;
+    case RKM_TYPE_Q4_1: fn = k->mm_q4_1, acts = 1; break;
+    case RKM_TYPE_Q5_0: fn = k->mm_q5_0, acts = 1; break;
+    case RKM_TYPE_Q5_1: fn = k->mm_q5_1, acts = 1; break;
     case RKM_TYPE_IQ4_NL: fn = k->mm_iq4_nl, acts = 1; break;
     case RKM_TYPE_MXFP4: fn = k->mm_mxfp4, acts = 1; break;
     case RKM_TYPE_Q2_K: fn = k->mm_q2_k, acts = 2; break;

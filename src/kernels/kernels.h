@@ -60,14 +60,11 @@ int rkm_kernels_select(const char *name);
 
 /* ------------------------------------------------------------ matmul */
 /* Y[m][n_out] (row stride ldy) = X[m][n_in] (row stride n_in) . W^T.
- * wtype: any type rkm_type_matmul accepts. For the quantized types the
+ * wtype: any type rkm_type_matmul (quant.h) accepts. For the quantized types the
  * activations are quantized first, as ggml does (to q8_0 blocks for Q8_0,
  * Q4_0, IQ4_NL, MXFP4; to q8_K super-blocks for the K-quants and IQ4_XS),
  * and multiplied in integers. Rows of W are split across the pool's
  * threads. */
-/* 1 if rkm_matmul runs weights of this type: F32, F16, BF16, Q8_0, Q4_0,
- * Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4 and the packed forms (below). */
-int rkm_type_matmul(int type);
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy);
 

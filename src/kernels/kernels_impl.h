@@ -16,10 +16,10 @@
  *   s[i*nb + b]             sum of the 32 qs of the block (q4_0 weights
  *                           store nibbles 0..15 = value + 8, so
  *                           sum(w*x) = sum(nib*x) - 8*s exactly)
- * Q8_0, Q4_0, IQ4_NL and MXFP4 weights take these. The K-quants and IQ4_XS
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights take these. The K-quants and IQ4_XS
  * (super-blocks of 256) take "q8_K activations", as ggml's Q8_K: blocks
- * of 256 with an unrounded float scale (d = max|x|/127), in the same
- * arrays:
+ * of 256 with an unrounded float scale (the value m of largest magnitude
+ * maps to -127: d = 1/(-127/m), q = rint(x/d)), in the same arrays:
  *   qs[i*n_in + k]          int8 values
  *   d[i*(n_in/256) + b]     the block's scale
  *   s[i*(n_in/16) + g]      sum of the 16 qs of group g (the sub-block
@@ -30,7 +30,8 @@
  * sub-block s = k / sub, with int8 q and small integer sc, mn. Against
  * activations (dx, qx) of the same block, each kernel set computes
  *   isum = sum_s sc[s] * sum_{k in s} q[k] qx[k]     (exact, int32)
- *   msum = sum_s mn[s] * sum_{k in s} qx[k]          (exact, int32)
+ *   msum = sum_s mn[s] * sum_{k in s} qx[k]          (exact, int32;
+ *                                    q4_1, q5_1: dmin = -m, mn = 1)
  *   acc = fmaf(d * dx, (float)isum, acc)
  *   acc = fmaf(-(dmin * dx), (float)msum, acc)       (types with mins)
  * block after block, so every set gives bit-identical results for these
@@ -70,7 +71,8 @@ typedef struct {
     rkm_mm_fn mm_f32, mm_f16, mm_q8_0, mm_q4_0;
     /* The other native types (bit-identical across sets, see above);
      * K-quants and IQ4_XS take q8_K activations, the rest q8_0. */
-    rkm_mm_fn mm_bf16, mm_q2_k, mm_q3_k, mm_q4_k, mm_q5_k, mm_q6_k, mm_iq4_nl, mm_iq4_xs, mm_mxfp4;
+    rkm_mm_fn mm_bf16, mm_q4_1, mm_q5_0, mm_q5_1, mm_q2_k, mm_q3_k, mm_q4_k, mm_q5_k, mm_q6_k, mm_iq4_nl, mm_iq4_xs,
+        mm_mxfp4;
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p;

@@ -38,25 +38,28 @@ void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32
 
 void rkm_quantize_act_k(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16)
 {
+    /* As ggml's Q8_K: the value of largest magnitude m maps to -127
+     * (scale 1/(-127/m), so d is negative for a positive m), q rounded half
+     * to even and at most 127. */
     for (int64_t b = 0; b < n / RKM_QK_K; b++) {
         const float *xb = x + b * RKM_QK_K;
-        float amax = 0.0f;
+        float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < RKM_QK_K; j++) {
             float v = fabsf(xb[j]);
-            if (v > amax) amax = v;
+            if (v > amax) amax = v, max = xb[j];
         }
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
         for (int g = 0; g < RKM_QK_K / 16; g++) {
             int32_t sum = 0;
             for (int j = 16 * g; j < 16 * g + 16; j++) {
-                float v = roundf(xb[j] * id);
-                int q = v != v ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v;
+                float v = rintf(iscale * xb[j]);
+                int q = v != v ? 0 : v > 127.0f ? 127 : v < -128.0f ? -128 : (int)v;
                 qs[b * RKM_QK_K + j] = (int8_t)q;
                 sum += q;
             }
             s16[b * (RKM_QK_K / 16) + g] = sum;
         }
-        d[b] = amax / 127.0f;
+        d[b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
     }
 }
 
@@ -123,9 +126,11 @@ static void mm_qblock_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, int type
                     for (int k = s * o.sub; k < (s + 1) * o.sub; k++) dot += o.q[k] * xb[k];
                     isum += o.sc[s] * dot;
                     if (o.has_min) {
-                        /* xs holds sums of 16 for q8_K activations */
+                        /* xs: sums of 16 (q8_K activations) or of 32 (q8_0) */
                         int32_t bsum = 0;
-                        for (int g = s * o.sub / 16; g < (s + 1) * o.sub / 16; g++) bsum += xs[b * 16 + g];
+                        if (bs == 32) bsum = xs[b];
+                        else
+                            for (int g = s * o.sub / 16; g < (s + 1) * o.sub / 16; g++) bsum += xs[b * 16 + g];
                         msum += o.mn[s] * bsum;
                     }
                 }
@@ -139,6 +144,9 @@ static void mm_qblock_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, int type
 
 #define QBLOCK_REF(name, type) \
     static void mm_##name##_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_ref(a, r0, r1, type); }
+QBLOCK_REF(q4_1, RKM_TYPE_Q4_1)
+QBLOCK_REF(q5_0, RKM_TYPE_Q5_0)
+QBLOCK_REF(q5_1, RKM_TYPE_Q5_1)
 QBLOCK_REF(q2_k, RKM_TYPE_Q2_K)
 QBLOCK_REF(q3_k, RKM_TYPE_Q3_K)
 QBLOCK_REF(q4_k, RKM_TYPE_Q4_K)
@@ -314,6 +322,9 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_q8_0 = mm_q8_0_ref,
     .mm_q4_0 = mm_q4_0_ref,
     .mm_bf16 = mm_bf16_ref,
+    .mm_q4_1 = mm_q4_1_ref,
+    .mm_q5_0 = mm_q5_0_ref,
+    .mm_q5_1 = mm_q5_1_ref,
     .mm_q2_k = mm_q2_k_ref,
     .mm_q3_k = mm_q3_k_ref,
     .mm_q4_k = mm_q4_k_ref,

@@ -31,6 +31,9 @@ int rkm_qblock_values(int type)
     switch (type) {
     case RKM_TYPE_Q8_0:
     case RKM_TYPE_Q4_0:
+    case RKM_TYPE_Q4_1:
+    case RKM_TYPE_Q5_0:
+    case RKM_TYPE_Q5_1:
     case RKM_TYPE_IQ4_NL:
     case RKM_TYPE_MXFP4: return 32;
     case RKM_TYPE_Q2_K:
@@ -68,6 +71,24 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
                 o->q[j] = kv[lo];
                 o->q[j + 16] = kv[hi];
             }
+        }
+        return 0;
+    }
+    case RKM_TYPE_Q4_1:
+    case RKM_TYPE_Q5_0:
+    case RKM_TYPE_Q5_1: {
+        /* x = d*q + m (q4_1, q5_1: dmin = -m, one min of weight 1) or
+         * d*(q - 16) (q5_0); q5's fifth bits: bit k of qh for value k */
+        const int has_m = type != RKM_TYPE_Q5_0, q5 = type != RKM_TYPE_Q4_1;
+        const uint8_t *qhp = b + (has_m ? 4 : 2), *qs = qhp + (q5 ? 4 : 0);
+        const uint32_t qh = q5 ? (uint32_t)qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24 : 0;
+        o->sub = 32;
+        o->d = f16_at(b);
+        o->sc[0] = 1;
+        if (has_m) o->dmin = -f16_at(b + 2), o->mn[0] = 1, o->has_min = 1;
+        for (int j = 0; j < 16; j++) {
+            o->q[j] = (int8_t)(((qs[j] & 15) | ((qh >> j) & 1) << 4) - (has_m ? 0 : 16));
+            o->q[j + 16] = (int8_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - (has_m ? 0 : 16));
         }
         return 0;
     }

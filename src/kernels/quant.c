@@ -112,6 +112,30 @@ int rkm_type_readable(int type)
     return t && t->readable;
 }
 
+int rkm_type_matmul(int type)
+{
+    if (rkm_type_packed(type)) return 1;
+    switch (type) {
+    case RKM_TYPE_F32:
+    case RKM_TYPE_F16:
+    case RKM_TYPE_BF16:
+    case RKM_TYPE_Q8_0:
+    case RKM_TYPE_Q4_0:
+    case RKM_TYPE_Q4_1:
+    case RKM_TYPE_Q5_0:
+    case RKM_TYPE_Q5_1:
+    case RKM_TYPE_Q2_K:
+    case RKM_TYPE_Q3_K:
+    case RKM_TYPE_Q4_K:
+    case RKM_TYPE_Q5_K:
+    case RKM_TYPE_Q6_K:
+    case RKM_TYPE_IQ4_NL:
+    case RKM_TYPE_IQ4_XS:
+    case RKM_TYPE_MXFP4: return 1;
+    default: return 0;
+    }
+}
+
 /* ------------------------------------------------------------ quantize */
 
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n)
@@ -153,6 +177,34 @@ void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n)
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
+}
+
+int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n)
+{
+    /* where the source block's f16 scale sits, and its values per block */
+    size_t at;
+    int per;
+    switch (type) {
+    case RKM_TYPE_Q5_0: at = 0, per = 32; break;
+    case RKM_TYPE_TQ1_0: at = 52, per = 256; break;
+    case RKM_TYPE_TQ2_0: at = 64, per = 256; break;
+    default: return 0;
+    }
+    const uint8_t *p = src;
+    const size_t bb = rkm_type_block_bytes(type);
+    for (int64_t b = 0; b < n / RKM_QK8_0; b++) {
+        const uint8_t *sb = p + (size_t)(b * RKM_QK8_0 / per) * bb + at;
+        const rkm_f16 dh = (rkm_f16)(sb[0] | (sb[1] << 8));
+        const float d = rkm_f16_to_f32(dh);
+        y[b].d = dh;
+        for (int j = 0; j < RKM_QK8_0; j++) {
+            const float v = deq[b * RKM_QK8_0 + j];
+            const float q = v == 0.0f ? 0.0f : v / d;
+            if (!(q >= -127.0f && q <= 127.0f) || q != (float)(int)q || d * (float)(int)q != v) return 0;
+            y[b].qs[j] = (int8_t)(int)q;
+        }
+    }
+    return 1;
 }
 
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n)

@@ -9,9 +9,10 @@
  *   Q4_0: 32 values = f16 d + uint8 qs[16]            (18 bytes),
  *         x[i] = d*((qs[i] & 15) - 8), x[i+16] = d*((qs[i] >> 4) - 8)
  *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ1_S..IQ4_XS, TQ1_0, TQ2_0, MXFP4:
- *   ggml's layouts (ggml-common.h), read-only: dequantized by the converter,
- *   never used by the runtime; the byte layout of each is written next to
- *   its decoder (quant.c for the K-quants, quant_iq.c for the others).
+ *   ggml's layouts (ggml-common.h); the byte layout of each is written
+ *   next to its decoder (quant.c for the K-quants, quant_iq.c for the
+ *   others). Q4_1, Q5_*, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 run natively
+ *   (rkm_type_matmul); the others are dequantized by the converter.
  *   Q8_1, Q8_K: ggml's intermediate types, known but not readable.
  *
  * Owns: the type table and the scalar quantize/dequantize references. No
@@ -95,6 +96,10 @@ size_t rkm_type_block_bytes(int type);
 size_t rkm_type_row_bytes(int type, int64_t n);
 /* True if the converter can read (dequantize) this type. */
 int rkm_type_readable(int type);
+/* True if the matmuls (kernels.h) run weights of this type natively: F32,
+ * F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS,
+ * MXFP4 and the packed forms. */
+int rkm_type_matmul(int type);
 
 /* Reference conversions of one row of n values (n a multiple of the block
  * size). dequantize supports every readable type, bit for bit as ggml's
@@ -107,6 +112,12 @@ int rkm_dequantize_block_iq(int type, const uint8_t *b, float *y);
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
 
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n);
+/* q8_0 without loss for the types whose values are an f16 scale times
+ * small integers (Q5_0, TQ1_0, TQ2_0): y takes each source block's scale
+ * and deq / d. deq is the row as rkm_dequantize_row gives it. 1 if every
+ * block was exact (y then dequantizes to deq bit for bit), else 0 (y
+ * undefined: quantize it as usual). */
+int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n);
 void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n);
 
 #endif

@@ -114,7 +114,7 @@ static int vec(rkm_model *m, const char *name, int64_t n, int required, const fl
 
 static int mat_type_ok(int type)
 {
-    return type == RKM_TYPE_F32 || type == RKM_TYPE_F16 || type == RKM_TYPE_Q8_0 || type == RKM_TYPE_Q4_0;
+    return rkm_type_matmul(type) && !rkm_type_packed(type);
 }
 
 /* A matrix n_in -> n_out. */

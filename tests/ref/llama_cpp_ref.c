@@ -15,6 +15,10 @@
  *       per rep: one N_PROMPT-token batch of random ids on a fresh context
  *       (prefill), then N_GEN greedy decode steps on another from
  *       position 0 (llama-bench's pp and tg); prints tok/s of each
+ *   llama-cpp-ref LIBDIR IN.gguf quantize OUT.gguf FTYPE
+ *       llama.cpp's own quantizer (llama_model_quantize, no importance
+ *       matrix, llama.cpp's per-tensor rules of the mix): FTYPE is a mix
+ *       name as llama-quantize takes it (q4_k_m, q6_k, mxfp4_moe, ...)
  *
  * The parameter structs are only ever passed back to the library as it
  * returned them, so their layout is not needed: they are held in buffers
@@ -63,6 +67,8 @@ static struct {
     uint32_t (*n_ctx)(const void *);
     void (*free_ctx)(void *);
     void (*model_free)(void *);
+    params_buf (*quantize_default_params)(void);
+    uint32_t (*model_quantize)(const char *, const char *, const void *);
 } L;
 
 static void die(const char *what, const char *detail)
@@ -110,6 +116,8 @@ static void load_lib(const char *dir)
     S(n_ctx, hl, "llama_n_ctx");
     S(free_ctx, hl, "llama_free");
     S(model_free, hl, "llama_model_free");
+    S(quantize_default_params, hl, "llama_model_quantize_default_params");
+    S(model_quantize, hl, "llama_model_quantize");
 #undef S
     if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
     L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
@@ -195,6 +203,33 @@ static void *new_ctx(void *model, int threads)
     return ctx;
 }
 
+/* llama.h's llama_ftype values of the mixes (stable since 2023-24). */
+static const struct {
+    const char *name;
+    int32_t ftype;
+} mixes[] = {{"f16", 1},       {"q4_0", 2},     {"q8_0", 7},     {"q5_0", 8},     {"q5_1", 9},
+             {"q2_k", 10},     {"q3_k_s", 11},  {"q3_k_m", 12},  {"q3_k_l", 13},  {"q4_k_s", 14},
+             {"q4_k_m", 15},   {"q5_k_s", 16},  {"q5_k_m", 17},  {"q6_k", 18},    {"iq4_nl", 25},
+             {"iq4_xs", 30},   {"bf16", 32},    {"mxfp4_moe", 38}};
+
+static int quantize(const char *in, const char *out, const char *mix)
+{
+    int32_t ftype = -1;
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
+        if (!strcmp(mixes[i].name, mix)) ftype = mixes[i].ftype;
+    if (ftype < 0) die("unknown mix", mix);
+    /* nthread and ftype lead the struct; the defaults are 0 and Q8_0 */
+    params_buf p = L.quantize_default_params();
+    int32_t v[2];
+    memcpy(v, p.b, sizeof v);
+    if (v[0] != 0 || v[1] != 7) die("unexpected llama_model_quantize_params defaults (not the pinned llama.cpp?)", NULL);
+    v[0] = 2;
+    v[1] = ftype;
+    memcpy(p.b, v, sizeof v);
+    if (L.model_quantize(in, out, p.b) != 0) die("llama_model_quantize failed", in);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -203,6 +238,7 @@ int main(int argc, char **argv)
         return 2;
     }
     load_lib(argv[1]);
+    if (!strcmp(argv[3], "quantize") && argc == 6) return quantize(argv[2], argv[4], argv[5]);
     void *model = L.model_load_from_file(argv[2], L.model_default_params());
     if (!model) die("could not load", argv[2]);
     int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));

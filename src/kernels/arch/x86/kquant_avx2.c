@@ -1,6 +1,6 @@
 /*
  * kquant_avx2.c - AVX2 matmuls of the K-quants (Q2_K..Q6_K), IQ4_XS,
- * IQ4_NL and MXFP4, bit-identical to the reference (the contract in
+ * IQ4_NL, MXFP4 and the 32-value Q4_1, Q5_0, Q5_1, bit-identical to the reference (the contract in
  * kernels_impl.h): integer sums in vectors, reduced exactly, then the
  * reference's float steps lane by lane, four weight rows to a vector.
  * Compiled with -mavx2 -mfma -mf16c (by suffix); the AVX-512 sets inherit
@@ -273,12 +273,38 @@ KQ_INLINE void kq_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t 
 }
 
 /* ------------------------------------------- 32-value blocks (q8_0 acts) */
-KQ_INLINE __m256i blk32_levels(const int type, const uint8_t *b)
+/* The 32 fifth bits of q5_0 / q5_1 (bit k of qh for value k) as 0x10 in
+ * byte k. */
+KQ_INLINE __m256i q5_high(const uint8_t *qhp)
 {
-    const int8_t *tab = type == RKM_TYPE_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl;
-    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab));
-    return _mm256_shuffle_epi8(kv, nibbles16(b + (type == RKM_TYPE_MXFP4 ? 1 : 2)));
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), sel);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
+
+/* The 32 quants of a block: signed levels (IQ4_NL, MXFP4: *sgn = 1) or
+ * unsigned u (Q4_1, Q5_1: x = d u + m; Q5_0: x = d (u - 16)). */
+KQ_INLINE __m256i blk32_quants(const int type, const uint8_t *b)
+{
+    switch (type) {
+    case RKM_TYPE_Q4_1: return nibbles16(b + 4);
+    case RKM_TYPE_Q5_0: return _mm256_or_si256(nibbles16(b + 6), q5_high(b + 2));
+    case RKM_TYPE_Q5_1: return _mm256_or_si256(nibbles16(b + 8), q5_high(b + 4));
+    default: {
+        const int8_t *tab = type == RKM_TYPE_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl;
+        const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab));
+        return _mm256_shuffle_epi8(kv, nibbles16(b + (type == RKM_TYPE_MXFP4 ? 1 : 2)));
+    }
+    }
+}
+
+KQ_INLINE int blk32_signed(const int type) { return type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4; }
+KQ_INLINE int blk32_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
 
 KQ_INLINE float blk32_d(const int type, const uint8_t *b)
 {
@@ -292,6 +318,7 @@ KQ_INLINE void b32_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t
     const uint8_t *w = (const uint8_t *)a->w + (size_t)r * rb;
     const int8_t *xq = a->xq + i * a->n_in;
     const float *xd = a->xd + i * nb;
+    const int32_t *xs = a->xs + i * nb;
     const size_t pfd = a->m == 1 ? KQ_PF_BYTES : 0;
     const __m256i ones = _mm256_set1_epi16(1);
     __m128 acc4 = _mm_setzero_ps();
@@ -299,20 +326,33 @@ KQ_INLINE void b32_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xv = _mm256_load_si256((const __m256i *)(xq + 32 * b));
         __m256i is[4];
-        float d[4];
+        float d[4], dm[4];
 #pragma GCC unroll 4
         for (int rr = 0; rr < RW; rr++) {
             const uint8_t *blk = w + rr * rb + (size_t)b * bb;
             if (pfd && (b & 3) == 0) prefetch_block(blk + pfd, 2 * bb);
-            __m256i q = blk32_levels(type, blk);
-            is[rr] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q)), ones);
+            __m256i q = blk32_quants(type, blk), p;
+            if (blk32_signed(type)) p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q));
+            else p = _mm256_maddubs_epi16(q, xv);
+            is[rr] = _mm256_madd_epi16(p, ones);
             d[rr] = blk32_d(type, blk);
+            if (blk32_min(type)) dm[rr] = -f16_at(blk + 2);
         }
+        /* q5_0 stores q + 16: exactly 16 * sum(x) too many */
+        const int32_t off = type == RKM_TYPE_Q5_0 ? 16 * xs[b] : 0;
         if (RW == 4) {
-            const __m128 dd = _mm_mul_ps(_mm_loadu_ps(d), _mm_set1_ps(xd[b]));
-            acc4 = _mm_fmadd_ps(dd, _mm_cvtepi32_ps(hsum4(is[0], is[1], is[2], is[3])), acc4);
-        } else
-            acc1 = fmaf(d[0] * xd[b], (float)rkm_x86_hsum_epi32(is[0]), acc1);
+            const __m128 dx = _mm_set1_ps(xd[b]);
+            __m128i isum = hsum4(is[0], is[1], is[2], is[3]);
+            if (off) isum = _mm_sub_epi32(isum, _mm_set1_epi32(off));
+            acc4 = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(d), dx), _mm_cvtepi32_ps(isum), acc4);
+            if (blk32_min(type)) {
+                const __m128 dmn = _mm_xor_ps(_mm_mul_ps(_mm_loadu_ps(dm), dx), _mm_set1_ps(-0.0f));
+                acc4 = _mm_fmadd_ps(dmn, _mm_set1_ps((float)xs[b]), acc4);
+            }
+        } else {
+            acc1 = fmaf(d[0] * xd[b], (float)(rkm_x86_hsum_epi32(is[0]) - off), acc1);
+            if (blk32_min(type)) acc1 = fmaf(-(dm[0] * xd[b]), (float)xs[b], acc1);
+        }
     }
     float *y = a->y + i * a->ldy + r;
     if (RW == 4) _mm_storeu_ps(y, acc4);
@@ -336,5 +376,8 @@ KQ_DEFINE(rkm_mm_q4_k_avx2, kq_rows, RKM_TYPE_Q4_K)
 KQ_DEFINE(rkm_mm_q5_k_avx2, kq_rows, RKM_TYPE_Q5_K)
 KQ_DEFINE(rkm_mm_q6_k_avx2, kq_rows, RKM_TYPE_Q6_K)
 KQ_DEFINE(rkm_mm_iq4_xs_avx2, kq_rows, RKM_TYPE_IQ4_XS)
+KQ_DEFINE(rkm_mm_q4_1_avx2, b32_rows, RKM_TYPE_Q4_1)
+KQ_DEFINE(rkm_mm_q5_0_avx2, b32_rows, RKM_TYPE_Q5_0)
+KQ_DEFINE(rkm_mm_q5_1_avx2, b32_rows, RKM_TYPE_Q5_1)
 KQ_DEFINE(rkm_mm_iq4_nl_avx2, b32_rows, RKM_TYPE_IQ4_NL)
 KQ_DEFINE(rkm_mm_mxfp4_avx2, b32_rows, RKM_TYPE_MXFP4)

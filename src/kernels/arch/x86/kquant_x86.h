@@ -7,6 +7,9 @@
 
 #include "kernels/kernels_impl.h"
 
+void rkm_mm_q4_1_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_0_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_1_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q2_k_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q3_k_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q4_k_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
