@@ -9,13 +9,15 @@
  *   Q4_0: 32 values = f16 d + uint8 qs[16]            (18 bytes),
  *         x[i] = d*((qs[i] & 15) - 8), x[i+16] = d*((qs[i] >> 4) - 8)
  *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ1_S..IQ4_XS, TQ1_0, TQ2_0, MXFP4:
- *   ggml's layouts (ggml-common.h), read-only: dequantized by the converter,
- *   never used by the runtime; the byte layout of each is written next to
- *   its decoder (quant.c for the K-quants, quant_iq.c for the others).
+ *   ggml's layouts (ggml-common.h): dequantized by the converter, never
+ *   used by the runtime; the byte layout of each is written next to its
+ *   decoder (quant.c for the K-quants, quant_iq.c for the others). Of
+ *   these, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 can also be written
+ *   (quantize_k.c, ggml's searches without an importance matrix).
  *   Q8_1, Q8_K: ggml's intermediate types, known but not readable.
  *
- * Owns: the type table and the scalar quantize/dequantize references. No
- * state; safe from any thread.
+ * Owns: the type table and the scalar quantize/dequantize references
+ * (quant.c, quant_iq.c, quantize_k.c). No state; safe from any thread.
  */
 #ifndef RKM_QUANT_H
 #define RKM_QUANT_H
@@ -103,8 +105,15 @@ void rkm_dequantize_row(int type, const void *src, float *dst, int64_t n);
 /* One block of an IQ, TQ or MXFP4 type (quant_iq.c); 0 if type is one of
  * them, else -1 and y untouched. */
 int rkm_dequantize_block_iq(int type, const uint8_t *b, float *y);
-/* quantize supports F32, F16, BF16, Q8_0, Q4_0. */
+/* quantize supports F32, F16, BF16, Q8_0, Q4_0 (quant.c) and Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (rkm_quantize_row_k); any other
+ * type gives a zeroed row. Every finite input gives blocks that decode to
+ * finite values; NaN and infinities are safe but meaningless. */
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
+/* The types of quantize_k.c, with the bytes of ggml_quantize_chunk(type,
+ * ..., imatrix NULL) for finite inputs in the type's range; 0 if type is
+ * one of them, else -1 and dst untouched. */
+int rkm_quantize_row_k(int type, const float *src, void *dst, int64_t n);
 
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n);
 void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n);
