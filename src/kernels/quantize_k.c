@@ -12,7 +12,7 @@
  *     trial scales (fit_scale_min), then the scales and mins as 4- or 6-bit
  *     multiples of one f16 pair, then every value re-rounded on its grid;
  *   - Q3_K, Q6_K: a signed scale per 16 values (fit_q3: greedy changes of
- *     one quant at a time; fit_q6: 18 trial scales), then 6- or 8-bit
+ *     one quant at a time; fit_q6: 18 more trial scales), then 6- or 8-bit
  *     multiples of one f16 d;
  *   - IQ4_NL, IQ4_XS: 15 trial scales onto the 16 non-linear levels per 32
  *     values, x^2 as the weights (IQ4_XS: then 6-bit sub-scales);
@@ -26,7 +26,12 @@
  * and a NaN scale as 0, a sub-scale is clamped to its field instead of
  * wrapping, MXFP4's exponent is clamped to [0, 254] (ggml casts a
  * negative float to uint8_t for amax < 2^-125), and no float is divided
- * by zero (ggml does, when a range overflows to inf).
+ * by zero (ggml does, when a range overflows to inf). As in ggml,
+ * accuracy drops outside the range of the f16 scales: for gaussian rows
+ * of standard deviation above ~1e5 (the x^2-weighted sums of the IQ4
+ * search overflow, Q2_K's d saturates), and below ~1e-3 for Q6_K and
+ * IQ4_XS, ~1e-4 for the others (the super-scale d goes subnormal);
+ * MXFP4's exponent covers all floats.
  *
  * Stateless, no globals: any thread; deterministic (the only libm calls
  * are sqrtf, floorf and log2f, as in ggml).
