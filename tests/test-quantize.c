@@ -7,7 +7,7 @@
  * With the library (x86-64), on seven weight distributions (gaussian,
  * uniform, heavy-tailed with outliers, rows with zero blocks, 192 x 4096
  * rows with per-row and per-channel scales and outlier channels as in LLM
- * matrices, tiny and large magnitudes; about 1.6M values per type):
+ * matrices, tiny and large magnitudes; 1.4M values per type):
  *   - error: ||dequant(q(x)) - x|| / ||x|| of ours <= 1.02 x ggml's, both
  *     decoded by rkm_dequantize_row (bit-identical to ggml's to_float:
  *     test-ggml-types); the ratios are printed;
