@@ -1,9 +1,7 @@
 /*
  * test-ggml-types.c - every ggml type rkmojo reads decodes bit for bit as
- * ggml itself: the prebuilt libggml-base.so of the npm package
- * @node-llama-cpp/linux-x64 (tests/js, or $RKM_GGML_LIB) is dlopened at run
- * time (not linked, so sanitizer builds still link; the library itself is
- * not sanitized). For each type the same bytes go through ggml's to_float
+ * ggml itself (the prebuilt libggml-base.so, dlopened: common/ggml_ref.h).
+ * For each type the same bytes go through ggml's to_float
  * and rkm_dequantize_row and the floats must have equal bit patterns
  * (memcmp; NaN payloads included, except that ggml's f16 conversion sets
  * the quiet bit of a signalling NaN and rkmojo's keeps it clear: those
@@ -23,24 +21,19 @@
  * dequantization. Without the library the conversion runs on random
  * blocks and the test then skips (77) with a message.
  */
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <strings.h>
-#include <unistd.h>
 
+#include "common/ggml_ref.h"
 #include "common/test.h"
 #include "format/gguf.h"
 #include "rkmojo.h"
 #include "format/model_dir.h"
 #include "kernels/quant.h"
-#include "ref/ggml_abi.h"
 
-#define GGML_LIB_DEFAULT "tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
-
-/* struct ggml_traits (ref/ggml_abi.h) is checked against Q4_0 below. */
-typedef ggml_to_float_fn to_float_fn;
-
+/* ggml's type traits and quantizer (common/ggml_ref.h checks the traits'
+ * layout on Q4_0); NULL without the library. */
 static const struct ggml_traits *(*g_traits)(int);
 static size_t (*g_quantize_chunk)(int, const float *, void *, int64_t, int64_t, int64_t, const float *);
 
@@ -50,10 +43,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 static uint32_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
+    return test_rand(&rng);
 }
 
 static float gauss(void)
@@ -396,9 +386,9 @@ static void convert_every_type(void)
 
 int main(void)
 {
-    const char *lib = getenv("RKM_GGML_LIB") ? getenv("RKM_GGML_LIB") : GGML_LIB_DEFAULT;
-    void *h = access(lib, R_OK) ? NULL : dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    const char *lib;
+    const test_ggml *gg = test_ggml_open(&lib);
+    if (!gg) {
         /* the conversion still runs, on random blocks decoded by rkmojo */
         convert_every_type();
         if (test_failures) return test_done();
@@ -406,17 +396,8 @@ int main(void)
                "ggml comparison skipped\n", lib);
         return 77;
     }
-    *(void **)&g_traits = dlsym(h, "ggml_get_type_traits");
-    *(void **)&g_quantize_chunk = dlsym(h, "ggml_quantize_chunk");
-    if (!g_traits || !g_quantize_chunk) {
-        fprintf(stderr, "FAIL: %s lacks ggml_get_type_traits or ggml_quantize_chunk\n", lib);
-        return 1;
-    }
-    const struct ggml_traits *q40 = g_traits(RKM_TYPE_Q4_0);
-    if (!q40 || q40->blck_size != 32 || q40->type_size != 18 || !q40->to_float) {
-        fprintf(stderr, "FAIL: ggml_type_traits has an unexpected layout\n");
-        return 1;
-    }
+    g_traits = gg->traits;
+    g_quantize_chunk = gg->quantize_chunk;
     float_types();
 
     enum { CAP = 8192 };

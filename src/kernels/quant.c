@@ -2,7 +2,8 @@
  * quant.c - the type table and the scalar reference conversions between
  * f32 and every element type rkmojo reads or writes (layouts in quant.h):
  * the float types, the 32-value block types and the K-quants here, the IQ,
- * TQ and MXFP4 decoders in quant_iq.c. Each decoder computes in ggml's
+ * TQ and MXFP4 decoders in quant_iq.c, the searched quantizers (K-quants,
+ * IQ4, MXFP4) in quantize_k.c. Each decoder computes in ggml's
  * order of float operations, so that it is bit-identical to ggml's
  * to_float (tests/test-ggml-types.c). The converter uses these; the
  * kernels' tests compare against them. Stateless; any thread.
@@ -219,7 +220,9 @@ void rkm_quantize_row(int type, const float *src, void *dst, int64_t n)
         break;
     case RKM_TYPE_Q8_0: rkm_quantize_row_q8_0(src, dst, n); break;
     case RKM_TYPE_Q4_0: rkm_quantize_row_q4_0(src, dst, n); break;
-    default: memset(dst, 0, rkm_type_row_bytes(type, n)); break;
+    default:
+        if (rkm_quantize_row_k(type, src, dst, n)) memset(dst, 0, rkm_type_row_bytes(type, n));
+        break;
     }
 }
 

@@ -12,11 +12,13 @@
  *   ggml's layouts (ggml-common.h); the byte layout of each is written
  *   next to its decoder (quant.c for the K-quants, quant_iq.c for the
  *   others). Q4_1, Q5_*, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 run natively
- *   (rkm_type_matmul); the others are dequantized by the converter.
+ *   (rkm_type_matmul); the others are dequantized by the converter. Of
+ *   these, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 can also be written
+ *   (quantize_k.c, ggml's searches without an importance matrix).
  *   Q8_1, Q8_K: ggml's intermediate types, known but not readable.
  *
- * Owns: the type table and the scalar quantize/dequantize references. No
- * state; safe from any thread.
+ * Owns: the type table and the scalar quantize/dequantize references
+ * (quant.c, quant_iq.c, quantize_k.c). No state; safe from any thread.
  */
 #ifndef RKM_QUANT_H
 #define RKM_QUANT_H
@@ -108,8 +110,15 @@ void rkm_dequantize_row(int type, const void *src, float *dst, int64_t n);
 /* One block of an IQ, TQ or MXFP4 type (quant_iq.c); 0 if type is one of
  * them, else -1 and y untouched. */
 int rkm_dequantize_block_iq(int type, const uint8_t *b, float *y);
-/* quantize supports F32, F16, BF16, Q8_0, Q4_0. */
+/* quantize supports F32, F16, BF16, Q8_0, Q4_0 (quant.c) and Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (rkm_quantize_row_k); any other
+ * type gives a zeroed row. Every finite input gives blocks that decode to
+ * finite values; NaN and infinities are safe but meaningless. */
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
+/* The types of quantize_k.c, with the bytes of ggml_quantize_chunk(type,
+ * ..., imatrix NULL) for finite inputs in the type's range; 0 if type is
+ * one of them, else -1 and dst untouched. */
+int rkm_quantize_row_k(int type, const float *src, void *dst, int64_t n);
 
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n);
 /* q8_0 without loss for the types whose values are an f16 scale times

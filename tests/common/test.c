@@ -19,6 +19,16 @@ static void test_cleanup(void)
     }
 }
 
+uint32_t test_rand(uint64_t *state)
+{
+    uint64_t s = *state;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    *state = s;
+    return (uint32_t)(s >> 32);
+}
+
 int test_done(void)
 {
     printf("%d checks, %d failed\n", test_checks, test_failures);

@@ -8,6 +8,7 @@
 #define RKM_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,9 @@ extern int test_checks;
                   vb_, (double)(tol));                                        \
     } while (0)
 
+/* xorshift64 (13, 7, 17): advances *state (nonzero) and returns its top
+ * 32 bits; the same sequence on every platform. */
+uint32_t test_rand(uint64_t *state);
 /* Prints the summary and returns the exit code for main. */
 int test_done(void);
 /* ../shared (or $RKM_SHARED), or NULL if absent. */
