@@ -4,7 +4,8 @@
  *
  *   build-x/bench/bench-kernels [-t THREADS] [-k VARIANT] [-n N_IN] [-o N_OUT]
  *                               [-m M] [-s SECONDS] [-g GIB] [-Q]
- * (-Q: only q4_0 / q8_0; "q4_0p" / "q8_0p" rows are the packed layout)
+ * (-Q: only q4_0 / q8_0; "q4_0p" / "q8_0p" rows are the packed layout;
+ *  -T q4_k,q6_k,mxfp4,...: these weight types instead, by name)
  *   build-x/bench/bench-kernels -c [-k VARIANT] [-s SECONDS]
  *
  * 1. Read-bandwidth probe (kernels/membw.h, the one `rkmojo bench
@@ -59,6 +60,7 @@ static void fill_weights(int type_in, void *w, int64_t n_in, int64_t n_out, unsi
          * random floats would dominate the run */
         if (r < 8)
             for (int64_t k = 0; k < n_in; k++) row[k] = (float)((double)rand() / RAND_MAX) - 0.5f;
+        /* (a type without a quantizer gets zero rows: same speed) */
         if (r < 8) rkm_quantize_row(type, row, (char *)w + rb * (size_t)r, n_in);
         else memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
     }
@@ -68,6 +70,25 @@ static void fill_weights(int type_in, void *w, int64_t n_in, int64_t n_out, unsi
 
 /* -Q: only the q4_0 / q8_0 types (packed and plain) */
 static int quant_only;
+
+/* The weight types measured: the default list, or -T's. */
+static int types[32] = {RKM_TYPE_Q4_0 | RKM_TYPE_PACKED, RKM_TYPE_Q4_0, RKM_TYPE_Q8_0 | RKM_TYPE_PACKED,
+                        RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
+static int n_types = 6;
+
+static int parse_types(char *list)
+{
+    n_types = 0;
+    for (char *t = strtok(list, ","); t && n_types < 32; t = strtok(NULL, ",")) {
+        int ty = rkm_type_from_name(t);
+        if (ty < 0 || !rkm_type_matmul(ty)) {
+            fprintf(stderr, "-T: '%s' is not a weight type the matmuls run\n", t);
+            return -1;
+        }
+        types[n_types++] = ty;
+    }
+    return n_types ? 0 : -1;
+}
 
 static double thread_cpu_now(void)
 {
@@ -82,8 +103,6 @@ static int compute_mode(const char *only, double seconds)
 {
     const int64_t n_in = 4096, n_out = 256;
     const int ms[] = {1, 4, 16, 128};
-    const int types[] = {RKM_TYPE_Q4_0 | RKM_TYPE_PACKED, RKM_TYPE_Q4_0, RKM_TYPE_Q8_0 | RKM_TYPE_PACKED,
-                         RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
     const char *names[16];
     int n_var = rkm_kernels_list(names, 16);
     float *x = malloc(sizeof(float) * (size_t)(n_in * 128)), *y = malloc(sizeof(float) * (size_t)(n_out * 128));
@@ -91,7 +110,7 @@ static int compute_mode(const char *only, double seconds)
     printf("in-cache compute, 1 thread, %lld x %lld weights: GOP/s (2 n_in n_out m per call); m=1 also as GB/s of weights\n",
            (long long)n_out, (long long)n_in);
     printf("%-11s %-5s %9s %9s %9s %9s %9s\n", "kernels", "type", "m=1 GB/s", "m=1", "m=4", "m=16", "m=128");
-    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+    for (int ti = 0; ti < n_types; ti++) {
         if (quant_only && (types[ti] == RKM_TYPE_F16 || types[ti] == RKM_TYPE_F32)) continue;
         size_t rb = rkm_type_row_bytes(types[ti], n_in);
         void *w = rkm_alloc_aligned(rb * (size_t)n_out, 64);
@@ -128,9 +147,12 @@ int main(int argc, char **argv)
     double seconds = 2.0, gib = 1.0;
     const char *only = NULL;
     int opt, compute = 0;
-    while ((opt = getopt(argc, argv, "cQt:k:n:o:m:s:g:")) != -1) {
+    while ((opt = getopt(argc, argv, "cQT:t:k:n:o:m:s:g:")) != -1) {
         switch (opt) {
         case 'c': compute = 1; break;
+        case 'T':
+            if (parse_types(optarg)) return 2;
+            break;
         case 'Q': quant_only = 1; break;
         case 't': n_threads = atoi(optarg); break;
         case 'k': only = optarg; break;
@@ -140,13 +162,13 @@ int main(int argc, char **argv)
         case 's': seconds = atof(optarg); break;
         case 'g': gib = atof(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-c] [-Q] [-t threads] [-k variant] [-n n_in] [-o n_out] [-m m] [-s sec] [-g GiB]\n",
+            fprintf(stderr, "usage: %s [-c] [-Q] [-T types] [-t threads] [-k variant] [-n n_in] [-o n_out] [-m m] [-s sec] [-g GiB]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (n_in % 32 || n_in <= 0 || n_out <= 0 || m_prefill <= 0) {
-        fprintf(stderr, "n_in must be a positive multiple of 32\n");
+    if (n_in % 256 || n_in <= 0 || n_out <= 0 || m_prefill <= 0) {
+        fprintf(stderr, "n_in must be a positive multiple of 256\n");
         return 2;
     }
     if (compute) return compute_mode(only, seconds);
@@ -162,14 +184,12 @@ int main(int argc, char **argv)
 
     const char *names[16];
     int n_var = rkm_kernels_list(names, 16);
-    const int types[] = {RKM_TYPE_Q4_0 | RKM_TYPE_PACKED, RKM_TYPE_Q4_0, RKM_TYPE_Q8_0 | RKM_TYPE_PACKED,
-                         RKM_TYPE_Q8_0, RKM_TYPE_F16, RKM_TYPE_F32};
     float *x = malloc(sizeof(float) * (size_t)(n_in * m_prefill));
     float *y = malloc(sizeof(float) * (size_t)(n_out * m_prefill));
     for (int64_t i = 0; i < n_in * m_prefill; i++) x[i] = sinf((float)i * 0.37f);
     printf("%-11s %-5s %10s %7s %8s %12s %10s\n", "kernels", "type", "decode GB/s", "of bw", "bw GB/s", "prefill GOP/s",
            "rows*tok/s");
-    for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
+    for (int ti = 0; ti < n_types; ti++) {
         int type = types[ti];
         if (quant_only && (type == RKM_TYPE_F16 || type == RKM_TYPE_F32)) continue;
         size_t mat_bytes = rkm_type_row_bytes(type, n_in) * (size_t)n_out;

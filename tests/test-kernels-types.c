@@ -151,6 +151,30 @@ static void test_act_k(void)
         }
     }
     CHECK(qs[600] == -127 && d[2] > 0.0f); /* a negative max: positive d */
+    /* every set's quantize_act_k bit-identical to the reference, on
+     * random rows, exact .5 ties, equal magnitudes of both signs, zero
+     * blocks and NaN */
+    const char *names[16];
+    int n_var = rkm_kernels_list(names, 16);
+    for (int trial = 0; trial < 40; trial++) {
+        for (int64_t i = 0; i < n; i++) x[i] = rng_f() * (trial % 3 ? 5.0f : 1e-3f);
+        if (trial % 4 == 1)
+            for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rng_u32() % 255) - 127) * 0.5f; /* ties */
+        if (trial % 5 == 2) x[700] = -fabsf(x[701]) - 10.0f, x[701] = -x[700]; /* +-m, the first wins */
+        if (trial % 7 == 3) for (int j = 512; j < 768; j++) x[j] = 0.0f;
+        if (trial % 9 == 4) x[300] = NAN;
+        int8_t q1[1024], q2[1024];
+        float d1[4], d2[4];
+        int32_t s1[64], s2[64];
+        rkm_quantize_act_k(x, n, q1, d1, s1);
+        for (int v = 0; v < n_var; v++) {
+            rkm_kernels_select(names[v]);
+            rkm_kernels_active()->quantize_act_k(x, n, q2, d2, s2);
+            CHECK_MSG(!memcmp(q1, q2, sizeof q1) && !memcmp(d1, d2, sizeof d1) && !memcmp(s1, s2, sizeof s1),
+                      "%s quantize_act_k differs from the reference (trial %d)", names[v], trial);
+        }
+    }
+    rkm_kernels_select(names[0]);
     for (int g = 0; g < 64; g++) {
         int sum = 0;
         for (int j = 0; j < 16; j++) sum += qs[16 * g + j];

@@ -108,6 +108,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     if (s->f) k->f = s->f
     k->name = s->name;
     TAKE(quantize_act);
+    TAKE(quantize_act_k);
     TAKE(mm_f32);
     TAKE(mm_f16);
     TAKE(mm_q8_0);
@@ -312,7 +313,7 @@ static void quant_worker(void *ctx, int ith, int nth)
     const int64_t n = j->a.n_in;
     if (j->act_k) {
         for (int64_t i = ith; i < j->a.m; i += nth)
-            rkm_quantize_act_k(j->x + i * n, n, (int8_t *)j->a.xq + i * n, (float *)j->a.xd + i * (n / RKM_QK_K),
+            k->quantize_act_k(j->x + i * n, n, (int8_t *)j->a.xq + i * n, (float *)j->a.xd + i * (n / RKM_QK_K),
                                (int32_t *)j->a.xs + i * (n / 16));
         return;
     }

@@ -68,6 +68,9 @@ typedef struct {
     void (*init)(void);
     /* Quantizes one row of n values (n % 32 == 0) to q8 activations. */
     void (*quantize_act)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
+    /* The same to q8_K activations (n % 256 == 0), bit-identical to
+     * rkm_quantize_act_k. */
+    void (*quantize_act_k)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16);
     rkm_mm_fn mm_f32, mm_f16, mm_q8_0, mm_q4_0;
     /* The other native types (bit-identical across sets, see above);
      * K-quants and IQ4_XS take q8_K activations, the rest q8_0. */
@@ -127,8 +130,8 @@ void *rkm_kernel_scratch(size_t bytes);
 /* Shared by the reference and the SIMD quantizers' tails: ggml's rounding
  * (roundf: half away from zero) of x * (1/d). */
 void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s);
-/* q8_K activations of one row of n values (n % 256 == 0), above; the
- * same in every set (the dispatcher calls it directly). */
+/* q8_K activations of one row of n values (n % 256 == 0), above: the
+ * reference of the sets' quantize_act_k. */
 void rkm_quantize_act_k(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16);
 
 /* ------------------------------------------- weight blocks, integer form */

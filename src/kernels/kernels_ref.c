@@ -317,6 +317,7 @@ static uint64_t read_sum_ref(const uint64_t *p, size_t n, int streams)
 const rkm_kernel_set rkm_kernels_ref = {
     .name = "ref",
     .quantize_act = rkm_quantize_act_ref,
+    .quantize_act_k = rkm_quantize_act_k,
     .mm_f32 = mm_f32_ref,
     .mm_f16 = mm_f16_ref,
     .mm_q8_0 = mm_q8_0_ref,

@@ -51,6 +51,63 @@ static void quantize_act_avx2(const float *x, int64_t n, int8_t *qs, float *d, i
     }
 }
 
+/* q8_K activations (kernels_impl.h), exactly as rkm_quantize_act_k: the
+ * first value of largest magnitude gives iscale = -127/max; q rounded
+ * half to even (vroundps), saturated to int8 by the packs, NaN to 0. */
+static void quantize_act_k_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16)
+{
+    for (int64_t b = 0; b < n / RKM_QK_K; b++) {
+        const float *xb = x + b * RKM_QK_K;
+        __m256 am = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k++) {
+            __m256 v = _mm256_loadu_ps(xb + 8 * k);
+            am = _mm256_max_ps(am, rkm_x86_abs_ps(v));
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        const float amax = rkm_x86_hmax_ps(am);
+        if (!(amax > 0.0f) || _mm256_movemask_ps(nan)) { /* all zero, or NaN: the reference's path */
+            rkm_quantize_act_k(xb, RKM_QK_K, qs + b * RKM_QK_K, d + b, s16 + b * 16);
+            continue;
+        }
+        int j = 0;
+        for (int k = 0; k < 32; k++) {
+            int msk = _mm256_movemask_ps(
+                _mm256_cmp_ps(rkm_x86_abs_ps(_mm256_loadu_ps(xb + 8 * k)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (msk) {
+                j = 8 * k + __builtin_ctz((unsigned)msk);
+                break;
+            }
+        }
+        const float iscale = -127.0f / xb[j];
+        const __m256 is = _mm256_set1_ps(iscale);
+        __m256i g[16];
+        for (int k = 0; k < 8; k++) {
+            __m256i q[4];
+            for (int t = 0; t < 4; t++) {
+                __m256 v = _mm256_mul_ps(is, _mm256_loadu_ps(xb + 32 * k + 8 * t));
+                v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);
+                q[t] = _mm256_cvtps_epi32(v);
+            }
+            g[2 * k] = _mm256_add_epi32(q[0], q[1]);
+            g[2 * k + 1] = _mm256_add_epi32(q[2], q[3]);
+            __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(qs + b * RKM_QK_K + 32 * k), p8);
+        }
+        /* the 16 sums of 16: exact integer reductions (a q of 128 cannot
+         * occur: |iscale * x| <= 127) */
+        for (int h = 0; h < 2; h++) {
+            __m256i *v = g + 8 * h;
+            __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+            __m256i r = _mm256_add_epi32(_mm256_permute2x128_si256(t, u, 0x20), _mm256_permute2x128_si256(t, u, 0x31));
+            _mm256_storeu_si256((__m256i *)(s16 + b * 16 + 8 * h), r);
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+
 /* ------------------------------------------------------------- q8_0 */
 #define AVX2_ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -558,6 +615,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .name = "avx2",
     .init = rkm_x86_init_f16_table,
     .quantize_act = quantize_act_avx2,
+    .quantize_act_k = quantize_act_k_avx2,
     .mm_f32 = mm_f32_avx2,
     .mm_f16 = mm_f16_avx2,
     .mm_q8_0 = mm_q8_0_avx2,

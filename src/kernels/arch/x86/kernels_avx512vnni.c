@@ -6,6 +6,7 @@
  */
 #define RKM_AVX512_VNNI 1
 #include "kernels/arch/x86/avx512_impl.h"
+#include "kernels/arch/x86/kquant_x86.h"
 
 Z_DEFINE_MM(mm_q8_0_tiles, z_q8_0_tile)
 
@@ -31,4 +32,10 @@ const rkm_kernel_set rkm_kernels_avx512vnni = {
     .mm_q4_0 = mm_q4_0_avx512vnni,
     .mm_q8_0_p = mm_q8_0_p_avx512vnni,
     .mm_q4_0_p = mm_q4_0_p_avx512vnni,
+    .mm_q2_k = rkm_mm_q2_k_avx512vnni,
+    .mm_q3_k = rkm_mm_q3_k_avx512vnni,
+    .mm_q4_k = rkm_mm_q4_k_avx512vnni,
+    .mm_q5_k = rkm_mm_q5_k_avx512vnni,
+    .mm_q6_k = rkm_mm_q6_k_avx512vnni,
+    .mm_iq4_xs = rkm_mm_iq4_xs_avx512vnni,
 };
