@@ -38,4 +38,9 @@ const rkm_kernel_set rkm_kernels_avx512vnni = {
     .mm_q5_k = rkm_mm_q5_k_avx512vnni,
     .mm_q6_k = rkm_mm_q6_k_avx512vnni,
     .mm_iq4_xs = rkm_mm_iq4_xs_avx512vnni,
+    .mm_q4_1 = rkm_mm_q4_1_avx512vnni,
+    .mm_q5_0 = rkm_mm_q5_0_avx512vnni,
+    .mm_q5_1 = rkm_mm_q5_1_avx512vnni,
+    .mm_iq4_nl = rkm_mm_iq4_nl_avx512vnni,
+    .mm_mxfp4 = rkm_mm_mxfp4_avx512vnni,
 };

@@ -96,14 +96,6 @@ KQ_INLINE __m256i blk32_quants(const int type, const uint8_t *b)
     }
 }
 
-KQ_INLINE int blk32_signed(const int type) { return type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4; }
-KQ_INLINE int blk32_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
-
-KQ_INLINE float blk32_d(const int type, const uint8_t *b)
-{
-    return type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(b[0]) : f16_at(b);
-}
-
 KQ_INLINE void b32_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RW)
 {
     const size_t bb = rkm_type_block_bytes(type), rb = a->w_row_bytes;

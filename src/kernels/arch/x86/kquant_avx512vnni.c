@@ -167,3 +167,137 @@ ZQ_DEFINE(rkm_mm_q4_k_avx512vnni, RKM_TYPE_Q4_K)
 ZQ_DEFINE(rkm_mm_q5_k_avx512vnni, RKM_TYPE_Q5_K)
 ZQ_DEFINE(rkm_mm_q6_k_avx512vnni, RKM_TYPE_Q6_K)
 ZQ_DEFINE(rkm_mm_iq4_xs_avx512vnni, RKM_TYPE_IQ4_XS)
+
+/* ------------------------------------------- 32-value blocks (q8_0 acts)
+ * Two blocks of a row make a zmm of 64 quants, unsigned for vpdpbusd:
+ * IQ4_NL / MXFP4 levels + 128 and Q5_0's q + 16 (both taken off as
+ * offset * sum(x), exactly), Q4_1 / Q5_1's q as they are (their min
+ * multiplies sum(x)). Four rows' lanes are reduced together to the
+ * (row, block) sums, then the reference's float steps per block. */
+KQ_INLINE int zb_off(const int type)
+{
+    return type == RKM_TYPE_Q5_0 ? 16 : type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4 ? 128 : 0;
+}
+
+/* 2 x 16 bytes of nibbles -> 64 bytes 0..15: lo A, hi A, lo B, hi B. */
+KQ_INLINE __m512i zb_nibbles(const uint8_t *qa, const uint8_t *qb)
+{
+    __m512i y = _mm512_castsi256_si512(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)), _mm_loadu_si128((const __m128i *)qb), 1));
+    __m512i z = _mm512_shuffle_i64x2(y, y, _MM_SHUFFLE(1, 1, 0, 0));
+    z = _mm512_srlv_epi64(z, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    return _mm512_and_si512(z, _mm512_set1_epi8(15));
+}
+
+KQ_INLINE __m512i zb_quants(const int type, const uint8_t *ba, const uint8_t *bb)
+{
+    switch (type) {
+    case RKM_TYPE_Q4_1: return zb_nibbles(ba + 4, bb + 4);
+    case RKM_TYPE_Q5_0:
+    case RKM_TYPE_Q5_1: {
+        const int at = type == RKM_TYPE_Q5_0 ? 2 : 4;
+        uint32_t ha, hb;
+        memcpy(&ha, ba + at, 4);
+        memcpy(&hb, bb + at, 4);
+        const __m512i hi = _mm512_and_si512(_mm512_movm_epi8((__mmask64)ha | (__mmask64)hb << 32), _mm512_set1_epi8(0x10));
+        return _mm512_or_si512(zb_nibbles(ba + at + 4, bb + at + 4), hi);
+    }
+    default: {
+        const int8_t *tab = type == RKM_TYPE_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl;
+        const __m512i kv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tab));
+        const int at = type == RKM_TYPE_MXFP4 ? 1 : 2;
+        return _mm512_xor_si512(_mm512_shuffle_epi8(kv, zb_nibbles(ba + at, bb + at)), _mm512_set1_epi8((char)0x80));
+    }
+    }
+}
+
+/* Four rows' [block A | block B] lane sums -> [A of rows 0-3 | B of rows 0-3]. */
+KQ_INLINE __m256i zb_reduce(__m512i r0, __m512i r1, __m512i r2, __m512i r3)
+{
+    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(r0, r1), _mm512_unpackhi_epi32(r0, r1));
+    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(r2, r3), _mm512_unpackhi_epi32(r2, r3));
+    __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+    t = _mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+
+/* Weight rows [r, r+4) times activation rows [i, i+XN): each pair of a
+ * row's blocks decoded once for all activation rows. */
+KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int XN)
+{
+    const size_t bb = rkm_type_block_bytes(type), rb = a->w_row_bytes;
+    const int64_t nb = a->n_in / 32;
+    const uint8_t *w = (const uint8_t *)a->w + (size_t)r * rb;
+    const int has_min = blk32_min(type);
+    const size_t pfd = a->m == 1 ? KQ_PF_BYTES : 0;
+    __m128 acc[4];
+    for (int c = 0; c < XN; c++) acc[c] = _mm_setzero_ps();
+    /* whole pairs of blocks, then a last single block (nb odd) as a pair
+     * with itself whose second half is dropped */
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        __m512i u[4];
+        __m128 d[2], m[2];
+        float dv[2][4], mv[2][4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; rr++) {
+            const uint8_t *ba = w + rr * rb + (size_t)b * bb, *bq = two ? ba + bb : ba;
+            if (pfd && (b & 3) == 0) prefetch_block(ba + pfd, 4 * bb);
+            u[rr] = zb_quants(type, ba, bq);
+            dv[0][rr] = blk32_d(type, ba);
+            dv[1][rr] = blk32_d(type, bq);
+            if (has_min) mv[0][rr] = f16_at(ba + 2), mv[1][rr] = f16_at(bq + 2);
+        }
+        for (int h = 0; h < 2; h++) {
+            d[h] = _mm_setr_ps(dv[h][0], dv[h][1], dv[h][2], dv[h][3]);
+            m[h] = has_min ? _mm_setr_ps(mv[h][0], mv[h][1], mv[h][2], mv[h][3]) : _mm_setzero_ps();
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < XN; c++) {
+            const int64_t ii = i + c;
+            const int8_t *xq = a->xq + ii * a->n_in + 32 * b;
+            const __m512i xv = two ? _mm512_loadu_si512(xq) : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
+            __m256i s = zb_reduce(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], xv),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], xv),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[2], xv),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[3], xv));
+            for (int h = 0; h < 1 + two; h++) {
+                const int32_t xsum = a->xs[ii * nb + b + h];
+                __m128i isum = h ? _mm256_extracti128_si256(s, 1) : _mm256_castsi256_si128(s);
+                if (zb_off(type)) isum = _mm_sub_epi32(isum, _mm_set1_epi32(zb_off(type) * xsum));
+                const __m128 dx = _mm_set1_ps(a->xd[ii * nb + b + h]);
+                acc[c] = _mm_fmadd_ps(_mm_mul_ps(d[h], dx), _mm_cvtepi32_ps(isum), acc[c]);
+                if (has_min) acc[c] = _mm_fmadd_ps(_mm_mul_ps(m[h], dx), _mm_set1_ps((float)xsum), acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < XN; c++) _mm_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
+}
+
+KQ_INLINE void zb_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) zb_rows(a, type, r, i, 4);
+        for (; i < a->m; i++) zb_rows(a, type, r, i, 1);
+    }
+    if (r < r1) { /* the last rows: the AVX2 kernel */
+        switch (type) {
+        case RKM_TYPE_Q4_1: rkm_mm_q4_1_avx2(a, r, r1); break;
+        case RKM_TYPE_Q5_0: rkm_mm_q5_0_avx2(a, r, r1); break;
+        case RKM_TYPE_Q5_1: rkm_mm_q5_1_avx2(a, r, r1); break;
+        case RKM_TYPE_IQ4_NL: rkm_mm_iq4_nl_avx2(a, r, r1); break;
+        default: rkm_mm_mxfp4_avx2(a, r, r1); break;
+        }
+    }
+}
+
+#define ZB_DEFINE(NAME, TYPE) \
+    void NAME(const rkm_mm_args *a, int64_t r0, int64_t r1) { zb_mm(a, TYPE, r0, r1); }
+
+ZB_DEFINE(rkm_mm_q4_1_avx512vnni, RKM_TYPE_Q4_1)
+ZB_DEFINE(rkm_mm_q5_0_avx512vnni, RKM_TYPE_Q5_0)
+ZB_DEFINE(rkm_mm_q5_1_avx512vnni, RKM_TYPE_Q5_1)
+ZB_DEFINE(rkm_mm_iq4_nl_avx512vnni, RKM_TYPE_IQ4_NL)
+ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)

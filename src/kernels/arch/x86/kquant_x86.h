@@ -27,5 +27,10 @@ void rkm_mm_q4_k_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q5_k_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q6_k_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_iq4_xs_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q4_1_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_1_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_iq4_nl_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_mxfp4_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 
 #endif

@@ -219,4 +219,12 @@ KQ_INLINE void prefetch_block(const uint8_t *p, size_t bytes)
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
 
+KQ_INLINE int blk32_signed(const int type) { return type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4; }
+KQ_INLINE int blk32_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
+
+KQ_INLINE float blk32_d(const int type, const uint8_t *b)
+{
+    return type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(b[0]) : f16_at(b);
+}
+
 #endif
