@@ -8,7 +8,10 @@
 #   bench/llamacpp-compare.sh MODEL.gguf MODEL.rkmojo [ROUNDS] [THREADS] [N_PROMPT] [N_GEN]
 #
 # llama.cpp is the prebuilt library of tests/js's @node-llama-cpp/linux-x64
-# (x86-64; run scripts/setup.sh), driven by build/tests/llama-cpp-ref in
+# (x86-64; run scripts/setup.sh), or LLAMA_LIB=DIR: a folder with
+# libggml.v0.5.0.so and libllama.v0.5.0.so (e.g. symlinks to a build of
+# the same llama.cpp release from source, for this CPU: bench/README.md),
+# driven by build/tests/llama-cpp-ref in
 # its bench mode: per round one process, a warm-up rep (page faults,
 # weight repacking) and REPS timed reps on fresh contexts, flash attention
 # off. rkmojo: `rkmojo bench --warm --depth 0 -r REPS`. Each prints its
@@ -22,8 +25,9 @@ T=${4:-2}
 NP=${5:-128}
 NG=${6:-128}
 REPS=3
-LIB=tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-[ -f "$LIB/libllama.v0.5.0.so" ] || { echo "llama.cpp's prebuilt library is missing: run scripts/setup.sh (x86-64 only)"; exit 1; }
+LIB=${LLAMA_LIB:-tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64}
+[ -f "$LIB/libllama.v0.5.0.so" ] || { echo "llama.cpp's library is missing in $LIB: run scripts/setup.sh (x86-64 only) or set LLAMA_LIB"; exit 1; }
+echo "llama.cpp: $LIB"
 [ -x build/tests/llama-cpp-ref ] && [ -x build/rkmojo ] || make -j"$(nproc)" build/rkmojo build/tests/llama-cpp-ref
 lpp=(); ltg=(); rpp=(); rtg=()
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

@@ -31,7 +31,9 @@
 #     where llama.cpp's top two logits are within 0.05 (a near-tie, where
 #     two engines' roundings may pick either) counting as agreement;
 #     across all of them at least 97% of the positions must agree outright;
-#   - give the same greedy ids up to llama.cpp's first near-tie, as above.
+#   - give the same greedy ids up to llama.cpp's first near-tie, as above;
+#   - give the same ids streamed through 10 expert-cache slots per layer
+#     as resident (the MoE presets).
 # The gemma4 presets are reported, not gated, in these mixes: rkmojo's
 # Gemma 4 parts from llama.cpp at some non-near-tie positions in f32 too.
 # An OLMoE layer at full width (8 experts of 2048 x 1024) in Q4_K_M must
@@ -137,6 +139,14 @@ for entry in "${presets[@]}"; do
        ! $RKMOJO perplexity -m "$tmp/m.rkmojo" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
       echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
       rm -rf "$tmp/m.rkmojo" "$g"; continue
+    fi
+    # streamed through a small expert cache (reads, checksums, slots):
+    # the kernels are the same, so the ids must be too
+    if [ -d "$tmp/m.rkmojo/experts" ] && ls "$tmp/m.rkmojo/experts"/*.bin >/dev/null 2>&1; then
+      if ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q --expert-cache-slots 10 \
+           >"$tmp/streamed.txt" 2>>"$tmp/our.err" || ! cmp -s "$tmp/our.txt" "$tmp/streamed.txt"; then
+        echo "FAIL $name: streamed through 10 cache slots, the ids differ from the resident run"; tail -n 3 "$tmp/our.err"; fail=1
+      fi
     fi
     rm -rf "$tmp/m.rkmojo" "$g"
     np=$(echo "$ids" | tr , '\n' | wc -l)
