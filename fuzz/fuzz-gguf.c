@@ -1,10 +1,12 @@
 /* fuzz-gguf.c - libFuzzer target: the GGUF reader on arbitrary bytes, then
- * every accessor and the hparams mapping on what it accepted. */
+ * every accessor, the hparams mapping, and on the first row of each
+ * tensor the converter's checks (non-finite scales) and decoder. */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "format/gguf.h"
 #include "format/hparams.h"
+#include "kernels/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -22,9 +24,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
         const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
-        uint8_t buf[64];
+        uint8_t buf[2048];
+        float f[512];
         size_t n = t->nbytes < sizeof buf ? (size_t)t->nbytes : sizeof buf;
-        (void)rkm_gguf_read(g, t, 0, buf, n);
+        if (rkm_gguf_read(g, t, 0, buf, n)) continue;
+        /* a first row that fits: checked and decoded as the converter does */
+        size_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+        if (rkm_type_readable(t->type) && rb && rb <= n && t->ne[0] <= 512) {
+            (void)rkm_row_find_nonfinite(t->type, buf, t->ne[0]);
+            rkm_dequantize_row(t->type, buf, f, t->ne[0]);
+        }
     }
     rkm_hparams hp;
     (void)rkm_hparams_from_gguf(g, &hp);

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/ggml_ref.h"
 #include "common/test.h"
@@ -31,6 +32,7 @@
 #include "rkmojo.h"
 #include "format/model_dir.h"
 #include "kernels/quant.h"
+#include "util/common.h"
 
 /* ggml's type traits and quantizer (common/ggml_ref.h checks the traits'
  * layout on Q4_0); NULL without the library. */
@@ -247,15 +249,83 @@ static void random_finite(int type, uint8_t *dst, int64_t n_blocks)
 static int row_matches(int src_type, const uint8_t *src, int dst_type, const uint8_t *got, int64_t n, float *f, uint8_t *want)
 {
     ref_row(src_type, src, f, n);
+    if (src_type == dst_type) return !memcmp(src, got, rkm_type_row_bytes(dst_type, n)); /* kept: the same bytes */
+    if (src_type == RKM_TYPE_TQ1_0 || src_type == RKM_TYPE_TQ2_0) {
+        /* to q8_0 without loss: the same values as ggml's, bit for bit */
+        float *g = (float *)want;
+        rkm_dequantize_row(dst_type, got, g, n);
+        return !memcmp(f, g, sizeof(float) * (size_t)n);
+    }
     rkm_quantize_row(dst_type, f, want, n);
     return !memcmp(want, got, rkm_type_row_bytes(dst_type, n));
+}
+
+/* A kept tensor with one NaN or infinite block scale (or value) is
+ * refused with a message naming it, and nothing is left behind. */
+static void convert_nonfinite(const char *mixed, const conv_tensor *ct)
+{
+    rkm_gguf *g = rkm_gguf_open(mixed); /* the tensors in ct's order, with their offsets */
+    CHECK_MSG(g != NULL, "%s", rkm_last_error());
+    if (!g) return;
+    const int types[] = {RKM_TYPE_Q4_K, RKM_TYPE_Q6_K, RKM_TYPE_Q2_K, RKM_TYPE_Q8_0, RKM_TYPE_IQ4_XS, RKM_TYPE_F16, RKM_TYPE_BF16};
+    size_t n;
+    uint8_t *file = (uint8_t *)rkm_read_file(mixed, &n);
+    CHECK(file != NULL);
+    if (!file) {
+        rkm_gguf_close(g);
+        return;
+    }
+    char bad[512], out[512];
+    snprintf(bad, sizeof bad, "%s/nonfinite.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/nonfinite.rkmojo", test_tmpdir());
+    int tried = 0;
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+        for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
+            const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+            if (ct[i].type != types[k] || t->n_dims < 2 || strstr(t->name, "ffn_gate_inp")) continue;
+            /* the second block's (or value's) first f16 scale of row 1 */
+            const size_t bb = rkm_type_block_size(types[k]) > 1 ? rkm_type_block_bytes(types[k]) : 2;
+            int64_t at = rkm_row_find_nonfinite(types[k], ct[i].data, 0); /* -1 */
+            CHECK(at == -1);
+            size_t scale = types[k] == RKM_TYPE_Q6_K ? 208 : types[k] == RKM_TYPE_Q2_K ? 80 : 0;
+            size_t off = ct[i].row_bytes + bb + scale;
+            uint8_t *copy = malloc(n);
+            memcpy(copy, file, n);
+            unsigned v = (k % 2) ? 0x7e00 : 0x7c00; /* NaN, +inf */
+            if (types[k] == RKM_TYPE_BF16) v = 0x7f80;
+            copy[t->offset + off] = (uint8_t)v;
+            copy[t->offset + off + 1] = (uint8_t)(v >> 8);
+            FILE *fo = fopen(bad, "wb");
+            CHECK(fo && fwrite(copy, 1, n, fo) == n);
+            if (fo) fclose(fo);
+            free(copy);
+            char log[600];
+            snprintf(log, sizeof log, "%s/nonfinite.log", test_tmpdir());
+            int rc = test_rkmojo(NULL, "convert %s %s --quant keep --quiet 2>%s", bad, out, log);
+            size_t ln;
+            char *msg = rkm_read_file(log, &ln);
+            CHECK_MSG(rc != 0 && msg && strstr(msg, t->name) && strstr(msg, "NaN or infinite"), "%s in %s: rc %d, %s",
+                      rkm_type_name(types[k]), t->name, rc, msg ? msg : "?");
+            char mf[600];
+            snprintf(mf, sizeof mf, "%s/manifest.json", out);
+            CHECK_MSG(access(mf, F_OK) != 0, "%s: a manifest was written", rkm_type_name(types[k]));
+            free(msg);
+            tried++;
+            break;
+        }
+    CHECK(tried >= 6);
+    printf("non-finite scales: %d kept types refused, naming the tensor\n", tried);
+    free(file);
+    rkm_gguf_close(g);
 }
 
 /* A GGUF holding a tensor of every readable type (ggml-quantized when the
  * library is loaded, else random finite blocks) converts with --quant
  * keep, and every converted row equals the converter's rule (kept, or
  * q8_0 for the types without a kernel, f32 for routers) applied to
- * ggml's dequantization of the source. */
+ * ggml's dequantization of the source: every type the matmuls run kept
+ * byte for byte, TQ1_0 / TQ2_0 to q8_0 without loss, the IQ grids to
+ * q8_0 as re-quantized. */
 static void convert_every_type(void)
 {
     const char *dir = test_tmpdir();
@@ -327,9 +397,8 @@ static void convert_every_type(void)
         const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, tv->name);
         if (!t) continue;
         const conv_tensor *c = &ct[t - rkm_gguf_tensor_at(g, 0)];
-        int kept = c->type == RKM_TYPE_F32 || c->type == RKM_TYPE_F16 || c->type == RKM_TYPE_Q8_0 || c->type == RKM_TYPE_Q4_0;
-        int rule = t->n_dims == 1 || strstr(t->name, "ffn_gate_inp") ? RKM_TYPE_F32 : kept ? c->type
-                   : c->type == RKM_TYPE_BF16                           ? RKM_TYPE_F32
+        int rule = t->n_dims == 1 || strstr(t->name, "ffn_gate_inp") ? RKM_TYPE_F32
+                   : rkm_type_matmul(c->type)                           ? c->type
                                                                        : RKM_TYPE_Q8_0;
         CHECK_MSG(tv->type == rule, "%s: %s became %s", tv->name, rkm_type_name(c->type), rkm_type_name(tv->type));
         const size_t out_row = rkm_type_row_bytes(tv->type, t->ne[0]);
@@ -379,6 +448,7 @@ static void convert_every_type(void)
     free(f);
     free(want);
     rkm_model_dir_close(md);
+    convert_nonfinite(mixed, ct);
     for (int i = 0; i < nt; i++) free(ct[i].data);
     free(ct);
     rkm_gguf_close(g);

@@ -177,6 +177,14 @@ static int convert_rows(conv *c, scratch *sc, const rkm_src_tensor *t, int64_t r
         int rc;
         if (t->type == dt) {
             if ((rc = rkm_source_read_rows(c->src, t, r, k, out))) return rc;
+            /* kept as they are: their scales must be finite too */
+            for (int64_t i = 0; i < k; i++) {
+                int64_t at = rkm_row_find_nonfinite(dt, out + (size_t)i * out_row, n);
+                if (at >= 0)
+                    return rkm_err(RKM_EFORMAT, "tensor '%s' (%s) row %lld: the %s at value %lld is NaN or infinite", t->name,
+                                   rkm_type_name(dt), (long long)(r + i), rkm_type_block_size(dt) > 1 ? "block scale" : "value",
+                                   (long long)at);
+            }
         } else {
             if ((rc = grow(sc, (size_t)k * in_row, (size_t)n)) || (rc = rkm_source_read_rows(c->src, t, r, k, sc->in))) return rc;
             for (int64_t i = 0; i < k; i++) {

@@ -137,6 +137,53 @@ int rkm_type_matmul(int type)
     }
 }
 
+int64_t rkm_row_find_nonfinite(int type, const void *row, int64_t n)
+{
+    const uint8_t *p = row;
+    switch (type) {
+    case RKM_TYPE_F32:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return i;
+        }
+        return -1;
+    case RKM_TYPE_F16:
+    case RKM_TYPE_BF16: {
+        const unsigned exp = type == RKM_TYPE_F16 ? 0x7c00u : 0x7f80u;
+        for (int64_t i = 0; i < n; i++)
+            if (((p[2 * i] | p[2 * i + 1] << 8) & exp) == exp) return i;
+        return -1;
+    }
+    default: break;
+    }
+    /* offsets of a block's f16 scales (-1: none) */
+    int at[2] = {-1, -1};
+    switch (type) {
+    case RKM_TYPE_Q4_0:
+    case RKM_TYPE_Q5_0:
+    case RKM_TYPE_Q8_0:
+    case RKM_TYPE_IQ4_NL:
+    case RKM_TYPE_IQ4_XS: at[0] = 0; break;
+    case RKM_TYPE_Q4_1:
+    case RKM_TYPE_Q5_1:
+    case RKM_TYPE_Q4_K:
+    case RKM_TYPE_Q5_K: at[0] = 0, at[1] = 2; break;
+    case RKM_TYPE_Q2_K: at[0] = 80, at[1] = 82; break;
+    case RKM_TYPE_Q3_K: at[0] = 108; break;
+    case RKM_TYPE_Q6_K: at[0] = 208; break;
+    default: return -1;
+    }
+    const int bs = rkm_type_block_size(type);
+    const size_t bb = rkm_type_block_bytes(type);
+    for (int64_t b = 0; b < n / bs; b++)
+        for (int k = 0; k < 2 && at[k] >= 0; k++) {
+            const uint8_t *s = p + (size_t)b * bb + at[k];
+            if (((s[0] | s[1] << 8) & 0x7c00) == 0x7c00) return b * bs;
+        }
+    return -1;
+}
+
 /* ------------------------------------------------------------ quantize */
 
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n)

@@ -103,6 +103,12 @@ int rkm_type_readable(int type);
  * MXFP4 and the packed forms. */
 int rkm_type_matmul(int type);
 
+/* The first value (f32, f16, bf16) or block (the f16 scales of the block
+ * types) of a row of n values that is NaN or infinite, or -1: a row the
+ * converter may copy as it is must not hold one. Types whose scales are
+ * not f16 (MXFP4's exponent, the IQ grids) are checked by decoding. */
+int64_t rkm_row_find_nonfinite(int type, const void *row, int64_t n);
+
 /* Reference conversions of one row of n values (n a multiple of the block
  * size). dequantize supports every readable type, bit for bit as ggml's
  * to_float (tests/test-ggml-types.c); any bytes are valid input. */
