@@ -1,11 +1,12 @@
 /*
  * kernels_dotprod.c - ARMv8.2 dot product (sdot) + fp16 (Cortex-A55/A76 and later; the RK3588)
- * kernels; the body is neon_impl.h, compiled with this file's flags
+ * kernels; the body is neon_impl.h and neon_qblock.h, compiled with this file's flags
  * (Makefile, by suffix). Stateless.
  */
 #define RKM_NEON_DOTPROD 1
 #define RKM_NEON_SUFFIX dotprod
 #include "kernels/arch/arm/neon_impl.h"
+#include "kernels/arch/arm/neon_qblock.h"
 
 const rkm_kernel_set rkm_kernels_dotprod = {
     .name = "dotprod",
@@ -14,6 +15,15 @@ const rkm_kernel_set rkm_kernels_dotprod = {
     .mm_f16 = mm_f16_dotprod,
     .mm_q8_0 = mm_q8_0_dotprod,
     .mm_q4_0 = mm_q4_0_dotprod,
+    .mm_bf16 = mm_bf16_dotprod,
+    .mm_q2_k = mm_q2_k_dotprod,
+    .mm_q3_k = mm_q3_k_dotprod,
+    .mm_q4_k = mm_q4_k_dotprod,
+    .mm_q5_k = mm_q5_k_dotprod,
+    .mm_q6_k = mm_q6_k_dotprod,
+    .mm_iq4_nl = mm_iq4_nl_dotprod,
+    .mm_iq4_xs = mm_iq4_xs_dotprod,
+    .mm_mxfp4 = mm_mxfp4_dotprod,
     .mm_q8_0_p = mm_q8_0_p_dotprod,
     .mm_q4_0_p = mm_q4_0_p_dotprod,
     .rmsnorm = rmsnorm_dotprod,

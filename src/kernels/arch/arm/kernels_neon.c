@@ -1,11 +1,12 @@
 /*
  * kernels_neon.c - baseline ARMv8.0 NEON (every AArch64 core: Cortex-A53/A55/A72, ...)
- * kernels; the body is neon_impl.h, compiled with this file's flags
+ * kernels; the body is neon_impl.h and neon_qblock.h, compiled with this file's flags
  * (Makefile, by suffix). Stateless.
  */
 #define RKM_NEON_DOTPROD 0
 #define RKM_NEON_SUFFIX neon
 #include "kernels/arch/arm/neon_impl.h"
+#include "kernels/arch/arm/neon_qblock.h"
 
 /* The bandwidth probe's read (kernels_impl.h): 128-bit loads, four
  * accumulators; streams 4 prefetches each stream 2 KiB ahead. The
@@ -47,6 +48,15 @@ const rkm_kernel_set rkm_kernels_neon = {
     .mm_f16 = mm_f16_neon,
     .mm_q8_0 = mm_q8_0_neon,
     .mm_q4_0 = mm_q4_0_neon,
+    .mm_bf16 = mm_bf16_neon,
+    .mm_q2_k = mm_q2_k_neon,
+    .mm_q3_k = mm_q3_k_neon,
+    .mm_q4_k = mm_q4_k_neon,
+    .mm_q5_k = mm_q5_k_neon,
+    .mm_q6_k = mm_q6_k_neon,
+    .mm_iq4_nl = mm_iq4_nl_neon,
+    .mm_iq4_xs = mm_iq4_xs_neon,
+    .mm_mxfp4 = mm_mxfp4_neon,
     .mm_q8_0_p = mm_q8_0_p_neon,
     .mm_q4_0_p = mm_q4_0_p_neon,
     .rmsnorm = rmsnorm_neon,

@@ -28,6 +28,7 @@
 #include <math.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
 
 #define N_INLINE static inline __attribute__((always_inline))
 #define N_CAT2(a, b) a##b
@@ -43,6 +44,15 @@ N_INLINE float32x4_t n_f16x4(const rkm_f16 *p0, const rkm_f16 *p1, const rkm_f16
     v = vld1_lane_u16(p2, v, 2);
     v = vld1_lane_u16(p3, v, 3);
     return vcvt_f32_f16(vreinterpret_f16_u16(v));
+}
+
+/* MXFP4's scales of 4 blocks (first byte e: 2^(e-128), rkm_e8m0_half) */
+N_INLINE float32x4_t n_e8m0x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3)
+{
+    const uint32x4_t e = {p0[0], p1[0], p2[0], p3[0]};
+    const uint32x4_t normal = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000u), vreinterpretq_s32_u32(e)); /* e < 2 */
+    return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, normal));
 }
 
 /* int32x4 lanes whose sum is the dot product of 32 int8 pairs */
@@ -170,7 +180,8 @@ N_INLINE void n_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, c
  * block is 8 of them, and the float scaling is done once per 4 rows
  * instead of once per row. The repacked tile stays in L1/L2 and serves
  * every activation row. q4_0 nibbles stay 0..15 (value + 8); the integer
- * sum starts at -8 * sum(x) instead. */
+ * sum starts at -8 * sum(x) instead. IQ4_NL and MXFP4 (neon_qblock.h)
+ * are repacked into the same layout, their nibbles through their levels. */
 #define IL_ROWS 4
 #define IL_MIN_M 4
 #define IL_BLOCK_BYTES (16 + 8 * 16)
@@ -187,27 +198,38 @@ N_INLINE void il_transpose4x4(const uint8_t *const *p, size_t off, int32x4_t t[4
     t[3] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(a3)));
 }
 
-static void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, const int q4)
+/* what il_repack reads */
+enum { IL_Q8_0, IL_Q4_0, IL_IQ4_NL, IL_MXFP4 };
+
+N_INLINE void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, const int kind)
 {
-    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    const size_t bb = kind == IL_Q8_0 ? sizeof(rkm_block_q8_0) : kind == IL_MXFP4 ? 17 : sizeof(rkm_block_q4_0);
+    const size_t qoff = kind == IL_MXFP4 ? 1 : sizeof(rkm_f16);
+    const int8x16_t kv = vld1q_s8(kind == IL_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl);
     const uint8_t *p[IL_ROWS];
     for (int64_t b = 0; b < nb; b++) {
         float *sc = (float *)(buf + b * IL_BLOCK_BYTES);
         int8_t *q = (int8_t *)(buf + b * IL_BLOCK_BYTES + 16);
-        const rkm_f16 *dp[IL_ROWS];
+        const uint8_t *blk[IL_ROWS];
         for (int rr = 0; rr < IL_ROWS; rr++) {
-            const char *blk = (const char *)a->w + (r + rr) * a->w_row_bytes + b * bb;
-            dp[rr] = (const rkm_f16 *)blk;
-            p[rr] = (const uint8_t *)blk + sizeof(rkm_f16);
+            blk[rr] = (const uint8_t *)a->w + (r + rr) * a->w_row_bytes + b * bb;
+            p[rr] = blk[rr] + qoff;
         }
-        vst1q_f32(sc, n_f16x4(dp[0], dp[1], dp[2], dp[3]));
+        if (kind == IL_MXFP4) vst1q_f32(sc, n_e8m0x4(blk[0], blk[1], blk[2], blk[3]));
+        else
+            vst1q_f32(sc, n_f16x4((const rkm_f16 *)(const void *)blk[0], (const rkm_f16 *)(const void *)blk[1],
+                                  (const rkm_f16 *)(const void *)blk[2], (const rkm_f16 *)(const void *)blk[3]));
         int32x4_t t[4];
         il_transpose4x4(p, 0, t);
-        if (q4) {
+        if (kind != IL_Q8_0) {
             for (int h = 0; h < 4; h++) {
-                uint8x16_t v = vreinterpretq_u8_s32(t[h]);
-                vst1q_u8((uint8_t *)q + 16 * h, vandq_u8(v, vdupq_n_u8(15)));
-                vst1q_u8((uint8_t *)q + 16 * (h + 4), vshrq_n_u8(v, 4));
+                uint8x16_t v = vreinterpretq_u8_s32(t[h]), lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
+                if (kind != IL_Q4_0) {
+                    lo = vreinterpretq_u8_s8(vqtbl1q_s8(kv, lo));
+                    hi = vreinterpretq_u8_s8(vqtbl1q_s8(kv, hi));
+                }
+                vst1q_u8((uint8_t *)q + 16 * h, lo);
+                vst1q_u8((uint8_t *)q + 16 * (h + 4), hi);
             }
         } else {
             for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(q + 16 * h), t[h]);
@@ -422,13 +444,22 @@ static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_
 static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 1); }
 
 /* ---------------------------------------------------------- f32 / f16 */
-N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, int f16)
+/* float weights: kind 0 f32, 1 f16, 2 bf16 */
+N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, const int kind)
 {
-    if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)w + k)));
+    if (kind == 1) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)w + k)));
+    if (kind == 2) return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)w + k), 16));
     return vld1q_f32((const float *)w + k);
 }
 
-N_INLINE void n_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int f16)
+N_INLINE float n_load_w1(const void *w, int64_t k, const int kind)
+{
+    if (kind == 1) return rkm_f16_to_f32(((const rkm_f16 *)w)[k]);
+    if (kind == 2) return rkm_bf16_to_f32(((const rkm_bf16 *)w)[k]);
+    return ((const float *)w)[k];
+}
+
+N_INLINE void n_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int kind)
 {
     const int64_t n = a->n_in, n4 = n & ~(int64_t)3;
     const void *w[4];
@@ -445,7 +476,7 @@ N_INLINE void n_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW
     for (int64_t k = 0; k < n4; k += 4) {
         float32x4_t wv[4];
 #pragma GCC unroll 4
-        for (int rr = 0; rr < RW; rr++) wv[rr] = n_load_w4(w[rr], k, f16);
+        for (int rr = 0; rr < RW; rr++) wv[rr] = n_load_w4(w[rr], k, kind);
 #pragma GCC unroll 4
         for (int c = 0; c < RX; c++) {
             float32x4_t xv = vld1q_f32(x[c] + k);
@@ -458,10 +489,7 @@ N_INLINE void n_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW
 #pragma GCC unroll 4
         for (int c = 0; c < RX; c++) {
             float s = vaddvq_f32(acc[rr][c]);
-            for (int64_t k = n4; k < n; k++) {
-                float wk = f16 ? rkm_f16_to_f32(((const rkm_f16 *)w[rr])[k]) : ((const float *)w[rr])[k];
-                s += wk * x[c][k];
-            }
+            for (int64_t k = n4; k < n; k++) s += n_load_w1(w[rr], k, kind) * x[c][k];
             a->y[(i + c) * a->ldy + r + rr] = s;
         }
 }
@@ -506,6 +534,7 @@ N_DEFINE_MM(N_FN(mm_q4_0_), n_tile, 1)
 #endif
 N_DEFINE_MM(N_FN(mm_f32_), n_fp_tile, 0)
 N_DEFINE_MM(N_FN(mm_f16_), n_fp_tile, 1)
+N_DEFINE_MM(N_FN(mm_bf16_), n_fp_tile, 2)
 
 /* --------------------------------------------------------- element ops */
 N_INLINE float32x4_t n_exp(float32x4_t x)
