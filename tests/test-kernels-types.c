@@ -250,7 +250,8 @@ static void tcase_make(tcase *c, int type, int64_t n_in, int64_t n_out, int64_t 
                     mag[i] += (ta + 2 * tmin) * fabs(xd[i * nbx + b]);
                 }
             }
-            for (int64_t i = 0; i < m; i++) c->bound[i * n_out + r] = (double)(2 * (n_in / bs) + 12) * U * mag[i] + 1e-30;
+            for (int64_t i = 0; i < m; i++)
+                c->bound[i * n_out + r] = (double)(2 * (n_in / bs) + 12) * U * mag[i] + 1e-30;
         }
         for (int64_t i = 0; i < m; i++) c->exact[i * n_out + r] = sum[i];
     }

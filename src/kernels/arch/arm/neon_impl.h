@@ -19,6 +19,11 @@
  * (at most 32258): exact for every block the quantizers produce. A
  * malformed file with -128 weights could wrap there; it cannot crash.
  *
+ * f32, f16 and bf16 weights: float tiles of the same shapes (bf16 widened
+ * with a shift). The other block types (K-quants, IQ4, MXFP4, Q4_1,
+ * Q5_0, Q5_1) are neon_qblock.h, which the including files add after
+ * this one.
+ *
  * Element ops: vector exp (Cephes polynomial, about 2 ulp), f16
  * conversions with fcvtl/fcvtn (ARMv8.0), roundf with frinta (ties away
  * from zero, exactly ggml's quantizer). Stateless apart from
@@ -28,7 +33,6 @@
 #include <math.h>
 
 #include "kernels/kernels_impl.h"
-#include "kernels/quant_tables.h"
 
 #define N_INLINE static inline __attribute__((always_inline))
 #define N_CAT2(a, b) a##b
@@ -44,15 +48,6 @@ N_INLINE float32x4_t n_f16x4(const rkm_f16 *p0, const rkm_f16 *p1, const rkm_f16
     v = vld1_lane_u16(p2, v, 2);
     v = vld1_lane_u16(p3, v, 3);
     return vcvt_f32_f16(vreinterpret_f16_u16(v));
-}
-
-/* MXFP4's scales of 4 blocks (first byte e: 2^(e-128), rkm_e8m0_half) */
-N_INLINE float32x4_t n_e8m0x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3)
-{
-    const uint32x4_t e = {p0[0], p1[0], p2[0], p3[0]};
-    const uint32x4_t normal = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
-    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000u), vreinterpretq_s32_u32(e)); /* e < 2 */
-    return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, normal));
 }
 
 /* int32x4 lanes whose sum is the dot product of 32 int8 pairs */
@@ -180,8 +175,10 @@ N_INLINE void n_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, c
  * block is 8 of them, and the float scaling is done once per 4 rows
  * instead of once per row. The repacked tile stays in L1/L2 and serves
  * every activation row. q4_0 nibbles stay 0..15 (value + 8); the integer
- * sum starts at -8 * sum(x) instead. IQ4_NL and MXFP4 (neon_qblock.h)
- * are repacked into the same layout, their nibbles through their levels. */
+ * sum starts at -8 * sum(x) instead. The other types of 32 values
+ * (neon_qblock.h: IQ4_NL, MXFP4, Q4_1, Q5_0, Q5_1) are repacked into the
+ * same layout as their integer values (il_store32), Q4_1 and Q5_1 with
+ * their mins after each block. */
 #define IL_ROWS 4
 #define IL_MIN_M 4
 #define IL_BLOCK_BYTES (16 + 8 * 16)
@@ -198,50 +195,53 @@ N_INLINE void il_transpose4x4(const uint8_t *const *p, size_t off, int32x4_t t[4
     t[3] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(a3)));
 }
 
-/* what il_repack reads */
-enum { IL_Q8_0, IL_Q4_0, IL_IQ4_NL, IL_MXFP4 };
-
-N_INLINE void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, const int kind)
+/* 4 rows of 32 int8 values in order (p[r]) -> the 8 vectors at q */
+N_INLINE void il_store32(const uint8_t *const *p, int8_t *q)
 {
-    const size_t bb = kind == IL_Q8_0 ? sizeof(rkm_block_q8_0) : kind == IL_MXFP4 ? 17 : sizeof(rkm_block_q4_0);
-    const size_t qoff = kind == IL_MXFP4 ? 1 : sizeof(rkm_f16);
-    const int8x16_t kv = vld1q_s8(kind == IL_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl);
+    int32x4_t t[4];
+    il_transpose4x4(p, 0, t);
+    for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(void *)(q + 16 * h), t[h]);
+    il_transpose4x4(p, 16, t);
+    for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(void *)(q + 16 * (h + 4)), t[h]);
+}
+
+static void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, const int q4)
+{
+    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
     const uint8_t *p[IL_ROWS];
     for (int64_t b = 0; b < nb; b++) {
         float *sc = (float *)(buf + b * IL_BLOCK_BYTES);
         int8_t *q = (int8_t *)(buf + b * IL_BLOCK_BYTES + 16);
-        const uint8_t *blk[IL_ROWS];
+        const rkm_f16 *dp[IL_ROWS];
         for (int rr = 0; rr < IL_ROWS; rr++) {
-            blk[rr] = (const uint8_t *)a->w + (r + rr) * a->w_row_bytes + b * bb;
-            p[rr] = blk[rr] + qoff;
+            const char *blk = (const char *)a->w + (r + rr) * a->w_row_bytes + b * bb;
+            dp[rr] = (const rkm_f16 *)blk;
+            p[rr] = (const uint8_t *)blk + sizeof(rkm_f16);
         }
-        if (kind == IL_MXFP4) vst1q_f32(sc, n_e8m0x4(blk[0], blk[1], blk[2], blk[3]));
-        else
-            vst1q_f32(sc, n_f16x4((const rkm_f16 *)(const void *)blk[0], (const rkm_f16 *)(const void *)blk[1],
-                                  (const rkm_f16 *)(const void *)blk[2], (const rkm_f16 *)(const void *)blk[3]));
-        int32x4_t t[4];
-        il_transpose4x4(p, 0, t);
-        if (kind != IL_Q8_0) {
+        vst1q_f32(sc, n_f16x4(dp[0], dp[1], dp[2], dp[3]));
+        if (q4) {
+            int32x4_t t[4];
+            il_transpose4x4(p, 0, t);
             for (int h = 0; h < 4; h++) {
-                uint8x16_t v = vreinterpretq_u8_s32(t[h]), lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
-                if (kind != IL_Q4_0) {
-                    lo = vreinterpretq_u8_s8(vqtbl1q_s8(kv, lo));
-                    hi = vreinterpretq_u8_s8(vqtbl1q_s8(kv, hi));
-                }
-                vst1q_u8((uint8_t *)q + 16 * h, lo);
-                vst1q_u8((uint8_t *)q + 16 * (h + 4), hi);
+                uint8x16_t v = vreinterpretq_u8_s32(t[h]);
+                vst1q_u8((uint8_t *)q + 16 * h, vandq_u8(v, vdupq_n_u8(15)));
+                vst1q_u8((uint8_t *)q + 16 * (h + 4), vshrq_n_u8(v, 4));
             }
         } else {
-            for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(q + 16 * h), t[h]);
-            il_transpose4x4(p, 16, t);
-            for (int h = 0; h < 4; h++) vst1q_s32((int32_t *)(q + 16 * (h + 4)), t[h]);
+            il_store32(p, q);
         }
     }
 }
 
-N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64_t i, const int RX, const int q4)
+/* mins (Q4_1, Q5_1 of neon_qblock.h): each block is followed by the 4
+ * rows' dmin (IL_MIN_BYTES more), and acc = fma(-(dmin dx), sum(x), acc) */
+#define IL_MIN_BYTES 16
+
+N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64_t i, const int RX, const int q4,
+                         const int mins)
 {
     const int64_t nb = a->n_in / 32;
+    const size_t bs = IL_BLOCK_BYTES + (mins ? IL_MIN_BYTES : 0);
     float32x4_t acc[4];
     const int8_t *xq[4];
     const float *xd[4];
@@ -254,8 +254,8 @@ N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64
         xs[c] = a->xs + (i + c) * nb;
     }
     for (int64_t b = 0; b < nb; b++) {
-        const float32x4_t sc = vld1q_f32((const float *)(buf + b * IL_BLOCK_BYTES));
-        const int8_t *q = (const int8_t *)(buf + b * IL_BLOCK_BYTES + 16);
+        const float32x4_t sc = vld1q_f32((const float *)(buf + b * bs));
+        const int8_t *q = (const int8_t *)(buf + b * bs + 16);
         int8x16_t w[8];
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w[g] = vld1q_s8(q + 16 * g);
@@ -273,6 +273,10 @@ N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64
             s1 = vdotq_laneq_s32(s1, w[7], x1, 3);
             float32x4_t p = vcvtq_f32_s32(vaddq_s32(s0, s1));
             acc[c] = vfmaq_f32(acc[c], p, vmulq_n_f32(sc, xd[c][b]));
+            if (mins) {
+                const float32x4_t dmin = vld1q_f32((const float *)(buf + b * bs + IL_BLOCK_BYTES));
+                acc[c] = vfmsq_f32(acc[c], vmulq_n_f32(dmin, xd[c][b]), vdupq_n_f32((float)xs[c][b]));
+            }
         }
     }
 #pragma GCC unroll 4
@@ -287,8 +291,8 @@ N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
     for (; r + IL_ROWS <= r1; r += IL_ROWS) {
         il_repack(a, r, nb, buf, q4);
         int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, q4);
-        for (; i < a->m; i++) il_compute(a, buf, r, i, 1, q4);
+        for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, q4, 0);
+        for (; i < a->m; i++) il_compute(a, buf, r, i, 1, q4, 0);
     }
     for (; r < r1; r++)
         for (int64_t i = 0; i < a->m; i++) n_tile(a, r, i, 1, 1, q4);
@@ -427,8 +431,8 @@ N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
             for (int qd = 0; qd < 4; qd++) {
                 pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, qd, nb, buf, q4);
                 int64_t i = 0;
-                for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r + 4 * qd, i, 4, q4);
-                for (; i < a->m; i++) il_compute(a, buf, r + 4 * qd, i, 1, q4);
+                for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r + 4 * qd, i, 4, q4, 0);
+                for (; i < a->m; i++) il_compute(a, buf, r + 4 * qd, i, 1, q4, 0);
             }
         return;
     }

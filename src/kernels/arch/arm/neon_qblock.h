@@ -1,15 +1,15 @@
 /*
  * neon_qblock.h - the NEON matmuls of the block types in integer form
  * (kernels_impl.h): Q2_K..Q6_K and IQ4_XS against q8_K activations,
- * IQ4_NL and MXFP4 against q8_0 ones. Included after neon_impl.h by
+ * IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after neon_impl.h by
  * kernels_neon.c and kernels_dotprod.c, so it is compiled twice like it.
  *
  * The contract is bit-identity with the reference: per block the exact
  * integer isum (and msum), then acc = fma(d dx, isum, acc) (and
  * acc = fma(-(dmin dx), msum, acc)), block after block. So the integer
  * sums are formed in int32 lanes (sdot, or smull/smlal into 16 bits and
- * a widening pairwise add: two products of |value| <= 127, or four of
- * |value| <= 31, fit a 16-bit lane), reduced exactly, and the float step
+ * a widening pairwise add: two products of |w| <= 127 and |x| <= 128, or
+ * four of |w| <= 31, fit a 16-bit lane), reduced exactly, and the float step
  * is done on 4 independent (weight row, activation row) pairs at once,
  * one pair a lane: a lane-wise fma is the reference's fmaf.
  *
@@ -84,10 +84,12 @@ N_INLINE int32x4_t kq_dot_half(const int8x16_t q[8], const int8_t *x, const int 
  * spills the rest; reading them again from L1 per row is cheaper. */
 #define N_RELOAD() __asm__ volatile("" ::: "memory")
 
-N_INLINE int qb_is_k(const int type) { return type != RKM_TYPE_IQ4_NL && type != RKM_TYPE_MXFP4; }
-
-/* IQ4_NL, MXFP4: 32 values, the scale (f16 or e8m0) first */
-N_INLINE int b32_bytes(const int type) { return type == RKM_TYPE_MXFP4 ? 17 : 18; }
+/* super-blocks of 256 (else blocks of 32) */
+N_INLINE int qb_is_k(const int type)
+{
+    return type != RKM_TYPE_IQ4_NL && type != RKM_TYPE_MXFP4 && type != RKM_TYPE_Q4_1 && type != RKM_TYPE_Q5_0 &&
+           type != RKM_TYPE_Q5_1;
+}
 
 /* weight rows (rows past RW repeat row r) and activation rows of a tile */
 typedef struct {
@@ -100,14 +102,14 @@ typedef struct {
 N_INLINE void qb_rows_init(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type,
                            qb_rows *t)
 {
-    const int64_t bs = qb_is_k(type) ? 256 : 32;
+    const int k = qb_is_k(type);
 #pragma GCC unroll 4
     for (int rr = 0; rr < 4; rr++) t->w[rr] = (const uint8_t *)a->w + (r + (rr < RW ? rr : 0)) * a->w_row_bytes;
 #pragma GCC unroll 4
     for (int c = 0; c < RX; c++) {
         t->xq[c] = a->xq + (i + c) * a->n_in;
-        t->xd[c] = a->xd + (i + c) * (a->n_in / bs);
-        t->xs[c] = a->xs + (i + c) * (a->n_in / 16);
+        t->xd[c] = a->xd + (i + c) * (a->n_in / (k ? 256 : 32));
+        t->xs[c] = a->xs + (i + c) * (a->n_in / (k ? 16 : 32)); /* sums of 16 (q8_K) or 32 */
     }
 }
 
@@ -207,9 +209,9 @@ N_INLINE void kq_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, 
 N_INLINE void b32_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type)
 {
     const int64_t nb = a->n_in / 32;
-    const int bb = b32_bytes(type), mx = type == RKM_TYPE_MXFP4;
+    const int bb = b32_bytes(type), mins = b32_has_min(type);
     const size_t pfd = qb_pf_distance(a, RW);
-    const int8x16_t kv = vld1q_s8(mx ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl);
+    const int8x16_t kv = b32_levels(type);
     qb_rows t;
     qb_rows_init(a, r, i, RW, RX, type, &t);
     float32x4_t acc = vdupq_n_f32(0.0f);
@@ -227,18 +229,21 @@ N_INLINE void b32_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW,
         for (int rr = 0; rr < RW; rr++) {
             const uint8_t *blk = t.w[rr] + (size_t)b * bb;
             if (RX == 1) __builtin_prefetch(blk + pfd);
-            const uint8x16_t v = vld1q_u8(blk + (mx ? 1 : 2));
-            const int8x16_t w0 = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(15))), w1 = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+            int8x16_t w[2];
+            b32_values(blk, type, kv, w);
 #pragma GCC unroll 4
-            for (int c = 0; c < RX; c++) isum[rr * RX + c] = n_dot32(w0, w1, x0[c], x1[c]);
+            for (int c = 0; c < RX; c++) isum[rr * RX + c] = n_dot32(w[0], w[1], x0[c], x1[c]);
         }
         const uint8_t *p[4];
         qb_lane_blocks(&t, (size_t)b * bb, RW, RX, p);
-        const float32x4_t d = mx ? n_e8m0x4(p[0], p[1], p[2], p[3])
-                                 : n_f16x4((const rkm_f16 *)(const void *)p[0], (const rkm_f16 *)(const void *)p[1],
-                                           (const rkm_f16 *)(const void *)p[2], (const rkm_f16 *)(const void *)p[3]);
-        acc = vfmaq_f32(acc, vmulq_f32(d, qb_lane_dx(&t, b, RX)),
-                        vcvtq_f32_s32(n_sum4(isum[0], isum[1], isum[2], isum[3])));
+        float32x4_t d, dmin;
+        b32_load_d(p, type, &d, &dmin);
+        const float32x4_t dx = qb_lane_dx(&t, b, RX);
+        acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(n_sum4(isum[0], isum[1], isum[2], isum[3])));
+        if (mins) { /* msum: the activations' sum of 32 (one min of weight 1) */
+            const int32x4_t xs = {t.xs[0][b], t.xs[1 % RX][b], t.xs[2 % RX][b], t.xs[3 % RX][b]};
+            acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(xs));
+        }
     }
     qb_store(a, acc, r, i, RW, RX);
 }
@@ -383,8 +388,8 @@ N_INLINE void kil_compute(const rkm_mm_args *a, const char *buf, int64_t r, int6
 #pragma GCC unroll 4
                 for (int c = 0; c < RX; c++) {
                     const int32_t *xs = t.xs[c] + 16 * b;
-                    const int32x4_t bs =
-                        sub == 16 ? vld1q_s32(xs + 4 * k) : vpaddq_s32(vld1q_s32(xs + 8 * k), vld1q_s32(xs + 8 * k + 4));
+                    const int32x4_t bs = sub == 16 ? vld1q_s32(xs + 4 * k)
+                                                   : vpaddq_s32(vld1q_s32(xs + 8 * k), vld1q_s32(xs + 8 * k + 4));
                     ms[c] = kil_mins4(ms[c], (const int32_t *)(const void *)(o + KIL_MN) + 16 * k, bs);
                 }
         const float32x4_t d = vld1q_f32((const float *)(const void *)(o + KIL_D));
@@ -399,23 +404,52 @@ N_INLINE void kil_compute(const rkm_mm_args *a, const char *buf, int64_t r, int6
     for (int c = 0; c < RX; c++) vst1q_f32(a->y + (i + c) * a->ldy + r, acc[c]);
 }
 
+/* Blocks of 32 into il_compute's layout (neon_impl.h): 4 rows' d, their
+ * values, and for Q4_1 / Q5_1 their dmin. */
+N_INLINE void b32_il_repack(const rkm_mm_args *a, int64_t r, char *buf, const int type)
+{
+    const int64_t nb = a->n_in / 32;
+    const int bb = b32_bytes(type), mins = b32_has_min(type);
+    const size_t bs = IL_BLOCK_BYTES + (mins ? IL_MIN_BYTES : 0);
+    const int8x16_t kv = b32_levels(type);
+    int8_t v[4][32] __attribute__((aligned(16)));
+    const uint8_t *vp[4] = {(const uint8_t *)v[0], (const uint8_t *)v[1], (const uint8_t *)v[2],
+                            (const uint8_t *)v[3]};
+    for (int64_t b = 0; b < nb; b++) {
+        char *o = buf + b * bs;
+        const uint8_t *p[4];
+        for (int rr = 0; rr < 4; rr++) {
+            p[rr] = (const uint8_t *)a->w + (r + rr) * a->w_row_bytes + b * bb;
+            int8x16_t w[2];
+            b32_values(p[rr], type, kv, w);
+            vst1q_s8(v[rr], w[0]);
+            vst1q_s8(v[rr] + 16, w[1]);
+        }
+        float32x4_t d, dmin;
+        b32_load_d(p, type, &d, &dmin);
+        vst1q_f32((float *)(void *)o, d);
+        if (mins) vst1q_f32((float *)(void *)(o + IL_BLOCK_BYTES), dmin);
+        il_store32(vp, (int8_t *)(o + 16));
+    }
+}
+
 N_INLINE void qb_il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type)
 {
-    const int k = qb_is_k(type);
+    const int k = qb_is_k(type), mins = !k && b32_has_min(type);
     const int64_t nb = a->n_in / (k ? 256 : 32);
-    char *buf = rkm_kernel_scratch((size_t)nb * (k ? KIL_BYTES : IL_BLOCK_BYTES));
+    char *buf = rkm_kernel_scratch((size_t)nb * (k ? KIL_BYTES : IL_BLOCK_BYTES + (mins ? IL_MIN_BYTES : 0)));
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         if (k) kil_repack(a, r, buf, type);
-        else il_repack(a, r, nb, buf, type == RKM_TYPE_MXFP4 ? IL_MXFP4 : IL_IQ4_NL);
+        else b32_il_repack(a, r, buf, type);
         int64_t i = 0;
         for (; i + 4 <= a->m; i += 4) {
             if (k) kil_compute(a, buf, r, i, 4, type);
-            else il_compute(a, buf, r, i, 4, 0);
+            else il_compute(a, buf, r, i, 4, 0, mins);
         }
         for (; i < a->m; i++) {
             if (k) kil_compute(a, buf, r, i, 1, type);
-            else il_compute(a, buf, r, i, 1, 0);
+            else il_compute(a, buf, r, i, 1, 0, mins);
         }
     }
     for (; r < r1; r++) qb_row(a, r, type);
@@ -449,4 +483,7 @@ QB_DEFINE(q6_k, RKM_TYPE_Q6_K)
 QB_DEFINE(iq4_xs, RKM_TYPE_IQ4_XS)
 QB_DEFINE(iq4_nl, RKM_TYPE_IQ4_NL)
 QB_DEFINE(mxfp4, RKM_TYPE_MXFP4)
+QB_DEFINE(q4_1, RKM_TYPE_Q4_1)
+QB_DEFINE(q5_0, RKM_TYPE_Q5_0)
+QB_DEFINE(q5_1, RKM_TYPE_Q5_1)
 #undef QB_DEFINE

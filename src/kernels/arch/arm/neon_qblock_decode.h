@@ -1,9 +1,9 @@
 /*
- * neon_qblock_decode.h - one weight block of the K-quants and IQ4_XS
- * (super-blocks of 256) decoded into NEON registers, for the matmuls of
- * neon_qblock.h: the integer form of kernels_impl.h (rkm_qblock), with
- * the bit layouts of qblock.c.
+ * neon_qblock_decode.h - one weight block decoded into NEON registers, for
+ * the matmuls of neon_qblock.h: the integer form of kernels_impl.h
+ * (rkm_qblock), with the bit layouts of qblock.c. Two families:
  *
+ * Super-blocks of 256 (Q2_K..Q6_K, IQ4_XS, against q8_K activations):
  * A block is read as two halves of 128 values, each 8 int8x16 vectors in
  * value order (vector j: values 128h + 16j .. +15), so that a half is one
  * run of 8 activation vectors. Q3_K and Q6_K are left unsigned (u = q + 4,
@@ -11,6 +11,10 @@
  * activations' sums of 16 instead of once per vector. The scales come as
  * int32 vectors (lane j of s[k]: sub-block 4k + j), the mins (and the
  * offset types' scales) as int16 for the widening multiply with the sums.
+ *
+ * Blocks of 32 (IQ4_NL, MXFP4, Q4_1, Q5_0, Q5_1, against q8_0
+ * activations): the 32 values as two vectors, d (and dmin = -m for Q4_1
+ * and Q5_1, whose single min multiplies the activations' sum of 32).
  *
  * Included by neon_qblock.h only (after neon_impl.h); header-only, every
  * function inlined into its caller so the type is a constant there.
@@ -20,7 +24,25 @@
 
 #include "kernels/quant_tables.h"
 
-/* ----------------------------------------------------------- the types */
+/* d (at p[l] + off) and the f16 after it, of 4 blocks, as float lanes */
+N_INLINE void n_f16_pair4(const uint8_t *const p[4], const int off, float32x4_t *d0, float32x4_t *d1)
+{
+    uint32x4_t v = vdupq_n_u32(0);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[0] + off), v, 0);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + off), v, 1);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + off), v, 2);
+    v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + off), v, 3);
+    *d0 = vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(v)));
+    *d1 = vcvt_f32_f16(vreinterpret_f16_u16(vshrn_n_u32(v, 16)));
+}
+
+N_INLINE float32x4_t n_f16_at4(const uint8_t *const p[4], const int off)
+{
+    return n_f16x4((const rkm_f16 *)(const void *)(p[0] + off), (const rkm_f16 *)(const void *)(p[1] + off),
+                   (const rkm_f16 *)(const void *)(p[2] + off), (const rkm_f16 *)(const void *)(p[3] + off));
+}
+
+/* ---------------------------------------------------------- the types */
 N_INLINE int kq_block_bytes(const int type)
 {
     switch (type) {
@@ -131,7 +153,8 @@ N_INLINE void kq_load_scales(const uint8_t *b, const int type, kq_scales *o)
         const uint8x8_t l = vcreate_u8(lw);
         const uint16x8_t lo = vmovl_u8(vzip1_u8(vand_u8(l, vdup_n_u8(15)), vshr_n_u8(l, 4)));
         const uint16x8_t hi = vandq_u16(vshlq_u16(vdupq_n_u16(hw), sh), vdupq_n_u16(3));
-        kq_widen_scales(vsubq_s16(vreinterpretq_s16_u16(vsliq_n_u16(lo, hi, 4)), vdupq_n_s16(32)), vdupq_n_s16(0), 8, o);
+        const int16x8_t sc = vsubq_s16(vreinterpretq_s16_u16(vsliq_n_u16(lo, hi, 4)), vdupq_n_s16(32));
+        kq_widen_scales(sc, vdupq_n_s16(0), 8, o);
         break;
     }
     }
@@ -238,17 +261,9 @@ N_INLINE void kq_half(const uint8_t *b, const int h, const int type, int8x16_t k
 N_INLINE void kq_load_d(const uint8_t *const p[4], const int type, float32x4_t *d, float32x4_t *dmin)
 {
     const int o = kq_d_offset(type);
-    if (kq_has_min(type)) { /* d and dmin adjacent: one 32-bit lane a block */
-        uint32x4_t v = vdupq_n_u32(0);
-        v = vld1q_lane_u32((const uint32_t *)(const void *)(p[0] + o), v, 0);
-        v = vld1q_lane_u32((const uint32_t *)(const void *)(p[1] + o), v, 1);
-        v = vld1q_lane_u32((const uint32_t *)(const void *)(p[2] + o), v, 2);
-        v = vld1q_lane_u32((const uint32_t *)(const void *)(p[3] + o), v, 3);
-        *d = vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(v)));
-        *dmin = vcvt_f32_f16(vreinterpret_f16_u16(vshrn_n_u32(v, 16)));
-    } else {
-        *d = n_f16x4((const rkm_f16 *)(const void *)(p[0] + o), (const rkm_f16 *)(const void *)(p[1] + o),
-                     (const rkm_f16 *)(const void *)(p[2] + o), (const rkm_f16 *)(const void *)(p[3] + o));
+    if (kq_has_min(type)) n_f16_pair4(p, o, d, dmin); /* d and dmin adjacent: one 32-bit lane a block */
+    else {
+        *d = n_f16_at4(p, o);
         *dmin = vdupq_n_f32(0.0f);
     }
 }
@@ -277,4 +292,83 @@ N_INLINE int32x4_t kq_dot_sums(const int16x8_t m16[2], const int16x8_t bs[2], co
         s = vmlal_high_s16(s, m16[1], bs[1]);
     }
     return s;
+}
+
+/* ------------------------------------------------------ blocks of 32 */
+N_INLINE int b32_bytes(const int type)
+{
+    switch (type) {
+    case RKM_TYPE_MXFP4: return 17; /* e8m0, 16 nibble pairs */
+    case RKM_TYPE_Q4_1: return 20;  /* d, m, 16 nibble pairs */
+    case RKM_TYPE_Q5_0: return 22;  /* d, 32 fifth bits, 16 nibble pairs */
+    case RKM_TYPE_Q5_1: return 24;  /* d, m, 32 fifth bits, 16 nibble pairs */
+    default: return 18;             /* IQ4_NL: d, 16 nibble pairs */
+    }
+}
+
+N_INLINE int b32_has_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
+
+/* the levels of IQ4_NL, MXFP4 (the others take none) */
+N_INLINE int8x16_t b32_levels(const int type)
+{
+    return vld1q_s8(type == RKM_TYPE_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl);
+}
+
+/* MXFP4's scales of 4 blocks (first byte e: 2^(e-128), rkm_e8m0_half) */
+N_INLINE float32x4_t n_e8m0x4(const uint8_t *const p[4])
+{
+    const uint32x4_t e = {p[0][0], p[1][0], p[2][0], p[3][0]};
+    const uint32x4_t normal = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000u), vreinterpretq_s32_u32(e)); /* e < 2 */
+    return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, normal));
+}
+
+/* d (and dmin = -m) of 4 blocks as float lanes */
+N_INLINE void b32_load_d(const uint8_t *const p[4], const int type, float32x4_t *d, float32x4_t *dmin)
+{
+    *dmin = vdupq_n_f32(0.0f);
+    if (type == RKM_TYPE_MXFP4) *d = n_e8m0x4(p);
+    else if (b32_has_min(type)) {
+        n_f16_pair4(p, 0, d, dmin);
+        *dmin = vnegq_f32(*dmin);
+    } else *d = n_f16_at4(p, 0);
+}
+
+/* value k's fifth bit (bit k of the 32 bits at p) as 16 in byte k of h[k / 16] */
+N_INLINE void b32_fifth_bits(const uint8_t *p, uint8x16_t h[2])
+{
+    uint32_t qh;
+    memcpy(&qh, p, 4);
+    const uint8x16_t v = vreinterpretq_u8_u32(vdupq_n_u32(qh));
+    const uint8x16_t i0 = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    const uint8x16_t i1 = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    const uint8x16_t bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    h[0] = vandq_u8(vtstq_u8(vqtbl1q_u8(v, i0), bit), vdupq_n_u8(16));
+    h[1] = vandq_u8(vtstq_u8(vqtbl1q_u8(v, i1), bit), vdupq_n_u8(16));
+}
+
+/* the 32 values of block b: w[0] values 0..15 (low nibbles), w[1] 16..31 */
+N_INLINE void b32_values(const uint8_t *b, const int type, int8x16_t kv, int8x16_t w[2])
+{
+    const int q5 = type == RKM_TYPE_Q5_0 || type == RKM_TYPE_Q5_1;
+    const int qoff = b32_bytes(type) - 16; /* the nibbles end the block */
+    const uint8x16_t v = vld1q_u8(b + qoff);
+    uint8x16_t lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
+    if (type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4) {
+        w[0] = vqtbl1q_s8(kv, lo);
+        w[1] = vqtbl1q_s8(kv, hi);
+        return;
+    }
+    if (q5) {
+        uint8x16_t h[2];
+        b32_fifth_bits(b + qoff - 4, h);
+        lo = vorrq_u8(lo, h[0]);
+        hi = vorrq_u8(hi, h[1]);
+    }
+    w[0] = vreinterpretq_s8_u8(lo);
+    w[1] = vreinterpretq_s8_u8(hi);
+    if (type == RKM_TYPE_Q5_0) { /* stored q + 16 */
+        w[0] = vsubq_s8(w[0], vdupq_n_s8(16));
+        w[1] = vsubq_s8(w[1], vdupq_n_s8(16));
+    }
 }
