@@ -158,8 +158,10 @@ static void test_act_k(void)
     int n_var = rkm_kernels_list(names, 16);
     for (int trial = 0; trial < 40; trial++) {
         for (int64_t i = 0; i < n; i++) x[i] = rng_f() * (trial % 3 ? 5.0f : 1e-3f);
-        if (trial % 4 == 1)
-            for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rng_u32() % 255) - 127) * 0.5f; /* ties */
+        if (trial % 4 == 1) { /* ties: half-integers, and +-127 in each block so that -127/m = -+1 */
+            for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rng_u32() % 254) - 127) + 0.5f;
+            for (int64_t b = 0; b < n / 256; b++) x[256 * b + rng_u32() % 256] = rng_u32() & 1 ? 127.0f : -127.0f;
+        }
         if (trial % 5 == 2) x[700] = -fabsf(x[701]) - 10.0f, x[701] = -x[700]; /* +-m, the first wins */
         if (trial % 7 == 3) for (int j = 512; j < 768; j++) x[j] = 0.0f;
         if (trial % 9 == 4) x[300] = NAN;

@@ -11,6 +11,7 @@
 const rkm_kernel_set rkm_kernels_dotprod = {
     .name = "dotprod",
     .quantize_act = quantize_act_dotprod,
+    .quantize_act_k = quantize_act_k_dotprod,
     .mm_f32 = mm_f32_dotprod,
     .mm_f16 = mm_f16_dotprod,
     .mm_q8_0 = mm_q8_0_dotprod,

@@ -44,6 +44,7 @@ static uint64_t read_sum_neon(const uint64_t *p, size_t n, int streams)
 const rkm_kernel_set rkm_kernels_neon = {
     .name = "neon",
     .quantize_act = quantize_act_neon,
+    .quantize_act_k = quantize_act_k_neon,
     .mm_f32 = mm_f32_neon,
     .mm_f16 = mm_f16_neon,
     .mm_q8_0 = mm_q8_0_neon,

@@ -93,6 +93,42 @@ static void N_FN(quantize_act_)(const float *x, int64_t n, int8_t *qs, float *d,
     }
 }
 
+/* q8_K activations, bit-identical to rkm_quantize_act_k: per 256 values
+ * the first value m of largest magnitude (NaN ignored, as the reference's
+ * comparisons do: fmaxnm), q = rint(x * -127/m) (frintn: ties to even)
+ * clamped to [-128, 127] with NaN as 0, d = 1/(-127/m), sums of 16. */
+static void N_FN(quantize_act_k_)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s16)
+{
+    for (int64_t b = 0; b < n / RKM_QK_K; b++) {
+        const float *xb = x + b * RKM_QK_K;
+        float32x4_t am = vdupq_n_f32(0.0f);
+        for (int j = 0; j < RKM_QK_K; j += 4) am = vmaxnmq_f32(am, vabsq_f32(vld1q_f32(xb + j)));
+        const float amax = vmaxnmvq_f32(am);
+        float max = 0.0f;
+        for (int j = 0; amax != 0.0f && j < RKM_QK_K; j += 4)
+            if (vmaxvq_u32(vceqq_f32(vabsq_f32(vld1q_f32(xb + j)), vdupq_n_f32(amax)))) {
+                int l = 0;
+                while (fabsf(xb[j + l]) != amax) l++;
+                max = xb[j + l];
+                break;
+            }
+        const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+        for (int g = 0; g < RKM_QK_K / 16; g++) {
+            int32x4_t q[4];
+            for (int k = 0; k < 4; k++) {
+                float32x4_t v = vrndnq_f32(vmulq_n_f32(vld1q_f32(xb + 16 * g + 4 * k), iscale));
+                v = vbslq_f32(vceqq_f32(v, v), v, vdupq_n_f32(0.0f));
+                q[k] = vcvtq_s32_f32(vminq_f32(vmaxq_f32(v, vdupq_n_f32(-128.0f)), vdupq_n_f32(127.0f)));
+            }
+            int16x8_t lo = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
+            int16x8_t hi = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
+            vst1q_s8(qs + b * RKM_QK_K + 16 * g, vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));
+            s16[b * (RKM_QK_K / 16) + g] = vaddvq_s32(vaddq_s32(vaddq_s32(q[0], q[1]), vaddq_s32(q[2], q[3])));
+        }
+        d[b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    }
+}
+
 /* ------------------------------------------------------ q8_0 / q4_0 */
 N_INLINE void n_load_w(const void *blk, int q4, int8x16_t *w0, int8x16_t *w1)
 {
