@@ -1,21 +1,24 @@
 /*
  * neon_qblock.h - the NEON matmuls of the block types in integer form
  * (kernels_impl.h): Q2_K..Q6_K and IQ4_XS against q8_K activations,
- * IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after neon_impl.h by
- * kernels_neon.c and kernels_dotprod.c, so it is compiled twice like it.
+ * IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after
+ * neon_impl.h by kernels_neon.c and kernels_dotprod.c, so it is compiled
+ * twice like it.
  *
  * The contract is bit-identity with the reference: per block the exact
  * integer isum (and msum), then acc = fma(d dx, isum, acc) (and
  * acc = fma(-(dmin dx), msum, acc)), block after block. So the integer
  * sums are formed in int32 lanes (sdot, or smull/smlal into 16 bits and
  * a widening pairwise add: two products of |w| <= 127 and |x| <= 128, or
- * four of |w| <= 31, fit a 16-bit lane), reduced exactly, and the float step
- * is done on 4 independent (weight row, activation row) pairs at once,
- * one pair a lane: a lane-wise fma is the reference's fmaf.
+ * four of |w| <= 31, fit a 16-bit lane), reduced exactly, and the float
+ * step is done on 4 independent (weight row, activation row) pairs at
+ * once, one pair a lane: a lane-wise fma is the reference's fmaf.
  *
  * Direct tiles (qb_tile): RW weight rows x RX activation rows, RW * RX <=
- * 4, lane L = rr * RX + c. A weight block is decoded once into registers
- * (neon_qblock_decode.h) and multiplied by the RX activation rows. Decode
+ * 4, lane L = rr * RX + c; per block kq_block or b32_block forms the
+ * integer sums and qb_block_fma the float step. A weight block is decoded
+ * once into registers (neon_qblock_decode.h) and multiplied by the RX
+ * activation rows. Decode
  * (m = 1) runs 4 x 1 tiles, prefetching each row PF_BYTES ahead; prefill
  * runs 1 x 4 tiles (each block decoded once per 4 activation rows), and
  * in the dot-product build, for m >= IL_MIN_M, 4-row tiles repacked once
@@ -97,12 +100,25 @@ typedef struct {
     const int8_t *xq[4];
     const float *xd[4];
     const int32_t *xs[4];
+    int64_t nb;  /* blocks a row */
+    size_t pfd;  /* the prefetch distance */
+    int8x16_t kv; /* IQ4 / MXFP4 levels */
 } qb_rows;
+
+/* the prefetch distance: whole tiles ahead, at least PF_BYTES */
+N_INLINE size_t qb_pf_distance(const rkm_mm_args *a, const int RW)
+{
+    const size_t tile = (size_t)RW * a->w_row_bytes;
+    return tile * ((PF_BYTES + tile - 1) / tile);
+}
 
 N_INLINE void qb_rows_init(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type,
                            qb_rows *t)
 {
     const int k = qb_is_k(type);
+    t->nb = a->n_in / (k ? 256 : 32);
+    t->pfd = qb_pf_distance(a, RW);
+    t->kv = k ? vld1q_s8(rkm_kvalues_iq4nl) : b32_levels(type);
 #pragma GCC unroll 4
     for (int rr = 0; rr < 4; rr++) t->w[rr] = (const uint8_t *)a->w + (r + (rr < RW ? rr : 0)) * a->w_row_bytes;
 #pragma GCC unroll 4
@@ -145,113 +161,111 @@ N_INLINE void qb_prefetch(const uint8_t *p, const int bytes)
     for (int o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
 }
 
-/* the prefetch distance: whole tiles ahead, at least PF_BYTES */
-N_INLINE size_t qb_pf_distance(const rkm_mm_args *a, const int RW)
+
+/* The reference's float step of block b for the tile's 4 lanes:
+ * acc = fma(d dx, isum, acc), then acc = fma(-(dmin dx), msum, acc). */
+N_INLINE float32x4_t qb_block_fma(const qb_rows *t, float32x4_t acc, int64_t b, const int RW, const int RX,
+                                  const int type, int32x4_t isum, int32x4_t msum)
 {
-    const size_t tile = (size_t)RW * a->w_row_bytes;
-    return tile * ((PF_BYTES + tile - 1) / tile);
+    const uint8_t *p[4];
+    float32x4_t d, dmin;
+    if (qb_is_k(type)) {
+        qb_lane_blocks(t, (size_t)b * kq_block_bytes(type), RW, RX, p);
+        kq_load_d(p, type, &d, &dmin);
+    } else {
+        qb_lane_blocks(t, (size_t)b * b32_bytes(type), RW, RX, p);
+        b32_load_d(p, type, &d, &dmin);
+    }
+    const float32x4_t dx = qb_lane_dx(t, b, RX);
+    acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(isum));
+    if (qb_is_k(type) ? kq_has_min(type) : b32_has_min(type))
+        acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(msum));
+    return acc;
 }
 
-N_INLINE void kq_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type)
+/* Block b of a K-quant / IQ4_XS tile: lane L's exact isum and msum. */
+N_INLINE void kq_block(const qb_rows *t, int64_t b, const int RW, const int RX, const int type, int32x4_t *isum_out,
+                       int32x4_t *msum_out)
 {
-    const int64_t nb = a->n_in / 256;
     const int bb = kq_block_bytes(type), ns = 256 / kq_sub(type), off = kq_offset(type), mins = kq_has_min(type);
-    const size_t pfd = qb_pf_distance(a, RW);
-    const int8x16_t kv = vld1q_s8(rkm_kvalues_iq4nl);
-    qb_rows t;
-    qb_rows_init(a, r, i, RW, RX, type, &t);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        int32x4_t isum[4], msum[4];
+    int32x4_t isum[4], msum[4];
 #pragma GCC unroll 4
-        for (int l = 0; l < 4; l++) isum[l] = msum[l] = vdupq_n_s32(0);
+    for (int l = 0; l < 4; l++) isum[l] = msum[l] = vdupq_n_s32(0);
 #pragma GCC unroll 4
-        for (int rr = 0; rr < RW; rr++) {
-            const uint8_t *blk = t.w[rr] + (size_t)b * bb;
-            N_RELOAD();
-            if (RX == 1) qb_prefetch(blk + pfd, bb);
-            kq_scales sc;
-            kq_load_scales(blk, type, &sc);
-            int32x4_t ip[4];
+    for (int rr = 0; rr < RW; rr++) {
+        const uint8_t *blk = t->w[rr] + (size_t)b * bb;
+        N_RELOAD();
+        if (RX == 1) qb_prefetch(blk + t->pfd, bb);
+        kq_scales sc;
+        kq_load_scales(blk, type, &sc);
+        int32x4_t ip[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < RX; c++) ip[c] = vdupq_n_s32(0);
+        for (int c = 0; c < RX; c++) ip[c] = vdupq_n_s32(0);
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                int8x16_t q[8];
-                kq_half(blk, h, type, kv, q);
-#pragma GCC unroll 4
-                for (int c = 0; c < RX; c++) {
-                    if (RX > 1) N_RELOAD();
-                    ip[c] = kq_dot_half(q, t.xq[c] + 256 * b + 128 * h, h, type, &sc, ip[c]);
-                }
-            }
+        for (int h = 0; h < 2; h++) {
+            int8x16_t q[8];
+            kq_half(blk, h, type, t->kv, q);
 #pragma GCC unroll 4
             for (int c = 0; c < RX; c++) {
-                int16x8_t bs[2];
-                if (mins || off) kq_bsums(t.xs[c] + 16 * b, kq_sub(type), bs);
-                /* Q3_K, Q6_K: sum_s sc[s] dot(u - off, x) = ... - off sum_s sc[s] sum(x) */
-                if (off) ip[c] = vmlsq_n_s32(ip[c], kq_dot_sums(sc.m16, bs, ns), off);
-                if (mins) msum[rr * RX + c] = kq_dot_sums(sc.m16, bs, ns);
-                isum[rr * RX + c] = ip[c];
+                if (RX > 1) N_RELOAD();
+                ip[c] = kq_dot_half(q, t->xq[c] + 256 * b + 128 * h, h, type, &sc, ip[c]);
             }
         }
-        const uint8_t *p[4];
-        qb_lane_blocks(&t, (size_t)b * bb, RW, RX, p);
-        float32x4_t d, dmin;
-        kq_load_d(p, type, &d, &dmin);
-        const float32x4_t dx = qb_lane_dx(&t, b, RX);
-        acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(n_sum4(isum[0], isum[1], isum[2], isum[3])));
-        if (mins) acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(n_sum4(msum[0], msum[1], msum[2], msum[3])));
-    }
-    qb_store(a, acc, r, i, RW, RX);
-}
-
-N_INLINE void b32_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type)
-{
-    const int64_t nb = a->n_in / 32;
-    const int bb = b32_bytes(type), mins = b32_has_min(type);
-    const size_t pfd = qb_pf_distance(a, RW);
-    const int8x16_t kv = b32_levels(type);
-    qb_rows t;
-    qb_rows_init(a, r, i, RW, RX, type, &t);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        int8x16_t x0[4], x1[4];
 #pragma GCC unroll 4
         for (int c = 0; c < RX; c++) {
-            x0[c] = vld1q_s8(t.xq[c] + 32 * b);
-            x1[c] = vld1q_s8(t.xq[c] + 32 * b + 16);
-        }
-        int32x4_t isum[4];
-#pragma GCC unroll 4
-        for (int l = 0; l < 4; l++) isum[l] = vdupq_n_s32(0);
-#pragma GCC unroll 4
-        for (int rr = 0; rr < RW; rr++) {
-            const uint8_t *blk = t.w[rr] + (size_t)b * bb;
-            if (RX == 1) __builtin_prefetch(blk + pfd);
-            int8x16_t w[2];
-            b32_values(blk, type, kv, w);
-#pragma GCC unroll 4
-            for (int c = 0; c < RX; c++) isum[rr * RX + c] = n_dot32(w[0], w[1], x0[c], x1[c]);
-        }
-        const uint8_t *p[4];
-        qb_lane_blocks(&t, (size_t)b * bb, RW, RX, p);
-        float32x4_t d, dmin;
-        b32_load_d(p, type, &d, &dmin);
-        const float32x4_t dx = qb_lane_dx(&t, b, RX);
-        acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(n_sum4(isum[0], isum[1], isum[2], isum[3])));
-        if (mins) { /* msum: the activations' sum of 32 (one min of weight 1) */
-            const int32x4_t xs = {t.xs[0][b], t.xs[1 % RX][b], t.xs[2 % RX][b], t.xs[3 % RX][b]};
-            acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(xs));
+            int16x8_t bs[2];
+            if (mins || off) kq_bsums(t->xs[c] + 16 * b, kq_sub(type), bs);
+            /* Q3_K, Q6_K: sum_s sc[s] dot(u - off, x) = ... - off sum_s sc[s] sum(x) */
+            if (off) ip[c] = vmlsq_n_s32(ip[c], kq_dot_sums(sc.m16, bs, ns), off);
+            if (mins) msum[rr * RX + c] = kq_dot_sums(sc.m16, bs, ns);
+            isum[rr * RX + c] = ip[c];
         }
     }
-    qb_store(a, acc, r, i, RW, RX);
+    *isum_out = n_sum4(isum[0], isum[1], isum[2], isum[3]);
+    *msum_out = n_sum4(msum[0], msum[1], msum[2], msum[3]);
+}
+
+/* Block b of a tile of 32-value blocks: lane L's isum, and msum = the
+ * activations' sum of 32 for Q4_1 / Q5_1 (one min of weight 1). */
+N_INLINE void b32_block(const qb_rows *t, int64_t b, const int RW, const int RX, const int type, int32x4_t *isum_out,
+                        int32x4_t *msum_out)
+{
+    const int bb = b32_bytes(type);
+    int8x16_t x0[4], x1[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) {
+        x0[c] = vld1q_s8(t->xq[c] + 32 * b);
+        x1[c] = vld1q_s8(t->xq[c] + 32 * b + 16);
+    }
+    int32x4_t isum[4];
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; l++) isum[l] = vdupq_n_s32(0);
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) {
+        const uint8_t *blk = t->w[rr] + (size_t)b * bb;
+        if (RX == 1) __builtin_prefetch(blk + t->pfd);
+        int8x16_t w[2];
+        b32_values(blk, type, t->kv, w);
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) isum[rr * RX + c] = n_dot32(w[0], w[1], x0[c], x1[c]);
+    }
+    *isum_out = n_sum4(isum[0], isum[1], isum[2], isum[3]);
+    *msum_out = b32_has_min(type) ? (int32x4_t){t->xs[0][b], t->xs[1 % RX][b], t->xs[2 % RX][b], t->xs[3 % RX][b]}
+                                  : vdupq_n_s32(0);
 }
 
 N_INLINE void qb_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW, const int RX, const int type)
 {
-    if (qb_is_k(type)) kq_tile(a, r, i, RW, RX, type);
-    else b32_tile(a, r, i, RW, RX, type);
+    qb_rows t;
+    qb_rows_init(a, r, i, RW, RX, type, &t);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < t.nb; b++) {
+        int32x4_t isum, msum;
+        if (qb_is_k(type)) kq_block(&t, b, RW, RX, type, &isum, &msum);
+        else b32_block(&t, b, RW, RX, type, &isum, &msum);
+        acc = qb_block_fma(&t, acc, b, RW, RX, type, isum, msum);
+    }
+    qb_store(a, acc, r, i, RW, RX);
 }
 
 /* weight row r against every activation row */
