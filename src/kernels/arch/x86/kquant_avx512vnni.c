@@ -11,8 +11,9 @@
  * vpmaddwd against (scale, 0) pairs; IQ4_XS's levels are stored + 128
  * (vpdpbusd wants them unsigned, and 4 * 241 * 127 does not fit int16),
  * scaled with vpmulld and corrected by 128 * sum(sc * x-sums) exactly.
- * Decode (m = 1) takes four weight rows per step; prefill decodes a
- * weight super-block once and multiplies it by four activation rows.
+ * Decode (m = 1) takes four weight rows per step, one from each quarter
+ * of its range (four streams); prefill decodes a weight super-block once
+ * and multiplies it by four activation rows.
  *
  * Stateless; safe from any thread.
  */
@@ -72,39 +73,41 @@ KQ_INLINE __m256i zq_bs16(const int type, const int32_t *xs)
     return kq_has_min(type) || zq_offset(type) > 0 ? act_sums16(xs) : _mm256_setzero_si256();
 }
 
-/* Decode: weight rows [r, r+4) times activation row i. */
-KQ_INLINE void zq_rows4(const rkm_mm_args *a, const int type, int64_t r, int64_t i)
+/* Decode: weight rows row[0..3] times activation row 0. The four rows are
+ * far apart in the caller's range, so they are four sequential streams
+ * (each prefetched ahead), which DRAM serves faster than one. */
+KQ_INLINE void zq_rows4(const rkm_mm_args *a, const int type, const int64_t row[4])
 {
     const size_t bb = rkm_type_block_bytes(type), rb = a->w_row_bytes;
     const int64_t nb = a->n_in / 256;
-    const uint8_t *w = (const uint8_t *)a->w + (size_t)r * rb;
-    const int8_t *xq = a->xq + i * a->n_in;
-    const float *xd = a->xd + i * nb;
-    const int32_t *xs = a->xs + i * (a->n_in / 16);
-    const size_t pfd = a->m == 1 ? KQ_PF_BYTES : 0;
+    const uint8_t *w[4];
+    for (int rr = 0; rr < 4; rr++) w[rr] = (const uint8_t *)a->w + (size_t)row[rr] * rb;
     __m128 acc = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i bs16 = zq_bs16(type, xs + 16 * b);
+        const __m256i bs16 = zq_bs16(type, a->xs + 16 * b);
         __m256i is[4], ms[4];
         float d[4], dm[4];
 #pragma GCC unroll 4
         for (int rr = 0; rr < 4; rr++) {
-            const uint8_t *blk = w + rr * rb + (size_t)b * bb;
-            if (pfd) prefetch_block(blk + pfd, bb);
+            const uint8_t *blk = w[rr] + (size_t)b * bb;
+            prefetch_block(blk + KQ_PF_BYTES, bb);
             zq z;
             zq_decode(type, blk, &z);
-            zq_dot(type, &z, xq + 256 * b, bs16, &is[rr], &ms[rr]);
+            zq_dot(type, &z, a->xq + 256 * b, bs16, &is[rr], &ms[rr]);
             d[rr] = z.d;
             dm[rr] = z.dmin;
         }
-        const __m128 dx = _mm_set1_ps(xd[b]);
-        acc = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(d), dx), _mm_cvtepi32_ps(hsum4(is[0], is[1], is[2], is[3])), acc);
+        const __m128 dx = _mm_set1_ps(a->xd[b]);
+        const __m128 dd = _mm_setr_ps(d[0], d[1], d[2], d[3]);
+        acc = _mm_fmadd_ps(_mm_mul_ps(dd, dx), _mm_cvtepi32_ps(hsum4(is[0], is[1], is[2], is[3])), acc);
         if (kq_has_min(type)) {
-            const __m128 dmn = _mm_xor_ps(_mm_mul_ps(_mm_loadu_ps(dm), dx), _mm_set1_ps(-0.0f));
+            const __m128 dmn = _mm_xor_ps(_mm_mul_ps(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]), dx), _mm_set1_ps(-0.0f));
             acc = _mm_fmadd_ps(dmn, _mm_cvtepi32_ps(hsum4(ms[0], ms[1], ms[2], ms[3])), acc);
         }
     }
-    _mm_storeu_ps(a->y + i * a->ldy + r, acc);
+    float out[4];
+    _mm_storeu_ps(out, acc);
+    for (int rr = 0; rr < 4; rr++) a->y[row[rr]] = out[rr];
 }
 
 /* Prefill: weight row r times activation rows [i, i+XN), XN <= 4; the
@@ -144,9 +147,13 @@ KQ_INLINE void zq_acts(const rkm_mm_args *a, const int type, int64_t r, int64_t 
 KQ_INLINE void zq_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     if (a->m == 1) {
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) zq_rows4(a, type, r, 0);
-        for (; r < r1; r++) zq_acts(a, type, r, 0, 1);
+        /* four quarters of the range side by side */
+        const int64_t q = (r1 - r0) / 4;
+        for (int64_t k = 0; k < q; k++) {
+            const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
+            zq_rows4(a, type, row);
+        }
+        for (int64_t r = r0 + 4 * q; r < r1; r++) zq_acts(a, type, r, 0, 1);
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
@@ -221,13 +228,16 @@ KQ_INLINE __m256i zb_reduce(__m512i r0, __m512i r1, __m512i r2, __m512i r3)
     return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
 }
 
-/* Weight rows [r, r+4) times activation rows [i, i+XN): each pair of a
- * row's blocks decoded once for all activation rows. */
-KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int XN)
+/* Weight rows row[0..3] times activation rows [i, i+XN): each pair of a
+ * row's blocks decoded once for all activation rows. Decode passes rows
+ * from the four quarters of its range (four streams), prefill four
+ * consecutive ones. */
+KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, const int64_t row[4], int64_t i, const int XN)
 {
     const size_t bb = rkm_type_block_bytes(type), rb = a->w_row_bytes;
     const int64_t nb = a->n_in / 32;
-    const uint8_t *w = (const uint8_t *)a->w + (size_t)r * rb;
+    const uint8_t *w[4];
+    for (int rr = 0; rr < 4; rr++) w[rr] = (const uint8_t *)a->w + (size_t)row[rr] * rb;
     const int has_min = blk32_min(type);
     const size_t pfd = a->m == 1 ? KQ_PF_BYTES : 0;
     __m128 acc[4];
@@ -241,7 +251,7 @@ KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t 
         float dv[2][4], mv[2][4];
 #pragma GCC unroll 4
         for (int rr = 0; rr < 4; rr++) {
-            const uint8_t *ba = w + rr * rb + (size_t)b * bb, *bq = two ? ba + bb : ba;
+            const uint8_t *ba = w[rr] + (size_t)b * bb, *bq = two ? ba + bb : ba;
             if (pfd && (b & 3) == 0) prefetch_block(ba + pfd, 4 * bb);
             u[rr] = zb_quants(type, ba, bq);
             dv[0][rr] = blk32_d(type, ba);
@@ -271,17 +281,30 @@ KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t 
             }
         }
     }
-    for (int c = 0; c < XN; c++) _mm_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
+    for (int c = 0; c < XN; c++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[c]);
+        for (int rr = 0; rr < 4; rr++) a->y[(i + c) * a->ldy + row[rr]] = out[rr];
+    }
 }
 
 KQ_INLINE void zb_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) zb_rows(a, type, r, i, 4);
-        for (; i < a->m; i++) zb_rows(a, type, r, i, 1);
-    }
+    if (a->m == 1) {
+        const int64_t q = (r1 - r0) / 4;
+        for (int64_t k = 0; k < q; k++) {
+            const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
+            zb_rows(a, type, row, 0, 1);
+        }
+        r = r0 + 4 * q;
+    } else
+        for (; r + 4 <= r1; r += 4) {
+            const int64_t row[4] = {r, r + 1, r + 2, r + 3};
+            int64_t i = 0;
+            for (; i + 4 <= a->m; i += 4) zb_rows(a, type, row, i, 4);
+            for (; i < a->m; i++) zb_rows(a, type, row, i, 1);
+        }
     if (r < r1) { /* the last rows: the AVX2 kernel */
         switch (type) {
         case RKM_TYPE_Q4_1: rkm_mm_q4_1_avx2(a, r, r1); break;
