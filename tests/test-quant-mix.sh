@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# test-quant-mix.sh - `rkmojo convert --quant MIX` against llama.cpp's own
+# quantizer (llama_model_quantize of the npm package's prebuilt library,
+# through tests/ref/llama_cpp_ref.c, no importance matrix): for every
+# mix and several shrunk synth presets written as F32,
+#   A = rkmojo convert X.gguf --quant MIX
+#   B = rkmojo convert (llama.cpp's quantize X.gguf MIX) --quant keep
+# must hold the same type for every tensor and expert part (the
+# manifests' dtypes) and the same bytes (their XXH3 checksums, and cmp of
+# resident.bin and experts/*.bin where no exception applies).
+# The cases exercise the rules' conditions: 8 experts (Mixtral's bumps of
+# attn_k, attn_v, attn_output), n_head / n_head_kv >= 4, 8 and 16 layers
+# (the "more bits" layer pattern and the first eighth / sixteenth of
+# ffn_down), Gemma 4's layers without attn_v (attn_v ranks count the
+# tensors), a tied output, shared experts, rows that are not a multiple
+# of 256 (the fallback types; tiny is 128 wide, mixtral's experts 288)
+# and llama.cpp's "70B" model type (llama, 80 layers, grouped kv heads).
+# Exceptions, rkmojo's documented rules (src/convert/quant_mix.c):
+#   - q4_0 is rkmojo's uniform type: output.weight q8_0 and a tied
+#     token_embd q4_0 (llama.cpp's Q4_0 mix: Q6_K for both), and attn_k /
+#     attn_v of 8-expert models stay q4_0 (llama.cpp's: Q8_0). Those tensors must have rkmojo's type in A and
+#     are not compared with B.
+# rkmojo's other departures (routers and rows not a multiple of 32 f32,
+# MXFP4 for split experts) do not arise from F32 files with these shapes.
+# Skips (77) where the package or the harness is missing (non-x86-64).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${RKM_BUILD:-${BUILD:-build}}
+RKMOJO="${RKM_RUNNER:-} $BUILD/rkmojo"
+LIB=tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+REF=$BUILD/tests/llama-cpp-ref
+[ -f "$LIB/libllama.v0.5.0.so" ] || { echo "llama.cpp's prebuilt library missing (x86-64 only; npm install in tests/js): skipped"; exit 77; }
+[ -x "$REF" ] || { echo "FAIL: $REF not built"; exit 1; }
+[ -x "$BUILD/rkmojo" ] || { echo "FAIL: $BUILD/rkmojo not built"; exit 1; }
+command -v jq >/dev/null || { echo "FAIL: jq missing (scripts/setup.sh installs it)"; exit 1; }
+tmp=$(mktemp -d)
+trap '[ -n "${RKM_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+
+all_mixes="q4_k_m q4_k_s q5_k_m q5_k_s q6_k q3_k_m q3_k_s q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe q8_0 q4_0 f16 bf16"
+e="--set n_embd=256"
+# name|preset|synth options|mixes (all: every mix)
+x2="--set n_expert=2 --set n_expert_used=2"
+cases=(
+  "tiny|tiny||all"
+  "olmoe|olmoe-1b-7b|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|all"
+  "qwen3moe-8L|qwen3-30b-a3b|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|all"
+  "mixtral|mixtral-8x7b|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=288|all"
+  "llama-16L|llama-dense|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|all"
+  "qwen3-tied|qwen3-dense|--set n_layer=2 $e --set n_ff=512 --set tied_output=1|all"
+  "gemma4|gemma4-26b-a4b|--set n_layer=6 $e --set n_head=8 --set head_dim=128 --set head_dim_v=128 --set rope_dim=128 --set head_dim_swa=64 --set rope_dim_swa=64 --set n_ff_exp=256 --set n_ff=256 $x2|all"
+  "qwen2moe|qwen2moe-a2.7b|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 --set n_ff_shexp=512 --set n_expert=8|q4_k_m q3_k_m q2_k mxfp4_moe q4_0"
+  "llama-70B|llama-dense|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_s q4_k_m"
+)
+
+if ! $RKMOJO synth --preset tiny --dtype f32 -o "$tmp/vocab.gguf" --quiet; then echo "FAIL: synth tiny"; exit 1; fi
+
+# "name dtype xxh3 offset bytes" per resident tensor, "L<layer>.<part>
+# dtype" per expert part and "L<layer>.experts - xxh3,..." (the checksums
+# of the layer's expert blobs), sorted
+types() {
+  jq -r '(.resident.tensors[] | "\(.name) \(.dtype) \(.xxh3) \(.offset) \(.bytes)"),
+         (.experts.layers[]? as $l | ($l.parts | to_entries[] | "L\($l.layer).\(.key) \(.value.dtype)"),
+          "L\($l.layer).experts - \($l.xxh3 | join(","))")' "$1/manifest.json" | sort
+}
+
+fail=0; pairs=0; compared=0
+for entry in "${cases[@]}"; do
+  IFS='|' read -r name preset sets mixes <<<"$entry"
+  [ "$mixes" = all ] && mixes=$all_mixes
+  x=$tmp/$name.gguf
+  # shellcheck disable=SC2086  # $sets is a list of options
+  if ! $RKMOJO synth --preset "$preset" --dtype f32 -o "$x" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
+    echo "FAIL $name: synth"; fail=1; continue
+  fi
+  for mix in $mixes; do
+    label="$name $mix"
+    y=$tmp/y.gguf
+    rm -rf "$tmp/A" "$tmp/B" "$y"
+    if ! "$REF" "$LIB" "$x" quantize "$y" "$mix" >"$tmp/ref.log" 2>&1; then
+      echo "FAIL $label: llama.cpp's quantizer failed:"; tail -n 3 "$tmp/ref.log"; fail=1; continue
+    fi
+    if ! $RKMOJO convert "$x" "$tmp/A" --quant "$mix" --quiet 2>"$tmp/a.err" ||
+       ! $RKMOJO convert "$y" "$tmp/B" --quant keep --quiet 2>"$tmp/b.err"; then
+      echo "FAIL $label: convert:"; cat "$tmp/a.err" "$tmp/b.err" | tail -n 3; fail=1; continue
+    fi
+    n_expert=$(jq -r '.hparams.n_expert' "$tmp/A/manifest.json")
+    # the exceptions: a tensor-name pattern and the type rkmojo must give it
+    exc=()
+    if [ "$mix" = q4_0 ]; then
+      exc+=("^output\.weight q8_0")
+      [ "$(jq -r '.hparams.tied_output' "$tmp/A/manifest.json")" = true ] && exc+=("^token_embd\.weight q4_0")
+      [ "$n_expert" = 8 ] && exc+=("^blk\.[0-9]*\.attn_[kv]\.weight q4_0")
+    fi
+    skip="^$"
+    for ex in "${exc[@]}"; do skip="$skip|${ex% *} "; done
+    types "$tmp/A" >"$tmp/a.all"
+    types "$tmp/B" >"$tmp/b.all"
+    grep -Ev "$skip" "$tmp/a.all" >"$tmp/a.txt"
+    grep -Ev "$skip" "$tmp/b.all" >"$tmp/b.txt"
+    for ex in "${exc[@]}"; do
+      pat=${ex% *}; want=${ex##* }
+      got=$(grep -E "$pat " "$tmp/a.all" | awk '{print $2}' | sort -u | paste -sd, -)
+      [ -z "$got" ] || [ "$got" = "$want" ] || { echo "FAIL $label: rkmojo's rule gives ${pat#^} $want, got $got"; fail=1; }
+    done
+    pairs=$((pairs + 1))
+    # the same names, types and checksums (the offsets differ: llama.cpp
+    # writes the tensors in its own order)
+    if ! diff <(cut -d' ' -f1-3 "$tmp/a.txt") <(cut -d' ' -f1-3 "$tmp/b.txt") >"$tmp/diff.txt"; then
+      echo "FAIL $label: rkmojo's types or bytes differ from llama.cpp's (< rkmojo, > llama.cpp):"
+      grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 12
+      fail=1; continue
+    fi
+    # and the bytes themselves: each resident tensor, every expert file
+    bad=0
+    while read -r nm _ _ offa len; do
+      [ "$len" = "" ] && continue
+      offb=$(awk -v n="$nm" '$1 == n {print $4}' "$tmp/b.txt")
+      cmp -s -n "$len" -i "$offa:$offb" "$tmp/A/resident.bin" "$tmp/B/resident.bin" || { echo "FAIL $label: bytes of $nm differ"; bad=1; }
+    done < <(grep -v ' - ' "$tmp/a.txt" | awk 'NF == 5')
+    for f in "$tmp"/A/experts/*.bin; do
+      [ -e "$f" ] || continue
+      cmp -s "$f" "$tmp/B/experts/${f##*/}" || { echo "FAIL $label: ${f##*/} differs"; bad=1; }
+    done
+    [ $bad = 0 ] || { fail=1; continue; }
+    n=$(grep -cv ' - ' "$tmp/a.txt"); compared=$((compared + n))
+    echo "ok   $label: $n tensors and expert parts, the same types and bytes$([ ${#exc[@]} -gt 0 ] && echo ", rkmojo's q4_0 rules aside")"
+  done
+  rm -f "$x"
+done
+echo "$pairs conversions compared, $compared tensors and expert parts"
+[ $pairs -ge 100 ] || { echo "FAIL: fewer than 100 conversions compared"; fail=1; }
+exit $fail
