@@ -2,12 +2,14 @@
 # test-quant-mix.sh - `rkmojo convert --quant MIX` against llama.cpp's own
 # quantizer (llama_model_quantize of the npm package's prebuilt library,
 # through tests/ref/llama_cpp_ref.c, no importance matrix): for every
-# mix and several shrunk synth presets written as F32,
+# mix and several shrunk synth presets written as F32 (two as F16),
 #   A = rkmojo convert X.gguf --quant MIX
 #   B = rkmojo convert (llama.cpp's quantize X.gguf MIX) --quant keep
 # must hold the same type for every tensor and expert part (the
-# manifests' dtypes) and the same bytes (their XXH3 checksums, and cmp of
-# resident.bin and experts/*.bin where no exception applies).
+# manifests' dtypes) and the same bytes (their XXH3 checksums, cmp of each
+# resident tensor's bytes, of experts/*.bin). The F16 presets are also
+# written as Hugging Face directories (safetensors; Mixtral's experts one
+# tensor each), which must convert to A's types and bytes.
 # The cases exercise the rules' conditions: 8 experts (Mixtral's bumps of
 # attn_k, attn_v, attn_output), n_head / n_head_kv >= 4, 8 and 16 layers
 # (the "more bits" layer pattern and the first eighth / sixteenth of
@@ -18,10 +20,12 @@
 # Exceptions, rkmojo's documented rules (src/convert/quant_mix.c):
 #   - q4_0 is rkmojo's uniform type: output.weight q8_0 and a tied
 #     token_embd q4_0 (llama.cpp's Q4_0 mix: Q6_K for both), and attn_k /
-#     attn_v of 8-expert models stay q4_0 (llama.cpp's: Q8_0). Those tensors must have rkmojo's type in A and
-#     are not compared with B.
-# rkmojo's other departures (routers and rows not a multiple of 32 f32,
-# MXFP4 for split experts) do not arise from F32 files with these shapes.
+#     attn_v of 8-expert models stay q4_0 (llama.cpp's: Q8_0). Those
+#     tensors must have rkmojo's type in A and are not compared with B.
+# rkmojo's other departures do not arise here: routers are F32 in these
+# sources, as llama.cpp then keeps them, and no row is short of a multiple
+# of 32; mxfp4_moe on Mixtral's split experts (the HF directory) gives
+# mxfp4 by role, compared with llama.cpp's on the fused GGUF.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
@@ -38,18 +42,22 @@ trap '[ -n "${RKM_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 all_mixes="q4_k_m q4_k_s q5_k_m q5_k_s q6_k q3_k_m q3_k_s q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe q8_0 q4_0 f16 bf16"
 e="--set n_embd=256"
-# name|preset|synth options|mixes (all: every mix)
+# name|preset|source dtype|synth options|mixes (all: every mix); the
+# sources written with --hf-out (name hf-*) are also converted from their
+# Hugging Face directory, which must give A's types and bytes
 x2="--set n_expert=2 --set n_expert_used=2"
 cases=(
-  "tiny|tiny||all"
-  "olmoe|olmoe-1b-7b|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|all"
-  "qwen3moe-8L|qwen3-30b-a3b|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|all"
-  "mixtral|mixtral-8x7b|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=288|all"
-  "llama-16L|llama-dense|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|all"
-  "qwen3-tied|qwen3-dense|--set n_layer=2 $e --set n_ff=512 --set tied_output=1|all"
-  "gemma4|gemma4-26b-a4b|--set n_layer=6 $e --set n_head=8 --set head_dim=128 --set head_dim_v=128 --set rope_dim=128 --set head_dim_swa=64 --set rope_dim_swa=64 --set n_ff_exp=256 --set n_ff=256 $x2|all"
-  "qwen2moe|qwen2moe-a2.7b|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 --set n_ff_shexp=512 --set n_expert=8|q4_k_m q3_k_m q2_k mxfp4_moe q4_0"
-  "llama-70B|llama-dense|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_s q4_k_m"
+  "tiny|tiny|f32||all"
+  "olmoe|olmoe-1b-7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|all"
+  "qwen3moe-8L|qwen3-30b-a3b|f32|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|all"
+  "mixtral|mixtral-8x7b|f32|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=288|all"
+  "llama-16L|llama-dense|f32|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|all"
+  "qwen3-tied|qwen3-dense|f32|--set n_layer=2 $e --set n_ff=512 --set tied_output=1|all"
+  "gemma4|gemma4-26b-a4b|f32|--set n_layer=6 $e --set n_head=8 --set head_dim=128 --set head_dim_v=128 --set rope_dim=128 --set head_dim_swa=64 --set rope_dim_swa=64 --set n_ff_exp=256 --set n_ff=256 $x2|all"
+  "qwen2moe|qwen2moe-a2.7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 --set n_ff_shexp=512 --set n_expert=8|q4_k_m q3_k_m q2_k mxfp4_moe q4_0"
+  "llama-70B|llama-dense|f32|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_s q4_k_m"
+  "hf-mixtral-f16|mixtral-8x7b|f16|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=256|q4_k_m q3_k_m q6_k iq4_xs mxfp4_moe bf16"
+  "hf-qwen3moe-f16|qwen3-30b-a3b|f16|--set n_layer=2 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|q4_k_m q2_k f16"
 )
 
 if ! $RKMOJO synth --preset tiny --dtype f32 -o "$tmp/vocab.gguf" --quiet; then echo "FAIL: synth tiny"; exit 1; fi
@@ -65,11 +73,14 @@ types() {
 
 fail=0; pairs=0; compared=0
 for entry in "${cases[@]}"; do
-  IFS='|' read -r name preset sets mixes <<<"$entry"
+  IFS='|' read -r name preset dtype sets mixes <<<"$entry"
   [ "$mixes" = all ] && mixes=$all_mixes
   x=$tmp/$name.gguf
+  hf=()
+  [ "${name#hf-}" != "$name" ] && hf=(--hf-out "$tmp/hf")
+  rm -rf "$tmp/hf"
   # shellcheck disable=SC2086  # $sets is a list of options
-  if ! $RKMOJO synth --preset "$preset" --dtype f32 -o "$x" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
+  if ! $RKMOJO synth --preset "$preset" --dtype "$dtype" -o "$x" --quiet --vocab-from "$tmp/vocab.gguf" "${hf[@]}" $sets; then
     echo "FAIL $name: synth"; fail=1; continue
   fi
   for mix in $mixes; do
@@ -122,8 +133,19 @@ for entry in "${cases[@]}"; do
       cmp -s "$f" "$tmp/B/experts/${f##*/}" || { echo "FAIL $label: ${f##*/} differs"; bad=1; }
     done
     [ $bad = 0 ] || { fail=1; continue; }
+    if [ ${#hf[@]} -gt 0 ]; then
+      rm -rf "$tmp/C"
+      if ! $RKMOJO convert "$tmp/hf" "$tmp/C" --quant "$mix" --quiet 2>"$tmp/c.err"; then
+        echo "FAIL $label: convert of the Hugging Face directory:"; tail -n 3 "$tmp/c.err"; fail=1; continue
+      fi
+      if ! diff <(cut -d' ' -f1-3 "$tmp/a.all") <(types "$tmp/C" | cut -d' ' -f1-3) >"$tmp/diff.txt"; then
+        echo "FAIL $label: the Hugging Face directory converts otherwise than the GGUF (< GGUF, > HF):"
+        grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 12
+        fail=1; continue
+      fi
+    fi
     n=$(grep -cv ' - ' "$tmp/a.txt"); compared=$((compared + n))
-    echo "ok   $label: $n tensors and expert parts, the same types and bytes$([ ${#exc[@]} -gt 0 ] && echo ", rkmojo's q4_0 rules aside")"
+    echo "ok   $label: $n tensors and expert parts, the same types and bytes$([ ${#exc[@]} -gt 0 ] && echo ", rkmojo's q4_0 rules aside")$([ ${#hf[@]} -gt 0 ] && echo "; from safetensors too")"
   done
   rm -f "$x"
 done
