@@ -28,6 +28,7 @@
 # mxfp4 by role, compared with llama.cpp's on the fused GGUF.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
+export LC_ALL=C # sort and join agree on the order
 cd "$(dirname "$0")/.."
 BUILD=${RKM_BUILD:-${BUILD:-build}}
 RKMOJO="${RKM_RUNNER:-} $BUILD/rkmojo"
@@ -46,16 +47,18 @@ e="--set n_embd=256"
 # sources written with --hf-out (name hf-*) are also converted from their
 # Hugging Face directory, which must give A's types and bytes
 x2="--set n_expert=2 --set n_expert_used=2"
+by_layer="q4_k_m q4_k_s q5_k_m q3_k_m q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe" # the mixes whose rules read layers or heads
+few="q4_k_m q2_k iq4_nl mxfp4_moe"
 cases=(
   "tiny|tiny|f32||all"
-  "olmoe|olmoe-1b-7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|all"
-  "qwen3moe-8L|qwen3-30b-a3b|f32|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|all"
+  "olmoe|olmoe-1b-7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|$few"
+  "qwen3moe-8L|qwen3-30b-a3b|f32|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|$by_layer"
   "mixtral|mixtral-8x7b|f32|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=288|all"
-  "llama-16L|llama-dense|f32|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|all"
+  "llama-16L|llama-dense|f32|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|$by_layer"
   "qwen3-tied|qwen3-dense|f32|--set n_layer=2 $e --set n_ff=512 --set tied_output=1|all"
   "gemma4|gemma4-26b-a4b|f32|--set n_layer=6 $e --set n_head=8 --set head_dim=128 --set head_dim_v=128 --set rope_dim=128 --set head_dim_swa=64 --set rope_dim_swa=64 --set n_ff_exp=256 --set n_ff=256 $x2|all"
   "qwen2moe|qwen2moe-a2.7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 --set n_ff_shexp=512 --set n_expert=8|q4_k_m q3_k_m q2_k mxfp4_moe q4_0"
-  "llama-70B|llama-dense|f32|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_s q4_k_m"
+  "llama-70B|llama-dense|f32|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_m"
   "hf-mixtral-f16|mixtral-8x7b|f16|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=256|q4_k_m q3_k_m q6_k iq4_xs mxfp4_moe bf16"
   "hf-qwen3moe-f16|qwen3-30b-a3b|f16|--set n_layer=2 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|q4_k_m q2_k f16"
 )
@@ -122,12 +125,12 @@ for entry in "${cases[@]}"; do
       fail=1; continue
     fi
     # and the bytes themselves: each resident tensor, every expert file
-    bad=0
-    while read -r nm _ _ offa len; do
-      [ "$len" = "" ] && continue
-      offb=$(awk -v n="$nm" '$1 == n {print $4}' "$tmp/b.txt")
+    bad=0 n_cmp=0
+    while read -r nm offa len offb; do
+      n_cmp=$((n_cmp + 1))
       cmp -s -n "$len" -i "$offa:$offb" "$tmp/A/resident.bin" "$tmp/B/resident.bin" || { echo "FAIL $label: bytes of $nm differ"; bad=1; }
-    done < <(grep -v ' - ' "$tmp/a.txt" | awk 'NF == 5')
+    done < <(join <(awk 'NF == 5 {print $1, $4, $5}' "$tmp/a.txt") <(awk 'NF == 5 {print $1, $4}' "$tmp/b.txt"))
+    [ $n_cmp -eq "$(awk 'NF == 5' "$tmp/a.txt" | wc -l)" ] || { echo "FAIL $label: $n_cmp resident tensors compared"; bad=1; }
     for f in "$tmp"/A/experts/*.bin; do
       [ -e "$f" ] || continue
       cmp -s "$f" "$tmp/B/experts/${f##*/}" || { echo "FAIL $label: ${f##*/} differs"; bad=1; }
@@ -150,5 +153,5 @@ for entry in "${cases[@]}"; do
   rm -f "$x"
 done
 echo "$pairs conversions compared, $compared tensors and expert parts"
-[ $pairs -ge 100 ] || { echo "FAIL: fewer than 100 conversions compared"; fail=1; }
+[ $pairs -ge 90 ] || { echo "FAIL: fewer than 90 conversions compared"; fail=1; }
 exit $fail
