@@ -30,16 +30,8 @@
 set -u
 export LC_ALL=C # sort and join agree on the order
 cd "$(dirname "$0")/.."
-BUILD=${RKM_BUILD:-${BUILD:-build}}
-RKMOJO="${RKM_RUNNER:-} $BUILD/rkmojo"
-LIB=tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-REF=$BUILD/tests/llama-cpp-ref
-[ -f "$LIB/libllama.v0.5.0.so" ] || { echo "llama.cpp's prebuilt library missing (x86-64 only; npm install in tests/js): skipped"; exit 77; }
-[ -x "$REF" ] || { echo "FAIL: $REF not built"; exit 1; }
-[ -x "$BUILD/rkmojo" ] || { echo "FAIL: $BUILD/rkmojo not built"; exit 1; }
+. tests/common/llamacpp_ref.sh
 command -v jq >/dev/null || { echo "FAIL: jq missing (scripts/setup.sh installs it)"; exit 1; }
-tmp=$(mktemp -d)
-trap '[ -n "${RKM_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 all_mixes="q4_k_m q4_k_s q5_k_m q5_k_s q6_k q3_k_m q3_k_s q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe q8_0 q4_0 f16 bf16"
 e="--set n_embd=256"

@@ -45,6 +45,7 @@
  */
 #include "convert/quant_mix.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -102,25 +103,18 @@ static const rkm_quant_mix mixes[MIX_COUNT] = {
     {MIX_MXFP4_MOE, "mxfp4_moe", "mxfp4", RKM_TYPE_MXFP4},
 };
 
-const char *rkm_quant_mix_list(void)
-{
-    static char list[512];
-    if (!list[0]) {
-        size_t n = 0;
-        for (int i = 0; i < MIX_COUNT && n < sizeof list; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s%s%s%s", i ? ", " : "", mixes[i].name,
-                                  mixes[i].alias ? " (or " : "", mixes[i].alias ? mixes[i].alias : "",
-                                  mixes[i].alias ? ")" : "");
-    }
-    return list;
-}
-
 const rkm_quant_mix *rkm_quant_mix_find(const char *name)
 {
     for (int i = 0; name && i < MIX_COUNT; i++)
         if (!strcasecmp(name, mixes[i].name) || (mixes[i].alias && !strcasecmp(name, mixes[i].alias)))
             return &mixes[i];
-    rkm_err(RKM_EINVAL, "--quant: unknown type or mix '%s'; accepted: %s", name ? name : "", rkm_quant_mix_list());
+    char list[512];
+    size_t n = 0;
+    for (int i = 0; i < MIX_COUNT && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s%s%s%s", i ? ", " : "", mixes[i].name,
+                              mixes[i].alias ? " (or " : "", mixes[i].alias ? mixes[i].alias : "",
+                              mixes[i].alias ? ")" : "");
+    rkm_err(RKM_EINVAL, "--quant: unknown type or mix '%s'; accepted: %s", name ? name : "", list);
     return NULL;
 }
 

@@ -32,8 +32,6 @@ const rkm_quant_mix *rkm_quant_mix_find(const char *name);
 const char *rkm_quant_mix_name(const rkm_quant_mix *m);
 /* 1 for keep (every native type stays as it is). */
 int rkm_quant_mix_keeps(const rkm_quant_mix *m);
-/* The accepted names, for help texts and errors. */
-const char *rkm_quant_mix_list(void);
 
 /* What the rules read of one model: its hyper-parameters, and which
  * tensors its file holds. */
