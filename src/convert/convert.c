@@ -106,10 +106,12 @@ static int pick_type(const conv *c, const char *name, int src_type, int n_dims, 
 }
 
 /* The reports: a tensor (or a layer's expert part: n matrices) of
- * src_type became dst_type. */
-static void count_type(conv *c, int src_type, int dst_type, int n)
+ * src_type is stored as dst_type (stored: the type on disk, which the NPU
+ * target or the packed layout may make another). */
+static void count_type(conv *c, int src_type, int dst_type, int stored, int n)
 {
-    if (dst_type >= 0 && dst_type < RKM_TYPE_COUNT) c->n_written[dst_type]++;
+    stored = rkm_unpack_type(stored);
+    if (stored >= 0 && stored < RKM_TYPE_COUNT) c->n_written[stored]++;
     if (!c->keep || src_type < 0 || src_type >= RKM_TYPE_COUNT || src_type == RKM_TYPE_F32) return;
     if (dst_type == src_type) c->n_kept[src_type] += n;
     else {
@@ -359,7 +361,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
         memcpy(tv->ne, t->ne, sizeof tv->ne);
         while (tv->n_dims > 1 && tv->ne[tv->n_dims - 1] == 1) tv->n_dims--;
         tv->type = pick_type(c, t->name, t->type, tv->n_dims, t->ne[0]);
-        count_type(c, t->type, tv->type, 1);
+        count_type(c, t->type, tv->type, tv->type, 1);
         int64_t rows = (int64_t)(t->nbytes / rkm_type_row_bytes(t->type, t->ne[0]));
         size_t out_row = rkm_type_row_bytes(tv->type, t->ne[0]);
         tv->nbytes = out_row * (uint64_t)rows;
@@ -488,10 +490,11 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         int64_t r0;
         const rkm_src_tensor *t = part_source(s, &lp, il, p, 0, &r0);
         rkm_expert_part *ep = &el->part[p];
-        ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
-        count_type(c, t->type, ep->type, hp->n_expert);
+        const int picked = pick_type(c, t->name, t->type, 2, lp.cols[p]);
+        ep->type = picked;
         if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
         else if (!c->plain_experts) ep->type = rkm_pack_type(ep->type, lp.rows[p]);
+        count_type(c, t->type, picked, ep->type, hp->n_expert);
         ep->ne[0] = lp.cols[p];
         ep->ne[1] = lp.rows[p];
         ep->nbytes = rkm_type_row_bytes(ep->type, ep->ne[0]) * (uint64_t)ep->ne[1];

@@ -31,11 +31,13 @@
  *     falls back to a 32-value type (q2_k, q3_k -> q4_0; q4_k -> q5_0;
  *     q5_k -> q5_1; q6_k -> q8_0; iq4_xs -> iq4_nl).
  * Where rkmojo departs from llama.cpp on purpose:
- *   - q8_0 and q4_0 are rkmojo's uniform types: q4_0 stores output.weight
- *     as q8_0 (llama.cpp's Q4_0 mix: Q6_K), and neither bumps attn_k /
- *     attn_v of 8-expert models to q8_0 (llama.cpp's Q4_0 does);
- *   - rows not a multiple of 32 are f32 (llama.cpp: F16), routers f32
- *     (llama.cpp keeps the source's type: the same for F32 sources);
+ *   - q4_0 is rkmojo's uniform type: output.weight q8_0 and a tied
+ *     token_embd q4_0 (llama.cpp's Q4_0 mix: Q6_K for both), attn_k and
+ *     attn_v of 8-expert models q4_0 (llama.cpp's: Q8_0); q8_0 is
+ *     llama.cpp's Q8_0 mix;
+ *   - rows not a multiple of 32 are f32 (llama.cpp: F16); 1-D tensors and
+ *     routers are f32 (llama.cpp keeps their source type: the same for
+ *     F32 sources, and GGUF files store norms as F32);
  *   - mxfp4_moe gives MXFP4 to the routed experts by role, so also to
  *     older files with one tensor per expert (llama.cpp tests for a 3-D
  *     tensor, giving those Q8_0).
