@@ -2,7 +2,10 @@
 # test-convert.sh - the format through the CLI, as a user runs it:
 # synth is deterministic; synth -> convert -> inspect --verify works for
 # every quant; experts are stored packed by default and plain with
-# --expert-layout plain, with the same greedy text; a flipped byte fails
+# --expert-layout plain, with the same greedy text; --quant's names (an
+# unknown one refused, writing nothing), its report and the warning for a
+# source quantized again (test-quant-mix.sh compares the mixes with
+# llama.cpp's quantizer); a flipped byte fails
 # --verify naming the expert; an
 # interrupted conversion (killed by SIGXFSZ) leaves no manifest; a write
 # error (EFBIG, as a full disk) fails cleanly; bad inputs give one clear
@@ -80,6 +83,29 @@ done
 grep -q "gpt_bigcode" "$T/err-hf-bad" || fail "the unsupported architecture is named"
 grep -q "bad magic" "$T/err-magic.gguf" || fail "a wrong magic is named"
 grep -q "exceeds the file\|truncated" "$T/err-trunc.gguf" || fail "a truncated file is named"
+
+# --quant: an unknown name lists the accepted ones and writes nothing;
+# names are case-insensitive, mxfp4 is mxfp4_moe; the report names the
+# types written; quantizing a quantized source again warns, keeping its
+# type does not (and copies the bytes)
+$R convert "$T/a.gguf" "$T/mix-bad" --quant q4_k_x 2> "$T/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "unknown type or mix 'q4_k_x'" "$T/err" \
+  && grep -q "q4_k_m" "$T/err" && grep -q "mxfp4_moe (or mxfp4)" "$T/err" && [ ! -e "$T/mix-bad" ] \
+  && ok "unknown --quant refused, nothing written: $(head -c 120 "$T/err")" || fail "unknown --quant: rc $rc, $(cat "$T/err")"
+if $R convert "$T/a.gguf" "$T/mix-mx" --quant MXFP4 2> "$T/err" && $R inspect "$T/mix-mx" --verify > "$T/inspect-mx.txt"; then
+  [ "$(jq -r .quant "$T/mix-mx/manifest.json")" = mxfp4_moe ] && grep -q "gate mxfp4, up mxfp4, down mxfp4" "$T/inspect-mx.txt" \
+    && grep -q "^convert: mxfp4_moe:.* mxfp4" "$T/err" && ok "--quant MXFP4 is mxfp4_moe, reported" \
+    || fail "mxfp4 alias: $(grep 'routed experts' "$T/inspect-mx.txt"); $(cat "$T/err")"
+else
+  fail "convert --quant MXFP4"
+fi
+$R synth --preset tiny --dtype q8_0 -o "$T/q8.gguf" --quiet
+$R convert "$T/q8.gguf" "$T/mix-rq" --quant q4_k_m --quiet 2> "$T/err" && grep -q "already quantized (q8_0) and q4_k_m quantizes them again" "$T/err" \
+  && ok "re-quantizing a q8_0 source warns" || fail "re-quantize warning: $(cat "$T/err")"
+$R convert "$T/q8.gguf" "$T/mix-q8" --quant q8_0 --quiet 2> "$T/err" && [ ! -s "$T/err" ] \
+  && $R convert "$T/q8.gguf" "$T/mix-k8" --quant keep --quiet && cmp -s "$T/mix-q8/resident.bin" "$T/mix-k8/resident.bin" \
+  && ok "q8_0 into q8_0: no warning, the bytes kept" || fail "q8_0 into q8_0: $(cat "$T/err")"
 
 # a Hugging Face directory whose config disagrees with its tensors
 $R synth --preset tiny --dtype f16 -o "$T/hf.gguf" --hf-out "$T/hf" --quiet || fail "synth --hf-out"

@@ -42,15 +42,7 @@
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${RKM_BUILD:-${BUILD:-build}}
-RKMOJO="${RKM_RUNNER:-} $BUILD/rkmojo"
-LIB=tests/js/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-REF=$BUILD/tests/llama-cpp-ref
-[ -f "$LIB/libllama.v0.5.0.so" ] || { echo "llama.cpp's prebuilt library missing (x86-64 only; npm install in tests/js): skipped"; exit 77; }
-[ -x "$REF" ] || { echo "FAIL: $REF not built"; exit 1; }
-[ -x "$BUILD/rkmojo" ] || { echo "FAIL: $BUILD/rkmojo not built"; exit 1; }
-tmp=$(mktemp -d)
-trap '[ -n "${RKM_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+. tests/common/llamacpp_ref.sh
 
 N=24
 ids=$(seq 3 7 150 | paste -sd, -) # 22 prompt ids, valid in every vocabulary

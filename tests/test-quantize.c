@@ -1,8 +1,9 @@
 /*
  * test-quantize.c - the quantizers of the searched types (Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4; kernels/quantize_k.c) against
- * ggml's own (ggml_quantize_chunk without an importance matrix, from the
- * prebuilt libggml-base.so: common/ggml_ref.h).
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4; kernels/quantize_k.c) and of
+ * the 32-value reference types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; quant.c)
+ * against ggml's own (ggml_quantize_chunk without an importance matrix,
+ * from the prebuilt libggml-base.so: common/ggml_ref.h).
  *
  * With the library (x86-64), on seven weight distributions (gaussian,
  * uniform, heavy-tailed with outliers, rows with zero blocks, 192 x 4096
@@ -11,14 +12,16 @@
  *   - error: ||dequant(q(x)) - x|| / ||x|| of ours <= 1.02 x ggml's, both
  *     decoded by rkm_dequantize_row (bit-identical to ggml's to_float:
  *     test-ggml-types); the ratios are printed;
- *   - bytes: ours equal ggml's block for block, for every type, Q8_0 and
- *     Q4_0 (quant.c) included: quantize_k.c runs ggml's searches in ggml's
- *     order of float operations. Should a ggml update change a search,
+ *   - bytes: ours equal ggml's block for block, for every type:
+ *     quantize_k.c runs ggml's searches and quant.c its reference
+ *     roundings in ggml's order of float operations. Should a ggml update change a search,
  *     this names the type and distribution; the error bound then still
  *     says whether ours is as good;
- *   - magnitudes over the whole float range: ours always decode to finite
- *     values and equal ggml's bytes except where ggml's decode to inf or
- *     NaN or the values are below 1e-30 (quantize_k.c's header says why).
+ *   - magnitudes over the whole float range: ours equal ggml's bytes
+ *     except where ggml's decode to inf or NaN or the values are below
+ *     1e-30 (quantize_k.c's header says why); the searched types' always
+ *     decode to finite values (the reference types keep ggml's inf scale
+ *     on overflow, as their bytes must).
  * Without the library (and first in any case), rkmojo alone:
  *   - golden: FNV-1a hashes of the blocks of a fixed input, equal to
  *     ggml's (checked here when the library is loaded), so that a build
@@ -31,8 +34,8 @@
  *     case; the rate that still round trips is printed;
  *   - edge cases: all zero, -0, one value, constants, denormals, 1e-30,
  *     1e30, +-FLT_MAX, NaN and infinities: no crash (the sanitizer build
- *     checks for undefined behaviour), deterministic, finite output for
- *     finite input, zeros for zeros;
+ *     checks for undefined behaviour), deterministic, zeros for zeros,
+ *     and for the searched types finite output for finite input;
  *   - threads: two threads quantizing at once give the single-threaded
  *     bytes.
  * The inputs come from integer arithmetic and sqrtf only (no libm
@@ -50,6 +53,10 @@
 static const int searched[] = {RKM_TYPE_Q2_K, RKM_TYPE_Q3_K,   RKM_TYPE_Q4_K,   RKM_TYPE_Q5_K,
                                RKM_TYPE_Q6_K, RKM_TYPE_IQ4_NL, RKM_TYPE_IQ4_XS, RKM_TYPE_MXFP4};
 #define N_SEARCHED ((int)(sizeof searched / sizeof *searched))
+/* quant.c's 32-value types: ggml's reference roundings */
+static const int reference[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_Q4_1, RKM_TYPE_Q5_0, RKM_TYPE_Q5_1};
+#define N_REFERENCE ((int)(sizeof reference / sizeof *reference))
+#define N_TYPES (N_SEARCHED + N_REFERENCE)
 
 enum { N_PER_ROW = 4096 };
 
@@ -217,9 +224,9 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
 enum { GOLDEN_ROWS = 8 };
 
 /* FNV-1a of our (= ggml's) blocks of golden_input(), per type of
- * searched[] and then Q8_0, Q4_0 (measured with ggml_quantize_chunk of
+ * searched[] and then reference[] (measured with ggml_quantize_chunk of
  * the npm package's libggml-base.so, node-llama-cpp 3.22.1). */
-static const uint64_t golden[N_SEARCHED + 2] = {
+static const uint64_t golden[N_TYPES] = {
     0x37d3b5e11b54e10eull, /* q2_k */
     0xf322362ae1ed7fb0ull, /* q3_k */
     0x3cd12cae9275422aull, /* q4_k */
@@ -230,13 +237,15 @@ static const uint64_t golden[N_SEARCHED + 2] = {
     0x9ce377ae78fff3c2ull, /* mxfp4 */
     0x38aeb6ca977c6220ull, /* q8_0 */
     0xc23aa9d0cd751072ull, /* q4_0 */
+    0xe2ad6b360c9c35f0ull, /* q4_1 */
+    0xb9f8eb2026aa8053ull, /* q5_0 */
+    0x7931fac64db264a2ull, /* q5_1 */
 };
 
-static const int golden_extra[2] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
-
-static int golden_type(int k)
+/* Type k of searched[] then reference[]. */
+static int any_type(int k)
 {
-    return k < N_SEARCHED ? searched[k] : golden_extra[k - N_SEARCHED];
+    return k < N_SEARCHED ? searched[k] : reference[k - N_SEARCHED];
 }
 
 static void golden_input(float *x)
@@ -255,8 +264,8 @@ static void check_golden(const test_ggml *gg)
     CHECK(x && q);
     if (!x || !q) goto out;
     golden_input(x);
-    for (int k = 0; k < N_SEARCHED + 2; k++) {
-        const int type = golden_type(k);
+    for (int k = 0; k < N_TYPES; k++) {
+        const int type = any_type(k);
         const size_t bytes = rkm_type_row_bytes(type, N_PER_ROW) * GOLDEN_ROWS;
         quantize_rows(type, x, q, GOLDEN_ROWS);
         const uint64_t h = fnv1a(q, bytes);
@@ -269,7 +278,7 @@ static void check_golden(const test_ggml *gg)
                       (unsigned long long)hg, (unsigned long long)golden[k]);
         }
     }
-    printf("golden: %d types hash as the table (%s)\n", N_SEARCHED + 2, gg ? "ggml's bytes too" : "ggml not loaded");
+    printf("golden: %d types hash as the table (%s)\n", N_TYPES, gg ? "ggml's bytes too" : "ggml not loaded");
 out:
     free(x);
     free(q);
@@ -473,14 +482,14 @@ static int edge_input(int k, float *x)
 static void check_edges(void)
 {
     float x[256], y[256];
-    uint8_t q[256], q2[256];
+    uint8_t q[288], q2[288]; /* 256 values of the widest type, q8_0 */
     rng = 0xA4093822299F31D0ull;
     long n = 0;
-    for (int k = 0; k < N_SEARCHED; k++) {
-        const int type = searched[k];
+    for (int k = 0; k < N_TYPES; k++) {
+        const int type = any_type(k);
         const size_t bytes = rkm_type_row_bytes(type, 256);
         for (int e = 0; e < N_EDGE; e++) {
-            const int finite = edge_input(e, x);
+            const int finite = edge_input(e, x) && k < N_SEARCHED;
             rkm_quantize_row(type, x, q, 256);
             rkm_quantize_row(type, x, q2, 256);
             CHECK_MSG(!memcmp(q, q2, bytes), "%s edge case %d: not deterministic", rkm_type_name(type), e);
@@ -494,7 +503,7 @@ static void check_edges(void)
             n++;
         }
     }
-    printf("edge cases: %ld (type, case) pairs: deterministic, finite, zeros kept\n", n);
+    printf("edge cases: %ld (type, case) pairs: deterministic, zeros kept, finite for the searched types\n", n);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -561,8 +570,8 @@ static long compare_ggml(const test_ggml *gg)
     long values = 0;
     for (int d = 0; d < N_DISTS && ok; d++) values += (long)dists[d].rows * N_PER_ROW;
     printf("\n%-7s %-12s %10s %10s %7s  %s\n", "type", "distribution", "rkmojo", "ggml", "ratio", "blocks equal to ggml's");
-    for (int k = 0; k < N_SEARCHED + 2 && ok; k++) {
-        const int type = golden_type(k);
+    for (int k = 0; k < N_TYPES && ok; k++) {
+        const int type = any_type(k);
         const struct ggml_traits *t = gg->traits(type);
         CHECK_MSG(t && t->blck_size == rkm_type_block_size(type) && t->type_size == rkm_type_block_bytes(type),
                   "%s: ggml's block differs", rkm_type_name(type));
@@ -594,11 +603,13 @@ static long compare_ggml(const test_ggml *gg)
 }
 
 /* Blocks of uniform values times 2^e, e over the whole float range: ours
- * decode to finite values, and equal ggml's bytes except where ggml's
- * decode to a non-finite value (its f16 scales overflow; ours saturate)
- * or the values are below 1e-30 (its inverse scales overflow to inf,
- * which its rounding maps to the lowest level; MXFP4's exponent cast is
- * undefined below 2^-125; ours clamp). */
+ * equal ggml's bytes except where ggml's decode to a non-finite value (its
+ * f16 scales overflow; the searched types' saturate) or the values are
+ * below 1e-30 (its inverse scales overflow to inf, which its rounding maps
+ * to the lowest level, or its casts of inf and NaN are undefined; MXFP4's
+ * exponent cast is undefined below 2^-125; ours clamp). The searched
+ * types' always decode to finite values; the reference types keep ggml's
+ * bytes, overflowing scale included. */
 static void check_ggml_extremes(const test_ggml *gg)
 {
     enum { N_BLOCKS = 1500 };
@@ -606,8 +617,8 @@ static void check_ggml_extremes(const test_ggml *gg)
     uint8_t qa[256], qb[256];
     rng = 0x3F84D5B5B5470917ull;
     printf("\n");
-    for (int k = 0; k < N_SEARCHED; k++) {
-        const int type = searched[k], bs = rkm_type_block_size(type);
+    for (int k = 0; k < N_TYPES; k++) {
+        const int type = any_type(k), bs = rkm_type_block_size(type);
         const size_t bb = rkm_type_block_bytes(type);
         long same = 0, ggml_inf = 0, tiny = 0;
         for (int i = 0; i < N_BLOCKS; i++) {
@@ -622,11 +633,13 @@ static void check_ggml_extremes(const test_ggml *gg)
             rkm_dequantize_row(type, qa, y, bs);
             int finite = 1;
             for (int j = 0; j < bs; j++) finite &= isfinite(y[j]);
-            CHECK_MSG(finite, "%s: values of magnitude %g decode to a non-finite value", rkm_type_name(type), (double)amax);
+            CHECK_MSG(finite || k >= N_SEARCHED, "%s: values of magnitude %g decode to a non-finite value",
+                      rkm_type_name(type), (double)amax);
             if (!memcmp(qa, qb, bb)) {
                 same++;
                 continue;
             }
+            finite = 1;
             rkm_dequantize_row(type, qb, y, bs);
             for (int j = 0; j < bs; j++) finite &= isfinite(y[j]);
             ggml_inf += !finite;

@@ -1,4 +1,5 @@
-/* cmd_convert.c - `rkmojo convert INPUT OUT.rkmojo [--quant q8_0|q4_0|keep]`. */
+/* cmd_convert.c - `rkmojo convert INPUT OUT.rkmojo [--quant TYPE|MIX]`; the
+ * choices and their rules are convert/quant_mix.c's. */
 #include <stdio.h>
 
 #include "cli/cli.h"
@@ -11,8 +12,13 @@ int rkm_cmd_convert(int argc, char **argv)
     rkm_convert_opts o = {.quant = "q8_0", .progress = stderr};
     int quiet = 0, first;
     const rkm_opt opts[] = {
-        {"quant", 0, RKM_OPT_STR, &o.quant, .arg = "q8_0|q4_0|keep",
-         .help = "target for the matrices (default q8_0); keep leaves F32/F16/Q8_0/Q4_0 as they are"},
+        {"quant", 0, RKM_OPT_STR, &o.quant, .arg = "TYPE|MIX",
+         .help = "the matrices' types (default q8_0):\n"
+                 "q8_0, q4_0, f16, bf16: every matrix that type (q4_0: output.weight q8_0);\n"
+                 "q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl,\n"
+                 "iq4_xs, mxfp4_moe (or mxfp4): llama.cpp's mixes, its types per tensor;\n"
+                 "keep: every type the kernels run stays as it is (the others become q8_0).\n"
+                 "Norms, routers and rows not a multiple of 32 are f32 (docs/FORMAT.md)"},
         {"target", 0, RKM_OPT_STR, &o.target, .arg = "cpu|rk3588",
          .help = "rk3588: routed experts as int8 per channel in the NPU's native layout (docs/NPU.md)"},
         {"expert-layout", 0, RKM_OPT_ENUM, &o.plain_experts, 0, 0, .values = "packed|plain",
@@ -23,7 +29,7 @@ int rkm_cmd_convert(int argc, char **argv)
     };
     const rkm_opts_cmd cmd = {
         "convert",
-        "usage: rkmojo convert INPUT OUT.rkmojo [--quant q8_0|q4_0|keep] [--target cpu|rk3588]\n"
+        "usage: rkmojo convert INPUT OUT.rkmojo [--quant TYPE|MIX] [--target cpu|rk3588]\n"
         "                      [--expert-layout packed|plain] [--quiet]\n"
         "  INPUT: a GGUF file, or a Hugging Face directory (config.json, *.safetensors,\n"
         "         tokenizer.json, tokenizer_config.json)\n\n",

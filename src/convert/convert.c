@@ -1,21 +1,18 @@
 /*
  * convert.c - the converter (see convert.h).
  *
- * Type rules (target T = q8_0 or q4_0, or "keep"):
- *   - 1-D tensors (norms, biases, scales) and rows not a multiple of 32:
- *     f32;
- *   - routers (ffn_gate_inp*): f32, since top-k choices flip on small
- *     errors and they are tiny;
- *   - output.weight: q8_0 when T is q4_0 (the logits are sensitive);
- *   - every other matrix, experts included: T; with keep, every type the
- *     matmuls run (rkm_type_matmul: f32, f16, bf16, q8_0, q4_0, q4_1,
- *     q5_0, q5_1, the K-quants, iq4_nl, iq4_xs, mxfp4) stays as it is,
- *     byte for byte, and the others become q8_0: exactly for tq1_0 and
- *     tq2_0 (their values are an f16 scale times -1, 0, 1), re-quantized
- *     for the IQ1/IQ2/IQ3 grids. The converter prints, per
- *     source type, what it kept and what it changed and why.
+ * Type rules: the --quant choice's, in quant_mix.c (keep, rkmojo's
+ * uniform q8_0 / q4_0 / f16 / bf16, llama.cpp's mixes q4_k_m and the
+ * others with llama.cpp's per-tensor rules). With keep, every type the
+ * matmuls run (rkm_type_matmul) stays as it is, byte for byte, and the
+ * others become q8_0: exactly for q5_0's values, tq1_0 and tq2_0 (an f16
+ * scale times small integers), re-quantized for the IQ1/IQ2/IQ3 grids;
+ * the converter prints, per source type, what it kept and what it changed
+ * and why. With any other choice it prints the types it wrote, and warns
+ * when it quantizes tensors that were already quantized (each round adds
+ * error). A tensor whose type is its target is copied byte for byte.
  * Every ggml type rkm_type_readable accepts is read (dequantized by
- * kernels/quant.c bit for bit as ggml, then requantized by these rules).
+ * kernels/quant.c bit for bit as ggml, then quantized by these rules).
  * Each expert blob is gate | up | down, each part 64-byte aligned inside
  * the blob, the blob padded to 4096 bytes.
  *
@@ -28,6 +25,7 @@
  * error are shared, under conv.mu.
  */
 #include "convert/convert.h"
+#include "convert/quant_mix.h"
 
 #include "kernels/rknn_i8.h"
 
@@ -50,8 +48,8 @@
 
 typedef struct {
     const rkm_source *src;
+    rkm_quant_plan plan; /* the --quant choice's rules for this model */
     int keep;
-    int target;
     int npu;            /* --target rk3588: experts as rknn_i8 */
     int plain_experts;  /* experts in the plain row layout (else packed) */
     pthread_mutex_t mu; /* guards prog and the counts below */
@@ -61,6 +59,7 @@ typedef struct {
     int n_kept[RKM_TYPE_COUNT], n_changed[RKM_TYPE_COUNT];
     int changed_to[RKM_TYPE_COUNT];
     int lost_exact[RKM_TYPE_COUNT]; /* a row of a lossless type was not */
+    int n_written[RKM_TYPE_COUNT];  /* tensors / expert parts written per type (other choices' report) */
 } conv;
 
 /* Row buffers of one thread. */
@@ -81,32 +80,38 @@ static const char *const part_names[RKM_PART_COUNT] = {"gate", "up", "down"};
 /* The table's expert roles of the expert file's parts. */
 static const int part_roles[RKM_PART_COUNT] = {RKM_TENSOR_FFN_GATE_EXPS, RKM_TENSOR_FFN_UP_EXPS, RKM_TENSOR_FFN_DOWN_EXPS};
 
-static const rkm_tensor_info *row_of(const rkm_source *s, const char *name)
+/* The arch table's row of a tensor, and its layer into *il (may be NULL). */
+static const rkm_tensor_info *row_of(const rkm_source *s, const char *name, int *il)
 {
-    int il, e;
-    return rkm_arch_tensor_by_gguf(s->hp.arch, name, &il, &e);
+    int l = -1, e;
+    const rkm_tensor_info *t = rkm_arch_tensor_by_gguf(s->hp.arch, name, &l, &e);
+    if (il) *il = l;
+    return t;
 }
 
 /* Routed-expert tensors (fused or one per expert) go to the expert files,
  * not resident.bin. */
 static int is_expert_tensor(const rkm_source *s, const char *name)
 {
-    const rkm_tensor_info *t = row_of(s, name);
+    const rkm_tensor_info *t = row_of(s, name, NULL);
     return t && rkm_tensor_role_is_expert(t->role);
 }
 
+/* The stored type of a tensor: the --quant choice's rules (quant_mix.c). */
 static int pick_type(const conv *c, const char *name, int src_type, int n_dims, int64_t ne0)
 {
-    const rkm_tensor_info *t = row_of(c->src, name);
-    if (n_dims == 1 || ne0 % 32 || (t && t->init == RKM_INIT_ROUTER)) return RKM_TYPE_F32;
-    if (c->keep) return rkm_type_matmul(src_type) ? src_type : RKM_TYPE_Q8_0;
-    if (t && t->role == RKM_TENSOR_OUTPUT && c->target == RKM_TYPE_Q4_0) return RKM_TYPE_Q8_0;
-    return c->target;
+    int il;
+    const rkm_tensor_info *t = row_of(c->src, name, &il);
+    return rkm_quant_plan_type(&c->plan, t, il, n_dims, ne0, src_type);
 }
 
-/* keep's report: n matrices of src_type became dst_type. */
-static void count_type(conv *c, int src_type, int dst_type, int n)
+/* The reports: a tensor (or a layer's expert part: n matrices) of
+ * src_type is stored as dst_type (stored: the type on disk, which the NPU
+ * target or the packed layout may make another). */
+static void count_type(conv *c, int src_type, int dst_type, int stored, int n)
 {
+    stored = rkm_unpack_type(stored);
+    if (stored >= 0 && stored < RKM_TYPE_COUNT) c->n_written[stored]++;
     if (!c->keep || src_type < 0 || src_type >= RKM_TYPE_COUNT || src_type == RKM_TYPE_F32) return;
     if (dst_type == src_type) c->n_kept[src_type] += n;
     else {
@@ -115,11 +120,21 @@ static void count_type(conv *c, int src_type, int dst_type, int n)
     }
 }
 
-/* keep's report, one line per source type (exactness is known once the
- * rows are converted). */
+/* The report: with keep one line per source type (exactness is known once
+ * the rows are converted), else the types written. */
 static void report_types(const conv *c, FILE *f)
 {
-    if (!c->keep || !f) return;
+    if (!f) return;
+    if (!c->keep) {
+        fprintf(f, "convert: %s:", rkm_quant_mix_name(c->plan.mix));
+        for (int t = 0, first = 1; t < RKM_TYPE_COUNT; t++)
+            if (c->n_written[t]) {
+                fprintf(f, "%s %d %s", first ? "" : ",", c->n_written[t], rkm_type_name(t));
+                first = 0;
+            }
+        fprintf(f, " (tensors; each layer's expert gate, up and down count once)\n");
+        return;
+    }
     for (int t = 0; t < RKM_TYPE_COUNT; t++) {
         if (c->n_kept[t])
             fprintf(f, "convert: %d %s matrices kept as they are (native kernels)\n", c->n_kept[t], rkm_type_name(t));
@@ -346,7 +361,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
         memcpy(tv->ne, t->ne, sizeof tv->ne);
         while (tv->n_dims > 1 && tv->ne[tv->n_dims - 1] == 1) tv->n_dims--;
         tv->type = pick_type(c, t->name, t->type, tv->n_dims, t->ne[0]);
-        count_type(c, t->type, tv->type, 1);
+        count_type(c, t->type, tv->type, tv->type, 1);
         int64_t rows = (int64_t)(t->nbytes / rkm_type_row_bytes(t->type, t->ne[0]));
         size_t out_row = rkm_type_row_bytes(tv->type, t->ne[0]);
         tv->nbytes = out_row * (uint64_t)rows;
@@ -475,10 +490,11 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         int64_t r0;
         const rkm_src_tensor *t = part_source(s, &lp, il, p, 0, &r0);
         rkm_expert_part *ep = &el->part[p];
-        ep->type = pick_type(c, t->name, t->type, 2, lp.cols[p]);
-        count_type(c, t->type, ep->type, hp->n_expert);
+        const int picked = pick_type(c, t->name, t->type, 2, lp.cols[p]);
+        ep->type = picked;
         if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
         else if (!c->plain_experts) ep->type = rkm_pack_type(ep->type, lp.rows[p]);
+        count_type(c, t->type, picked, ep->type, hp->n_expert);
         ep->ne[0] = lp.cols[p];
         ep->ne[1] = lp.rows[p];
         ep->nbytes = rkm_type_row_bytes(ep->type, ep->ne[0]) * (uint64_t)ep->ne[1];
@@ -593,16 +609,45 @@ static void remove_outputs(const char *out, const rkm_model_dir *md)
     free(p);
 }
 
+/* Tensors already quantized that the choice quantizes again: a warning
+ * naming their types (each round of quantization adds its error). */
+static void warn_requantize(const conv *c)
+{
+    const rkm_source *s = c->src;
+    int n = 0, seen[RKM_TYPE_COUNT] = {0};
+    for (int i = 0; i < s->n_tensors && !c->keep; i++) {
+        const rkm_src_tensor *t = &s->tensors[i];
+        int nd = t->n_dims;
+        while (nd > 1 && t->ne[nd - 1] == 1) nd--;
+        if (t->type == RKM_TYPE_F32 || t->type == RKM_TYPE_F16 || t->type == RKM_TYPE_BF16 || t->type < 0 ||
+            t->type >= RKM_TYPE_COUNT)
+            continue;
+        const int dt = pick_type(c, t->name, t->type, nd, t->ne[0]);
+        if (dt == t->type || dt == RKM_TYPE_F32) continue;
+        n++;
+        seen[t->type] = 1;
+    }
+    if (!n) return;
+    char types[256] = "";
+    size_t len = 0;
+    for (int t = 0; t < RKM_TYPE_COUNT && len < sizeof types; t++)
+        if (seen[t]) len += (size_t)snprintf(types + len, sizeof types - len, "%s%s", len ? ", " : "", rkm_type_name(t));
+    fprintf(stderr,
+            "warning: %d tensors are already quantized (%s) and %s quantizes them again: each round of "
+            "quantization adds error; convert from the F32, F16 or BF16 original if there is one, or keep the "
+            "types with --quant keep\n",
+            n, types, rkm_quant_mix_name(c->plan.mix));
+}
+
 int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
 {
     conv c;
     memset(&c, 0, sizeof c);
     scratch sc = {0};
-    const char *q = o && o->quant ? o->quant : "q8_0";
-    if (!strcmp(q, "keep")) c.keep = 1;
-    else if (!strcmp(q, "q8_0")) c.target = RKM_TYPE_Q8_0;
-    else if (!strcmp(q, "q4_0")) c.target = RKM_TYPE_Q4_0;
-    else return rkm_err(RKM_EINVAL, "--quant must be q8_0, q4_0 or keep (got '%s')", q);
+    const rkm_quant_mix *mix = rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0");
+    if (!mix) return RKM_EINVAL;
+    const char *q = rkm_quant_mix_name(mix);
+    c.keep = rkm_quant_mix_keeps(mix);
     const char *tg = o && o->target ? o->target : "cpu";
     if (!strcmp(tg, "rk3588") || !strcmp(tg, "rk3576")) c.npu = 1;
     else if (strcmp(tg, "cpu")) return rkm_err(RKM_EINVAL, "--target must be cpu, rk3588 or rk3576 (got '%s')", tg);
@@ -614,6 +659,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
         return RKM_EFORMAT;
     }
     c.src = s;
+    rkm_quant_plan_init(&c.plan, mix, s);
     rkm_model_dir *md = calloc(1, sizeof *md);
     if (!md) {
         rkm_source_close(s);
@@ -623,6 +669,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     md->source = strdup(s->desc ? s->desc : input);
     md->quant = strdup(q);
     int rc = check_shapes(s);
+    if (!rc) warn_requantize(&c);
     int created = 0;
     if (!rc) {
         char *ed = rkm_path_join(out, "experts");

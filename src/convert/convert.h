@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 typedef struct rkm_convert_opts {
-    const char *quant;  /* "q8_0" (default), "q4_0" or "keep" */
+    const char *quant;  /* a --quant choice (quant_mix.h): "q8_0" (default), "q4_k_m", "keep", ... */
     FILE *progress;     /* NULL: silent */
     const char *target; /* NULL/"cpu", or "rk3588" (also "rk3576"): routed
                            experts whose shapes allow it become rknn_i8,

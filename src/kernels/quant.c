@@ -11,6 +11,7 @@
 #include "kernels/quant.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -227,6 +228,80 @@ void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n)
     }
 }
 
+/* A quant of the 32-value types with an offset (q4_1, q5_0, q5_1): v + 0.5
+ * truncated, as ggml's casts do on its range, limited to [0, top]; a NaN
+ * (a block of infinities) gives 0 instead of ggml's undefined cast. */
+static inline int offset_quant(float v, int top)
+{
+    return v >= (float)top ? top : v > 0.0f ? (int)v : 0;
+}
+
+/* The low nibbles of q[0..15] and q[16..31] into qs, the fifth bits into
+ * the little-endian 32-bit qh (bit j of value j), as ggml's q5 layouts. */
+static void pack_q5(const int *q, uint8_t *qh, uint8_t *qs)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+        h |= (uint32_t)((q[j] >> 4) & 1) << j;
+        h |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+static void store_f16_le(uint8_t *p, float v)
+{
+    const rkm_f16 h = rkm_f32_to_f16(v);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* q4_1 and q5_1: the block's range over 2^bits - 1 steps from its min
+ * (ggml's quantize_row_q4_1_ref / q5_1_ref). q4_1: f16 d, f16 m, qs[16];
+ * q5_1: f16 d, f16 m, qh[4], qs[16]. */
+static void quantize_row_min(int bits, const float *x, uint8_t *y, int64_t n)
+{
+    const int top = (1 << bits) - 1;
+    const size_t bb = bits == 4 ? 20 : 24;
+    for (int64_t b = 0; b < n / 32; b++, x += 32, y += bb) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < 32; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        const float d = (max - min) / (float)top;
+        const float id = d ? 1.0f / d : 0.0f;
+        store_f16_le(y, d);
+        store_f16_le(y + 2, min);
+        int q[32];
+        for (int j = 0; j < 32; j++) q[j] = offset_quant((x[j] - min) * id + 0.5f, top);
+        if (bits == 4)
+            for (int j = 0; j < 16; j++) y[4 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+        else
+            pack_q5(q, y + 4, y + 8);
+    }
+}
+
+/* q5_0: as q4_0 with 32 levels, d = (value of largest magnitude) / -16
+ * (ggml's quantize_row_q5_0_ref): f16 d, qh[4], qs[16]. */
+static void quantize_row_q5_0(const float *x, uint8_t *y, int64_t n)
+{
+    for (int64_t b = 0; b < n / 32; b++, x += 32, y += 22) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        const float d = max / -16.0f;
+        const float id = d ? 1.0f / d : 0.0f;
+        store_f16_le(y, d);
+        int q[32];
+        for (int j = 0; j < 32; j++) q[j] = offset_quant(x[j] * id + 16.5f, 31);
+        pack_q5(q, y + 2, y + 6);
+    }
+}
+
 int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n)
 {
     /* where the source block's f16 scale sits, and its values per block */
@@ -267,6 +342,9 @@ void rkm_quantize_row(int type, const float *src, void *dst, int64_t n)
         break;
     case RKM_TYPE_Q8_0: rkm_quantize_row_q8_0(src, dst, n); break;
     case RKM_TYPE_Q4_0: rkm_quantize_row_q4_0(src, dst, n); break;
+    case RKM_TYPE_Q4_1: quantize_row_min(4, src, dst, n); break;
+    case RKM_TYPE_Q5_0: quantize_row_q5_0(src, dst, n); break;
+    case RKM_TYPE_Q5_1: quantize_row_min(5, src, dst, n); break;
     default:
         if (rkm_quantize_row_k(type, src, dst, n)) memset(dst, 0, rkm_type_row_bytes(type, n));
         break;

@@ -13,7 +13,8 @@
  *   next to its decoder (quant.c for the K-quants, quant_iq.c for the
  *   others). Q4_1, Q5_*, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 run natively
  *   (rkm_type_matmul); the others are dequantized by the converter. Of
- *   these, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 can also be written
+ *   these, Q4_1, Q5_0 and Q5_1 can also be written (quant.c, ggml's
+ *   reference rounding), and Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4
  *   (quantize_k.c, ggml's searches without an importance matrix).
  *   Q8_1, Q8_K: ggml's intermediate types, known but not readable.
  *
@@ -116,10 +117,14 @@ void rkm_dequantize_row(int type, const void *src, float *dst, int64_t n);
 /* One block of an IQ, TQ or MXFP4 type (quant_iq.c); 0 if type is one of
  * them, else -1 and y untouched. */
 int rkm_dequantize_block_iq(int type, const uint8_t *b, float *y);
-/* quantize supports F32, F16, BF16, Q8_0, Q4_0 (quant.c) and Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (rkm_quantize_row_k); any other
- * type gives a zeroed row. Every finite input gives blocks that decode to
- * finite values; NaN and infinities are safe but meaningless. */
+/* quantize supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (quant.c,
+ * the bytes of ggml's quantize_row_*_ref) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ * IQ4_NL, IQ4_XS, MXFP4 (rkm_quantize_row_k); any other type gives a
+ * zeroed row. The searched types saturate their f16 scales, so every
+ * finite input decodes to finite values; the 32-value types keep ggml's
+ * reference bytes, whose f16 scale becomes inf for blocks beyond about
+ * 65504 times their number of levels. NaN and infinities are safe but
+ * meaningless. */
 void rkm_quantize_row(int type, const float *src, void *dst, int64_t n);
 /* The types of quantize_k.c, with the bytes of ggml_quantize_chunk(type,
  * ..., imatrix NULL) for finite inputs in the type's range; 0 if type is

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# test-quant-mix.sh - `rkmojo convert --quant MIX` against llama.cpp's own
+# quantizer (llama_model_quantize of the npm package's prebuilt library,
+# through tests/ref/llama_cpp_ref.c, no importance matrix): for every
+# mix and several shrunk synth presets written as F32 (two as F16),
+#   A = rkmojo convert X.gguf --quant MIX
+#   B = rkmojo convert (llama.cpp's quantize X.gguf MIX) --quant keep
+# must hold the same type for every tensor and expert part (the
+# manifests' dtypes) and the same bytes (their XXH3 checksums, cmp of each
+# resident tensor's bytes, of experts/*.bin). The F16 presets are also
+# written as Hugging Face directories (safetensors; Mixtral's experts one
+# tensor each), which must convert to A's types and bytes.
+# The cases exercise the rules' conditions: 8 experts (Mixtral's bumps of
+# attn_k, attn_v, attn_output), n_head / n_head_kv >= 4, 8 and 16 layers
+# (the "more bits" layer pattern and the first eighth / sixteenth of
+# ffn_down), Gemma 4's layers without attn_v (attn_v ranks count the
+# tensors), a tied output, shared experts, rows that are not a multiple
+# of 256 (the fallback types; tiny is 128 wide, mixtral's experts 288)
+# and llama.cpp's "70B" model type (llama, 80 layers, grouped kv heads).
+# Exceptions, rkmojo's documented rules (src/convert/quant_mix.c):
+#   - q4_0 is rkmojo's uniform type: output.weight q8_0 and a tied
+#     token_embd q4_0 (llama.cpp's Q4_0 mix: Q6_K for both), and attn_k /
+#     attn_v of 8-expert models stay q4_0 (llama.cpp's: Q8_0). Those
+#     tensors must have rkmojo's type in A and are not compared with B.
+# rkmojo's other departures do not arise here: routers are F32 in these
+# sources, as llama.cpp then keeps them, and no row is short of a multiple
+# of 32; mxfp4_moe on Mixtral's split experts (the HF directory) gives
+# mxfp4 by role, compared with llama.cpp's on the fused GGUF.
+# Skips (77) where the package or the harness is missing (non-x86-64).
+set -u
+export LC_ALL=C # sort and join agree on the order
+cd "$(dirname "$0")/.."
+. tests/common/llamacpp_ref.sh
+command -v jq >/dev/null || { echo "FAIL: jq missing (scripts/setup.sh installs it)"; exit 1; }
+
+all_mixes="q4_k_m q4_k_s q5_k_m q5_k_s q6_k q3_k_m q3_k_s q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe q8_0 q4_0 f16 bf16"
+e="--set n_embd=256"
+# name|preset|source dtype|synth options|mixes (all: every mix); the
+# sources written with --hf-out (name hf-*) are also converted from their
+# Hugging Face directory, which must give A's types and bytes
+x2="--set n_expert=2 --set n_expert_used=2"
+by_layer="q4_k_m q4_k_s q5_k_m q3_k_m q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe" # the mixes whose rules read layers or heads
+few="q4_k_m q2_k iq4_nl mxfp4_moe"
+cases=(
+  "tiny|tiny|f32||all"
+  "olmoe|olmoe-1b-7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|$few"
+  "qwen3moe-8L|qwen3-30b-a3b|f32|--set n_layer=8 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|$by_layer"
+  "mixtral|mixtral-8x7b|f32|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=288|all"
+  "llama-16L|llama-dense|f32|--set n_layer=16 $e --set n_head=8 --set n_head_kv=8 --set n_ff=256|$by_layer"
+  "qwen3-tied|qwen3-dense|f32|--set n_layer=2 $e --set n_ff=512 --set tied_output=1|all"
+  "gemma4|gemma4-26b-a4b|f32|--set n_layer=6 $e --set n_head=8 --set head_dim=128 --set head_dim_v=128 --set rope_dim=128 --set head_dim_swa=64 --set rope_dim_swa=64 --set n_ff_exp=256 --set n_ff=256 $x2|all"
+  "qwen2moe|qwen2moe-a2.7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 --set n_ff_shexp=512 --set n_expert=8|q4_k_m q3_k_m q2_k mxfp4_moe q4_0"
+  "llama-70B|llama-dense|f32|--set n_layer=80 $e --set n_head=4 --set n_head_kv=2 --set n_ff=64|q2_k q3_k_s q3_k_m q4_k_m"
+  "hf-mixtral-f16|mixtral-8x7b|f16|--set n_layer=2 $e --set n_head=8 --set n_head_kv=2 --set n_ff_exp=256|q4_k_m q3_k_m q6_k iq4_xs mxfp4_moe bf16"
+  "hf-qwen3moe-f16|qwen3-30b-a3b|f16|--set n_layer=2 $e --set n_head=4 --set n_head_kv=1 --set n_ff_exp=256 $x2|q4_k_m q2_k f16"
+)
+
+if ! $RKMOJO synth --preset tiny --dtype f32 -o "$tmp/vocab.gguf" --quiet; then echo "FAIL: synth tiny"; exit 1; fi
+
+# "name dtype xxh3 offset bytes" per resident tensor, "L<layer>.<part>
+# dtype" per expert part and "L<layer>.experts - xxh3,..." (the checksums
+# of the layer's expert blobs), sorted
+types() {
+  jq -r '(.resident.tensors[] | "\(.name) \(.dtype) \(.xxh3) \(.offset) \(.bytes)"),
+         (.experts.layers[]? as $l | ($l.parts | to_entries[] | "L\($l.layer).\(.key) \(.value.dtype)"),
+          "L\($l.layer).experts - \($l.xxh3 | join(","))")' "$1/manifest.json" | sort
+}
+
+fail=0; pairs=0; compared=0
+for entry in "${cases[@]}"; do
+  IFS='|' read -r name preset dtype sets mixes <<<"$entry"
+  [ "$mixes" = all ] && mixes=$all_mixes
+  x=$tmp/$name.gguf
+  hf=()
+  [ "${name#hf-}" != "$name" ] && hf=(--hf-out "$tmp/hf")
+  rm -rf "$tmp/hf"
+  # shellcheck disable=SC2086  # $sets is a list of options
+  if ! $RKMOJO synth --preset "$preset" --dtype "$dtype" -o "$x" --quiet --vocab-from "$tmp/vocab.gguf" "${hf[@]}" $sets; then
+    echo "FAIL $name: synth"; fail=1; continue
+  fi
+  for mix in $mixes; do
+    label="$name $mix"
+    y=$tmp/y.gguf
+    rm -rf "$tmp/A" "$tmp/B" "$y"
+    if ! "$REF" "$LIB" "$x" quantize "$y" "$mix" >"$tmp/ref.log" 2>&1; then
+      echo "FAIL $label: llama.cpp's quantizer failed:"; tail -n 3 "$tmp/ref.log"; fail=1; continue
+    fi
+    if ! $RKMOJO convert "$x" "$tmp/A" --quant "$mix" --quiet 2>"$tmp/a.err" ||
+       ! $RKMOJO convert "$y" "$tmp/B" --quant keep --quiet 2>"$tmp/b.err"; then
+      echo "FAIL $label: convert:"; cat "$tmp/a.err" "$tmp/b.err" | tail -n 3; fail=1; continue
+    fi
+    n_expert=$(jq -r '.hparams.n_expert' "$tmp/A/manifest.json")
+    # the exceptions: a tensor-name pattern and the type rkmojo must give it
+    exc=()
+    if [ "$mix" = q4_0 ]; then
+      exc+=("^output\.weight q8_0")
+      [ "$(jq -r '.hparams.tied_output' "$tmp/A/manifest.json")" = true ] && exc+=("^token_embd\.weight q4_0")
+      [ "$n_expert" = 8 ] && exc+=("^blk\.[0-9]*\.attn_[kv]\.weight q4_0")
+    fi
+    skip="^$"
+    for ex in "${exc[@]}"; do skip="$skip|${ex% *} "; done
+    types "$tmp/A" >"$tmp/a.all"
+    types "$tmp/B" >"$tmp/b.all"
+    grep -Ev "$skip" "$tmp/a.all" >"$tmp/a.txt"
+    grep -Ev "$skip" "$tmp/b.all" >"$tmp/b.txt"
+    for ex in "${exc[@]}"; do
+      pat=${ex% *}; want=${ex##* }
+      got=$(grep -E "$pat " "$tmp/a.all" | awk '{print $2}' | sort -u | paste -sd, -)
+      [ -z "$got" ] || [ "$got" = "$want" ] || { echo "FAIL $label: rkmojo's rule gives ${pat#^} $want, got $got"; fail=1; }
+    done
+    pairs=$((pairs + 1))
+    # the same names, types and checksums (the offsets differ: llama.cpp
+    # writes the tensors in its own order)
+    if ! diff <(cut -d' ' -f1-3 "$tmp/a.txt") <(cut -d' ' -f1-3 "$tmp/b.txt") >"$tmp/diff.txt"; then
+      echo "FAIL $label: rkmojo's types or bytes differ from llama.cpp's (< rkmojo, > llama.cpp):"
+      grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 12
+      fail=1; continue
+    fi
+    # and the bytes themselves: each resident tensor, every expert file
+    bad=0 n_cmp=0
+    while read -r nm offa len offb; do
+      n_cmp=$((n_cmp + 1))
+      cmp -s -n "$len" -i "$offa:$offb" "$tmp/A/resident.bin" "$tmp/B/resident.bin" || { echo "FAIL $label: bytes of $nm differ"; bad=1; }
+    done < <(join <(awk 'NF == 5 {print $1, $4, $5}' "$tmp/a.txt") <(awk 'NF == 5 {print $1, $4}' "$tmp/b.txt"))
+    [ $n_cmp -eq "$(awk 'NF == 5' "$tmp/a.txt" | wc -l)" ] || { echo "FAIL $label: $n_cmp resident tensors compared"; bad=1; }
+    for f in "$tmp"/A/experts/*.bin; do
+      [ -e "$f" ] || continue
+      cmp -s "$f" "$tmp/B/experts/${f##*/}" || { echo "FAIL $label: ${f##*/} differs"; bad=1; }
+    done
+    [ $bad = 0 ] || { fail=1; continue; }
+    if [ ${#hf[@]} -gt 0 ]; then
+      rm -rf "$tmp/C"
+      if ! $RKMOJO convert "$tmp/hf" "$tmp/C" --quant "$mix" --quiet 2>"$tmp/c.err"; then
+        echo "FAIL $label: convert of the Hugging Face directory:"; tail -n 3 "$tmp/c.err"; fail=1; continue
+      fi
+      if ! diff <(cut -d' ' -f1-3 "$tmp/a.all") <(types "$tmp/C" | cut -d' ' -f1-3) >"$tmp/diff.txt"; then
+        echo "FAIL $label: the Hugging Face directory converts otherwise than the GGUF (< GGUF, > HF):"
+        grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 12
+        fail=1; continue
+      fi
+    fi
+    n=$(grep -cv ' - ' "$tmp/a.txt"); compared=$((compared + n))
+    echo "ok   $label: $n tensors and expert parts, the same types and bytes$([ ${#exc[@]} -gt 0 ] && echo ", rkmojo's q4_0 rules aside")$([ ${#hf[@]} -gt 0 ] && echo "; from safetensors too")"
+  done
+  rm -f "$x"
+done
+echo "$pairs conversions compared, $compared tensors and expert parts"
+[ $pairs -ge 90 ] || { echo "FAIL: fewer than 90 conversions compared"; fail=1; }
+exit $fail
