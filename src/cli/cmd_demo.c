@@ -99,8 +99,9 @@ int rkm_cmd_demo(int argc, char **argv)
     rkm_print_footer(stdout, &st);
     printf("\nThe text above is noise: this model has random weights, so it cannot say\n"
            "anything meaningful. It shows the engine working end to end (routing, experts,\n"
-           "KV cache, sampling) and its speed. For real text, convert a real checkpoint:\n"
-           "  rkmojo convert MODEL.gguf|HF_DIR OUT.rkmojo --quant q4_0 && rkmojo run -m OUT.rkmojo -p \"...\"\n");
+           "KV cache, sampling) and its speed. For real text, convert a real checkpoint (a\n"
+           "GGUF as published with --quant keep; a Hugging Face directory with, say, q4_k_m):\n"
+           "  rkmojo convert MODEL.gguf OUT.rkmojo --quant keep && rkmojo run -m OUT.rkmojo -p \"...\"\n");
     if (rc) {
         fprintf(stderr, "rkmojo demo: %s\n", rkm_last_error());
         rc = 1;
