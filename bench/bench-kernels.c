@@ -60,7 +60,6 @@ static void fill_weights(int type_in, void *w, int64_t n_in, int64_t n_out, unsi
          * random floats would dominate the run */
         if (r < 8)
             for (int64_t k = 0; k < n_in; k++) row[k] = (float)((double)rand() / RAND_MAX) - 0.5f;
-        /* (a type without a quantizer gets zero rows: same speed) */
         if (r < 8) rkm_quantize_row(type, row, (char *)w + rb * (size_t)r, n_in);
         else memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
     }

@@ -30,13 +30,7 @@
 static const double U = 1.0 / 16777216.0;
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rng_u32(void) { return test_rand(&rng_state); }
 static float rng_f(void) { return (float)((double)rng_u32() / 2147483648.0 - 1.0); }
 
 static const int types[] = {RKM_TYPE_Q4_1,   RKM_TYPE_Q5_0,   RKM_TYPE_Q5_1,  RKM_TYPE_Q2_K,   RKM_TYPE_Q3_K,   RKM_TYPE_Q4_K,  RKM_TYPE_Q5_K, RKM_TYPE_Q6_K,

@@ -143,7 +143,7 @@ static void report_types(const conv *c, FILE *f)
         if (c->changed_to[t] == RKM_TYPE_F32)
             fprintf(f, "convert: %d %s tensors -> f32 (1-D, routers, or rows not a multiple of 32)\n", c->n_changed[t],
                     rkm_type_name(t));
-        else if ((t == RKM_TYPE_Q5_0 || t == RKM_TYPE_TQ1_0 || t == RKM_TYPE_TQ2_0) && !c->lost_exact[t])
+        else if (rkm_type_q8_0_exact(t) && !c->lost_exact[t])
             fprintf(f, "convert: %d %s matrices -> %s without loss (no %s kernel; same values)\n", c->n_changed[t],
                     rkm_type_name(t), to, rkm_type_name(t));
         else
@@ -211,7 +211,7 @@ static int convert_rows(conv *c, scratch *sc, const rkm_src_tensor *t, int64_t r
                 if (dt == RKM_TYPE_Q8_0 &&
                     rkm_quantize_row_q8_0_exact(t->type, sc->in + (size_t)i * in_row, sc->f32, (rkm_block_q8_0 *)o, n))
                     continue;
-                if (dt == RKM_TYPE_Q8_0 && (t->type == RKM_TYPE_Q5_0 || t->type == RKM_TYPE_TQ1_0 || t->type == RKM_TYPE_TQ2_0))
+                if (dt == RKM_TYPE_Q8_0 && rkm_type_q8_0_exact(t->type))
                     exact_lost(c, t->type);
                 rkm_quantize_row(dt, sc->f32, o, n);
             }

@@ -147,15 +147,6 @@ int rkm_qblock_values(int type);
 /* Block b (rkm_type_block_bytes(type) bytes) in integer form; 0, or -1
  * if the type has none. Any bytes are valid input. */
 int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o);
-/* MXFP4's scale: 2^(e-128) exactly (its levels are stored doubled);
- * subnormal for e < 2. */
-static inline float rkm_e8m0_half(uint8_t e)
-{
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float d;
-    memcpy(&d, &bits, 4);
-    return d;
-}
 /* 1 if type takes q8_K activations. */
 int rkm_type_acts_k(int type);
 

@@ -76,31 +76,22 @@ static void mm_f32_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
     }
 }
 
-static void mm_f16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
+/* f16 (bf16 0) or bf16 (1) weights, f32 activations. */
+static void mm_half_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const int bf16)
 {
     for (int64_t i = 0; i < a->m; i++) {
         const float *x = a->x + i * a->n_in;
         for (int64_t r = r0; r < r1; r++) {
-            const rkm_f16 *w = (const rkm_f16 *)((const char *)a->w + r * a->w_row_bytes);
+            const uint16_t *w = (const uint16_t *)((const char *)a->w + r * a->w_row_bytes);
             float sum = 0.0f;
-            for (int64_t k = 0; k < a->n_in; k++) sum += rkm_f16_to_f32(w[k]) * x[k];
+            for (int64_t k = 0; k < a->n_in; k++) sum += (bf16 ? rkm_bf16_to_f32(w[k]) : rkm_f16_to_f32(w[k])) * x[k];
             a->y[i * a->ldy + r] = sum;
         }
     }
 }
 
-static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    for (int64_t i = 0; i < a->m; i++) {
-        const float *x = a->x + i * a->n_in;
-        for (int64_t r = r0; r < r1; r++) {
-            const rkm_bf16 *w = (const rkm_bf16 *)((const char *)a->w + r * a->w_row_bytes);
-            float sum = 0.0f;
-            for (int64_t k = 0; k < a->n_in; k++) sum += rkm_bf16_to_f32(w[k]) * x[k];
-            a->y[i * a->ldy + r] = sum;
-        }
-    }
-}
+static void mm_f16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_half_ref(a, r0, r1, 0); }
+static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_half_ref(a, r0, r1, 1); }
 
 /* Native block types in integer form (kernels_impl.h): per block the
  * exact isum and msum, then one or two fused multiply-adds. */

@@ -302,17 +302,30 @@ static void quantize_row_q5_0(const float *x, uint8_t *y, int64_t n)
     }
 }
 
-int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n)
+/* Where a type's block keeps its f16 scale (and its values per block)
+ * if its values are that scale times small integers; 0 if not one. */
+static int exact_scale(int type, size_t *at, int *per)
 {
-    /* where the source block's f16 scale sits, and its values per block */
-    size_t at;
-    int per;
     switch (type) {
-    case RKM_TYPE_Q5_0: at = 0, per = 32; break;
-    case RKM_TYPE_TQ1_0: at = 52, per = 256; break;
-    case RKM_TYPE_TQ2_0: at = 64, per = 256; break;
+    case RKM_TYPE_Q5_0: *at = 0, *per = 32; return 1;
+    case RKM_TYPE_TQ1_0: *at = 52, *per = 256; return 1;
+    case RKM_TYPE_TQ2_0: *at = 64, *per = 256; return 1;
     default: return 0;
     }
+}
+
+int rkm_type_q8_0_exact(int type)
+{
+    size_t at;
+    int per;
+    return exact_scale(type, &at, &per);
+}
+
+int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n)
+{
+    size_t at;
+    int per;
+    if (!exact_scale(type, &at, &per)) return 0;
     const uint8_t *p = src;
     const size_t bb = rkm_type_block_bytes(type);
     for (int64_t b = 0; b < n / RKM_QK8_0; b++) {

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/fp16.h"
 
@@ -87,6 +88,16 @@ typedef struct {
 _Static_assert(sizeof(rkm_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(rkm_block_q4_0) == 18, "q4_0 block is 18 bytes");
 
+/* MXFP4's scale: 2^(e-128) exactly (its levels are stored doubled);
+ * subnormal for e < 2. */
+static inline float rkm_e8m0_half(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float d;
+    memcpy(&d, &bits, 4);
+    return d;
+}
+
 /* Name ("f32", "q8_0", ...) or NULL for an unknown type. */
 const char *rkm_type_name(int type);
 /* Parses a name (case-insensitive); -1 if unknown. */
@@ -138,6 +149,8 @@ void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n);
  * block was exact (y then dequantizes to deq bit for bit), else 0 (y
  * undefined: quantize it as usual). */
 int rkm_quantize_row_q8_0_exact(int type, const void *src, const float *deq, rkm_block_q8_0 *y, int64_t n);
+/* 1 for the types rkm_quantize_row_q8_0_exact converts. */
+int rkm_type_q8_0_exact(int type);
 void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n);
 
 #endif

@@ -246,11 +246,7 @@ static void deq_tq2_0(const uint8_t *b, float *y)
  * x = level * 2^(e-128) (the levels are stored doubled). */
 static void deq_mxfp4(const uint8_t *b, float *y)
 {
-    /* 2^(e-128) exactly, as a float: subnormal for e < 2. */
-    const uint8_t e = b[0];
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float d;
-    memcpy(&d, &bits, 4);
+    const float d = rkm_e8m0_half(b[0]);
     for (int j = 0; j < 16; j++) {
         y[j] = rkm_kvalues_mxfp4[b[1 + j] & 0xf] * d;
         y[j + 16] = rkm_kvalues_mxfp4[b[1 + j] >> 4] * d;
