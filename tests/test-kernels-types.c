@@ -1,7 +1,8 @@
 /*
  * test-kernels-types.c - the matmuls of the weight types beyond q8_0 and
- * q4_0 (BF16, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) in every kernel set this
- * CPU can run, at odd sizes, single-threaded and with pools of 2 and 3:
+ * q4_0 (BF16, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4, and the
+ * grid types IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in
+ * every kernel set this CPU can run, at odd sizes, single-threaded and with pools of 2 and 3:
  *  - the integer form of a block (rkm_qblock_unpack) against the
  *    ggml-identical decoder (rkm_dequantize_row, test-ggml-types.c): the
  *    same values up to the decoder's float rounding;
@@ -34,9 +35,11 @@ static uint32_t rng_u32(void) { return test_rand(&rng_state); }
 static float rng_f(void) { return (float)((double)rng_u32() / 2147483648.0 - 1.0); }
 
 static const int types[] = {RKM_TYPE_Q4_1,   RKM_TYPE_Q5_0,   RKM_TYPE_Q5_1,  RKM_TYPE_Q2_K,   RKM_TYPE_Q3_K,   RKM_TYPE_Q4_K,  RKM_TYPE_Q5_K, RKM_TYPE_Q6_K,
-                            RKM_TYPE_IQ4_NL, RKM_TYPE_IQ4_XS, RKM_TYPE_MXFP4, RKM_TYPE_BF16};
+                            RKM_TYPE_IQ4_NL, RKM_TYPE_IQ4_XS, RKM_TYPE_MXFP4, RKM_TYPE_IQ1_S,   RKM_TYPE_IQ1_M,  RKM_TYPE_IQ2_XXS,
+                            RKM_TYPE_IQ2_XS, RKM_TYPE_IQ2_S,  RKM_TYPE_IQ3_XXS, RKM_TYPE_IQ3_S, RKM_TYPE_BF16};
 
-/* Offsets of a block's f16 scales (d, and dmin or -1); -2: MXFP4's e8m0. */
+/* Offsets of a block's f16 scales (d, and dmin or -1); -2: MXFP4's e8m0,
+ * -3: IQ1_M's f16 in four nibbles. */
 static void scale_fields(int type, int *d, int *dmin)
 {
     *dmin = -1;
@@ -47,6 +50,7 @@ static void scale_fields(int type, int *d, int *dmin)
     case RKM_TYPE_Q5_K: *d = 0, *dmin = 2; break;
     case RKM_TYPE_Q6_K: *d = 208; break;
     case RKM_TYPE_MXFP4: *d = -2; break;
+    case RKM_TYPE_IQ1_M: *d = -3; break;
     case RKM_TYPE_Q4_1:
     case RKM_TYPE_Q5_1: *d = 0, *dmin = 2; break;
     default: *d = 0; break;
@@ -82,7 +86,12 @@ static void *make_weights(int type, int64_t n_in, int64_t n_out)
         /* magnitudes 2^-12 .. 2^-4, either sign */
         float mag = ldexpf(1.0f + rng_f() * 0.5f, -4 - (int)(rng_u32() % 9));
         if (od == -2) b[0] = (uint8_t)(120 + rng_u32() % 12);
-        else put_f16(b + od, rng_u32() & 1 ? -mag : mag);
+        else if (od == -3) {
+            /* the top nibbles of the u16 scales at 48, 50, 52, 54 */
+            const rkm_f16 h = rkm_f32_to_f16(rng_u32() & 1 ? -mag : mag);
+            for (int k = 0; k < 4; k++) b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0f) | ((h >> 4 * k) & 0xf) << 4);
+        } else
+            put_f16(b + od, rng_u32() & 1 ? -mag : mag);
         if (om >= 0) put_f16(b + om, mag * 0.5f * rng_f());
     }
     return w;
@@ -115,7 +124,7 @@ static void test_unpack(void)
     rkm_qblock o;
     uint8_t junk[64] = {0};
     CHECK(rkm_qblock_unpack(RKM_TYPE_F16, junk, &o) == -1);
-    CHECK(rkm_qblock_values(RKM_TYPE_IQ2_XXS) == 0);
+    CHECK(rkm_qblock_values(RKM_TYPE_TQ1_0) == 0);
 }
 
 static void test_act_k(void)
@@ -378,7 +387,7 @@ int main(void)
     for (int v = 0; v < n_var; v++) printf(" %s", names[v]);
     printf("\n");
     for (size_t t = 0; t < RKM_ARRAY_LEN(types); t++) CHECK(rkm_type_matmul(types[t]));
-    CHECK(!rkm_type_matmul(RKM_TYPE_IQ2_XXS) && !rkm_type_matmul(RKM_TYPE_TQ1_0) && !rkm_type_matmul(-1));
+    CHECK(!rkm_type_matmul(RKM_TYPE_TQ1_0) && !rkm_type_matmul(RKM_TYPE_TQ2_0) && !rkm_type_matmul(-1));
     test_unpack();
     test_act_k();
     rkm_pool *pools[3] = {NULL, rkm_pool_new(2), rkm_pool_new(3)};

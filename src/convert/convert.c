@@ -4,10 +4,9 @@
  * Type rules: the --quant choice's, in quant_mix.c (keep, rkmojo's
  * uniform q8_0 / q4_0 / f16 / bf16, llama.cpp's mixes q4_k_m and the
  * others with llama.cpp's per-tensor rules). With keep, every type the
- * matmuls run (rkm_type_matmul) stays as it is, byte for byte, and the
- * others become q8_0: exactly for q5_0's values, tq1_0 and tq2_0 (an f16
- * scale times small integers), re-quantized for the IQ1/IQ2/IQ3 grids;
- * the converter prints, per source type, what it kept and what it changed
+ * matmuls run (rkm_type_matmul: every type published GGUFs use but the
+ * ternary ones) stays as it is, byte for byte, and tq1_0 and tq2_0 (an
+ * f16 scale times small integers) become q8_0 exactly; the converter prints, per source type, what it kept and what it changed
  * and why. With any other choice it prints the types it wrote, and warns
  * when it quantizes tensors that were already quantized (each round adds
  * error). A tensor whose type is its target is copied byte for byte.

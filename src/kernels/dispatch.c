@@ -125,6 +125,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_iq4_nl);
     TAKE(mm_iq4_xs);
     TAKE(mm_mxfp4);
+    TAKE(mm_grid);
     TAKE(mm_q8_0_p);
     TAKE(mm_q4_0_p);
     TAKE(rmsnorm);
@@ -376,8 +377,11 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
     case RKM_TYPE_Q5_K: fn = k->mm_q5_k, acts = 2; break;
     case RKM_TYPE_Q6_K: fn = k->mm_q6_k, acts = 2; break;
     case RKM_TYPE_IQ4_XS: fn = k->mm_iq4_xs, acts = 2; break;
-    default: break;
+    default:
+        if (rkm_type_grid(base)) fn = k->mm_grid, acts = 2;
+        break;
     }
+    j.a.type = base;
     RKM_ASSERT(fn && (wtype == base || rkm_type_packed(wtype)) && "rkm_matmul: unsupported weight type");
     j.fn = fn;
     j.a.w_row_bytes = rkm_type_row_bytes(base, n_in);

@@ -16,8 +16,9 @@
  *   s[i*nb + b]             sum of the 32 qs of the block (q4_0 weights
  *                           store nibbles 0..15 = value + 8, so
  *                           sum(w*x) = sum(nib*x) - 8*s exactly)
- * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights take these. The K-quants and IQ4_XS
- * (super-blocks of 256) take "q8_K activations", as ggml's Q8_K: blocks
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights take these. The
+ * K-quants, IQ4_XS and the grid types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
+ * IQ2_S, IQ3_XXS, IQ3_S; super-blocks of 256) take "q8_K activations", as ggml's Q8_K: blocks
  * of 256 with an unrounded float scale (the value m of largest magnitude
  * maps to -127: d = 1/(-127/m), q = rint(x/d)), in the same arrays:
  *   qs[i*n_in + k]          int8 values
@@ -35,7 +36,9 @@
  *   acc = fmaf(d * dx, (float)isum, acc)
  *   acc = fmaf(-(dmin * dx), (float)msum, acc)       (types with mins)
  * block after block, so every set gives bit-identical results for these
- * types, at any m, thread count or row split (tests/test-kernels.c).
+ * types, at any m, thread count or row split (tests/test-kernels-types.c).
+ * The grid types' sub-block scales are (2s+1)/8, (2s+1)/4 or 2s+1 times
+ * d: their integer form takes sc = 2s+1 and d/8, d/4 or d (exact).
  */
 #ifndef RKM_KERNELS_IMPL_H
 #define RKM_KERNELS_IMPL_H
@@ -58,6 +61,7 @@ typedef struct {
     const int32_t *xs;
     float *y;
     int64_t ldy;
+    int type;            /* the weight type (for entries serving several) */
 } rkm_mm_args;
 
 typedef void (*rkm_mm_fn)(const rkm_mm_args *a, int64_t r0, int64_t r1);
@@ -76,6 +80,9 @@ typedef struct {
      * K-quants and IQ4_XS take q8_K activations, the rest q8_0. */
     rkm_mm_fn mm_bf16, mm_q4_1, mm_q5_0, mm_q5_1, mm_q2_k, mm_q3_k, mm_q4_k, mm_q5_k, mm_q6_k, mm_iq4_nl, mm_iq4_xs,
         mm_mxfp4;
+    /* The grid types (a->type), q8_K activations: rows decoded to integer
+     * form (rkm_grid_decode_row) and multiplied as such. */
+    rkm_mm_fn mm_grid;
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p;
@@ -149,5 +156,14 @@ int rkm_qblock_values(int type);
 int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o);
 /* 1 if type takes q8_K activations. */
 int rkm_type_acts_k(int type);
+
+/* The grid types' fast decoder (grid_rows.c) for the SIMD sets: nb
+ * super-blocks of one row into q (256 int8 values each), sc (16 int16
+ * scales each, one per 16 values: the 32-value sub-blocks' scale twice)
+ * and d (one float each), exactly the integer form rkm_qblock_unpack
+ * gives. 0, or -1 if type is not a grid type. Any bytes are valid input. */
+int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16_t *sc, float *d);
+/* 1 for IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S. */
+int rkm_type_grid(int type);
 
 #endif

@@ -147,6 +147,7 @@ QBLOCK_REF(iq4_nl, RKM_TYPE_IQ4_NL)
 QBLOCK_REF(iq4_xs, RKM_TYPE_IQ4_XS)
 QBLOCK_REF(mxfp4, RKM_TYPE_MXFP4)
 #undef QBLOCK_REF
+static void mm_grid_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_ref(a, r0, r1, a->type); }
 
 static void mm_q8_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
 {
@@ -325,6 +326,7 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_iq4_nl = mm_iq4_nl_ref,
     .mm_iq4_xs = mm_iq4_xs_ref,
     .mm_mxfp4 = mm_mxfp4_ref,
+    .mm_grid = mm_grid_ref,
     .mm_q8_0_p = mm_q8_0_p_ref,
     .mm_q4_0_p = mm_q4_0_p_ref,
     .rmsnorm = rmsnorm_ref,

@@ -26,6 +26,35 @@ static void scale_min_k4(int j, const uint8_t *q, int16_t *d, int16_t *m)
     }
 }
 
+static inline unsigned u16_at(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
+
+static inline uint32_t u32_at(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The IQ2/IQ3 sign bytes: 7 stored bits, the 8th makes the count of
+ * negative values even (bit j set: value j negative). */
+static unsigned signs8(unsigned s7)
+{
+    unsigned n = 0;
+    for (int j = 0; j < 7; j++) n += (s7 >> j) & 1;
+    return (s7 & 127) | (n & 1) << 7;
+}
+
+/* 8 grid magnitudes with their signs. */
+static void grid8(int8_t *q, const uint8_t *g, unsigned signs)
+{
+    for (int j = 0; j < 8; j++) q[j] = (int8_t)(signs >> j & 1 ? -g[j] : g[j]);
+}
+
+/* The IQ1 values: ggml's x = d*(2s+1) * (grid + delta), delta = +-1/8, is
+ * d/8 * (2s+1) * (8 grid +- 1). */
+static void iq1_8(int8_t *q, const int8_t *g, int neg)
+{
+    for (int j = 0; j < 8; j++) q[j] = (int8_t)(8 * g[j] + (neg ? -1 : 1));
+}
+
 int rkm_qblock_values(int type)
 {
     switch (type) {
@@ -41,7 +70,14 @@ int rkm_qblock_values(int type)
     case RKM_TYPE_Q4_K:
     case RKM_TYPE_Q5_K:
     case RKM_TYPE_Q6_K:
-    case RKM_TYPE_IQ4_XS: return 256;
+    case RKM_TYPE_IQ4_XS:
+    case RKM_TYPE_IQ1_S:
+    case RKM_TYPE_IQ1_M:
+    case RKM_TYPE_IQ2_XXS:
+    case RKM_TYPE_IQ2_XS:
+    case RKM_TYPE_IQ2_S:
+    case RKM_TYPE_IQ3_XXS:
+    case RKM_TYPE_IQ3_S: return 256;
     default: return 0;
     }
 }
@@ -168,6 +204,98 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
             for (int j = 0; j < 16; j++) {
                 o->q[32 * ib + j] = rkm_kvalues_iq4nl[qs[j] & 0xf];
                 o->q[32 * ib + j + 16] = rkm_kvalues_iq4nl[qs[j] >> 4];
+            }
+        }
+        return 0;
+    }
+    /* The grid types (layouts in quant_iq.c). Their sub-block scales are
+     * (0.5 + s) / 4 (IQ2), (0.5 + s) / 2 (IQ3_XXS), 1 + 2s (IQ3_S, IQ1):
+     * the integer 2s + 1 with d scaled by 1/8 or 1/4, which is exact. */
+    case RKM_TYPE_IQ2_XXS:
+    case RKM_TYPE_IQ3_XXS: {
+        const int iq3 = type == RKM_TYPE_IQ3_XXS;
+        o->sub = 32;
+        o->d = f16_at(b) * (iq3 ? 0.25f : 0.125f);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *qs = b + 2 + 8 * ib;
+            const uint32_t aux = u32_at(iq3 ? b + 66 + 4 * ib : qs + 4);
+            o->sc[ib] = (int16_t)(2 * (aux >> 28) + 1);
+            for (int l = 0; l < 4; l++) {
+                const unsigned sg = signs8((aux >> 7 * l) & 127);
+                int8_t *q = o->q + 32 * ib + 8 * l;
+                if (!iq3) grid8(q, rkm_iq2xxs_grid[qs[l]], sg);
+                else {
+                    uint8_t g[8];
+                    memcpy(g, rkm_iq3xxs_grid[qs[2 * l]], 4);
+                    memcpy(g + 4, rkm_iq3xxs_grid[qs[2 * l + 1]], 4);
+                    grid8(q, g, sg);
+                }
+            }
+        }
+        return 0;
+    }
+    case RKM_TYPE_IQ2_XS:
+        o->sub = 16;
+        o->d = f16_at(b) * 0.125f;
+        for (int ib = 0; ib < 8; ib++) {
+            o->sc[2 * ib] = (int16_t)(2 * (b[66 + ib] & 0xf) + 1);
+            o->sc[2 * ib + 1] = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
+            for (int l = 0; l < 4; l++) {
+                const unsigned v = u16_at(b + 2 + 2 * (4 * ib + l));
+                grid8(o->q + 32 * ib + 8 * l, rkm_iq2xs_grid[v & 511], signs8(v >> 9));
+            }
+        }
+        return 0;
+    case RKM_TYPE_IQ2_S: {
+        const uint8_t *qs = b + 2, *sg = b + 34, *qh = b + 66, *sc = b + 74;
+        o->sub = 16;
+        o->d = f16_at(b) * 0.125f;
+        for (int ib = 0; ib < 8; ib++) {
+            o->sc[2 * ib] = (int16_t)(2 * (sc[ib] & 0xf) + 1);
+            o->sc[2 * ib + 1] = (int16_t)(2 * (sc[ib] >> 4) + 1);
+            for (int l = 0; l < 4; l++)
+                grid8(o->q + 32 * ib + 8 * l, rkm_iq2s_grid[qs[4 * ib + l] | ((qh[ib] >> 2 * l) & 3) << 8],
+                      sg[4 * ib + l]);
+        }
+        return 0;
+    }
+    case RKM_TYPE_IQ3_S: {
+        const uint8_t *qs = b + 2, *qh = b + 66, *sg = b + 74, *sc = b + 106;
+        o->sub = 32;
+        o->d = f16_at(b);
+        for (int ib = 0; ib < 8; ib++) {
+            o->sc[ib] = (int16_t)(1 + 2 * (ib % 2 ? sc[ib / 2] >> 4 : sc[ib / 2] & 0xf));
+            for (int l = 0; l < 4; l++) {
+                uint8_t g[8];
+                memcpy(g, rkm_iq3s_grid[qs[8 * ib + 2 * l] | ((qh[ib] >> 2 * l) & 1) << 8], 4);
+                memcpy(g + 4, rkm_iq3s_grid[qs[8 * ib + 2 * l + 1] | ((qh[ib] >> (2 * l + 1)) & 1) << 8], 4);
+                grid8(o->q + 32 * ib + 8 * l, g, sg[4 * ib + l]);
+            }
+        }
+        return 0;
+    }
+    case RKM_TYPE_IQ1_S:
+        o->sub = 32;
+        o->d = f16_at(b) * 0.125f;
+        for (int ib = 0; ib < 8; ib++) {
+            const unsigned qh = u16_at(b + 34 + 2 * ib);
+            o->sc[ib] = (int16_t)(2 * ((qh >> 12) & 7) + 1);
+            for (int l = 0; l < 4; l++)
+                iq1_8(o->q + 32 * ib + 8 * l, rkm_iq1s_grid[b[2 + 4 * ib + l] | ((qh >> 3 * l) & 7) << 8], qh >> 15);
+        }
+        return 0;
+    case RKM_TYPE_IQ1_M: {
+        unsigned sc[4];
+        for (int i = 0; i < 4; i++) sc[i] = u16_at(b + 48 + 2 * i);
+        const unsigned dh = (sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000);
+        o->sub = 16;
+        o->d = rkm_f16_to_f32((rkm_f16)dh) * 0.125f;
+        for (int ib = 0; ib < 8; ib++) {
+            o->sc[2 * ib] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
+            o->sc[2 * ib + 1] = (int16_t)(2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
+            for (int l = 0; l < 4; l++) {
+                const unsigned h = (b[32 + 2 * ib + l / 2] >> 4 * (l % 2)) & 0xf;
+                iq1_8(o->q + 32 * ib + 8 * l, rkm_iq1s_grid[b[4 * ib + l] | (h & 7) << 8], h >> 3);
             }
         }
         return 0;

@@ -133,6 +133,13 @@ int rkm_type_matmul(int type)
     case RKM_TYPE_Q6_K:
     case RKM_TYPE_IQ4_NL:
     case RKM_TYPE_IQ4_XS:
+    case RKM_TYPE_IQ1_S:
+    case RKM_TYPE_IQ1_M:
+    case RKM_TYPE_IQ2_XXS:
+    case RKM_TYPE_IQ2_XS:
+    case RKM_TYPE_IQ2_S:
+    case RKM_TYPE_IQ3_XXS:
+    case RKM_TYPE_IQ3_S:
     case RKM_TYPE_MXFP4: return 1;
     default: return 0;
     }
@@ -165,7 +172,22 @@ int64_t rkm_row_find_nonfinite(int type, const void *row, int64_t n)
     case RKM_TYPE_Q5_0:
     case RKM_TYPE_Q8_0:
     case RKM_TYPE_IQ4_NL:
-    case RKM_TYPE_IQ4_XS: at[0] = 0; break;
+    case RKM_TYPE_IQ4_XS:
+    case RKM_TYPE_IQ1_S:
+    case RKM_TYPE_IQ2_XXS:
+    case RKM_TYPE_IQ2_XS:
+    case RKM_TYPE_IQ2_S:
+    case RKM_TYPE_IQ3_XXS:
+    case RKM_TYPE_IQ3_S: at[0] = 0; break;
+    case RKM_TYPE_IQ1_M:
+        /* the f16 scale is the top nibbles of the four u16 at 48 */
+        for (int64_t b = 0; b < n / 256; b++) {
+            const uint8_t *s = p + (size_t)b * 56 + 48;
+            const unsigned dh = (unsigned)(s[1] >> 4) | (unsigned)(s[3] & 0xf0) | (unsigned)(s[5] >> 4) << 8 |
+                                (unsigned)(s[7] & 0xf0) << 8;
+            if ((dh & 0x7c00) == 0x7c00) return b * 256;
+        }
+        return -1;
     case RKM_TYPE_Q4_1:
     case RKM_TYPE_Q5_1:
     case RKM_TYPE_Q4_K:

@@ -11,8 +11,9 @@
  *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ1_S..IQ4_XS, TQ1_0, TQ2_0, MXFP4:
  *   ggml's layouts (ggml-common.h); the byte layout of each is written
  *   next to its decoder (quant.c for the K-quants, quant_iq.c for the
- *   others). Q4_1, Q5_*, Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4 run natively
- *   (rkm_type_matmul); the others are dequantized by the converter. Of
+ *   others). Q4_1, Q5_*, Q2_K..Q6_K, every IQ type and MXFP4 run
+ *   natively (rkm_type_matmul); TQ1_0 and TQ2_0 are dequantized by the
+ *   converter (to q8_0, without loss). Of
  *   these, Q4_1, Q5_0 and Q5_1 can also be written (quant.c, ggml's
  *   reference rounding), and Q2_K..Q6_K, IQ4_NL, IQ4_XS and MXFP4
  *   (quantize_k.c, ggml's searches without an importance matrix).
@@ -111,14 +112,15 @@ size_t rkm_type_row_bytes(int type, int64_t n);
 /* True if the converter can read (dequantize) this type. */
 int rkm_type_readable(int type);
 /* True if the matmuls (kernels.h) run weights of this type natively: F32,
- * F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS,
- * MXFP4 and the packed forms. */
+ * F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ1_S, IQ1_M,
+ * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4 and the
+ * packed forms. */
 int rkm_type_matmul(int type);
 
 /* The first value (f32, f16, bf16) or block (the f16 scales of the block
  * types) of a row of n values that is NaN or infinite, or -1: a row the
- * converter may copy as it is must not hold one. Types whose scales are
- * not f16 (MXFP4's exponent, the IQ grids) are checked by decoding. */
+ * converter may copy as it is must not hold one. MXFP4's E8M0 scales
+ * are always finite; IQ1_M's f16 scale is gathered from four nibbles. */
 int64_t rkm_row_find_nonfinite(int type, const void *row, int64_t n);
 
 /* Reference conversions of one row of n values (n a multiple of the block

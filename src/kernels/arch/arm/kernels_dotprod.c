@@ -28,6 +28,7 @@ const rkm_kernel_set rkm_kernels_dotprod = {
     .mm_iq4_nl = mm_iq4_nl_dotprod,
     .mm_iq4_xs = mm_iq4_xs_dotprod,
     .mm_mxfp4 = mm_mxfp4_dotprod,
+    .mm_grid = mm_grid_dotprod,
     .mm_q8_0_p = mm_q8_0_p_dotprod,
     .mm_q4_0_p = mm_q4_0_p_dotprod,
     .rmsnorm = rmsnorm_dotprod,

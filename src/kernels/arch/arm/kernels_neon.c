@@ -61,6 +61,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .mm_iq4_nl = mm_iq4_nl_neon,
     .mm_iq4_xs = mm_iq4_xs_neon,
     .mm_mxfp4 = mm_mxfp4_neon,
+    .mm_grid = mm_grid_neon,
     .mm_q8_0_p = mm_q8_0_p_neon,
     .mm_q4_0_p = mm_q4_0_p_neon,
     .rmsnorm = rmsnorm_neon,

@@ -1,7 +1,7 @@
 /*
  * neon_qblock.h - the NEON matmuls of the block types in integer form
- * (kernels_impl.h): Q2_K..Q6_K and IQ4_XS against q8_K activations,
- * IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after
+ * (kernels_impl.h): Q2_K..Q6_K, IQ4_XS and the IQ1-IQ3 grid types against
+ * q8_K activations, IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after
  * neon_impl.h by kernels_neon.c and kernels_dotprod.c, so it is compiled
  * twice like it.
  *
@@ -501,3 +501,47 @@ QB_DEFINE(q4_1, RKM_TYPE_Q4_1)
 QB_DEFINE(q5_0, RKM_TYPE_Q5_0)
 QB_DEFINE(q5_1, RKM_TYPE_Q5_1)
 #undef QB_DEFINE
+
+/* ------------------------------------------------ grid types (decoded) */
+/* IQ1_S .. IQ3_S (a->type): four weight rows at a time (fewer at the end:
+ * the missing lanes repeat the first row) decoded once into integer form
+ * (grid_rows.c), then multiplied by every activation row; lane rr of the
+ * float step is weight row rr. |q| <= 62: n_dot16's 16-bit pairs hold. */
+static void N_FN(mm_grid_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    const int64_t n = a->n_in, nb = n / 256;
+    char *buf = rkm_kernel_scratch((size_t)4 * ((size_t)n + (size_t)nb * (16 * sizeof(int16_t) + sizeof(float))));
+    int8_t *q = (int8_t *)buf;
+    int16_t *sc = (int16_t *)(void *)(buf + 4 * (size_t)n);
+    float *dd = (float *)(void *)(sc + 4 * 16 * nb);
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int rw = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int rr = 0; rr < 4; rr++) {
+            const uint8_t *w = (const uint8_t *)a->w + (size_t)(r + (rr < rw ? rr : 0)) * a->w_row_bytes;
+            rkm_grid_decode_row(a->type, w, nb, q + rr * n, sc + rr * 16 * nb, dd + rr * nb);
+        }
+        for (int64_t i = 0; i < a->m; i++) {
+            const int8_t *xq = a->xq + i * n;
+            const float *xd = a->xd + i * nb;
+            float32x4_t acc = vdupq_n_f32(0.0f);
+            for (int64_t b = 0; b < nb; b++) {
+                int32x4_t is[4];
+#pragma GCC unroll 4
+                for (int rr = 0; rr < 4; rr++) {
+                    const int8_t *qb = q + rr * n + 256 * b;
+                    const int16_t *sb = sc + (rr * nb + b) * 16;
+                    int32x4_t t = vdupq_n_s32(0);
+#pragma GCC unroll 4
+                    for (int g = 0; g < 16; g++)
+                        t = vmlaq_n_s32(t, n_dot16(vld1q_s8(qb + 16 * g), vld1q_s8(xq + 256 * b + 16 * g)), sb[g]);
+                    is[rr] = t;
+                }
+                const float dv[4] = {dd[b], dd[nb + b], dd[2 * nb + b], dd[3 * nb + b]};
+                acc = vfmaq_f32(acc, vmulq_n_f32(vld1q_f32(dv), xd[b]), vcvtq_f32_s32(n_sum4(is[0], is[1], is[2], is[3])));
+            }
+            float out[4];
+            vst1q_f32(out, acc);
+            memcpy(a->y + i * a->ldy + r, out, (size_t)rw * sizeof(float));
+        }
+    }
+}

@@ -632,6 +632,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_iq4_nl = rkm_mm_iq4_nl_avx2,
     .mm_iq4_xs = rkm_mm_iq4_xs_avx2,
     .mm_mxfp4 = rkm_mm_mxfp4_avx2,
+    .mm_grid = rkm_mm_grid_avx2,
     .mm_q8_0_p = mm_q8_0_p_avx2,
     .mm_q4_0_p = mm_q4_0_p_avx2,
     .rmsnorm = rmsnorm_avx2,

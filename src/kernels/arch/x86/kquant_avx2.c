@@ -166,3 +166,53 @@ KQ_DEFINE(rkm_mm_q5_0_avx2, b32_rows, RKM_TYPE_Q5_0)
 KQ_DEFINE(rkm_mm_q5_1_avx2, b32_rows, RKM_TYPE_Q5_1)
 KQ_DEFINE(rkm_mm_iq4_nl_avx2, b32_rows, RKM_TYPE_IQ4_NL)
 KQ_DEFINE(rkm_mm_mxfp4_avx2, b32_rows, RKM_TYPE_MXFP4)
+
+/* ----------------------------------- grid types (rows decoded, q8_K acts) */
+/* Four weight rows at a time (fewer at the end: the missing lanes repeat
+ * the first row) are decoded once into the integer form (grid_rows.c),
+ * each chunk's two group scales spread to the 16 int16 lanes vpmaddwd
+ * pairs with, and multiplied by every activation row: |q| <= 62, so the
+ * sign trick's pair sums stay below 2^15 (kernels_impl.h). */
+void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    const int64_t n = a->n_in, nb = n / 256;
+    uint8_t *buf = rkm_kernel_scratch((size_t)4 * (2 * (size_t)n + (size_t)nb * 4) + (size_t)nb * 32);
+    int8_t *q = (int8_t *)buf;
+    __m256i *se = (__m256i *)(buf + 4 * (size_t)n);
+    float *dd = (float *)(buf + 8 * (size_t)n);
+    int16_t *sc = (int16_t *)(dd + 4 * nb);
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int rw = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int rr = 0; rr < 4; rr++) {
+            const uint8_t *w = (const uint8_t *)a->w + (size_t)(r + (rr < rw ? rr : 0)) * a->w_row_bytes;
+            rkm_grid_decode_row(a->type, w, nb, q + rr * n, sc, dd + rr * nb);
+            for (int64_t c = 0; c < 8 * nb; c++)
+                se[rr * 8 * nb + c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+        }
+        for (int64_t i = 0; i < a->m; i++) {
+            const int8_t *xq = a->xq + i * n;
+            const float *xd = a->xd + i * nb;
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                __m256i is[4];
+                for (int rr = 0; rr < 4; rr++) is[rr] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+                for (int c = 0; c < 8; c++) {
+                    const __m256i xv = _mm256_load_si256((const __m256i *)(xq + 256 * b + 32 * c));
+#pragma GCC unroll 4
+                    for (int rr = 0; rr < 4; rr++) {
+                        const __m256i u = _mm256_load_si256((const __m256i *)(q + rr * n + 256 * b + 32 * c));
+                        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u));
+                        is[rr] = _mm256_add_epi32(is[rr], _mm256_madd_epi16(p, se[(rr * nb + b) * 8 + c]));
+                    }
+                }
+                const __m128 d4 = _mm_setr_ps(dd[b], dd[nb + b], dd[2 * nb + b], dd[3 * nb + b]);
+                acc = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(xd[b])), _mm_cvtepi32_ps(hsum4(is[0], is[1], is[2], is[3])),
+                                   acc);
+            }
+            float out[4];
+            _mm_storeu_ps(out, acc);
+            memcpy(a->y + i * a->ldy + r, out, (size_t)rw * sizeof(float));
+        }
+    }
+}
