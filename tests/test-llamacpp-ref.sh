@@ -23,8 +23,12 @@
 # Then every preset in the mixes people download, written by llama.cpp's
 # own quantizer from the f32 file (llama_model_quantize, its per-tensor
 # rules, no importance matrix): Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, IQ4_XS
-# and MXFP4_MOE. Each, converted with --quant keep (every tensor keeps its
-# type: the native kernels run the file's own bytes), must
+# and MXFP4_MOE; and the MoE presets with their routed experts in
+# each grid type (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S),
+# written by ggml's quantizer with a uniform importance matrix (the
+# harness's experts mode: llama.cpp's mixes of these need a real one).
+# Each, converted with --quant keep (every tensor keeps its type: the
+# native kernels run the file's own bytes), must
 #   - agree teacher-forced: fed llama.cpp's 96 greedy ids, rkmojo's argmax
 #     after each position (`rkmojo perplexity --print-top1`) equals
 #     llama.cpp's next id at 95 of the 96 positions or more, a position
@@ -108,6 +112,54 @@ echo "f32: $f32_steps greedy steps compared"
 if [ $f32_steps -lt 150 ]; then echo "FAIL: fewer than 150 f32 steps compared"; fail=1; fi
 
 T=96
+# check_mix PRESET F32.gguf MIX: the agreement checks above, one mix
+check_mix() {
+  local p=$1 g32=$2 mix=$3 name g how forced np agree hard res at kind msg
+  name="$p $mix"
+  g=$tmp/$p-$mix.gguf
+  # llama.cpp's mix, or (experts-TYPE) the routed experts in a grid type
+  if [ "${mix#experts-}" != "$mix" ]; then how="experts $g ${mix#experts-}"; else how="quantize $g $mix"; fi
+  # shellcheck disable=SC2086  # $how is a list of arguments
+  if ! "$REF" "$LIB" "$g32" $how 2>"$tmp/ref.err" ||
+     ! "$REF" "$LIB" "$g" ids "$ids" $T >"$tmp/ref.txt" 2>>"$tmp/ref.err" || [ "$(wc -l <"$tmp/ref.txt")" -ne $T ]; then
+    echo "FAIL $name: llama.cpp could not quantize or run it:"; tail -n 3 "$tmp/ref.err"; fail=1; return
+  fi
+  forced=$ids,$(head -n $((T - 1)) "$tmp/ref.txt" | cut -d' ' -f1 | paste -sd, -)
+  if ! $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet ||
+     ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err" ||
+     ! $RKMOJO perplexity -m "$tmp/m.rkmojo" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
+    echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
+    rm -rf "$tmp/m.rkmojo" "$g"; return
+  fi
+  # streamed through a small expert cache (reads, checksums, slots):
+  # the kernels are the same, so the ids must be too
+  if [ -d "$tmp/m.rkmojo/experts" ] && ls "$tmp/m.rkmojo/experts"/*.bin >/dev/null 2>&1; then
+    if ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q --expert-cache-slots 10 \
+         >"$tmp/streamed.txt" 2>>"$tmp/our.err" || ! cmp -s "$tmp/our.txt" "$tmp/streamed.txt"; then
+      echo "FAIL $name: streamed through 10 cache slots, the ids differ from the resident run"; tail -n 3 "$tmp/our.err"; fail=1
+    fi
+  fi
+  rm -rf "$tmp/m.rkmojo" "$g"
+  np=$(echo "$ids" | tr , '\n' | wc -l)
+  # agreeing positions, and disagreements where llama.cpp's top two
+  # logits are at least 0.05 apart (not near-ties)
+  read -r agree hard <<<"$(tail -n +"$np" "$tmp/top1.txt" | head -n $T | paste -d' ' - "$tmp/ref.txt" |
+    awk '$1 == $2 {a++} $1 != $2 && $4 >= 0.05 {h++} END {print a + 0, h + 0}')"
+  res=$(head -n $N "$tmp/ref.txt" | paste -d' ' - "$tmp/our.txt" | awk '
+    { if ($3 < 0.05) { print NR - 1, "tie"; exit }
+      if ($1 != $4) { print NR - 1, "diff"; exit } }')
+  read -r at kind <<<"${res:-$N end}"
+  msg="teacher-forced $agree/$T ($hard apart outside near-ties), greedy ids equal to step $at ($kind)"
+  if [ "${p#*gemma4}" != "$p" ]; then
+    echo "info $name: $msg (not gated, see the header)"
+  elif [ "$hard" -gt $((T - 95)) ] || [ "$kind" = diff ]; then
+    echo "FAIL $name: $msg"; fail=1
+  else
+    echo "ok   $name: $msg"
+  fi
+  [ "${p#*gemma4}" = "$p" ] && { mix_agree=$((mix_agree + agree)); mix_total=$((mix_total + T)); }
+}
+
 mixes=(q4_k_m q5_k_m q6_k q3_k_m q2_k iq4_xs mxfp4_moe)
 mix_agree=0; mix_total=0
 for entry in "${presets[@]}"; do
@@ -118,48 +170,22 @@ for entry in "${presets[@]}"; do
   if ! $RKMOJO synth --preset "$p" --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
     echo "FAIL $p: synth"; fail=1; continue
   fi
-  for mix in "${mixes[@]}"; do
-    name="$p $mix"
-    g=$tmp/$p-$mix.gguf
-    if ! "$REF" "$LIB" "$g32" quantize "$g" $mix 2>"$tmp/ref.err" ||
-       ! "$REF" "$LIB" "$g" ids "$ids" $T >"$tmp/ref.txt" 2>>"$tmp/ref.err" || [ "$(wc -l <"$tmp/ref.txt")" -ne $T ]; then
-      echo "FAIL $name: llama.cpp could not quantize or run it:"; tail -n 3 "$tmp/ref.err"; fail=1; continue
-    fi
-    forced=$ids,$(head -n $((T - 1)) "$tmp/ref.txt" | cut -d' ' -f1 | paste -sd, -)
-    if ! $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet ||
-       ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err" ||
-       ! $RKMOJO perplexity -m "$tmp/m.rkmojo" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
-      echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
-      rm -rf "$tmp/m.rkmojo" "$g"; continue
-    fi
-    # streamed through a small expert cache (reads, checksums, slots):
-    # the kernels are the same, so the ids must be too
-    if [ -d "$tmp/m.rkmojo/experts" ] && ls "$tmp/m.rkmojo/experts"/*.bin >/dev/null 2>&1; then
-      if ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q --expert-cache-slots 10 \
-           >"$tmp/streamed.txt" 2>>"$tmp/our.err" || ! cmp -s "$tmp/our.txt" "$tmp/streamed.txt"; then
-        echo "FAIL $name: streamed through 10 cache slots, the ids differ from the resident run"; tail -n 3 "$tmp/our.err"; fail=1
-      fi
-    fi
-    rm -rf "$tmp/m.rkmojo" "$g"
-    np=$(echo "$ids" | tr , '\n' | wc -l)
-    # agreeing positions, and disagreements where llama.cpp's top two
-    # logits are at least 0.05 apart (not near-ties)
-    read -r agree hard <<<"$(tail -n +"$np" "$tmp/top1.txt" | head -n $T | paste -d' ' - "$tmp/ref.txt" |
-      awk '$1 == $2 {a++} $1 != $2 && $4 >= 0.05 {h++} END {print a + 0, h + 0}')"
-    res=$(head -n $N "$tmp/ref.txt" | paste -d' ' - "$tmp/our.txt" | awk '
-      { if ($3 < 0.05) { print NR - 1, "tie"; exit }
-        if ($1 != $4) { print NR - 1, "diff"; exit } }')
-    read -r at kind <<<"${res:-$N end}"
-    msg="teacher-forced $agree/$T ($hard apart outside near-ties), greedy ids equal to step $at ($kind)"
-    if [ "${p#*gemma4}" != "$p" ]; then
-      echo "info $name: $msg (not gated, see the header)"
-    elif [ "$hard" -gt $((T - 95)) ] || [ "$kind" = diff ]; then
-      echo "FAIL $name: $msg"; fail=1
-    else
-      echo "ok   $name: $msg"
-    fi
-    [ "${p#*gemma4}" = "$p" ] && { mix_agree=$((mix_agree + agree)); mix_total=$((mix_total + T)); }
-  done
+  for mix in "${mixes[@]}"; do check_mix "$p" "$g32" "$mix"; done
+  rm -f "$g32"
+done
+# the grid types, as the low-bit mixes people download put them in the
+# routed experts (expert rows of 256 so that the down projection has them
+# too; at most 16 experts, as ggml's grid searches take a second or more
+# per million weights)
+grids=(iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s)
+for p in qwen3-30b-a3b mixtral-8x7b; do
+  g32=$tmp/$p-f32.gguf
+  sets=$(printf '%s\n' "${presets[@]}" | sed -n "s/^$p|//p")
+  # shellcheck disable=SC2086  # $sets is a list of options
+  if ! $RKMOJO synth --preset "$p" --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" $sets --set n_ff_exp=256 --set n_expert=$([ $p = mixtral-8x7b ] && echo 8 || echo 16); then
+    echo "FAIL $p: synth"; fail=1; continue
+  fi
+  for t in "${grids[@]}"; do check_mix "$p" "$g32" "experts-$t"; done
   rm -f "$g32"
 done
 echo "mixes: $mix_agree of $mix_total teacher-forced positions agree outright"

@@ -19,6 +19,15 @@
  *       llama.cpp's own quantizer (llama_model_quantize, no importance
  *       matrix, llama.cpp's per-tensor rules of the mix): FTYPE is a mix
  *       name as llama-quantize takes it (q4_k_m, q6_k, mxfp4_moe, ...)
+ *   llama-cpp-ref LIBDIR IN.gguf experts OUT.gguf TYPE
+ *       the routed experts (tensors named *_exps.weight) of an F32 file
+ *       quantized to the ggml type TYPE (iq2_xxs, iq1_s, ...) by ggml's
+ *       own quantizer (ggml_quantize_chunk, with a uniform importance
+ *       matrix: llama_model_quantize refuses the IQ1/IQ2 types without
+ *       one, and its matrix argument is a C++ object), the other tensors
+ *       and the metadata copied (as llama-quantize writes: gguf_set_kv,
+ *       gguf_add_tensor, gguf_set_tensor_type, gguf_write_to_file);
+ *       expert rows that are not a multiple of the type's block stay F32
  *
  * The parameter structs are only ever passed back to the library as it
  * returned them, so their layout is not needed: they are held in buffers
@@ -51,6 +60,11 @@ typedef struct {
     int8_t *logits;
 } llama_batch;
 
+typedef struct {
+    _Bool no_alloc;
+    void **ctx;
+} gguf_init_params;
+
 static struct {
     void (*load_all_from_path)(const char *);
     void (*backend_init)(void);
@@ -69,6 +83,26 @@ static struct {
     void (*model_free)(void *);
     params_buf (*quantize_default_params)(void);
     uint32_t (*model_quantize)(const char *, const char *, const void *);
+    /* libggml-base (loaded with libggml) */
+    void *(*gguf_init)(const char *, gguf_init_params);
+    int64_t (*gguf_n_tensors)(const void *);
+    const char *(*gguf_tensor_name)(const void *, int64_t);
+    size_t (*gguf_data_offset)(const void *);
+    size_t (*gguf_tensor_offset)(const void *, int64_t);
+    size_t (*gguf_tensor_size)(const void *, int64_t);
+    int (*gguf_tensor_type)(const void *, int64_t);
+    const int64_t *(*gguf_tensor_ne)(const void *, int64_t);
+    void *(*gguf_empty)(void);
+    void (*gguf_set_kv)(void *, const void *);
+    void (*gguf_add)(void *, const void *);
+    void *(*get_tensor)(void *, const char *);
+    void (*gguf_set_type)(void *, const char *, int);
+    void (*gguf_set_data)(void *, const char *, const void *);
+    _Bool (*gguf_write)(const void *, const char *, _Bool);
+    const char *(*type_name)(int);
+    int64_t (*blck_size)(int);
+    size_t (*row_size)(int, int64_t);
+    size_t (*quantize_chunk)(int, const float *, void *, int64_t, int64_t, int64_t, const float *);
 } L;
 
 static void die(const char *what, const char *detail)
@@ -118,6 +152,25 @@ static void load_lib(const char *dir)
     S(model_free, hl, "llama_model_free");
     S(quantize_default_params, hl, "llama_model_quantize_default_params");
     S(model_quantize, hl, "llama_model_quantize");
+    S(gguf_init, RTLD_DEFAULT, "gguf_init_from_file");
+    S(gguf_n_tensors, RTLD_DEFAULT, "gguf_get_n_tensors");
+    S(gguf_tensor_name, RTLD_DEFAULT, "gguf_get_tensor_name");
+    S(gguf_data_offset, RTLD_DEFAULT, "gguf_get_data_offset");
+    S(gguf_tensor_offset, RTLD_DEFAULT, "gguf_get_tensor_offset");
+    S(gguf_tensor_size, RTLD_DEFAULT, "gguf_get_tensor_size");
+    S(gguf_tensor_type, RTLD_DEFAULT, "gguf_get_tensor_type");
+    S(gguf_tensor_ne, RTLD_DEFAULT, "gguf_get_tensor_ne");
+    S(gguf_empty, RTLD_DEFAULT, "gguf_init_empty");
+    S(gguf_set_kv, RTLD_DEFAULT, "gguf_set_kv");
+    S(gguf_add, RTLD_DEFAULT, "gguf_add_tensor");
+    S(get_tensor, RTLD_DEFAULT, "ggml_get_tensor");
+    S(gguf_set_type, RTLD_DEFAULT, "gguf_set_tensor_type");
+    S(gguf_set_data, RTLD_DEFAULT, "gguf_set_tensor_data");
+    S(gguf_write, RTLD_DEFAULT, "gguf_write_to_file");
+    S(type_name, RTLD_DEFAULT, "ggml_type_name");
+    S(blck_size, RTLD_DEFAULT, "ggml_blck_size");
+    S(row_size, RTLD_DEFAULT, "ggml_row_size");
+    S(quantize_chunk, RTLD_DEFAULT, "ggml_quantize_chunk");
 #undef S
     if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
     L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
@@ -210,7 +263,8 @@ static const struct {
 } mixes[] = {{"f16", 1},       {"q4_0", 2},     {"q8_0", 7},     {"q5_0", 8},     {"q5_1", 9},
              {"q2_k", 10},     {"q3_k_s", 11},  {"q3_k_m", 12},  {"q3_k_l", 13},  {"q4_k_s", 14},
              {"q4_k_m", 15},   {"q5_k_s", 16},  {"q5_k_m", 17},  {"q6_k", 18},    {"iq4_nl", 25},
-             {"iq4_xs", 30},   {"bf16", 32},    {"mxfp4_moe", 38}};
+             {"iq3_xxs", 23},  {"iq3_s", 26},   {"iq3_m", 27},   {"iq4_xs", 30},   {"bf16", 32},
+             {"mxfp4_moe", 38}};
 
 static int quantize(const char *in, const char *out, const char *mix)
 {
@@ -230,6 +284,64 @@ static int quantize(const char *in, const char *out, const char *mix)
     return 0;
 }
 
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+static int quantize_experts(const char *in, const char *out, const char *tname)
+{
+    int type = -1;
+    for (int t = 1; t < 64 && type < 0; t++) {
+        const char *nm = L.type_name(t);
+        if (nm && !strcmp(nm, tname) && L.blck_size(t) > 1) type = t;
+    }
+    if (type < 0) die("unknown or unquantized ggml type", tname);
+    void *gctx = NULL; /* the tensors' metadata, no data */
+    void *g = L.gguf_init(in, (gguf_init_params){1, &gctx});
+    if (!g || !gctx) die("could not read", in);
+    void *o = L.gguf_empty();
+    L.gguf_set_kv(o, g);
+    FILE *f = fopen(in, "rb");
+    if (!f) die("could not open", in);
+    const int64_t nt = L.gguf_n_tensors(g);
+    void **data = calloc((size_t)nt, sizeof *data);
+    /* every tensor's bytes, read before any type change moves the offsets */
+    for (int64_t i = 0; i < nt; i++) {
+        const size_t bytes = L.gguf_tensor_size(g, i);
+        data[i] = malloc(bytes ? bytes : 1);
+        if (!data[i] || fseek(f, (long)(L.gguf_data_offset(g) + L.gguf_tensor_offset(g, i)), SEEK_SET) ||
+            fread(data[i], 1, bytes, f) != bytes)
+            die("could not read a tensor of", in);
+    }
+    fclose(f);
+    int n_done = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const char *name = L.gguf_tensor_name(g, i);
+        const int64_t *ne = L.gguf_tensor_ne(g, i);
+        if (has_suffix(name, "_exps.weight") && L.gguf_tensor_type(g, i) == 0 /* F32 */ && ne[0] % L.blck_size(type) == 0) {
+            const int64_t rows = ne[1] * ne[2] * ne[3];
+            float *ones = malloc(sizeof(float) * (size_t)ne[0]);
+            for (int64_t k = 0; k < ne[0]; k++) ones[k] = 1.0f;
+            void *q = malloc(L.row_size(type, ne[0]) * (size_t)rows);
+            if (!ones || !q) die("out of memory", NULL);
+            L.quantize_chunk(type, data[i], q, 0, rows, ne[0], ones);
+            free(ones);
+            free(data[i]);
+            data[i] = q;
+            L.gguf_add(o, L.get_tensor(gctx, name));
+            L.gguf_set_type(o, name, type);
+            n_done++;
+        } else
+            L.gguf_add(o, L.get_tensor(gctx, name));
+        L.gguf_set_data(o, name, data[i]);
+    }
+    if (!n_done) die("no F32 expert tensor to quantize in", in);
+    if (!L.gguf_write(o, out, 0)) die("could not write", out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -239,6 +351,7 @@ int main(int argc, char **argv)
     }
     load_lib(argv[1]);
     if (!strcmp(argv[3], "quantize") && argc == 6) return quantize(argv[2], argv[4], argv[5]);
+    if (!strcmp(argv[3], "experts") && argc == 6) return quantize_experts(argv[2], argv[4], argv[5]);
     void *model = L.model_load_from_file(argv[2], L.model_default_params());
     if (!model) die("could not load", argv[2]);
     int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));
