@@ -60,7 +60,17 @@ static void fill_weights(int type_in, void *w, int64_t n_in, int64_t n_out, unsi
          * random floats would dominate the run */
         if (r < 8)
             for (int64_t k = 0; k < n_in; k++) row[k] = (float)((double)rand() / RAND_MAX) - 0.5f;
-        if (r < 8) rkm_quantize_row(type, row, (char *)w + rb * (size_t)r, n_in);
+        if (r < 8) {
+            unsigned char *q = (unsigned char *)w + rb * (size_t)r;
+            rkm_quantize_row(type, row, q, n_in);
+            /* a type without a quantizer (the IQ1-IQ3 grids) gives zeros:
+             * random bytes instead, so that grid lookups spread as in a
+             * real file */
+            size_t nz = 0;
+            for (size_t k = 0; k < rb; k++) nz += q[k] != 0;
+            if (!nz)
+                for (size_t k = 0; k < rb; k++) q[k] = (unsigned char)rand();
+        }
         else memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
     }
     free(row);

@@ -267,7 +267,8 @@ static void convert_nonfinite(const char *mixed, const conv_tensor *ct)
     rkm_gguf *g = rkm_gguf_open(mixed); /* the tensors in ct's order, with their offsets */
     CHECK_MSG(g != NULL, "%s", rkm_last_error());
     if (!g) return;
-    const int types[] = {RKM_TYPE_Q4_K, RKM_TYPE_Q6_K, RKM_TYPE_Q2_K, RKM_TYPE_Q8_0, RKM_TYPE_IQ4_XS, RKM_TYPE_F16, RKM_TYPE_BF16};
+    const int types[] = {RKM_TYPE_Q4_K,  RKM_TYPE_Q6_K,   RKM_TYPE_Q2_K, RKM_TYPE_Q8_0, RKM_TYPE_IQ4_XS, RKM_TYPE_F16,
+                         RKM_TYPE_BF16,  RKM_TYPE_IQ2_XXS, RKM_TYPE_IQ3_S, RKM_TYPE_IQ1_S, RKM_TYPE_IQ1_M};
     size_t n;
     uint8_t *file = (uint8_t *)rkm_read_file(mixed, &n);
     CHECK(file != NULL);
@@ -293,8 +294,15 @@ static void convert_nonfinite(const char *mixed, const conv_tensor *ct)
             memcpy(copy, file, n);
             unsigned v = (k % 2) ? 0x7e00 : 0x7c00; /* NaN, +inf */
             if (types[k] == RKM_TYPE_BF16) v = 0x7f80;
-            copy[t->offset + off] = (uint8_t)v;
-            copy[t->offset + off + 1] = (uint8_t)(v >> 8);
+            if (types[k] == RKM_TYPE_IQ1_M) /* its f16: the top nibbles of the u16 at 48..54 */
+                for (int q = 0; q < 4; q++) {
+                    uint8_t *p = copy + t->offset + off + 49 + 2 * q;
+                    *p = (uint8_t)((*p & 0x0f) | ((v >> 4 * q) & 0xf) << 4);
+                }
+            else {
+                copy[t->offset + off] = (uint8_t)v;
+                copy[t->offset + off + 1] = (uint8_t)(v >> 8);
+            }
             FILE *fo = fopen(bad, "wb");
             CHECK(fo && fwrite(copy, 1, n, fo) == n);
             if (fo) fclose(fo);
@@ -313,7 +321,7 @@ static void convert_nonfinite(const char *mixed, const conv_tensor *ct)
             tried++;
             break;
         }
-    CHECK(tried >= 6);
+    CHECK(tried >= 10);
     printf("non-finite scales: %d kept types refused, naming the tensor\n", tried);
     free(file);
     rkm_gguf_close(g);
@@ -323,9 +331,9 @@ static void convert_nonfinite(const char *mixed, const conv_tensor *ct)
  * library is loaded, else random finite blocks) converts with --quant
  * keep, and every converted row equals the converter's rule (kept, or
  * q8_0 for the types without a kernel, f32 for routers) applied to
- * ggml's dequantization of the source: every type the matmuls run kept
- * byte for byte, TQ1_0 / TQ2_0 to q8_0 without loss, the IQ grids to
- * q8_0 as re-quantized. */
+ * ggml's dequantization of the source: every type the matmuls run (the
+ * IQ grids included) kept byte for byte, TQ1_0 / TQ2_0 to q8_0 without
+ * loss. */
 static void convert_every_type(void)
 {
     const char *dir = test_tmpdir();

@@ -4,13 +4,14 @@
  * kernels_impl.h, for the SIMD sets' matmuls, which decode a weight row
  * once and multiply it by every activation row. Eight values a step: a
  * grid entry is one 64-bit load (IQ2; two 32-bit ones for IQ3) and its
- * signs a byte mask applied without branches. The result is exactly
+ * signs a byte mask (one table load) applied without branches. The result is exactly
  * rkm_qblock_unpack's (qblock.c, the plain statement the reference
  * multiplies); tests/test-kernels-types.c holds every set to the
  * reference. Block layouts are written in quant_iq.c.
  *
  * Stateless; any thread.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -44,14 +45,26 @@ static inline unsigned signs8(unsigned s7)
     return s7 | (unsigned)__builtin_parity(s7) << 7;
 }
 
+/* sign_mask[s]: byte j 0xff where bit j of s is set. */
+static uint64_t sign_mask[256];
+static pthread_once_t sign_once = PTHREAD_ONCE_INIT;
+
+static void sign_init(void)
+{
+    for (unsigned s = 0; s < 256; s++) {
+        uint64_t m = 0;
+        for (int j = 0; j < 8; j++)
+            if (s >> j & 1) m |= 0xffull << 8 * j;
+        sign_mask[s] = m;
+    }
+}
+
 /* Eight magnitudes (bytes 1..127: the grids hold no 0) negated where bit
  * j of s is set: -g is (g ^ 0xff) + 1, which never carries into the next
  * byte. */
 static inline uint64_t signed8(uint64_t g, unsigned s)
 {
-    uint64_t m = ((uint64_t)(s & 255) * 0x0101010101010101ull) & 0x8040201008040201ull;
-    m = (m | ((m & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full)) & 0x8080808080808080ull;
-    m = (m >> 7) * 0xff;
+    const uint64_t m = sign_mask[s & 255];
     return (g ^ m) + (m & 0x0101010101010101ull);
 }
 
@@ -86,6 +99,7 @@ int rkm_type_grid(int type)
 int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16_t *sc, float *d)
 {
     if (!rkm_type_grid(type)) return -1;
+    pthread_once(&sign_once, sign_init);
     const size_t bb = rkm_type_block_bytes(type);
     for (int64_t i = 0; i < nb; i++, w += bb, q += 256, sc += 16) {
         const uint8_t *b = w;

@@ -144,8 +144,208 @@ KQ_INLINE void zq_acts(const rkm_mm_args *a, const int type, int64_t r, int64_t 
     for (int c = 0; c < XN; c++) a->y[(i + c) * a->ldy + r] = out[c];
 }
 
+/* ------------------------------------ prefill: 16-row tiles, lanes = rows
+ * For m >= ZT_MIN_M a group of 16 weight rows is decoded once into a tile
+ * whose zmm lanes are the 16 rows: column k of a super-block holds values
+ * 4k..4k+3 of every row (unsigned u, IQ4_XS + 128), so vpdpbusd against
+ * four broadcast activation bytes gives each row's partial dot in its own
+ * lane and no horizontal sums are needed. Per sub-block (32 values, or 16
+ * for Q2_K, Q3_K, Q6_K) the dot is multiplied by the rows' scales
+ * (vpmulld); the offsets (Q3_K 4, Q6_K 32, IQ4_XS 128: isum -= off *
+ * sum_s sc[s] xs[s]) and the mins (msum = sum_s mn[s] xs[s]) are
+ * vpdpwssd of the rows' (scale, scale) or (min, min) int16 pairs by the
+ * activations' sub-block sums. The integers are the reference's exactly,
+ * and the float step is its fma per lane, so the results are too. Four
+ * activation rows share each weight load. */
+#define ZT_MIN_M 8
+
+/* sub-blocks of a super-block: 8 of 32 values, or 16 of 16 */
+KQ_INLINE int zt_nsub(const int type)
+{
+    return type == RKM_TYPE_Q2_K || type == RKM_TYPE_Q3_K || type == RKM_TYPE_Q6_K ? 16 : 8;
+}
+
+/* zmm of one super-block's tile: 64 columns, the scales of each
+ * sub-block (int32), (scale, scale) and (min, min) pairs of sub-blocks
+ * 2t, 2t+1 (int16), then d and dmin */
+KQ_INLINE int zt_sc(const int type) { (void)type; return 64; }
+KQ_INLINE int zt_scp(const int type) { return 64 + zt_nsub(type); }
+KQ_INLINE int zt_mnp(const int type) { return 64 + zt_nsub(type) + zt_nsub(type) / 2; }
+KQ_INLINE int zt_dv(const int type) { return 64 + 2 * zt_nsub(type); }
+KQ_INLINE int zt_zmm(const int type) { return zt_dv(type) + 2; }
+
+/* r[k] <- dword k of each of r[0..7] (an 8 x 8 transpose). */
+KQ_INLINE void zt_tr8(__m256i *r)
+{
+    __m256i t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        r[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* Rows [r, r+16) into the tile t (nb super-blocks): each super-block's
+ * 16 rows decoded into bytes (u), then turned into columns 8 x 8 dwords
+ * at a time. */
+KQ_INLINE void zt_pack(const rkm_mm_args *a, const int type, int64_t r, __m512i *t)
+{
+    const size_t bb = rkm_type_block_bytes(type);
+    const int64_t nb = a->n_in / 256;
+    const int ns = zt_nsub(type);
+    _Alignas(64) uint8_t u[16][256];
+    _Alignas(32) uint32_t sp[16][8], mp[16][8];
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i *tb = t + b * zt_zmm(type);
+        for (int rr = 0; rr < 16; rr++) {
+            const uint8_t *blk = (const uint8_t *)a->w + (size_t)(r + rr) * a->w_row_bytes + (size_t)b * bb;
+            kq_head h;
+            kq_head_of(type, blk, &h);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m256i v = kq_chunk(type, blk, c);
+                if (type == RKM_TYPE_IQ4_XS) v = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+                _mm256_store_si256((__m256i *)(u[rr] + 32 * c), v);
+            }
+            /* the sub-block scales (and mins) as int16 pairs, one dword
+             * per pair of sub-blocks (the 32-value types' group scales
+             * come twice: every other one) */
+            __m256i scp = h.sc16, mnp = h.mn16;
+            if (ns == 8) {
+                const __m256i ev = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8,
+                                                    9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+                scp = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(scp, ev), 0x08);
+                mnp = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(mnp, ev), 0x08);
+            }
+            _mm256_store_si256((__m256i *)sp[rr], scp);
+            _mm256_store_si256((__m256i *)mp[rr], mnp);
+            ((float *)(tb + zt_dv(type)))[rr] = h.d;
+            ((float *)(tb + zt_dv(type) + 1))[rr] = kq_has_min(type) ? h.dmin : 0.0f;
+        }
+        {
+            __m256i lo[8], hi[8], lm[8], hm[8];
+            for (int k = 0; k < 8; k++) {
+                lo[k] = _mm256_load_si256((const __m256i *)sp[k]);
+                hi[k] = _mm256_load_si256((const __m256i *)sp[8 + k]);
+                lm[k] = _mm256_load_si256((const __m256i *)mp[k]);
+                hm[k] = _mm256_load_si256((const __m256i *)mp[8 + k]);
+            }
+            zt_tr8(lo);
+            zt_tr8(hi);
+            zt_tr8(lm);
+            zt_tr8(hm);
+            for (int tp = 0; tp < ns / 2; tp++) {
+                const __m512i pr = _mm512_inserti64x4(_mm512_castsi256_si512(lo[tp]), hi[tp], 1);
+                _mm512_store_si512(tb + zt_scp(type) + tp, pr);
+                _mm512_store_si512(tb + zt_mnp(type) + tp, _mm512_inserti64x4(_mm512_castsi256_si512(lm[tp]), hm[tp], 1));
+                _mm512_store_si512(tb + zt_sc(type) + 2 * tp, _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16));
+                _mm512_store_si512(tb + zt_sc(type) + 2 * tp + 1, _mm512_srai_epi32(pr, 16));
+            }
+        }
+        for (int c = 0; c < 8; c++) {
+            __m256i lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                lo[k] = _mm256_load_si256((const __m256i *)(u[k] + 32 * c));
+                hi[k] = _mm256_load_si256((const __m256i *)(u[8 + k] + 32 * c));
+            }
+            zt_tr8(lo);
+            zt_tr8(hi);
+            for (int j = 0; j < 8; j++) _mm512_store_si512(tb + 8 * c + j, _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1));
+        }
+    }
+}
+
+/* The tile t (rows [r, r+16)) times activation rows [i, i+XN), XN <= 4. */
+KQ_INLINE void zt_acts(const rkm_mm_args *a, const int type, const __m512i *t, int64_t r, int64_t i, const int XN)
+{
+    const int64_t nb = a->n_in / 256, ng = a->n_in / 16;
+    const int ns = zt_nsub(type), cols = 64 / ns, gs = 16 / ns;
+    __m512 acc[4];
+    for (int c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i *tb = t + b * zt_zmm(type);
+        __m512i is[4];
+        for (int c = 0; c < 4; c++) is[c] = _mm512_setzero_si512();
+        for (int sb = 0; sb < ns; sb++) {
+            __m512i d0[4], d1[4];
+            for (int c = 0; c < 4; c++) d0[c] = d1[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < cols; k += 2) {
+                const __m512i w0 = _mm512_load_si512(tb + sb * cols + k), w1 = _mm512_load_si512(tb + sb * cols + k + 1);
+#pragma GCC unroll 4
+                for (int c = 0; c < XN; c++) {
+                    const int8_t *x = a->xq + (i + c) * a->n_in + 256 * b + 4 * (sb * cols + k);
+                    int32_t x0, x1;
+                    memcpy(&x0, x, 4);
+                    memcpy(&x1, x + 4, 4);
+                    d0[c] = _mm512_dpbusd_epi32(d0[c], w0, _mm512_set1_epi32(x0));
+                    d1[c] = _mm512_dpbusd_epi32(d1[c], w1, _mm512_set1_epi32(x1));
+                }
+            }
+            const __m512i scv = _mm512_load_si512(tb + zt_sc(type) + sb);
+#pragma GCC unroll 4
+            for (int c = 0; c < XN; c++) is[c] = _mm512_add_epi32(is[c], _mm512_mullo_epi32(_mm512_add_epi32(d0[c], d1[c]), scv));
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < XN; c++) {
+            const int32_t *xs = a->xs + (i + c) * ng + 16 * b;
+            const float dx = a->xd[(i + c) * nb + b];
+            __m512i corr = _mm512_setzero_si512(), ms = _mm512_setzero_si512();
+            if (zq_offset(type) > 0 || kq_has_min(type))
+                for (int tp = 0; tp < ns / 2; tp++) {
+                    /* the activations' sums of sub-blocks 2tp and 2tp+1 */
+                    int32_t s0 = 0, s1 = 0;
+                    for (int g = 0; g < gs; g++) s0 += xs[(2 * tp) * gs + g], s1 += xs[(2 * tp + 1) * gs + g];
+                    const __m512i xp = _mm512_set1_epi32((int32_t)(((uint32_t)s0 & 0xffff) | (uint32_t)s1 << 16));
+                    if (zq_offset(type) > 0) corr = _mm512_dpwssd_epi32(corr, _mm512_load_si512(tb + zt_scp(type) + tp), xp);
+                    if (kq_has_min(type)) ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(tb + zt_mnp(type) + tp), xp);
+                }
+            __m512i isum = is[c];
+            if (zq_offset(type) > 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, zq_offset(type)));
+            const __m512 dxv = _mm512_set1_ps(dx);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps((const float *)(tb + zt_dv(type))), dxv),
+                                     _mm512_cvtepi32_ps(isum), acc[c]);
+            if (kq_has_min(type)) {
+                const __m512 dmn = _mm512_castsi512_ps(_mm512_xor_si512(
+                    _mm512_castps_si512(_mm512_mul_ps(_mm512_load_ps((const float *)(tb + zt_dv(type) + 1)), dxv)),
+                    _mm512_set1_epi32((int)0x80000000u)));
+                acc[c] = _mm512_fmadd_ps(dmn, _mm512_cvtepi32_ps(ms), acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < XN; c++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
+}
+
+/* Whole 16-row groups of [r0, r1) (r0 a multiple of 16, as the prefill
+ * grain is); returns the first row not done. */
+KQ_INLINE int64_t zt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    const int64_t nb = a->n_in / 256;
+    __m512i *t = rkm_kernel_scratch((size_t)nb * (size_t)zt_zmm(type) * sizeof(__m512i));
+    int64_t r = r0;
+    for (; r + 16 <= r1; r += 16) {
+        zt_pack(a, type, r, t);
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) zt_acts(a, type, t, r, i, 4);
+        if (a->m - i == 3) zt_acts(a, type, t, r, i, 3);
+        else if (a->m - i == 2) zt_acts(a, type, t, r, i, 2);
+        else if (a->m - i == 1) zt_acts(a, type, t, r, i, 1);
+    }
+    return r;
+}
+
 KQ_INLINE void zq_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
+    if (a->m >= ZT_MIN_M && r0 % 16 == 0) r0 = zt_mm(a, type, r0, r1);
     if (a->m == 1) {
         /* four quarters of the range side by side */
         const int64_t q = (r1 - r0) / 4;
