@@ -488,9 +488,99 @@ KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, const int64_t row[4
     }
 }
 
+/* Prefill of the 32-value types on 16-row tiles, as the K-quants' above:
+ * per pair of blocks 16 columns (4 values x 16 rows; levels + 128, Q5_0's
+ * q + 16, taken off as offset * sum(x)), the rows' d (and Q4_1 / Q5_1's
+ * m) of each block as float lanes; per block and activation row the
+ * reference's integer sum and fma steps, lane by lane. */
+#define ZBT_ZMM 20 /* 16 columns, d of blocks A and B, m of A and B */
+
+KQ_INLINE void zbt_pack(const rkm_mm_args *a, const int type, int64_t r, __m512i *t)
+{
+    const size_t bb = rkm_type_block_bytes(type);
+    const int64_t nb = a->n_in / 32;
+    _Alignas(64) uint8_t u[16][64];
+    for (int64_t b = 0; b < nb; b += 2) {
+        __m512i *tb = t + (b / 2) * ZBT_ZMM;
+        for (int rr = 0; rr < 16; rr++) {
+            const uint8_t *ba = (const uint8_t *)a->w + (size_t)(r + rr) * a->w_row_bytes + (size_t)b * bb;
+            const uint8_t *bq = b + 1 < nb ? ba + bb : ba;
+            _mm512_store_si512(u[rr], zb_quants(type, ba, bq));
+            ((float *)(tb + 16))[rr] = blk32_d(type, ba);
+            ((float *)(tb + 17))[rr] = blk32_d(type, bq);
+            ((float *)(tb + 18))[rr] = blk32_min(type) ? f16_at(ba + 2) : 0.0f;
+            ((float *)(tb + 19))[rr] = blk32_min(type) ? f16_at(bq + 2) : 0.0f;
+        }
+        for (int q = 0; q < 2; q++) {
+            __m256i lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                lo[k] = _mm256_load_si256((const __m256i *)(u[k] + 32 * q));
+                hi[k] = _mm256_load_si256((const __m256i *)(u[8 + k] + 32 * q));
+            }
+            zt_tr8(lo);
+            zt_tr8(hi);
+            for (int j = 0; j < 8; j++) _mm512_store_si512(tb + 8 * q + j, _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1));
+        }
+    }
+}
+
+KQ_INLINE void zbt_acts(const rkm_mm_args *a, const int type, const __m512i *t, int64_t r, int64_t i, const int XN)
+{
+    const int64_t nb = a->n_in / 32;
+    __m512 acc[4];
+    for (int c = 0; c < 4; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i *tb = t + (b / 2) * ZBT_ZMM + 8 * (b % 2);
+        __m512i d0[4], d1[4];
+        for (int c = 0; c < 4; c++) d0[c] = d1[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+            const __m512i w0 = _mm512_load_si512(tb + k), w1 = _mm512_load_si512(tb + k + 1);
+#pragma GCC unroll 4
+            for (int c = 0; c < XN; c++) {
+                const int8_t *x = a->xq + (i + c) * a->n_in + 32 * b + 4 * k;
+                int32_t x0, x1;
+                memcpy(&x0, x, 4);
+                memcpy(&x1, x + 4, 4);
+                d0[c] = _mm512_dpbusd_epi32(d0[c], w0, _mm512_set1_epi32(x0));
+                d1[c] = _mm512_dpbusd_epi32(d1[c], w1, _mm512_set1_epi32(x1));
+            }
+        }
+        const __m512 dv = _mm512_load_ps((const float *)(t + (b / 2) * ZBT_ZMM + 16 + b % 2));
+        const __m512 mv = _mm512_load_ps((const float *)(t + (b / 2) * ZBT_ZMM + 18 + b % 2));
+#pragma GCC unroll 4
+        for (int c = 0; c < XN; c++) {
+            const int32_t xsum = a->xs[(i + c) * nb + b];
+            __m512i isum = _mm512_add_epi32(d0[c], d1[c]);
+            if (zb_off(type)) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(zb_off(type) * xsum));
+            const __m512 dx = _mm512_set1_ps(a->xd[(i + c) * nb + b]);
+            acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(isum), acc[c]);
+            if (blk32_min(type)) acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mv, dx), _mm512_set1_ps((float)xsum), acc[c]);
+        }
+    }
+    for (int c = 0; c < XN; c++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
+}
+
+KQ_INLINE int64_t zbt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    const int64_t np = (a->n_in / 32 + 1) / 2;
+    __m512i *t = rkm_kernel_scratch((size_t)np * ZBT_ZMM * sizeof(__m512i));
+    int64_t r = r0;
+    for (; r + 16 <= r1; r += 16) {
+        zbt_pack(a, type, r, t);
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) zbt_acts(a, type, t, r, i, 4);
+        if (a->m - i == 3) zbt_acts(a, type, t, r, i, 3);
+        else if (a->m - i == 2) zbt_acts(a, type, t, r, i, 2);
+        else if (a->m - i == 1) zbt_acts(a, type, t, r, i, 1);
+    }
+    return r;
+}
+
 KQ_INLINE void zb_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
+    if (a->m >= ZT_MIN_M && r0 % 16 == 0) r = r0 = zbt_mm(a, type, r0, r1);
     if (a->m == 1) {
         const int64_t q = (r1 - r0) / 4;
         for (int64_t k = 0; k < q; k++) {
