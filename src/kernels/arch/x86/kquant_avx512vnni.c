@@ -343,16 +343,113 @@ KQ_INLINE int64_t zt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_
     return r;
 }
 
+/* Decode of Q4_K (m = 1) straight from the 128 nibble bytes: bytes
+ * [64h, 64h + 64) hold as low nibbles the values of chunks 4h and 4h + 2
+ * (32 each) and as high nibbles chunks 4h + 1 and 4h + 3, so the
+ * activations are rearranged once per call to that order (q4k_xperm) and
+ * a row's super-block is two loads, four masks or shifts and four
+ * vpdpbusd. Each product's sub-block scale (lanes 0-7 one sub-block, 8-15
+ * another) is a permute of the row's 8 scales; the sums are zq_dot's. */
+KQ_INLINE void q4k_xperm(const int8_t *x, int64_t nb, int8_t *xp)
+{
+    for (int64_t b = 0; b < nb; b++, x += 256, xp += 256) {
+        /* zmm j of a super-block: chunks (c, c + 2) with c = 0, 1, 4, 5 */
+        static const int ch[4] = {0, 1, 4, 5};
+        for (int j = 0; j < 4; j++) {
+            memcpy(xp + 64 * j, x + 32 * ch[j], 32);
+            memcpy(xp + 64 * j + 32, x + 32 * (ch[j] + 2), 32);
+        }
+    }
+}
+
+/* The 8 6-bit scales (or mins, mins = 1) of a Q4_K / Q5_K super-block as
+ * 8 bytes. */
+KQ_INLINE uint64_t q4k_scales8(const uint8_t *b, const int mins)
+{
+    uint32_t u[3];
+    memcpy(u, b + 4, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const uint32_t lo = mins ? u[1] & m6 : u[0] & m6;
+    const uint32_t hi = mins ? ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4 : (u[2] & m4) | ((u[0] >> 6) & m2) << 4;
+    return (uint64_t)lo | (uint64_t)hi << 32;
+}
+
+KQ_INLINE void q4k_rows4(const rkm_mm_args *a, const int64_t row[4], const int8_t *xp)
+{
+    const size_t bb = 144, rb = a->w_row_bytes;
+    const int64_t nb = a->n_in / 256;
+    const uint8_t *w[4];
+    for (int rr = 0; rr < 4; rr++) w[rr] = (const uint8_t *)a->w + (size_t)row[rr] * rb;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i ix[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+        _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6),
+        _mm512_setr_epi32(5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7)};
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *xb = xp + 256 * b;
+        const __m512i x0 = _mm512_load_si512(xb), x1 = _mm512_load_si512(xb + 64), x2 = _mm512_load_si512(xb + 128),
+                      x3 = _mm512_load_si512(xb + 192);
+        /* the activations' sums of 32, as int16 (each at most 32 * 127) */
+        const __m256i s16 = act_sums16(a->xs + 16 * b);
+        const __m128i bs32 = _mm_packs_epi32(
+            _mm256_castsi256_si128(_mm256_madd_epi16(s16, _mm256_set1_epi16(1))),
+            _mm256_extracti128_si256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), 1));
+        __m256i is[4], ms[4];
+        float d[4], dm[4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; rr++) {
+            const uint8_t *blk = w[rr] + (size_t)b * bb;
+            prefetch_block(blk + KQ_PF_BYTES, bb);
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)q4k_scales8(blk, 0)));
+            const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)q4k_scales8(blk, 1)));
+            const __m512i q0 = _mm512_loadu_si512(blk + 16), q1 = _mm512_loadu_si512(blk + 80);
+            __m512i t = _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q0, m4), x0),
+                                          _mm512_permutexvar_epi32(ix[0], sc));
+            t = _mm512_add_epi32(t, _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                          _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), x1),
+                                                      _mm512_permutexvar_epi32(ix[1], sc)));
+            t = _mm512_add_epi32(t, _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q1, m4), x2),
+                                                      _mm512_permutexvar_epi32(ix[2], sc)));
+            t = _mm512_add_epi32(t, _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                          _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), x3),
+                                                      _mm512_permutexvar_epi32(ix[3], sc)));
+            is[rr] = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+            ms[rr] = _mm256_castsi128_si256(_mm_madd_epi16(mn, bs32));
+            d[rr] = f16_at(blk);
+            dm[rr] = f16_at(blk + 2);
+        }
+        const __m128 dx = _mm_set1_ps(a->xd[b]);
+        acc = _mm_fmadd_ps(_mm_mul_ps(_mm_setr_ps(d[0], d[1], d[2], d[3]), dx), _mm_cvtepi32_ps(hsum4(is[0], is[1], is[2], is[3])), acc);
+        const __m128 dmn = _mm_xor_ps(_mm_mul_ps(_mm_setr_ps(dm[0], dm[1], dm[2], dm[3]), dx), _mm_set1_ps(-0.0f));
+        const __m128i msum = _mm_hadd_epi32(_mm_hadd_epi32(_mm256_castsi256_si128(ms[0]), _mm256_castsi256_si128(ms[1])),
+                                            _mm_hadd_epi32(_mm256_castsi256_si128(ms[2]), _mm256_castsi256_si128(ms[3])));
+        acc = _mm_fmadd_ps(dmn, _mm_cvtepi32_ps(msum), acc);
+    }
+    float out[4];
+    _mm_storeu_ps(out, acc);
+    for (int rr = 0; rr < 4; rr++) a->y[row[rr]] = out[rr];
+}
+
 KQ_INLINE void zq_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     if (a->m >= ZT_MIN_M && r0 % 16 == 0) r0 = zt_mm(a, type, r0, r1);
     if (a->m == 1) {
         /* four quarters of the range side by side */
         const int64_t q = (r1 - r0) / 4;
-        for (int64_t k = 0; k < q; k++) {
-            const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
-            zq_rows4(a, type, row);
-        }
+        if (type == RKM_TYPE_Q4_K && q > 0) {
+            int8_t *xp = rkm_kernel_scratch((size_t)a->n_in);
+            q4k_xperm(a->xq, a->n_in / 256, xp);
+            for (int64_t k = 0; k < q; k++) {
+                const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
+                q4k_rows4(a, row, xp);
+            }
+        } else
+            for (int64_t k = 0; k < q; k++) {
+                const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
+                zq_rows4(a, type, row);
+            }
         for (int64_t r = r0 + 4 * q; r < r1; r++) zq_acts(a, type, r, 0, 1);
         return;
     }
