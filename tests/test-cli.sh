@@ -78,7 +78,10 @@ expect 2 "rkmojo bench: --mem-budget: 'lots' is not a size" bench -m "$M" --mem-
 expect 2 "rkmojo bench: --cache-policy: 'mru' is not one of lfu|lru" bench -m "$M" --cache-policy mru
 expect 2 "rkmojo serve: --port: '70000' is out of range [0, 65535]" serve -m "$M" --port 70000
 expect 2 "rkmojo serve: --idle-unload: 'soon' is not a duration" serve -m "$M" --idle-unload soon
-expect 2 "rkmojo synth: --dtype: 'f8' is not a weight type" synth -o "$T/x.gguf" --dtype f8
+expect 2 "rkmojo synth: --dtype: 'f8' is not a weight type (f32, f16, bf16, q8_0, q4_0) or a mix (q2_k," synth -o "$T/x.gguf" --dtype f8
+expect 2 "rkmojo synth: --dtype: 'keep' is not a weight type" synth -o "$T/x.gguf" --dtype keep
+expect 1 "rkmojo synth: --hf-out needs --dtype f32, f16 or bf16" synth -o "$T/x.gguf" --dtype q4_k_m --hf-out "$T/xhf"
+[ ! -e "$T/x.gguf" ] && [ ! -e "$T/xhf" ] && ok "synth writes nothing when refused" || fail "a refused synth wrote files"
 expect 2 "rkmojo trace-sim: --slots: '0,8' is not a list of positive integers" trace-sim "$T/t.bin" --slots 0,8
 expect 2 "rkmojo convert: needs INPUT and OUT.rkmojo" convert "$T/a.gguf"
 expect 2 "rkmojo convert: unexpected argument" convert "$T/a.gguf" "$T/m2" "$T/m3"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-convert.sh - the format through the CLI, as a user runs it:
-# synth is deterministic; synth -> convert -> inspect --verify works for
-# every quant; experts are stored packed by default and plain with
+# synth is deterministic (a mix too); synth -> convert -> inspect --verify
+# works for every quant; experts are stored packed by default and plain with
 # --expert-layout plain, with the same greedy text; --quant's names (an
 # unknown one refused, writing nothing), its report and the warning for a
 # source quantized again (test-quant-mix.sh compares the mixes with
@@ -24,6 +24,9 @@ $R synth --preset tiny -o "$T/b.gguf" --seed 7 --quiet
 cmp -s "$T/a.gguf" "$T/b.gguf" && ok "same seed, same bytes" || fail "same seed gave different bytes"
 $R synth --preset tiny -o "$T/c.gguf" --seed 8 --quiet
 cmp -s "$T/a.gguf" "$T/c.gguf" && fail "different seeds gave the same bytes" || ok "different seeds differ"
+$R synth --preset tiny --dtype q4_k_m -o "$T/k1.gguf" --seed 7 --quiet && $R synth --preset tiny --dtype q4_k_m -o "$T/k2.gguf" --seed 7 --quiet \
+  && cmp -s "$T/k1.gguf" "$T/k2.gguf" && ok "same seed, same bytes (--dtype q4_k_m)" || fail "synth --dtype q4_k_m: not the same bytes twice"
+rm -f "$T/k1.gguf" "$T/k2.gguf"
 
 for q in keep q8_0 q4_0; do
   if $R convert "$T/a.gguf" "$T/m-$q" --quant "$q" --quiet && $R inspect "$T/m-$q" --verify > "$T/inspect-$q.txt"; then

@@ -10,6 +10,13 @@
 # resident tensor's bytes, of experts/*.bin). The F16 presets are also
 # written as Hugging Face directories (safetensors; Mixtral's experts one
 # tensor each), which must convert to A's types and bytes.
+# `rkmojo synth --dtype MIX` writes the mix's types itself, quantizing the
+# F32 rows as it draws them: for the F32 sources, every K-quant mix of
+# tiny and q4_k_m of the others, that file D (same seed and options)
+#   - converted with --quant keep, must be A: the same manifest types and
+#     checksums, resident.bin and experts/*.bin byte for byte;
+#   - must load in llama.cpp with the metadata (file type included) of
+#     llama.cpp's own quantization of X, and give its greedy ids.
 # The cases exercise the rules' conditions: 8 experts (Mixtral's bumps of
 # attn_k, attn_v, attn_output), n_head / n_head_kv >= 4, 8 and 16 layers
 # (the "more bits" layer pattern and the first eighth / sixteenth of
@@ -41,6 +48,10 @@ e="--set n_embd=256"
 x2="--set n_expert=2 --set n_expert_used=2"
 by_layer="q4_k_m q4_k_s q5_k_m q3_k_m q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe" # the mixes whose rules read layers or heads
 few="q4_k_m q2_k iq4_nl mxfp4_moe"
+# the mixes synth --dtype takes as mixes (q8_0, q4_0, f16, bf16 are its uniform types)
+synth_mixes="q4_k_m q4_k_s q5_k_m q5_k_s q6_k q3_k_m q3_k_s q3_k_l q2_k iq4_xs iq4_nl mxfp4_moe"
+ids=$(seq 3 7 150 | paste -sd, -) # 22 prompt ids, valid in every vocabulary
+in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 cases=(
   "tiny|tiny|f32||all"
   "olmoe|olmoe-1b-7b|f32|--set n_layer=2 $e --set n_head=2 --set n_head_kv=2 --set n_ff_exp=256 $x2|$few"
@@ -66,7 +77,7 @@ types() {
           "L\($l.layer).experts - \($l.xxh3 | join(","))")' "$1/manifest.json" | sort
 }
 
-fail=0; pairs=0; compared=0
+fail=0; pairs=0; compared=0; direct=0
 for entry in "${cases[@]}"; do
   IFS='|' read -r name preset dtype sets mixes <<<"$entry"
   [ "$mixes" = all ] && mixes=$all_mixes
@@ -128,6 +139,37 @@ for entry in "${cases[@]}"; do
       cmp -s "$f" "$tmp/B/experts/${f##*/}" || { echo "FAIL $label: ${f##*/} differs"; bad=1; }
     done
     [ $bad = 0 ] || { fail=1; continue; }
+    if [ "$dtype" = f32 ] && in_list "$mix" "$synth_mixes" && { [ "$name" = tiny ] || [ "$mix" = q4_k_m ]; }; then
+      d=$tmp/d.gguf
+      rm -rf "$tmp/D" "$d"
+      # shellcheck disable=SC2086  # $sets is a list of options
+      if ! $RKMOJO synth --preset "$preset" --dtype "$mix" -o "$d" --quiet --vocab-from "$tmp/vocab.gguf" $sets ||
+         ! $RKMOJO convert "$d" "$tmp/D" --quant keep --quiet 2>"$tmp/d.err"; then
+        echo "FAIL $label: synth --dtype $mix, or its conversion:"; tail -n 3 "$tmp/d.err"; fail=1; continue
+      fi
+      if ! diff <(types "$tmp/A") <(types "$tmp/D") >"$tmp/diff.txt"; then
+        echo "FAIL $label: synth --dtype $mix differs from convert --quant $mix (< convert, > synth):"
+        grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 12
+        fail=1; continue
+      fi
+      cmp -s "$tmp/A/resident.bin" "$tmp/D/resident.bin" || { echo "FAIL $label: synth's resident.bin differs"; bad=1; }
+      for f in "$tmp"/A/experts/*.bin; do
+        [ -e "$f" ] || continue
+        cmp -s "$f" "$tmp/D/experts/${f##*/}" || { echo "FAIL $label: synth's ${f##*/} differs"; bad=1; }
+      done
+      if ! "$REF" "$LIB" "$d" meta >"$tmp/d.meta" 2>"$tmp/ref.err" || ! "$REF" "$LIB" "$y" meta >"$tmp/y.meta" 2>>"$tmp/ref.err"; then
+        echo "FAIL $label: llama.cpp did not load synth's file:"; tail -n 3 "$tmp/ref.err"; bad=1
+      elif ! diff <(sort "$tmp/y.meta") <(sort "$tmp/d.meta") >"$tmp/diff.txt"; then
+        echo "FAIL $label: llama.cpp reads other metadata in synth's file (< its own quantization, > synth):"
+        grep '^[<>]' "$tmp/diff.txt" | cut -c1-100 | head -n 6; bad=1
+      elif ! "$REF" "$LIB" "$d" ids "$ids" 8 >"$tmp/d.ids" 2>"$tmp/ref.err" || ! "$REF" "$LIB" "$y" ids "$ids" 8 >"$tmp/y.ids" ||
+           [ "$(wc -l <"$tmp/d.ids")" -ne 8 ] || ! cmp -s "$tmp/d.ids" "$tmp/y.ids"; then
+        echo "FAIL $label: llama.cpp's greedy ids from synth's file differ from those of its own quantization"; bad=1
+      fi
+      [ $bad = 0 ] || { fail=1; continue; }
+      direct=$((direct + 1))
+      echo "ok   $label: synth --dtype $mix writes the same types and bytes; llama.cpp reads it as $(sed -n 's/^desc = .*B //p' "$tmp/d.meta"), with the metadata and greedy ids of its own quantization"
+    fi
     if [ ${#hf[@]} -gt 0 ]; then
       rm -rf "$tmp/C"
       if ! $RKMOJO convert "$tmp/hf" "$tmp/C" --quant "$mix" --quiet 2>"$tmp/c.err"; then
@@ -144,6 +186,7 @@ for entry in "${cases[@]}"; do
   done
   rm -f "$x"
 done
-echo "$pairs conversions compared, $compared tensors and expert parts"
+echo "$pairs conversions compared, $compared tensors and expert parts; $direct mixes written by synth itself"
 [ $pairs -ge 90 ] || { echo "FAIL: fewer than 90 conversions compared"; fail=1; }
+[ $direct -ge 20 ] || { echo "FAIL: fewer than 20 mixes written by synth compared"; fail=1; }
 exit $fail

@@ -5,15 +5,26 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "convert/quant_mix.h"
 #include "convert/synth.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 
+/* A type every matrix takes (f32, f16, bf16, q8_0, q4_0), else one of
+ * the converter's mixes, each tensor the type the mix's rules give it;
+ * keep has no meaning here. */
 static int parse_dtype(const char *v, void *dst)
 {
+    rkm_synth_opts *o = dst;
     int t = rkm_type_from_name(v);
-    if (t < 0) return -1;
-    *(int *)dst = t;
+    if (t == RKM_TYPE_F32 || t == RKM_TYPE_F16 || t == RKM_TYPE_BF16 || t == RKM_TYPE_Q8_0 || t == RKM_TYPE_Q4_0) {
+        o->dtype = t;
+        o->mix = NULL;
+        return 0;
+    }
+    const rkm_quant_mix *m = rkm_quant_mix_find(v);
+    if (!m || rkm_quant_mix_keeps(m)) return -1;
+    o->mix = m;
     return 0;
 }
 
@@ -35,19 +46,25 @@ int rkm_cmd_synth(int argc, char **argv)
         {"preset", 0, RKM_OPT_STR, &o.preset, .arg = "NAME", .help = "the architecture and size (default tiny; list below)"},
         {NULL, 'o', RKM_OPT_STR, &out, .arg = "FILE", .help = "the GGUF file to write (required)"},
         {"seed", 0, RKM_OPT_U64, &o.seed, 0, 18446744073709551615.0, "N", .help = "random seed (default 1)"},
-        {"dtype", 0, RKM_OPT_CALL, &o.dtype, .arg = "f32|f16|q8_0|q4_0", .values = "a weight type (f32, f16, q8_0, q4_0)",
-         .fn = parse_dtype, .help = "type of the matrices (default f32)"},
+        {"dtype", 0, RKM_OPT_CALL, &o, .arg = "TYPE|MIX",
+         .values = "a weight type (f32, f16, bf16, q8_0, q4_0) or a mix (q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, "
+                   "q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, mxfp4_moe)",
+         .fn = parse_dtype,
+         .help = "type of every matrix: f32 (default), f16, bf16, q8_0, q4_0;\n"
+                 "or a mix of convert --quant (q2_k, q3_k_s/m/l, q4_k_s/m,\n"
+                 "q5_k_s/m, q6_k, iq4_nl, iq4_xs, mxfp4_moe): each tensor the\n"
+                 "type and bytes `convert --quant MIX` gives the f32 synth"},
         {"vocab-from", 0, RKM_OPT_STR, &o.vocab_from, .arg = "FILE", .help = "take the vocabulary from a tokenizer file"},
         {"set", 0, RKM_OPT_LIST, &set_list, .arg = "KEY=VALUE",
          .help = "override a shape field, e.g. --set n_layer=2 --set n_expert=16\n(repeatable; see docs/FORMAT.md)"},
         {"hf-out", 0, RKM_OPT_STR, &o.hf_out, .arg = "DIR",
-         .help = "also write the same weights as a Hugging Face directory (f32/f16 only)"},
+         .help = "also write the same weights as a Hugging Face directory\n(f32, f16, bf16 only)"},
         {"quiet", 0, RKM_OPT_FLAG, &quiet, .help = "no progress"},
         {0},
     };
     const rkm_opts_cmd cmd = {
         "synth",
-        "usage: rkmojo synth --preset NAME -o model.gguf [--seed N] [--dtype f32|f16|q8_0|q4_0]\n"
+        "usage: rkmojo synth --preset NAME -o model.gguf [--seed N] [--dtype TYPE|MIX]\n"
         "                    [--vocab-from FILE] [--set key=value ...] [--hf-out DIR] [--quiet]\n"
         "  Writes a synthetic checkpoint: random weights with the real shapes (GGUF that llama.cpp loads).\n\n",
         presets, {opts}, 0,

@@ -83,26 +83,27 @@ struct rkm_quant_mix {
     const char *name;
     const char *alias; /* another accepted name, or NULL */
     int base;          /* the type of every matrix no rule names (-1: keep) */
+    int file_type;     /* llama.cpp's llama_ftype (-1: keep) */
 };
 
 static const rkm_quant_mix mixes[MIX_COUNT] = {
-    {MIX_KEEP, "keep", NULL, -1},
-    {MIX_Q8_0, "q8_0", NULL, RKM_TYPE_Q8_0},
-    {MIX_Q4_0, "q4_0", NULL, RKM_TYPE_Q4_0},
-    {MIX_F16, "f16", NULL, RKM_TYPE_F16},
-    {MIX_BF16, "bf16", NULL, RKM_TYPE_BF16},
-    {MIX_Q2_K, "q2_k", NULL, RKM_TYPE_Q2_K},
-    {MIX_Q3_K_S, "q3_k_s", NULL, RKM_TYPE_Q3_K},
-    {MIX_Q3_K_M, "q3_k_m", NULL, RKM_TYPE_Q3_K},
-    {MIX_Q3_K_L, "q3_k_l", NULL, RKM_TYPE_Q3_K},
-    {MIX_Q4_K_S, "q4_k_s", NULL, RKM_TYPE_Q4_K},
-    {MIX_Q4_K_M, "q4_k_m", NULL, RKM_TYPE_Q4_K},
-    {MIX_Q5_K_S, "q5_k_s", NULL, RKM_TYPE_Q5_K},
-    {MIX_Q5_K_M, "q5_k_m", NULL, RKM_TYPE_Q5_K},
-    {MIX_Q6_K, "q6_k", NULL, RKM_TYPE_Q6_K},
-    {MIX_IQ4_NL, "iq4_nl", NULL, RKM_TYPE_IQ4_NL},
-    {MIX_IQ4_XS, "iq4_xs", NULL, RKM_TYPE_IQ4_XS},
-    {MIX_MXFP4_MOE, "mxfp4_moe", "mxfp4", RKM_TYPE_MXFP4},
+    {MIX_KEEP, "keep", NULL, -1, -1},
+    {MIX_Q8_0, "q8_0", NULL, RKM_TYPE_Q8_0, 7},
+    {MIX_Q4_0, "q4_0", NULL, RKM_TYPE_Q4_0, 2},
+    {MIX_F16, "f16", NULL, RKM_TYPE_F16, 1},
+    {MIX_BF16, "bf16", NULL, RKM_TYPE_BF16, 32},
+    {MIX_Q2_K, "q2_k", NULL, RKM_TYPE_Q2_K, 10},
+    {MIX_Q3_K_S, "q3_k_s", NULL, RKM_TYPE_Q3_K, 11},
+    {MIX_Q3_K_M, "q3_k_m", NULL, RKM_TYPE_Q3_K, 12},
+    {MIX_Q3_K_L, "q3_k_l", NULL, RKM_TYPE_Q3_K, 13},
+    {MIX_Q4_K_S, "q4_k_s", NULL, RKM_TYPE_Q4_K, 14},
+    {MIX_Q4_K_M, "q4_k_m", NULL, RKM_TYPE_Q4_K, 15},
+    {MIX_Q5_K_S, "q5_k_s", NULL, RKM_TYPE_Q5_K, 16},
+    {MIX_Q5_K_M, "q5_k_m", NULL, RKM_TYPE_Q5_K, 17},
+    {MIX_Q6_K, "q6_k", NULL, RKM_TYPE_Q6_K, 18},
+    {MIX_IQ4_NL, "iq4_nl", NULL, RKM_TYPE_IQ4_NL, 25},
+    {MIX_IQ4_XS, "iq4_xs", NULL, RKM_TYPE_IQ4_XS, 30},
+    {MIX_MXFP4_MOE, "mxfp4_moe", "mxfp4", RKM_TYPE_MXFP4, 38},
 };
 
 const rkm_quant_mix *rkm_quant_mix_find(const char *name)
@@ -128,6 +129,11 @@ const char *rkm_quant_mix_name(const rkm_quant_mix *m)
 int rkm_quant_mix_keeps(const rkm_quant_mix *m)
 {
     return m->id == MIX_KEEP;
+}
+
+int rkm_quant_mix_file_type(const rkm_quant_mix *m)
+{
+    return m->file_type;
 }
 
 /* ------------------------------------------------------ tensor classes */
@@ -256,9 +262,9 @@ static int holds(const rkm_quant_plan *p, int when, int i, int n, int routed, in
 
 /* ----------------------------------------------------------------- plan */
 
-void rkm_quant_plan_init(rkm_quant_plan *p, const rkm_quant_mix *m, const rkm_source *s)
+void rkm_quant_plan_init_with(rkm_quant_plan *p, const rkm_quant_mix *m, const rkm_hparams *hp,
+                              rkm_quant_has_tensor has, const void *ctx)
 {
-    const rkm_hparams *hp = &s->hp;
     memset(p, 0, sizeof *p);
     p->mix = m;
     p->n_layer = hp->n_layer;
@@ -269,9 +275,19 @@ void rkm_quant_plan_init(rkm_quant_plan *p, const rkm_quant_mix *m, const rkm_so
     const int llama = hp->arch == RKM_ARCH_LLAMA || hp->arch == RKM_ARCH_MIXTRAL;
     p->is_70b = hp->n_layer == 80 && ((llama && hp->n_expert != 8 && hp->n_head != hp->n_head_kv[0]) ||
                                       hp->arch == RKM_ARCH_QWEN2);
-    p->tied = rkm_source_role(s, RKM_TENSOR_OUTPUT, -1) == NULL;
+    p->tied = !has(ctx, RKM_TENSOR_OUTPUT, -1);
     for (int il = 0; il < RKM_MAX_LAYERS; il++)
-        p->attn_v_rank[il] = il < hp->n_layer && rkm_source_role(s, RKM_TENSOR_ATTN_V, il) ? p->n_attn_v++ : -1;
+        p->attn_v_rank[il] = il < hp->n_layer && has(ctx, RKM_TENSOR_ATTN_V, il) ? p->n_attn_v++ : -1;
+}
+
+static int source_has(const void *ctx, int role, int il)
+{
+    return rkm_source_role(ctx, role, il) != NULL;
+}
+
+void rkm_quant_plan_init(rkm_quant_plan *p, const rkm_quant_mix *m, const rkm_source *s)
+{
+    rkm_quant_plan_init_with(p, m, &s->hp, source_has, s);
 }
 
 int rkm_quant_plan_type(const rkm_quant_plan *p, const rkm_tensor_info *t, int il, int n_dims, int64_t ne0,

@@ -6,6 +6,7 @@
  * synthetic model's softmax is neither flat nor degenerate. Single-threaded.
  */
 #include "convert/synth.h"
+#include "convert/quant_mix.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -121,6 +122,8 @@ static double rng_normal(rng *r)
 typedef struct {
     char name[96];
     const rkm_tensor_info *info; /* the architecture table's row */
+    int il;                      /* its layer, -1: global */
+    int type;                    /* the type written (enum rkm_type) */
     int n_dims;
     int64_t ne[3];
     int init;   /* enum rkm_init */
@@ -143,6 +146,7 @@ static void add(tlist *l, const rkm_hparams *hp, const rkm_tensor_info *ti, int 
     synth_tensor *t = &l->t[l->n++];
     RKM_ASSERT(rkm_arch_format(ti->gguf, il, 0, t->name, sizeof t->name) == 0);
     t->info = ti;
+    t->il = il;
     t->n_dims = rkm_hparams_tensor_ne(hp, ti, il, t->ne);
     t->init = ti->init;
     t->gain = ti->gain ? ti->gain : 1.0f;
@@ -193,6 +197,29 @@ static int tensor_type(const synth_tensor *t, int dtype)
 {
     if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->ne[0] % 32) return RKM_TYPE_F32;
     return dtype;
+}
+
+/* quant_mix's test of which tensors a model has, over the list */
+static int tlist_has(const void *ctx, int role, int il)
+{
+    const tlist *l = ctx;
+    for (int i = 0; i < l->n; i++)
+        if (l->t[i].info->role == role && l->t[i].il == il) return 1;
+    return 0;
+}
+
+/* Every tensor's type: dtype's, or the type the mix's rules give the
+ * tensor quantized from its F32 rows (what `convert --quant MIX` of the
+ * f32 synth stores). */
+static void assign_types(tlist *l, const rkm_hparams *hp, const rkm_synth_opts *o)
+{
+    rkm_quant_plan plan;
+    if (o->mix) rkm_quant_plan_init_with(&plan, o->mix, hp, tlist_has, l);
+    for (int i = 0; i < l->n; i++) {
+        synth_tensor *t = &l->t[i];
+        t->type = o->mix ? rkm_quant_plan_type(&plan, t->info, t->il, t->n_dims, t->ne[0], RKM_TYPE_F32)
+                         : tensor_type(t, o->dtype);
+    }
 }
 
 static int64_t n_rows(const synth_tensor *t) { return t->ne[1] * t->ne[2]; }
@@ -255,9 +282,10 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
 #undef KEY
 }
 
-static int write_tensor_rows(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, int type, float *row,
+static int write_tensor_rows(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, float *row,
                              uint8_t *qrow, rkm_gguf_writer *w, rkm_progress *prog)
 {
+    const int type = t->type;
     size_t rb = rkm_type_row_bytes(type, t->ne[0]);
     for (int64_t r = 0; r < n_rows(t); r++) {
         gen_row(t, hp, seed, r, row);
@@ -363,8 +391,6 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
 {
     if (!hf_model_type(hp->arch))
         return rkm_err(RKM_EUNSUPPORTED, "--hf-out: no Hugging Face layout for %s", hp->arch_name);
-    if (o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_BF16)
-        return rkm_err(RKM_EINVAL, "--hf-out needs --dtype f32, f16 or bf16");
     int rc = rkm_mkdir_p(o->hf_out);
     if (rc) return rc;
     int cap = 0, n = 0;
@@ -408,14 +434,14 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
                 nd = 2;
                 ne[1] = 1;
             }
-            rc = rkm_st_writer_add(w, items[i].hf, tensor_type(t, o->dtype) == RKM_TYPE_F32 ? RKM_TYPE_F32 : o->dtype, nd, ne);
+            rc = rkm_st_writer_add(w, items[i].hf, t->type, nd, ne);
             cJSON_AddStringToObject(wm, items[i].hf, fname);
         }
         char *p = rkm_path_join(o->hf_out, fname);
         if (!rc) rc = rkm_st_writer_begin(w, p);
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
-            int type = tensor_type(t, o->dtype) == RKM_TYPE_F32 ? RKM_TYPE_F32 : o->dtype;
+            const int type = t->type;
             int64_t rows = items[i].expert >= 0 ? t->ne[1] : n_rows(t), r0 = items[i].expert >= 0 ? items[i].expert * t->ne[1] : 0;
             int perm = 0, dummy;
             char *g = rkm_hf_name_to_gguf(hp->arch, items[i].hf, hp, &perm);
@@ -465,9 +491,13 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     rkm_hparams hp;
     int rc = rkm_synth_preset(o->preset ? o->preset : "tiny", &hp);
     if (rc) return rc;
-    if (o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_Q8_0 && o->dtype != RKM_TYPE_Q4_0 &&
-        o->dtype != RKM_TYPE_BF16)
-        return rkm_err(RKM_EINVAL, "--dtype must be f32, f16, q8_0 or q4_0");
+    if (o->mix && rkm_quant_mix_keeps(o->mix))
+        return rkm_err(RKM_EINVAL, "--dtype keep: a synthetic model has no source types to keep");
+    if (!o->mix && o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_Q8_0 &&
+        o->dtype != RKM_TYPE_Q4_0 && o->dtype != RKM_TYPE_BF16)
+        return rkm_err(RKM_EINVAL, "--dtype must be f32, f16, bf16, q8_0, q4_0 or a mix of convert --quant");
+    if (o->hf_out && (o->mix || (o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_BF16)))
+        return rkm_err(RKM_EINVAL, "--hf-out needs --dtype f32, f16 or bf16");
     rkm_tokenizer *tok = o->vocab_from ? rkm_tokenizer_load(o->vocab_from, NULL) : rkm_tokenizer_builtin(hp.n_vocab);
     if (!tok) return rkm_err_prefix(RKM_EFORMAT, "tokenizer");
     hp.n_vocab = rkm_tokenizer_n_vocab(tok);
@@ -496,21 +526,27 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     }
     tlist l = {0};
     tensor_list(&hp, &l);
+    assign_types(&l, &hp, o);
     rkm_gguf_writer *w = rkm_gguf_writer_new();
     char name[96];
     snprintf(name, sizeof name, "synthetic-%s-seed%llu", o->preset ? o->preset : "tiny", (unsigned long long)o->seed);
     put_hparams(w, &hp, name);
     rkm_gguf_writer_set_str(w, "synthetic.generator", "rkmojo synth " RKM_VERSION_STRING);
-    /* llama.cpp's file type: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
-    rkm_gguf_writer_set_u32(w, "general.file_type", o->dtype == RKM_TYPE_F16 ? 1 : o->dtype == RKM_TYPE_Q4_0 ? 2
-                                                    : o->dtype == RKM_TYPE_Q8_0 ? 7 : o->dtype == RKM_TYPE_BF16 ? 32 : 0);
+    /* llama.cpp's file type: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32; a mix's own */
+    rkm_gguf_writer_set_u32(w, "general.file_type",
+                            o->mix ? (uint32_t)rkm_quant_mix_file_type(o->mix)
+                            : o->dtype == RKM_TYPE_F16 ? 1 : o->dtype == RKM_TYPE_Q4_0 ? 2
+                            : o->dtype == RKM_TYPE_Q8_0 ? 7 : o->dtype == RKM_TYPE_BF16 ? 32 : 0);
+    /* as llama.cpp's quantizer marks its files: ggml's block formats, version 2 */
+    if (o->mix || o->dtype == RKM_TYPE_Q8_0 || o->dtype == RKM_TYPE_Q4_0)
+        rkm_gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc = rkm_tokenizer_write_gguf(tok, w);
     if (!rc && !rkm_tokenizer_chat_template(tok) && !o->vocab_from)
         rkm_gguf_writer_set_str(w, "tokenizer.chat_template", rkm_chat_builtin_template("chatml"));
     uint64_t total = 0;
     int64_t max_ne0 = 0;
     for (int i = 0; i < l.n && !rc; i++) {
-        int type = tensor_type(&l.t[i], o->dtype);
+        int type = l.t[i].type;
         rc = rkm_gguf_writer_add_tensor(w, l.t[i].name, type, l.t[i].n_dims, l.t[i].ne);
         total += rkm_type_row_bytes(type, l.t[i].ne[0]) * (uint64_t)n_rows(&l.t[i]);
         max_ne0 = RKM_MAX(max_ne0, l.t[i].ne[0]);
@@ -522,7 +558,7 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     rkm_progress prog;
     rkm_progress_init(&prog, o->progress, "synth", total);
     for (int i = 0; i < l.n && !rc; i++)
-        rc = write_tensor_rows(&l.t[i], &hp, o->seed, tensor_type(&l.t[i], o->dtype), row, qrow, w, &prog);
+        rc = write_tensor_rows(&l.t[i], &hp, o->seed, row, qrow, w, &prog);
     if (!rc) rc = rkm_gguf_writer_finish(w);
     if (!rc) rkm_progress_done(&prog);
     rkm_gguf_writer_free(w);

@@ -28,6 +28,11 @@
  *       and the metadata copied (as llama-quantize writes: gguf_set_kv,
  *       gguf_add_tensor, gguf_set_tensor_type, gguf_write_to_file);
  *       expert rows that are not a multiple of the type's block stay F32
+ *   llama-cpp-ref LIBDIR MODEL.gguf meta
+ *       loads the model and prints what llama.cpp makes of it: its
+ *       description (llama_model_desc: architecture, size, file type),
+ *       then every metadata key it keeps with its value as llama.cpp
+ *       prints it, "key = value", one per line (newlines as \n)
  *
  * The parameter structs are only ever passed back to the library as it
  * returned them, so their layout is not needed: they are held in buffers
@@ -103,6 +108,10 @@ static struct {
     int64_t (*blck_size)(int);
     size_t (*row_size)(int, int64_t);
     size_t (*quantize_chunk)(int, const float *, void *, int64_t, int64_t, int64_t, const float *);
+    int32_t (*model_desc)(const void *, char *, size_t);
+    int32_t (*meta_count)(const void *);
+    int32_t (*meta_key_by_index)(const void *, int32_t, char *, size_t);
+    int32_t (*meta_val_str_by_index)(const void *, int32_t, char *, size_t);
 } L;
 
 static void die(const char *what, const char *detail)
@@ -171,6 +180,10 @@ static void load_lib(const char *dir)
     S(blck_size, RTLD_DEFAULT, "ggml_blck_size");
     S(row_size, RTLD_DEFAULT, "ggml_row_size");
     S(quantize_chunk, RTLD_DEFAULT, "ggml_quantize_chunk");
+    S(model_desc, hl, "llama_model_desc");
+    S(meta_count, hl, "llama_model_meta_count");
+    S(meta_key_by_index, hl, "llama_model_meta_key_by_index");
+    S(meta_val_str_by_index, hl, "llama_model_meta_val_str_by_index");
 #undef S
     if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
     L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
@@ -342,11 +355,29 @@ static int quantize_experts(const char *in, const char *out, const char *tname)
     return 0;
 }
 
+/* One line per metadata key; values longer than the buffer are cut. */
+static void print_meta(const void *model)
+{
+    static char k[512], v[1 << 16];
+    L.model_desc(model, v, sizeof v);
+    printf("desc = %s\n", v);
+    for (int32_t i = 0; i < L.meta_count(model); i++) {
+        if (L.meta_key_by_index(model, i, k, sizeof k) < 0 || L.meta_val_str_by_index(model, i, v, sizeof v) < 0)
+            die("llama_model_meta_*_by_index failed", NULL);
+        printf("%s = ", k);
+        for (const char *c = v; *c; c++) fputs(*c == '\n' ? "\\n" : (char[]){*c, 0}, stdout);
+        putchar('\n');
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: llama-cpp-ref LIBDIR MODEL.gguf ids ID,ID,... N\n"
-                        "       llama-cpp-ref LIBDIR MODEL.gguf bench N_PROMPT N_GEN REPS THREADS\n");
+                        "       llama-cpp-ref LIBDIR MODEL.gguf bench N_PROMPT N_GEN REPS THREADS\n"
+                        "       llama-cpp-ref LIBDIR IN.gguf quantize OUT.gguf FTYPE\n"
+                        "       llama-cpp-ref LIBDIR IN.gguf experts OUT.gguf TYPE\n"
+                        "       llama-cpp-ref LIBDIR MODEL.gguf meta\n");
         return 2;
     }
     load_lib(argv[1]);
@@ -355,7 +386,9 @@ int main(int argc, char **argv)
     void *model = L.model_load_from_file(argv[2], L.model_default_params());
     if (!model) die("could not load", argv[2]);
     int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));
-    if (!strcmp(argv[3], "ids") && argc == 6) {
+    if (!strcmp(argv[3], "meta") && argc == 4) {
+        print_meta(model);
+    } else if (!strcmp(argv[3], "ids") && argc == 6) {
         static int32_t ids[8192];
         int n = 0;
         for (char *s = argv[4], *e; *s && n < 8192; s = *e ? e + 1 : e) {
