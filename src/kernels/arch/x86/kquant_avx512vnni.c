@@ -674,15 +674,80 @@ KQ_INLINE int64_t zbt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64
     return r;
 }
 
+
+/* Decode of MXFP4 and IQ4_NL (m = 1), four blocks of a row a step: their
+ * 4 x 16 nibble bytes as one zmm (128-bit lane k = block k), whose low
+ * nibbles are values 0-15 of each block and high nibbles 16-31, against
+ * the activations rearranged once per call to that order (zb4_xperm);
+ * the levels + 128 by one vpshufb, two vpdpbusd, and each block's sum in
+ * the four dwords of its lane. Four rows' (row, block) sums are gathered
+ * by unpacks, then the reference's steps per block, in order. */
+KQ_INLINE void zb4_xperm(const int8_t *x, int64_t nb, int8_t *xp)
+{
+    for (int64_t b = 0; b + 4 <= nb; b += 4, x += 128, xp += 128)
+        for (int k = 0; k < 4; k++) {
+            memcpy(xp + 16 * k, x + 32 * k, 16);
+            memcpy(xp + 64 + 16 * k, x + 32 * k + 16, 16);
+        }
+}
+
+KQ_INLINE void zb4_rows4(const rkm_mm_args *a, const int type, const int64_t row[4], const int8_t *xp)
+{
+    const size_t bb = rkm_type_block_bytes(type), rb = a->w_row_bytes;
+    const int at = type == RKM_TYPE_MXFP4 ? 1 : 2;
+    const int64_t nb = a->n_in / 32;
+    const uint8_t *w[4];
+    for (int rr = 0; rr < 4; rr++) w[rr] = (const uint8_t *)a->w + (size_t)row[rr] * rb;
+    const __m512i kv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(type == RKM_TYPE_MXFP4 ? rkm_kvalues_mxfp4 : rkm_kvalues_iq4nl)));
+    const __m512i m4 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b + 4 <= nb; b += 4) {
+        const __m512i xl = _mm512_load_si512(xp + 32 * b), xh = _mm512_load_si512(xp + 32 * b + 64);
+        __m512i t[4];
+        float d[4][4];
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; rr++) {
+            const uint8_t *p = w[rr] + (size_t)b * bb;
+            if ((b & 7) == 0) prefetch_block(p + KQ_PF_BYTES, 8 * bb);
+            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + at)));
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + bb + at)), 1);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 2 * bb + at)), 2);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 3 * bb + at)), 3);
+            const __m512i lo = _mm512_xor_si512(_mm512_shuffle_epi8(kv, _mm512_and_si512(q, m4)), x80);
+            const __m512i hi = _mm512_xor_si512(_mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)), x80);
+            t[rr] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl), hi, xh);
+            for (int k = 0; k < 4; k++) d[k][rr] = blk32_d(type, p + k * bb);
+        }
+        /* lane 4k + rr of s: block b + k of row rr */
+        const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
+        const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
+        const __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        _Alignas(64) int32_t sv[16];
+        _mm512_store_si512(sv, s);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m128i isum = _mm_sub_epi32(_mm_load_si128((const __m128i *)(sv + 4 * k)), _mm_set1_epi32(128 * a->xs[b + k]));
+            acc = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(d[k]), _mm_set1_ps(a->xd[b + k])), _mm_cvtepi32_ps(isum), acc);
+        }
+    }
+    float out[4];
+    _mm_storeu_ps(out, acc);
+    for (int rr = 0; rr < 4; rr++) a->y[row[rr]] = out[rr];
+}
+
 KQ_INLINE void zb_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
     if (a->m >= ZT_MIN_M && r0 % 16 == 0) r = r0 = zbt_mm(a, type, r0, r1);
     if (a->m == 1) {
         const int64_t q = (r1 - r0) / 4;
+        const int four = (type == RKM_TYPE_MXFP4 || type == RKM_TYPE_IQ4_NL) && a->n_in % 128 == 0;
+        int8_t *xp = four ? rkm_kernel_scratch((size_t)a->n_in) : NULL;
+        if (four) zb4_xperm(a->xq, a->n_in / 32, xp);
         for (int64_t k = 0; k < q; k++) {
             const int64_t row[4] = {r0 + k, r0 + q + k, r0 + 2 * q + k, r0 + 3 * q + k};
-            zb_rows(a, type, row, 0, 1);
+            if (four) zb4_rows4(a, type, row, xp);
+            else zb_rows(a, type, row, 0, 1);
         }
         r = r0 + 4 * q;
     } else
