@@ -27,24 +27,6 @@ static inline uint64_t ld64(const void *p)
     return v;
 }
 
-static inline uint32_t ld32(const void *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline unsigned ld16(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
-
-static inline float f16_at(const uint8_t *p) { return rkm_f16_to_f32((rkm_f16)ld16(p)); }
-
-/* 7 stored sign bits and their even-parity 8th. */
-static inline unsigned signs8(unsigned s7)
-{
-    s7 &= 127;
-    return s7 | (unsigned)__builtin_parity(s7) << 7;
-}
-
 /* sign_mask[s]: byte j 0xff where bit j of s is set. */
 static uint64_t sign_mask[256];
 static pthread_once_t sign_once = PTHREAD_ONCE_INIT;
@@ -70,7 +52,7 @@ static inline uint64_t signed8(uint64_t g, unsigned s)
 
 static inline uint64_t grid3(const uint8_t (*grid)[4], unsigned i0, unsigned i1)
 {
-    return (uint64_t)ld32(grid[i0]) | (uint64_t)ld32(grid[i1]) << 32;
+    return (uint64_t)rkm_le32(grid[i0]) | (uint64_t)rkm_le32(grid[i1]) << 32;
 }
 
 /* IQ1: 8 grid + delta, delta +1 or -1 (kernels_impl.h). */
@@ -82,20 +64,6 @@ static inline void iq1_8(int8_t *q, const int8_t *g, int neg)
 
 static inline void sc32(int16_t *sc, int v) { sc[0] = sc[1] = (int16_t)v; }
 
-int rkm_type_grid(int type)
-{
-    switch (type) {
-    case RKM_TYPE_IQ1_S:
-    case RKM_TYPE_IQ1_M:
-    case RKM_TYPE_IQ2_XXS:
-    case RKM_TYPE_IQ2_XS:
-    case RKM_TYPE_IQ2_S:
-    case RKM_TYPE_IQ3_XXS:
-    case RKM_TYPE_IQ3_S: return 1;
-    default: return 0;
-    }
-}
-
 int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16_t *sc, float *d)
 {
     if (!rkm_type_grid(type)) return -1;
@@ -105,32 +73,32 @@ int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16
         const uint8_t *b = w;
         switch (type) {
         case RKM_TYPE_IQ2_XXS:
-            d[i] = f16_at(b) * 0.125f;
+            d[i] = rkm_f16_le(b) * 0.125f;
             for (int ib = 0; ib < 8; ib++) {
                 const uint8_t *g = b + 2 + 8 * ib;
-                const uint32_t aux = ld32(g + 4);
+                const uint32_t aux = rkm_le32(g + 4);
                 sc32(sc + 2 * ib, 2 * (int)(aux >> 28) + 1);
                 for (int l = 0; l < 4; l++) {
-                    const uint64_t v = signed8(ld64(rkm_iq2xxs_grid[g[l]]), signs8(aux >> 7 * l));
+                    const uint64_t v = signed8(ld64(rkm_iq2xxs_grid[g[l]]), rkm_iq_signs8(aux >> 7 * l));
                     memcpy(q + 32 * ib + 8 * l, &v, 8);
                 }
             }
             break;
         case RKM_TYPE_IQ2_XS:
-            d[i] = f16_at(b) * 0.125f;
+            d[i] = rkm_f16_le(b) * 0.125f;
             for (int ib = 0; ib < 8; ib++) {
                 sc[2 * ib] = (int16_t)(2 * (b[66 + ib] & 0xf) + 1);
                 sc[2 * ib + 1] = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
                 for (int l = 0; l < 4; l++) {
-                    const unsigned x = ld16(b + 2 + 2 * (4 * ib + l));
-                    const uint64_t v = signed8(ld64(rkm_iq2xs_grid[x & 511]), signs8(x >> 9));
+                    const unsigned x = rkm_le16(b + 2 + 2 * (4 * ib + l));
+                    const uint64_t v = signed8(ld64(rkm_iq2xs_grid[x & 511]), rkm_iq_signs8(x >> 9));
                     memcpy(q + 32 * ib + 8 * l, &v, 8);
                 }
             }
             break;
         case RKM_TYPE_IQ2_S: {
             const uint8_t *qs = b + 2, *sg = b + 34, *qh = b + 66, *s = b + 74;
-            d[i] = f16_at(b) * 0.125f;
+            d[i] = rkm_f16_le(b) * 0.125f;
             for (int ib = 0; ib < 8; ib++) {
                 sc[2 * ib] = (int16_t)(2 * (s[ib] & 0xf) + 1);
                 sc[2 * ib + 1] = (int16_t)(2 * (s[ib] >> 4) + 1);
@@ -144,12 +112,12 @@ int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16
         }
         case RKM_TYPE_IQ3_XXS: {
             const uint8_t *qs = b + 2;
-            d[i] = f16_at(b) * 0.25f;
+            d[i] = rkm_f16_le(b) * 0.25f;
             for (int ib = 0; ib < 8; ib++, qs += 8) {
-                const uint32_t aux = ld32(b + 66 + 4 * ib);
+                const uint32_t aux = rkm_le32(b + 66 + 4 * ib);
                 sc32(sc + 2 * ib, 2 * (int)(aux >> 28) + 1);
                 for (int l = 0; l < 4; l++) {
-                    const uint64_t v = signed8(grid3(rkm_iq3xxs_grid, qs[2 * l], qs[2 * l + 1]), signs8(aux >> 7 * l));
+                    const uint64_t v = signed8(grid3(rkm_iq3xxs_grid, qs[2 * l], qs[2 * l + 1]), rkm_iq_signs8(aux >> 7 * l));
                     memcpy(q + 32 * ib + 8 * l, &v, 8);
                 }
             }
@@ -157,7 +125,7 @@ int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16
         }
         case RKM_TYPE_IQ3_S: {
             const uint8_t *qs = b + 2, *qh = b + 66, *sg = b + 74, *s = b + 106;
-            d[i] = f16_at(b);
+            d[i] = rkm_f16_le(b);
             for (int ib = 0; ib < 8; ib++, qs += 8) {
                 sc32(sc + 2 * ib, 1 + 2 * (ib % 2 ? s[ib / 2] >> 4 : s[ib / 2] & 0xf));
                 for (int l = 0; l < 4; l++) {
@@ -170,9 +138,9 @@ int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16
             break;
         }
         case RKM_TYPE_IQ1_S:
-            d[i] = f16_at(b) * 0.125f;
+            d[i] = rkm_f16_le(b) * 0.125f;
             for (int ib = 0; ib < 8; ib++) {
-                const unsigned qh = ld16(b + 34 + 2 * ib);
+                const unsigned qh = rkm_le16(b + 34 + 2 * ib);
                 sc32(sc + 2 * ib, 2 * (int)((qh >> 12) & 7) + 1);
                 for (int l = 0; l < 4; l++)
                     iq1_8(q + 32 * ib + 8 * l, rkm_iq1s_grid[b[2 + 4 * ib + l] | ((qh >> 3 * l) & 7) << 8], qh >> 15);
@@ -180,7 +148,7 @@ int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16
             break;
         default: { /* IQ1_M */
             unsigned s[4];
-            for (int k = 0; k < 4; k++) s[k] = ld16(b + 48 + 2 * k);
+            for (int k = 0; k < 4; k++) s[k] = rkm_le16(b + 48 + 2 * k);
             const unsigned dh = (s[0] >> 12) | ((s[1] >> 8) & 0xf0) | ((s[2] >> 4) & 0xf00) | (s[3] & 0xf000);
             d[i] = rkm_f16_to_f32((rkm_f16)dh) * 0.125f;
             for (int ib = 0; ib < 8; ib++) {

@@ -163,7 +163,5 @@ int rkm_type_acts_k(int type);
  * and d (one float each), exactly the integer form rkm_qblock_unpack
  * gives. 0, or -1 if type is not a grid type. Any bytes are valid input. */
 int rkm_grid_decode_row(int type, const uint8_t *w, int64_t nb, int8_t *q, int16_t *sc, float *d);
-/* 1 for IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S. */
-int rkm_type_grid(int type);
 
 #endif

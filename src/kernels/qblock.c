@@ -12,8 +12,6 @@
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_tables.h"
 
-static inline float f16_at(const uint8_t *p) { return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8))); }
-
 /* 6-bit scale and min j of a q4_K/q5_K super-block (12 packed bytes). */
 static void scale_min_k4(int j, const uint8_t *q, int16_t *d, int16_t *m)
 {
@@ -24,22 +22,6 @@ static void scale_min_k4(int j, const uint8_t *q, int16_t *d, int16_t *m)
         *d = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (int16_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
-}
-
-static inline unsigned u16_at(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
-
-static inline uint32_t u32_at(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* The IQ2/IQ3 sign bytes: 7 stored bits, the 8th makes the count of
- * negative values even (bit j set: value j negative). */
-static unsigned signs8(unsigned s7)
-{
-    unsigned n = 0;
-    for (int j = 0; j < 7; j++) n += (s7 >> j) & 1;
-    return (s7 & 127) | (n & 1) << 7;
 }
 
 /* 8 grid magnitudes with their signs. */
@@ -70,15 +52,8 @@ int rkm_qblock_values(int type)
     case RKM_TYPE_Q4_K:
     case RKM_TYPE_Q5_K:
     case RKM_TYPE_Q6_K:
-    case RKM_TYPE_IQ4_XS:
-    case RKM_TYPE_IQ1_S:
-    case RKM_TYPE_IQ1_M:
-    case RKM_TYPE_IQ2_XXS:
-    case RKM_TYPE_IQ2_XS:
-    case RKM_TYPE_IQ2_S:
-    case RKM_TYPE_IQ3_XXS:
-    case RKM_TYPE_IQ3_S: return 256;
-    default: return 0;
+    case RKM_TYPE_IQ4_XS: return 256;
+    default: return rkm_type_grid(type) ? 256 : 0;
     }
 }
 
@@ -88,7 +63,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     switch (type) {
     case RKM_TYPE_Q8_0:
         o->sub = 32;
-        o->d = f16_at(b);
+        o->d = rkm_f16_le(b);
         o->sc[0] = 1;
         for (int j = 0; j < 32; j++) o->q[j] = (int8_t)b[2 + j];
         return 0;
@@ -97,7 +72,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     case RKM_TYPE_MXFP4: {
         const uint8_t *qs = b + (type == RKM_TYPE_MXFP4 ? 1 : 2);
         o->sub = 32;
-        o->d = type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(b[0]) : f16_at(b);
+        o->d = type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(b[0]) : rkm_f16_le(b);
         o->sc[0] = 1;
         for (int j = 0; j < 16; j++) {
             int lo = qs[j] & 15, hi = qs[j] >> 4;
@@ -119,9 +94,9 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
         const uint8_t *qhp = b + (has_m ? 4 : 2), *qs = qhp + (q5 ? 4 : 0);
         const uint32_t qh = q5 ? (uint32_t)qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24 : 0;
         o->sub = 32;
-        o->d = f16_at(b);
+        o->d = rkm_f16_le(b);
         o->sc[0] = 1;
-        if (has_m) o->dmin = -f16_at(b + 2), o->mn[0] = 1, o->has_min = 1;
+        if (has_m) o->dmin = -rkm_f16_le(b + 2), o->mn[0] = 1, o->has_min = 1;
         for (int j = 0; j < 16; j++) {
             o->q[j] = (int8_t)(((qs[j] & 15) | ((qh >> j) & 1) << 4) - (has_m ? 0 : 16));
             o->q[j + 16] = (int8_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - (has_m ? 0 : 16));
@@ -131,8 +106,8 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     case RKM_TYPE_Q2_K: {
         const uint8_t *sc = b, *q = b + 16;
         o->sub = 16;
-        o->d = f16_at(b + 80);
-        o->dmin = f16_at(b + 82);
+        o->d = rkm_f16_le(b + 80);
+        o->dmin = rkm_f16_le(b + 82);
         o->has_min = 1;
         int k = 0, s = 0;
         for (int half = 0; half < 2; half++, q += 32)
@@ -147,7 +122,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     case RKM_TYPE_Q3_K: {
         const uint8_t *hm = b, *q = b + 32, *sc = b + 96;
         o->sub = 16;
-        o->d = f16_at(b + 108);
+        o->d = rkm_f16_le(b + 108);
         int k = 0, s = 0;
         uint8_t m = 1;
         for (int half = 0; half < 2; half++, q += 32)
@@ -165,8 +140,8 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
         const int q5 = type == RKM_TYPE_Q5_K;
         const uint8_t *sc = b + 4, *qh = b + 16, *ql = b + (q5 ? 48 : 16);
         o->sub = 32;
-        o->d = f16_at(b);
-        o->dmin = f16_at(b + 2);
+        o->d = rkm_f16_le(b);
+        o->dmin = rkm_f16_le(b + 2);
         o->has_min = 1;
         for (int c = 0; c < 4; c++, ql += 32) {
             scale_min_k4(2 * c, sc, &o->sc[2 * c], &o->mn[2 * c]);
@@ -183,7 +158,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
         const uint8_t *ql = b, *qh = b + 128;
         const int8_t *sc = (const int8_t *)(b + 192);
         o->sub = 16;
-        o->d = f16_at(b + 208);
+        o->d = rkm_f16_le(b + 208);
         for (int s = 0; s < 16; s++) o->sc[s] = sc[s];
         for (int n = 0; n < 256; n += 128, ql += 64, qh += 32)
             for (int l = 0; l < 32; l++) {
@@ -198,7 +173,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
         const unsigned sh = (unsigned)(b[2] | (b[3] << 8));
         const uint8_t *qs = b + 8;
         o->sub = 32;
-        o->d = f16_at(b);
+        o->d = rkm_f16_le(b);
         for (int ib = 0; ib < 8; ib++, qs += 16) {
             o->sc[ib] = (int16_t)((((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | ((sh >> 2 * ib) & 3) << 4) - 32);
             for (int j = 0; j < 16; j++) {
@@ -215,13 +190,13 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     case RKM_TYPE_IQ3_XXS: {
         const int iq3 = type == RKM_TYPE_IQ3_XXS;
         o->sub = 32;
-        o->d = f16_at(b) * (iq3 ? 0.25f : 0.125f);
+        o->d = rkm_f16_le(b) * (iq3 ? 0.25f : 0.125f);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *qs = b + 2 + 8 * ib;
-            const uint32_t aux = u32_at(iq3 ? b + 66 + 4 * ib : qs + 4);
+            const uint32_t aux = rkm_le32(iq3 ? b + 66 + 4 * ib : qs + 4);
             o->sc[ib] = (int16_t)(2 * (aux >> 28) + 1);
             for (int l = 0; l < 4; l++) {
-                const unsigned sg = signs8((aux >> 7 * l) & 127);
+                const unsigned sg = rkm_iq_signs8((aux >> 7 * l) & 127);
                 int8_t *q = o->q + 32 * ib + 8 * l;
                 if (!iq3) grid8(q, rkm_iq2xxs_grid[qs[l]], sg);
                 else {
@@ -236,20 +211,20 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     }
     case RKM_TYPE_IQ2_XS:
         o->sub = 16;
-        o->d = f16_at(b) * 0.125f;
+        o->d = rkm_f16_le(b) * 0.125f;
         for (int ib = 0; ib < 8; ib++) {
             o->sc[2 * ib] = (int16_t)(2 * (b[66 + ib] & 0xf) + 1);
             o->sc[2 * ib + 1] = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
             for (int l = 0; l < 4; l++) {
-                const unsigned v = u16_at(b + 2 + 2 * (4 * ib + l));
-                grid8(o->q + 32 * ib + 8 * l, rkm_iq2xs_grid[v & 511], signs8(v >> 9));
+                const unsigned v = rkm_le16(b + 2 + 2 * (4 * ib + l));
+                grid8(o->q + 32 * ib + 8 * l, rkm_iq2xs_grid[v & 511], rkm_iq_signs8(v >> 9));
             }
         }
         return 0;
     case RKM_TYPE_IQ2_S: {
         const uint8_t *qs = b + 2, *sg = b + 34, *qh = b + 66, *sc = b + 74;
         o->sub = 16;
-        o->d = f16_at(b) * 0.125f;
+        o->d = rkm_f16_le(b) * 0.125f;
         for (int ib = 0; ib < 8; ib++) {
             o->sc[2 * ib] = (int16_t)(2 * (sc[ib] & 0xf) + 1);
             o->sc[2 * ib + 1] = (int16_t)(2 * (sc[ib] >> 4) + 1);
@@ -262,7 +237,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     case RKM_TYPE_IQ3_S: {
         const uint8_t *qs = b + 2, *qh = b + 66, *sg = b + 74, *sc = b + 106;
         o->sub = 32;
-        o->d = f16_at(b);
+        o->d = rkm_f16_le(b);
         for (int ib = 0; ib < 8; ib++) {
             o->sc[ib] = (int16_t)(1 + 2 * (ib % 2 ? sc[ib / 2] >> 4 : sc[ib / 2] & 0xf));
             for (int l = 0; l < 4; l++) {
@@ -276,9 +251,9 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
     }
     case RKM_TYPE_IQ1_S:
         o->sub = 32;
-        o->d = f16_at(b) * 0.125f;
+        o->d = rkm_f16_le(b) * 0.125f;
         for (int ib = 0; ib < 8; ib++) {
-            const unsigned qh = u16_at(b + 34 + 2 * ib);
+            const unsigned qh = rkm_le16(b + 34 + 2 * ib);
             o->sc[ib] = (int16_t)(2 * ((qh >> 12) & 7) + 1);
             for (int l = 0; l < 4; l++)
                 iq1_8(o->q + 32 * ib + 8 * l, rkm_iq1s_grid[b[2 + 4 * ib + l] | ((qh >> 3 * l) & 7) << 8], qh >> 15);
@@ -286,7 +261,7 @@ int rkm_qblock_unpack(int type, const uint8_t *b, rkm_qblock *o)
         return 0;
     case RKM_TYPE_IQ1_M: {
         unsigned sc[4];
-        for (int i = 0; i < 4; i++) sc[i] = u16_at(b + 48 + 2 * i);
+        for (int i = 0; i < 4; i++) sc[i] = rkm_le16(b + 48 + 2 * i);
         const unsigned dh = (sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000);
         o->sub = 16;
         o->d = rkm_f16_to_f32((rkm_f16)dh) * 0.125f;

@@ -133,14 +133,21 @@ int rkm_type_matmul(int type)
     case RKM_TYPE_Q6_K:
     case RKM_TYPE_IQ4_NL:
     case RKM_TYPE_IQ4_XS:
+    case RKM_TYPE_MXFP4: return 1;
+    default: return rkm_type_grid(type);
+    }
+}
+
+int rkm_type_grid(int type)
+{
+    switch (type) {
     case RKM_TYPE_IQ1_S:
     case RKM_TYPE_IQ1_M:
     case RKM_TYPE_IQ2_XXS:
     case RKM_TYPE_IQ2_XS:
     case RKM_TYPE_IQ2_S:
     case RKM_TYPE_IQ3_XXS:
-    case RKM_TYPE_IQ3_S:
-    case RKM_TYPE_MXFP4: return 1;
+    case RKM_TYPE_IQ3_S: return 1;
     default: return 0;
     }
 }
@@ -388,11 +395,6 @@ void rkm_quantize_row(int type, const float *src, void *dst, int64_t n)
 
 /* ---------------------------------------------------------- dequantize */
 
-static inline float f16_at(const uint8_t *p)
-{
-    return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8)));
-}
-
 /* 6-bit scale and min j of a q4_K/q5_K super-block (12 packed bytes). */
 static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
 {
@@ -410,7 +412,7 @@ static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
  * x = d*scale*q - dmin*min. */
 static void deq_q2_k(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    const float d = rkm_f16_le(b + 80), dmin = rkm_f16_le(b + 82);
     const uint8_t *sc = b, *q = b + 16;
     for (int half = 0; half < 2; half++, q += 32)
         for (int shift = 0; shift < 8; shift += 2)
@@ -427,7 +429,7 @@ static void deq_q2_k(const uint8_t *b, float *y)
 static void deq_q3_k(const uint8_t *b, float *y)
 {
     const uint8_t *hm = b, *q = b + 32, *s = b + 96;
-    const float d = f16_at(b + 108);
+    const float d = rkm_f16_le(b + 108);
     int j = 0;
     uint8_t m = 1;
     for (int half = 0; half < 2; half++, q += 32)
@@ -442,7 +444,7 @@ static void deq_q3_k(const uint8_t *b, float *y)
 
 static void deq_q4_k(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const float d = rkm_f16_le(b), dmin = rkm_f16_le(b + 2);
     const uint8_t *sc = b + 4, *q = b + 16;
     for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
         int s1, m1, s2, m2;
@@ -455,7 +457,7 @@ static void deq_q4_k(const uint8_t *b, float *y)
 
 static void deq_q5_k(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const float d = rkm_f16_le(b), dmin = rkm_f16_le(b + 2);
     const uint8_t *sc = b + 4, *qh = b + 16, *ql = b + 48;
     uint8_t u1 = 1, u2 = 2;
     for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
@@ -471,7 +473,7 @@ static void deq_q6_k(const uint8_t *b, float *y)
 {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
-    const float d = f16_at(b + 208);
+    const float d = rkm_f16_le(b + 208);
     for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
         for (int l = 0; l < 32; l++) {
             int is = l / 16;
@@ -493,7 +495,7 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
     switch (type) {
     case RKM_TYPE_F32: memcpy(y, src, (size_t)n * 4); return;
     case RKM_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) y[i] = f16_at(p + 2 * i);
+        for (int64_t i = 0; i < n; i++) y[i] = rkm_f16_le(p + 2 * i);
         return;
     case RKM_TYPE_BF16:
         for (int64_t i = 0; i < n; i++) y[i] = rkm_bf16_to_f32((rkm_bf16)(p[2 * i] | (p[2 * i + 1] << 8)));
@@ -509,12 +511,12 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
     for (int64_t b = 0; b < n / bs; b++, p += bb, y += bs) {
         switch (type) {
         case RKM_TYPE_Q8_0: {
-            const float d = f16_at(p);
+            const float d = rkm_f16_le(p);
             for (int j = 0; j < 32; j++) y[j] = d * (int8_t)p[2 + j];
             break;
         }
         case RKM_TYPE_Q4_0: {
-            const float d = f16_at(p);
+            const float d = rkm_f16_le(p);
             for (int j = 0; j < 16; j++) {
                 y[j] = d * ((p[2 + j] & 0xF) - 8);
                 y[j + 16] = d * ((p[2 + j] >> 4) - 8);
@@ -522,7 +524,7 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
             break;
         }
         case RKM_TYPE_Q4_1: {
-            const float d = f16_at(p), m = f16_at(p + 2);
+            const float d = rkm_f16_le(p), m = rkm_f16_le(p + 2);
             for (int j = 0; j < 16; j++) {
                 y[j] = d * (p[4 + j] & 0xF) + m;
                 y[j + 16] = d * (p[4 + j] >> 4) + m;
@@ -532,7 +534,7 @@ void rkm_dequantize_row(int type, const void *src, float *y, int64_t n)
         case RKM_TYPE_Q5_0:
         case RKM_TYPE_Q5_1: {
             const int has_m = type == RKM_TYPE_Q5_1;
-            const float d = f16_at(p), m = has_m ? f16_at(p + 2) : 0.0f;
+            const float d = rkm_f16_le(p), m = has_m ? rkm_f16_le(p + 2) : 0.0f;
             const uint8_t *qhp = p + (has_m ? 4 : 2), *qs = qhp + 4;
             uint32_t qh = (uint32_t)qhp[0] | ((uint32_t)qhp[1] << 8) | ((uint32_t)qhp[2] << 16) | ((uint32_t)qhp[3] << 24);
             const int off = has_m ? 0 : 16;

@@ -89,6 +89,14 @@ typedef struct {
 _Static_assert(sizeof(rkm_block_q8_0) == 34, "q8_0 block is 34 bytes");
 _Static_assert(sizeof(rkm_block_q4_0) == 18, "q4_0 block is 18 bytes");
 
+/* A block's little-endian fields: u16, u32, and an f16 as float. */
+static inline unsigned rkm_le16(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
+static inline uint32_t rkm_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline float rkm_f16_le(const uint8_t *p) { return rkm_f16_to_f32((rkm_f16)rkm_le16(p)); }
+
 /* MXFP4's scale: 2^(e-128) exactly (its levels are stored doubled);
  * subnormal for e < 2. */
 static inline float rkm_e8m0_half(uint8_t e)
@@ -116,6 +124,9 @@ int rkm_type_readable(int type);
  * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4 and the
  * packed forms. */
 int rkm_type_matmul(int type);
+/* 1 for the IQ1-IQ3 grid types: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+ * IQ3_XXS, IQ3_S. */
+int rkm_type_grid(int type);
 
 /* The first value (f32, f16, bf16) or block (the f16 scales of the block
  * types) of a row of n values that is NaN or infinite, or -1: a row the

@@ -15,32 +15,6 @@
 
 #include <string.h>
 
-static inline float f16_at(const uint8_t *p)
-{
-    return rkm_f16_to_f32((rkm_f16)(p[0] | (p[1] << 8)));
-}
-
-static inline unsigned u16_at(const uint8_t *p)
-{
-    return (unsigned)p[0] | (unsigned)p[1] << 8;
-}
-
-static inline uint32_t u32_at(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* The IQ2/IQ3 types store 7 signs per 8 values; the 8th makes the count of
- * negative values even. Bit j set: value j is negative. */
-static inline unsigned signs8(unsigned s7)
-{
-    unsigned parity = s7;
-    parity ^= parity >> 4;
-    parity ^= parity >> 2;
-    parity ^= parity >> 1;
-    return (s7 & 127) | (parity & 1) << 7;
-}
-
 /* v with sign bit j of signs applied, as a negation: ggml writes a multiply
  * by a selected -1.f, which its build compiles to a sign flip, NaNs
  * included; a multiply here would keep a NaN's sign at some optimization
@@ -55,14 +29,14 @@ static inline float sgn(float v, unsigned signs, int j)
  * x = d*(0.5+s)*0.25 * grid * sign. */
 static void deq_iq2_xxs(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     for (int ib = 0; ib < 8; ib++) {
         const uint8_t *g = b + 2 + 8 * ib;
-        const uint32_t aux = u32_at(g + 4);
+        const uint32_t aux = rkm_le32(g + 4);
         const float db = d * (0.5f + (aux >> 28)) * 0.25f;
         for (int l = 0; l < 4; l++, y += 8) {
             const uint8_t *grid = rkm_iq2xxs_grid[g[l]];
-            const unsigned s = signs8((aux >> 7 * l) & 127);
+            const unsigned s = rkm_iq_signs8((aux >> 7 * l) & 127);
             for (int j = 0; j < 8; j++) y[j] = sgn(db * grid[j], s, j);
         }
     }
@@ -72,14 +46,14 @@ static void deq_iq2_xxs(const uint8_t *b, float *y)
  * scales[8] (two 4-bit scales per 32 values, one per 16). */
 static void deq_iq2_xs(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     for (int ib = 0; ib < 8; ib++) {
         const uint8_t sc = b[66 + ib];
         const float db[2] = {d * (0.5f + (sc & 0xf)) * 0.25f, d * (0.5f + (sc >> 4)) * 0.25f};
         for (int l = 0; l < 4; l++, y += 8) {
-            const unsigned q = u16_at(b + 2 + 2 * (4 * ib + l));
+            const unsigned q = rkm_le16(b + 2 + 2 * (4 * ib + l));
             const uint8_t *grid = rkm_iq2xs_grid[q & 511];
-            const unsigned s = signs8(q >> 9);
+            const unsigned s = rkm_iq_signs8(q >> 9);
             for (int j = 0; j < 8; j++) y[j] = sgn(db[l / 2] * grid[j], s, j);
         }
     }
@@ -89,7 +63,7 @@ static void deq_iq2_xs(const uint8_t *b, float *y)
  * bits per 8 values), qh[8] (2 high index bits per index), scales[8]. */
 static void deq_iq2_s(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
     for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
         const float db[2] = {d * (0.5f + (scales[ib] & 0xf)) * 0.25f, d * (0.5f + (scales[ib] >> 4)) * 0.25f};
@@ -104,13 +78,13 @@ static void deq_iq2_s(const uint8_t *b, float *y)
  * a u32 of 4 x 7 sign bits and a 4-bit scale s. x = d*(0.5+s)*0.5 * ... */
 static void deq_iq3_xxs(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     const uint8_t *qs = b + 2;
     for (int ib = 0; ib < 8; ib++, qs += 8) {
-        const uint32_t aux = u32_at(b + 66 + 4 * ib);
+        const uint32_t aux = rkm_le32(b + 66 + 4 * ib);
         const float db = d * (0.5f + (aux >> 28)) * 0.5f;
         for (int l = 0; l < 4; l++, y += 8) {
-            const unsigned s = signs8((aux >> 7 * l) & 127);
+            const unsigned s = rkm_iq_signs8((aux >> 7 * l) & 127);
             const uint8_t *g1 = rkm_iq3xxs_grid[qs[2 * l]], *g2 = rkm_iq3xxs_grid[qs[2 * l + 1]];
             for (int j = 0; j < 4; j++) {
                 y[j] = sgn(db * g1[j], s, j);
@@ -125,7 +99,7 @@ static void deq_iq3_xxs(const uint8_t *b, float *y)
  * x = d*(1+2s) * grid * sign). */
 static void deq_iq3_s(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
     for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
         const int s = ib % 2 ? scales[ib / 2] >> 4 : scales[ib / 2] & 0xf;
@@ -146,10 +120,10 @@ static void deq_iq3_s(const uint8_t *b, float *y)
  * the sign of the offset (bit 15). x = d*(2s+1) * (grid + offset). */
 static void deq_iq1_s(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     const uint8_t *qs = b + 2;
     for (int ib = 0; ib < 8; ib++, qs += 4) {
-        const unsigned qh = u16_at(b + 34 + 2 * ib);
+        const unsigned qh = rkm_le16(b + 34 + 2 * ib);
         const float dl = d * (2 * ((qh >> 12) & 7) + 1);
         const float delta = qh & 0x8000 ? -rkm_iq1s_delta : rkm_iq1s_delta;
         for (int l = 0; l < 4; l++, y += 8) {
@@ -167,7 +141,7 @@ static void deq_iq1_m(const uint8_t *b, float *y)
 {
     const uint8_t *qs = b, *qh = b + 32;
     unsigned sc[4];
-    for (int i = 0; i < 4; i++) sc[i] = u16_at(b + 48 + 2 * i);
+    for (int i = 0; i < 4; i++) sc[i] = rkm_le16(b + 48 + 2 * i);
     const float d = rkm_f16_to_f32((rkm_f16)((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000)));
     for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
         const float dl[2] = {d * (2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1),
@@ -185,7 +159,7 @@ static void deq_iq1_m(const uint8_t *b, float *y)
  * qs[j] >> 4. x = d * level. */
 static void deq_iq4_nl(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
+    const float d = rkm_f16_le(b);
     for (int j = 0; j < 16; j++) {
         y[j] = d * rkm_kvalues_iq4nl[b[2 + j] & 0xf];
         y[j + 16] = d * rkm_kvalues_iq4nl[b[2 + j] >> 4];
@@ -197,8 +171,8 @@ static void deq_iq4_nl(const uint8_t *b, float *y)
  * x = d*(scale-32) * level. */
 static void deq_iq4_xs(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b);
-    const unsigned sh = u16_at(b + 2);
+    const float d = rkm_f16_le(b);
+    const unsigned sh = rkm_le16(b + 2);
     const uint8_t *qs = b + 8;
     for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
         const int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | ((sh >> 2 * ib) & 3) << 4;
@@ -223,7 +197,7 @@ static float trit(uint8_t byte, int n)
 
 static void deq_tq1_0(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b + 52);
+    const float d = rkm_f16_le(b + 52);
     for (int n = 0; n < 5; n++)
         for (int m = 0; m < 32; m++) *y++ = trit(b[m], n) * d;
     for (int n = 0; n < 5; n++)
@@ -236,7 +210,7 @@ static void deq_tq1_0(const uint8_t *b, float *y)
  * x = (q - 1) * d. */
 static void deq_tq2_0(const uint8_t *b, float *y)
 {
-    const float d = f16_at(b + 64);
+    const float d = rkm_f16_le(b + 64);
     for (int j = 0; j < 64; j += 32)
         for (int l = 0; l < 4; l++)
             for (int m = 0; m < 32; m++) *y++ = (float)(((b[j + m] >> (2 * l)) & 3) - 1) * d;

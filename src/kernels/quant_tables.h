@@ -23,4 +23,12 @@ extern const uint8_t rkm_iq3s_grid[512][4];
 /* IQ1 grid: 8 values in {-1, 0, 1} per entry. */
 extern const int8_t rkm_iq1s_grid[2048][8];
 
+/* The IQ2/IQ3 sign byte of 7 stored bits: the 8th makes the count of
+ * negative values even (bit j set: value j negative). */
+static inline unsigned rkm_iq_signs8(unsigned s7)
+{
+    s7 &= 127;
+    return s7 | (unsigned)__builtin_parity(s7) << 7;
+}
+
 #endif
