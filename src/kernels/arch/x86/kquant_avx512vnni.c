@@ -159,6 +159,14 @@ KQ_INLINE void zq_acts(const rkm_mm_args *a, const int type, int64_t r, int64_t 
  * activation rows share each weight load. */
 #define ZT_MIN_M 8
 
+/* 1 for the super-block types' tiles (K-quants, IQ4_XS), 0 for the
+ * 32-value types' (below) */
+KQ_INLINE int zt_superblocks(const int type)
+{
+    return type == RKM_TYPE_Q2_K || type == RKM_TYPE_Q3_K || type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K ||
+           type == RKM_TYPE_Q6_K || type == RKM_TYPE_IQ4_XS;
+}
+
 /* sub-blocks of a super-block: 8 of 32 values, or 16 of 16 */
 KQ_INLINE int zt_nsub(const int type)
 {
@@ -325,23 +333,9 @@ KQ_INLINE void zt_acts(const rkm_mm_args *a, const int type, const __m512i *t, i
     for (int c = 0; c < XN; c++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
 }
 
-/* Whole 16-row groups of [r0, r1) (r0 a multiple of 16, as the prefill
- * grain is); returns the first row not done. */
-KQ_INLINE int64_t zt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    const int64_t nb = a->n_in / 256;
-    __m512i *t = rkm_kernel_scratch((size_t)nb * (size_t)zt_zmm(type) * sizeof(__m512i));
-    int64_t r = r0;
-    for (; r + 16 <= r1; r += 16) {
-        zt_pack(a, type, r, t);
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) zt_acts(a, type, t, r, i, 4);
-        if (a->m - i == 3) zt_acts(a, type, t, r, i, 3);
-        else if (a->m - i == 2) zt_acts(a, type, t, r, i, 2);
-        else if (a->m - i == 1) zt_acts(a, type, t, r, i, 1);
-    }
-    return r;
-}
+/* Whole 16-row groups of [r0, r1) on tiles, every type (below the
+ * 32-value types' tiles); returns the first row not done. */
+KQ_INLINE int64_t zt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1);
 
 /* Decode of Q4_K (m = 1) straight from the 128 nibble bytes: bytes
  * [64h, 64h + 64) hold as low nibbles the values of chunks 4h and 4h + 2
@@ -658,22 +652,26 @@ KQ_INLINE void zbt_acts(const rkm_mm_args *a, const int type, const __m512i *t, 
     for (int c = 0; c < XN; c++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
 }
 
-KQ_INLINE int64_t zbt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+/* r0 is a multiple of 16, as the prefill grain is. */
+KQ_INLINE int64_t zt_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
-    const int64_t np = (a->n_in / 32 + 1) / 2;
-    __m512i *t = rkm_kernel_scratch((size_t)np * ZBT_ZMM * sizeof(__m512i));
+    const int k = zt_superblocks(type);
+    const size_t zmm = k ? (size_t)(a->n_in / 256) * (size_t)zt_zmm(type) : (size_t)((a->n_in / 32 + 1) / 2) * ZBT_ZMM;
+    __m512i *t = rkm_kernel_scratch(zmm * sizeof(__m512i));
     int64_t r = r0;
     for (; r + 16 <= r1; r += 16) {
-        zbt_pack(a, type, r, t);
+        if (k) zt_pack(a, type, r, t);
+        else zbt_pack(a, type, r, t);
+#define ZT_ACTS(XN) (k ? zt_acts(a, type, t, r, i, XN) : zbt_acts(a, type, t, r, i, XN))
         int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) zbt_acts(a, type, t, r, i, 4);
-        if (a->m - i == 3) zbt_acts(a, type, t, r, i, 3);
-        else if (a->m - i == 2) zbt_acts(a, type, t, r, i, 2);
-        else if (a->m - i == 1) zbt_acts(a, type, t, r, i, 1);
+        for (; i + 4 <= a->m; i += 4) ZT_ACTS(4);
+        if (a->m - i == 3) ZT_ACTS(3);
+        else if (a->m - i == 2) ZT_ACTS(2);
+        else if (a->m - i == 1) ZT_ACTS(1);
+#undef ZT_ACTS
     }
     return r;
 }
-
 
 /* Decode of MXFP4 and IQ4_NL (m = 1), four blocks of a row a step: their
  * 4 x 16 nibble bytes as one zmm (128-bit lane k = block k), whose low
@@ -738,7 +736,7 @@ KQ_INLINE void zb4_rows4(const rkm_mm_args *a, const int type, const int64_t row
 KQ_INLINE void zb_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
-    if (a->m >= ZT_MIN_M && r0 % 16 == 0) r = r0 = zbt_mm(a, type, r0, r1);
+    if (a->m >= ZT_MIN_M && r0 % 16 == 0) r = r0 = zt_mm(a, type, r0, r1);
     if (a->m == 1) {
         const int64_t q = (r1 - r0) / 4;
         const int four = (type == RKM_TYPE_MXFP4 || type == RKM_TYPE_IQ4_NL) && a->n_in % 128 == 0;
