@@ -1,9 +1,9 @@
 /*
  * neon_qblock.h - the NEON matmuls of the block types in integer form
  * (kernels_impl.h): Q2_K..Q6_K, IQ4_XS and the IQ1-IQ3 grid types against
- * q8_K activations, IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones. Included after
- * neon_impl.h by kernels_neon.c and kernels_dotprod.c, so it is compiled
- * twice like it.
+ * q8_K activations, IQ4_NL, MXFP4, Q4_1, Q5_0 and Q5_1 against q8_0 ones.
+ * Included after neon_impl.h by kernels_neon.c and kernels_dotprod.c, so
+ * it is compiled twice like it.
  *
  * The contract is bit-identity with the reference: per block the exact
  * integer isum (and msum), then acc = fma(d dx, isum, acc) (and

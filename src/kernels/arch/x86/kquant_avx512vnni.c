@@ -356,18 +356,6 @@ KQ_INLINE void q4k_xperm(const int8_t *x, int64_t nb, int8_t *xp)
     }
 }
 
-/* The 8 6-bit scales (or mins, mins = 1) of a Q4_K / Q5_K super-block as
- * 8 bytes. */
-KQ_INLINE uint64_t q4k_scales8(const uint8_t *b, const int mins)
-{
-    uint32_t u[3];
-    memcpy(u, b + 4, 12);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    const uint32_t lo = mins ? u[1] & m6 : u[0] & m6;
-    const uint32_t hi = mins ? ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4 : (u[2] & m4) | ((u[0] >> 6) & m2) << 4;
-    return (uint64_t)lo | (uint64_t)hi << 32;
-}
-
 KQ_INLINE void q4k_rows4(const rkm_mm_args *a, const int64_t row[4], const int8_t *xp)
 {
     const size_t bb = 144, rb = a->w_row_bytes;
@@ -396,8 +384,8 @@ KQ_INLINE void q4k_rows4(const rkm_mm_args *a, const int64_t row[4], const int8_
         for (int rr = 0; rr < 4; rr++) {
             const uint8_t *blk = w[rr] + (size_t)b * bb;
             prefetch_block(blk + KQ_PF_BYTES, bb);
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)q4k_scales8(blk, 0)));
-            const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)q4k_scales8(blk, 1)));
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)kq_scales8(blk, 0)));
+            const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)kq_scales8(blk, 1)));
             const __m512i q0 = _mm512_loadu_si512(blk + 16), q1 = _mm512_loadu_si512(blk + 80);
             __m512i t = _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q0, m4), x0),
                                           _mm512_permutexvar_epi32(ix[0], sc));

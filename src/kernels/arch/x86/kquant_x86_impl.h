@@ -54,18 +54,26 @@ KQ_INLINE __m256i dup8(uint32_t lo4, uint32_t hi4)
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
+/* The 8 6-bit scales (mins = 0) or mins (1) of a Q4_K / Q5_K super-block
+ * (12 packed bytes at 4) as 8 bytes. */
+KQ_INLINE uint64_t kq_scales8(const uint8_t *b, const int mins)
+{
+    uint32_t u[3];
+    memcpy(u, b + 4, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    const uint32_t lo = mins ? u[1] & m6 : u[0] & m6;
+    const uint32_t hi = mins ? ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4 : (u[2] & m4) | ((u[0] >> 6) & m2) << 4;
+    return (uint64_t)lo | (uint64_t)hi << 32;
+}
+
 KQ_INLINE void kq_head_of(const int type, const uint8_t *b, kq_head *h)
 {
     switch (type) {
     case RKM_TYPE_Q4_K:
     case RKM_TYPE_Q5_K: {
-        uint32_t u[3];
-        memcpy(u, b + 4, 12);
-        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-        uint32_t sc_lo = u[0] & m6, mn_lo = u[1] & m6;
-        uint32_t sc_hi = (u[2] & m4) | ((u[0] >> 6) & m2) << 4, mn_hi = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4;
-        h->sc16 = dup8(sc_lo, sc_hi);
-        h->mn16 = dup8(mn_lo, mn_hi);
+        const uint64_t sc = kq_scales8(b, 0), mn = kq_scales8(b, 1);
+        h->sc16 = dup8((uint32_t)sc, (uint32_t)(sc >> 32));
+        h->mn16 = dup8((uint32_t)mn, (uint32_t)(mn >> 32));
         h->d = f16_at(b);
         h->dmin = f16_at(b + 2);
         break;
