@@ -27,8 +27,9 @@ CFLAGS  += -std=c11 $(OPT) -g -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread \
 LDFLAGS += $(SAN) -pthread
 # io_uring (Debian's liburing) for the expert reads; the engine falls back
 # to its pread pool where the kernel refuses io_uring.
-CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1
-LDLIBS  += -lcjson -lmicrohttpd -luring -lm
+# PCRE2 (Debian's libpcre2-8, with its JIT) runs the pre-tokenizer regexes.
+CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1 -DPCRE2_CODE_UNIT_WIDTH=8
+LDLIBS  += -lcjson -lmicrohttpd -luring -lpcre2-8 -lm
 
 LAYERS  := util kernels format text convert backend runtime server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
@@ -132,8 +133,8 @@ fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/librkmojo.a
 	@mkdir -p build-fuzz/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-	    $$f build-fuzz/librkmojo.a -lcjson -lmicrohttpd -luring -lm -pthread -o build-fuzz/fuzz/$$n || exit 1; done
+	  clang -std=c11 -O1 -g -D_GNU_SOURCE -DPCRE2_CODE_UNIT_WIDTH=8 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+	    $$f build-fuzz/librkmojo.a -lcjson -lmicrohttpd -luring -lpcre2-8 -lm -pthread -o build-fuzz/fuzz/$$n || exit 1; done
 
 bench: $(BUILD)/rkmojo
 	bench/run.sh
