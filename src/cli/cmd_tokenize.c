@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "format/model_dir.h"
@@ -160,8 +162,40 @@ static void bench_one(const rkm_tokenizer *t, const char *src, size_t src_len, s
     int ntok = 0;
     for (int r = 0; r < reps; r++) ntok = rkm_tokenizer_encode(t, buf, n, NULL, 0, 0, 0);
     double dt = (rkm_now() - t0) / reps;
+    if (ntok < 0) {
+        printf("encode %8zu bytes: %s\n", n, rkm_last_error());
+        free(buf);
+        return;
+    }
     printf("encode %8zu bytes: %8d tokens, %8.3f ms, %7.2f MB/s\n", n, ntok, dt * 1e3, (double)n / dt / 1e6);
     free(buf);
+}
+
+/* One JSON object per line: {"names": [...], "regex": [...], "ignore_merges": b, "raw": b}. */
+static int print_pre_types(void)
+{
+    const char *names;
+    const char *const *re;
+    int ignore, raw;
+    for (int i = 0; (names = rkm_tokenizer_pre_type(i, &re, &ignore, &raw)); i++) {
+        cJSON *o = cJSON_CreateObject(), *n = cJSON_AddArrayToObject(o, "names"), *r = cJSON_AddArrayToObject(o, "regex");
+        char buf[512];
+        for (const char *p = names; *p;) {
+            const char *e = strchr(p, ' ');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            snprintf(buf, sizeof buf, "%.*s", (int)l, p);
+            cJSON_AddItemToArray(n, cJSON_CreateString(buf));
+            p += l + (e != NULL);
+        }
+        for (int k = 0; re[k]; k++) cJSON_AddItemToArray(r, cJSON_CreateString(re[k]));
+        cJSON_AddBoolToObject(o, "ignore_merges", ignore);
+        cJSON_AddBoolToObject(o, "raw", raw);
+        char *js = cJSON_PrintUnformatted(o);
+        if (js) puts(js);
+        free(js);
+        cJSON_Delete(o);
+    }
+    return 0;
 }
 
 static const char bench_text[] =
@@ -175,7 +209,7 @@ static const char bench_text[] =
 int rkm_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *vocab = NULL, *config = NULL, *text = NULL, *corpus = NULL;
-    int ids_only = 0, special = 0, bos = 0, bench = 0, first;
+    int ids_only = 0, special = 0, bos = 0, bench = 0, pre_types = 0, first;
     const rkm_opt opts[] = {
         {"model", 'm', RKM_OPT_STR, &model, .arg = "MODEL", .help = ".rkmojo directory, GGUF file or Hugging Face directory"},
         {"vocab", 0, RKM_OPT_STR, &vocab, .arg = "FILE", .help = "tokenizer.json or GGUF file"},
@@ -185,7 +219,10 @@ int rkm_cmd_tokenize(int argc, char **argv)
         {"bos", 0, RKM_OPT_FLAG, &bos, .help = "add BOS if the tokenizer wants one"},
         {"corpus", 0, RKM_OPT_STR, &corpus, .arg = "FILE",
          .help = "encode each string of FILE (separated by\n\"\\n__ggml_vocab_test__\\n\"), one line of ids each"},
-        {"bench", 0, RKM_OPT_FLAG, &bench, .help = "encode throughput on 10 KB and 1 MB of text"},
+        {"bench", 0, RKM_OPT_FLAG, &bench,
+         .help = "encode throughput on 10 KB and 1 MB of text and on 4 MB runs of one character"},
+        {"pre-types", 0, RKM_OPT_FLAG, &pre_types,
+         .help = "list llama.cpp's pre-tokenizer types (tokenizer.ggml.pre) with their regexes, as JSON"},
         {0},
     };
     const rkm_opts_cmd cmd = {
@@ -196,6 +233,7 @@ int rkm_cmd_tokenize(int argc, char **argv)
     if (rc != RKM_OPTS_CONTINUE) return rc;
     rc = 0;
     if (first < argc) text = argv[first];
+    if (pre_types) return print_pre_types();
     if (!model && !vocab) return rkm_opts_error(&cmd, "needs -m MODEL or --vocab FILE");
     if (!text && !corpus && !bench) return rkm_opts_error(&cmd, "needs TEXT (or - for stdin), --corpus or --bench");
     rkm_tokenizer *t = config && vocab ? rkm_tokenizer_load(vocab, config) : open_tokenizer(model, vocab);
@@ -206,14 +244,14 @@ int rkm_cmd_tokenize(int argc, char **argv)
     if (bench) {
         bench_one(t, bench_text, sizeof bench_text - 1, 10 * 1000);
         bench_one(t, bench_text, sizeof bench_text - 1, 1000 * 1000);
-        /* the worst case for a regex pre-tokenizer: one long whitespace run */
-        char *ws = malloc(1000 * 1000);
-        if (ws) {
-            memset(ws, ' ', 1000 * 1000);
-            ws[999999] = 'x';
-            printf("whitespace run: ");
-            bench_one(t, ws, 1000 * 1000, 1000 * 1000);
-            free(ws);
+        /* the worst cases for a regex pre-tokenizer: 4 MB of one character */
+        static const struct {
+            const char *name, *ch;
+        } runs[] = {{"spaces", " "}, {"one letter", "a"}, {"one CJK character", "\xe4\xb8\xad"},
+                    {"combining marks", "\xcc\x81"}, {"digits", "7"}};
+        for (size_t k = 0; k < RKM_ARRAY_LEN(runs); k++) {
+            printf("4 MB run of %-17s ", runs[k].name);
+            bench_one(t, runs[k].ch, strlen(runs[k].ch), 4u << 20);
         }
     }
     if (corpus) rc = run_corpus(t, corpus, special);

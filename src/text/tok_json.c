@@ -170,8 +170,8 @@ static int add_pretok(rkm_tokenizer *t, const cJSON *p, int depth)
         t->model = MODEL_BPE_BYTES;
         t->add_prefix_space = json_bool(p, "add_prefix_space", 0);
         if (json_bool(p, "use_regex", 1)) {
-            if (t->n_split == MAX_SPLITS) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: too many splits");
-            t->split[t->n_split++].kind = PRE_GPT2;
+            const char *re = rkm_tok__fast_pattern(PRE_GPT2);
+            return rkm_tok__add_regex_split(t, re, strlen(re), SPLIT_ISOLATED, 0);
         }
         return 0;
     }
@@ -197,27 +197,28 @@ static int add_pretok(rkm_tokenizer *t, const cJSON *p, int depth)
     if (!strcmp(type, "Split")) {
         if (t->model == MODEL_BPE_BYTES)
             return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Split after ByteLevel is not supported");
-        if (json_bool(p, "invert", 0)) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: inverted Split");
-        if (t->n_split == MAX_SPLITS) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: too many splits");
         const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
-        const char *re = json_str(pat, "Regex");
+        const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
         const char *lit = json_str(pat, "String");
         const char *beh = json_str(p, "behavior");
+        static const char *const behaviors[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext",
+                                                "Contiguous"};
+        int b = -1;
+        for (int k = 0; beh && k < (int)RKM_ARRAY_LEN(behaviors); k++)
+            if (!strcmp(beh, behaviors[k])) b = k;
+        if (b < 0) return rkm_err(RKM_EFORMAT, "tokenizer.json: Split behavior '%s' unknown", beh ? beh : "(none)");
+        int invert = json_bool(p, "invert", 0);
+        if (cJSON_IsString(re)) return rkm_tok__add_regex_split(t, re->valuestring, strlen(re->valuestring), b, invert);
+        if (!lit || !*lit) return rkm_err(RKM_EFORMAT, "tokenizer.json: Split without pattern");
+        if (t->n_split == MAX_SPLITS) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: too many splits");
         split_step *s = &t->split[t->n_split];
-        /* The reference treats MergedWith* / Contiguous like Isolated. */
-        s->removed = beh && !strcmp(beh, "Removed");
-        if (re) {
-            s->kind = rkm_tok__regex_kind(re);
-            if (!s->kind) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: unsupported Split regex '%.80s'", re);
-            if (s->removed) return rkm_err(RKM_EUNSUPPORTED, "tokenizer.json: Removed regex Split");
-        } else if (lit && *lit) {
-            s->kind = PRE_LITERAL;
-            s->lit = strdup(lit);
-            s->lit_len = strlen(lit);
-            if (!s->lit) return RKM_ENOMEM;
-        } else {
-            return rkm_err(RKM_EFORMAT, "tokenizer.json: Split without pattern");
-        }
+        memset(s, 0, sizeof *s);
+        s->kind = PRE_LITERAL;
+        s->behavior = b;
+        s->invert = invert;
+        s->lit = strdup(lit);
+        s->lit_len = strlen(lit);
+        if (!s->lit) return RKM_ENOMEM;
         t->n_split++;
         return 0;
     }

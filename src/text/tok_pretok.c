@@ -1,30 +1,43 @@
 /*
- * tok_pretok.c - the pre-tokenizers: which tokenizer.json Split regexes
- * and llama.cpp tokenizer.ggml.pre names we implement and the split
- * program each one means, the hand-written matchers that stand in for
- * those regexes, and the driver that cuts a text into pieces by a
- * tokenizer's split steps (regex matchers, literal splits,
- * WhitespaceSplit, BertPreTokenizer).
+ * tok_pretok.c - the pre-tokenizers: llama.cpp's pre-tokenizer types (the
+ * tokenizer.ggml.pre names) and the regexes each one means, the regex
+ * split steps of tokenizer.json (any pattern, every Split behaviour,
+ * invert), run by PCRE2 (text/regex.h), the hand-written matchers that
+ * stand in for the most common patterns as fast paths, and the driver
+ * that cuts a text into pieces by a tokenizer's split steps (regexes,
+ * literal splits, WhitespaceSplit, BertPreTokenizer).
  *
- * Threads: the tables are constant; rkm_tok__split works on the caller's
- * tok_pieces, so calls on one shared tokenizer may run at once.
- * Ownership: a tok_pieces' arrays belong to its caller
- * (rkm_tok__pieces_free).
+ * A fast path is attached to a regex step only when the step's pattern
+ * is, byte for byte, the one the matcher implements; tests/test-tokenizer.c
+ * (test_fast_paths) checks each matcher against PCRE2 on the corpus and on
+ * random strings, and RKM_TOK_REGEX_ONLY=1 turns them all off.
+ *
+ * Threads: the tables are constant and a tokenizer's steps are read-only
+ * after load; rkm_tok__split works on the caller's tok_pieces (regex
+ * scratch included), so calls on one shared tokenizer may run at once.
+ * Ownership: split steps belong to their tokenizer (rkm_tok__split_free);
+ * a tok_pieces' arrays belong to its caller (rkm_tok__pieces_free).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/regex.h"
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
+#include "util/knobs.h"
 
-/* The pre-tokenizer regexes we implement, exactly as tokenizer.json
- * spells them. */
+/* ------------------------------------------------- patterns and types */
+
+/* Patterns as tokenizer.json files spell them (the models' own
+ * tokenizers); where llama.cpp runs a rewritten form of one, the original
+ * is used here (same splits on text, without the rewrite's loss). */
+#define RE_CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 static const char RE_LLAMA3[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char RE_QWEN2[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char RE_GPT2_NOTAIL[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
@@ -33,79 +46,315 @@ static const char RE_DS3_CJK[] = "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x8
 static const char RE_DS3_MAIN[] =
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
     "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+static const char RE_FALCON_P[] = "[\\p{P}\\$\\+<=>\\^~\\|`]+";
+static const char RE_DIGITS3[] = "[0-9][0-9][0-9]";
+static const char RE_NUMS[] = "\\p{N}+";
+static const char RE_DIGIT[] = "\\p{N}";
+static const char RE_DSL_NL[] = "[\r\n]";
+static const char RE_DSL_CASED[] =
+    "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf\xc7\x84-\xca\x93"
+    "\xca\x95-\xca\xaf\xcd\xb0-\xcd\xb3\xcd\xb6\xcd\xb7\xcd\xbb-\xcd\xbd\xcd\xbf\xce\x86\xce\x88-\xce\x8a"
+    "\xce\x8c\xce\x8e-\xce\xa1\xce\xa3-\xcf\xb5\xcf\xb7-\xd2\x81\xd2\x8a-\xd4\xaf\xd4\xb1-\xd5\x96"
+    "\xe1\x82\xa0-\xe1\x83\x85\xe1\x8e\xa0-\xe1\x8f\xb5\xe1\x8f\xb8-\xe1\x8f\xbd\xe1\xb2\x90-\xe1\xb2\xba"
+    "\xe1\xb2\xbd-\xe1\xb2\xbf\xe1\xb4\x80-\xe1\xb4\xab\xe1\xb5\xab-\xe1\xb5\xb7\xe1\xb5\xb9-\xe1\xb6\x9a"
+    "\xe1\xb8\x80-\xe1\xbc\x95\xe1\xbc\x98-\xe1\xbc\x9d\xe1\xbc\xa0-\xe1\xbd\x85\xe1\xbd\x88-\xe1\xbd\x8d"
+    "\xe1\xbd\x90-\xe1\xbd\x97\xe1\xbd\x99\xe1\xbd\x9b\xe1\xbd\x9d\xe1\xbd\x9f-\xe1\xbd\xbd\xe1\xbe\x80-\xe1\xbe\xb4"
+    "\xe1\xbe\xb6-\xe1\xbe\xbc\xe1\xbe\xbe\xe1\xbf\x82-\xe1\xbf\x84\xe1\xbf\x86-\xe1\xbf\x8c\xe1\xbf\x90-\xe1\xbf\x93"
+    "\xe1\xbf\x96-\xe1\xbf\x9b\xe1\xbf\xa0-\xe1\xbf\xac\xe1\xbf\xb2-\xe1\xbf\xb4\xe1\xbf\xb6-\xe1\xbf\xbc"
+    "\xe2\x84\x82\xe2\x84\x87\xe2\x84\x8a-\xe2\x84\x93\xe2\x84\x95\xe2\x84\x99-\xe2\x84\x9d\xe2\x84\xa4\xe2\x84\xa6"
+    "\xe2\x84\xa8\xe2\x84\xaa-\xe2\x84\xad\xe2\x84\xaf-\xe2\x84\xb4\xe2\x84\xb9\xe2\x84\xbc-\xe2\x84\xbf"
+    "\xe2\x85\x85-\xe2\x85\x89\xe2\x85\x8e\xe2\x86\x83\xe2\x86\x84\xe2\xb0\x80-\xe2\xb1\xbb\xe2\xb1\xbe-\xe2\xb3\xa4"
+    "\xe2\xb3\xab-\xe2\xb3\xae\xe2\xb3\xb2\xe2\xb3\xb3\xea\x99\x80-\xea\x99\xad\xea\x9a\x80-\xea\x9a\x9b"
+    "\xea\x9c\xa2-\xea\x9d\xaf\xea\x9d\xb1-\xea\x9e\x87\xea\x9e\x8b-\xea\x9e\x8e\xea\xad\xb0-\xea\xae\xbf"
+    "\xef\xac\x80-\xef\xac\x86\xef\xac\x93-\xef\xac\x97\xef\xbc\xa1-\xef\xbc\xba\xef\xbd\x81-\xef\xbd\x9a"
+    "\xf0\x90\x90\x80-\xf0\x90\x91\x8f\xf0\x90\x92\xb0-\xf0\x90\x93\x93\xf0\x90\x93\x98-\xf0\x90\x93\xbb"
+    "\xf0\x90\xb2\x80-\xf0\x90\xb2\xb2\xf0\x90\xb3\x80-\xf0\x90\xb3\xb2\xf0\x91\xa2\xa0-\xf0\x91\xa3\x9f"
+    "\xf0\x9e\xa4\x80-\xf0\x9e\xa5\x83]+";
+static const char RE_DSL_PUNCT[] =
+    "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+";
+static const char RE_DSL_WSEND[] = "\\s+$";
+static const char RE_DSL_CJK[] = "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+";
 
+/* The fast paths: a hand-written matcher per exact pattern. */
 static const struct {
     const char *re;
     int kind;
-} known_regex[] = {
-    {RE_LLAMA3, PRE_LLAMA3},     {RE_QWEN2, PRE_QWEN2},     {RE_GPT2, PRE_GPT2},
-    {RE_GPT2_NOTAIL, PRE_GPT2},  {RE_DS3_NUM, PRE_DS3_NUM}, {RE_DS3_CJK, PRE_DS3_CJK},
-    {RE_DS3_MAIN, PRE_DS3_MAIN},
+} fast_paths[] = {
+    {RE_LLAMA3, PRE_LLAMA3},       {RE_QWEN2, PRE_QWEN2},         {RE_GPT2, PRE_GPT2},
+    {RE_GPT2_NOTAIL, PRE_GPT2},    {RE_DS3_NUM, PRE_DS3_NUM},     {RE_DS3_CJK, PRE_DS3_CJK},
+    {RE_DS3_MAIN, PRE_DS3_MAIN},   {RE_FALCON_P, PRE_FALCON_P},   {RE_DIGITS3, PRE_DIGITS3},
+    {RE_DSL_NL, PRE_DSL_NL},       {RE_DSL_CASED, PRE_DSL_CASED}, {RE_DSL_PUNCT, PRE_DSL_PUNCT},
+    {RE_DSL_WSEND, PRE_DSL_WSEND}, {RE_DSL_CJK, PRE_DSL_CJK},     {RE_NUMS, PRE_NUMS},
 };
 
-/* llama.cpp's tokenizer.ggml.pre names and the splits each one means. */
-static const struct {
-    const char *name;
-    int splits[6];
-    int ignore_merges;
-} known_pre[] = {
-    {"gpt-2", {PRE_GPT2}, 0},
-    {"gpt2", {PRE_GPT2}, 0},
-    {"phi-2", {PRE_GPT2}, 0},
-    {"olmo", {PRE_GPT2}, 0},
-    {"mpt", {PRE_GPT2}, 0},
-    {"jais", {PRE_GPT2}, 0},
-    {"roberta-bpe", {PRE_GPT2}, 0},
-    {"gpt-neox", {PRE_GPT2}, 0},
-    {"llama-bpe", {PRE_LLAMA3}, 1},
-    {"llama3", {PRE_LLAMA3}, 1},
-    {"dbrx", {PRE_LLAMA3}, 0},
-    {"smaug-bpe", {PRE_LLAMA3}, 0},
-    {"qwen2", {PRE_QWEN2}, 0},
-    {"deepseek-r1-qwen", {PRE_QWEN2}, 0},
-    {"deepseek-v3", {PRE_DS3_NUM, PRE_DS3_CJK, PRE_DS3_MAIN}, 0},
-    {"falcon", {PRE_FALCON_P, PRE_GPT2, PRE_DIGITS3}, 0},
-    {"deepseek-llm",
-     {PRE_DSL_NL, PRE_DSL_CASED, PRE_DSL_PUNCT, PRE_DSL_WSEND, PRE_DSL_CJK, PRE_NUMS},
-     0},
+/* The cased-letter classes of GPT-4o-style patterns (o200k, Tekken, Kimi). */
+#define LU "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define LL "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define TAIL_O200K "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_GPT4O                                                                                             \
+    "[^\\r\\n\\p{L}\\p{N}]?" LU "*" LL "+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" LU "+" LL "*" RE_CONTRACTIONS \
+    "?" TAIL_O200K
+/* Kimi-K2 (Moonshot's tiktoken pattern): the same classes without Han, as
+ * complements of the other categories (PCRE2 has no class intersection). */
+#define K2_LU "[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]"
+#define K2_LL "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]"
+#define RE_KIMI_K2                                                                                              \
+    "\\p{Han}+|[^\\r\\n\\p{L}\\p{N}]?" K2_LU "*" K2_LL "+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" K2_LU "+" K2_LL \
+    "*" RE_CONTRACTIONS "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_TEKKEN                                                                                       \
+    "[^\\r\\n\\p{L}\\p{N}]?" LU "*" LL "+|[^\\r\\n\\p{L}\\p{N}]?" LU "+" LL "*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_GRANITE_EMB                                                                                            \
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|" \
+    "'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|" \
+    "'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?" TAIL_O200K
+#define RE_CJK_KANA "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+"
+#define RE_POROS " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+#define RE_DS3_LIKE_MAIN                                                                                  \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "   \
+    "?[\\p{P}\\p{S}]+"
+#define RE_NEWLINES "[^\\n]+|[\\n]+"
+
+static const char *const RX_DEFAULT[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2_NOTAIL, RE_NUMS, RE_DIGITS3, NULL};
+static const char *const RX_LLAMA3[] = {RE_LLAMA3, NULL};
+static const char *const RX_JAIS2[] = {
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                    "\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|"
+                    "\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
+    NULL};
+static const char *const RX_DEEPSEEK_LLM[] = {RE_DSL_NL, RE_DSL_CASED, RE_DSL_PUNCT, RE_DSL_WSEND,
+                                              RE_DSL_CJK, RE_NUMS,     NULL};
+static const char *const RX_DEEPSEEK3[] = {RE_DS3_NUM, RE_DS3_CJK, RE_DS3_MAIN, NULL};
+static const char *const RX_SPARK2_5[] = {RE_DS3_NUM, RE_CJK_KANA,
+                                          RE_DS3_LIKE_MAIN "|[\r\n]|\\s+(?!\\S)|\\s+", RE_DIGIT, NULL};
+static const char *const RX_YOUTU[] = {
+    "[\xea\xb0\x80-\xed\x9e\xa3\xe3\x84\xb1-\xe3\x86\x8e]+|[\xef\xbc\x81\xe2\x80\xa6\xe2\x80\x9c\xe2\x80\x9d"
+    "\xe2\x80\x98\xe2\x80\x99\xe2\x80\x94\xef\xbc\x9a\xef\xbc\x9b\xef\xbc\x8c\xe3\x80\x81-\xe3\x80\xbf"
+    "\xef\xb8\xb0-\xef\xb9\x8f]+|[\xe3\x84\x85-\xe3\x84\xaf]+|" RE_CJK_KANA,
+    "[^\\r\\n\\p{L}\\p{N}]?" LU "*" LL "+" RE_CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?" LU "+" LL "*" RE_CONTRACTIONS
+    "?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_DEEPSEEK_CODER[] = {RE_DSL_NL, "\\s?\\p{L}+", "\\s?\\p{P}+", RE_DSL_CJK, RE_DIGIT, NULL};
+static const char *const RX_FALCON[] = {RE_FALCON_P, RE_GPT2_NOTAIL, RE_DIGITS3, NULL};
+static const char *const RX_STARCODER[] = {RE_DIGIT, RE_GPT2_NOTAIL, NULL};
+static const char *const RX_GPT2[] = {RE_GPT2_NOTAIL, NULL};
+static const char *const RX_QWEN2[] = {RE_QWEN2, NULL};
+static const char *const RX_QWEN35[] = {
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+                    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_PORO[] = {RE_POROS, NULL};
+static const char *const RX_VIKING[] = {RE_POROS, RE_DIGIT, NULL};
+static const char *const RX_TEKKEN[] = {RE_TEKKEN, NULL};
+static const char *const RX_CHAMELEON[] = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+                                           "([\\t\\n]|    |  )", RE_DIGIT, "[\\p{P}!-/:-@\\[-`{-~]",
+                                           RE_GPT2_NOTAIL, NULL};
+static const char *const RX_GPT4O[] = {RE_GPT4O, NULL};
+static const char *const RX_GRANITE_EMB[] = {RE_GRANITE_EMB, NULL};
+static const char *const RX_TINY_AYA[] = {"\\d{1,3}(?=(?:\\d{3})*\\b)", RE_GPT4O, NULL};
+static const char *const RX_KIMI_K2[] = {RE_KIMI_K2, NULL};
+static const char *const RX_SUPERBPE[] = {RE_NUMS, "(?=(\\d{3})+(?!\\d))", NULL};
+static const char *const RX_BAILINGMOE[] = {
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|\\s*[\\r\\n]|"
+    "\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_SEED_CODER[] = {
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_UFAKZEKA[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", NULL};
+/* AFMoE: digit runs in groups of three from the right (the first group
+ * the remainder), then CJK and the DeepSeek-V3 main pattern. */
+static const char *const RX_AFMOE[] = {
+    "\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))",
+    "[\xe4\xb8\x80-\xe9\xbf\xbf\xe3\x90\x80-\xe4\xb6\xbf\xef\xa4\x80-\xef\xab\xbf\xe3\x81\x80-\xe3\x82\x9f"
+    "\xe3\x82\xa0-\xe3\x83\xbf\xef\xbd\xa5-\xef\xbe\x9f\xe2\xbc\x80-\xe2\xbf\x9f\xe0\xb9\x80-\xe0\xb9\xbf"
+    "\xe0\xba\x80-\xe0\xbb\xbf\xe1\x9e\x80-\xe1\x9f\xbf\xe1\x80\x80-\xe1\x82\x9f\xea\xa9\xa0-\xea\xa9\xbf"
+    "\xea\xa7\xa0-\xea\xa7\xbf\xea\xb0\x80-\xed\x9e\xaf\xe1\x84\x80-\xe1\x87\xbf]+",
+    RE_DS3_LIKE_MAIN "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", NULL};
+static const char *const RX_LAGUNA[] = {RE_NEWLINES, RE_QWEN2, NULL};
+static const char *const RX_EXAONE_MOE[] = {
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
+                    "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_NEWLINES[] = {RE_NEWLINES, NULL};
+static const char *const RX_MINICPM5[] = {
+    RE_DS3_NUM,
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+static const char *const RX_WHITESPACE[] = {"\\S+", NULL};
+
+enum {
+    PT_IGNORE_MERGES = 1, /* a piece that is a token is that token, unmerged */
+    PT_RAW = 2,           /* BPE over UTF-8 with U+2581 spaces, not the GPT-2 byte alphabet */
 };
 
-int rkm_tok__regex_kind(const char *re)
+/* llama.cpp's pre-tokenizer types: the tokenizer.ggml.pre names of each
+ * (the first is the one rkmojo writes), its regexes in order, its flags.
+ * The BPE merge rules, not the split, differ between names of one row. */
+static const struct pre_type {
+    const char *names;
+    const char *const *re;
+    int flags;
+} pre_types[] = {
+    {"default", RX_DEFAULT, 0},
+    {"llama-bpe llama3 llama-v3 falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano", RX_LLAMA3, PT_IGNORE_MERGES},
+    {"dbrx smaug-bpe glm4 chatglm-bpe", RX_LLAMA3, 0},
+    {"jais-2", RX_JAIS2, 0},
+    {"deepseek-llm", RX_DEEPSEEK_LLM, 0},
+    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4", RX_DEEPSEEK3, 0},
+    {"spark2_5", RX_SPARK2_5, 0},
+    {"youtu", RX_YOUTU, PT_IGNORE_MERGES},
+    {"deepseek-coder", RX_DEEPSEEK_CODER, 0},
+    {"falcon", RX_FALCON, 0},
+    {"starcoder refact command-r smollm codeshell exaone minerva-7b mellum2", RX_STARCODER, 0},
+    {"gpt-2 gpt2 phi-2 jina-es jina-de gigachat jina-v2-es jina-v2-de a.x-4.0 mellum modern-bert jina-v1-en "
+     "jina-v2-code roberta-bpe mpt olmo jais trillion granite-docling exaone4 gpt-neox",
+     RX_GPT2, 0},
+    {"qwen2 deepseek-r1-qwen kormo f2llmv2 megrez stablelm2 hunyuan solar-open", RX_QWEN2, 0},
+    {"qwen35", RX_QWEN35, 0},
+    {"poro-chat bloom gpt3-finnish", RX_PORO, 0},
+    {"viking", RX_VIKING, 0},
+    {"tekken", RX_TEKKEN, PT_IGNORE_MERGES},
+    {"chameleon", RX_CHAMELEON, 0},
+    {"gpt-4o llama4 kanana2 talkie minimax-m2", RX_GPT4O, 0},
+    {"granite-embed-multi-97m", RX_GRANITE_EMB, PT_IGNORE_MERGES},
+    {"tiny_aya cohere2moe", RX_TINY_AYA, 0},
+    {"kimi-k2", RX_KIMI_K2, 0},
+    {"superbpe", RX_SUPERBPE, 0},
+    {"bailingmoe bailingmoe2 llada-moe", RX_BAILINGMOE, 0},
+    {"seed-coder", RX_SEED_CODER, 0},
+    {"ufakzeka", RX_UFAKZEKA, 0},
+    {"grok-2", RX_QWEN2, 0},
+    {"afmoe", RX_AFMOE, 0},
+    {"laguna", RX_LAGUNA, 0},
+    {"exaone-moe", RX_EXAONE_MOE, 0},
+    {"minicpm5", RX_MINICPM5, PT_IGNORE_MERGES},
+    {"gemma4 granite-embed-multi-311m sarvam-moe", RX_NEWLINES, PT_RAW},
+    {"whitespace", RX_WHITESPACE, PT_RAW},
+};
+
+/* 1 when word `name` is one of the space-separated `names`. */
+static int name_in(const char *names, const char *name)
 {
-    for (size_t i = 0; i < RKM_ARRAY_LEN(known_regex); i++)
-        if (!strcmp(re, known_regex[i].re)) return known_regex[i].kind;
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *e = strchr(p, ' ');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && !memcmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
     return 0;
 }
 
-const char *rkm_tok__regex_text(int kind)
+static const struct pre_type *pre_type_of(const char *name)
 {
-    for (size_t i = 0; i < RKM_ARRAY_LEN(known_regex); i++)
-        if (known_regex[i].kind == kind) return known_regex[i].re;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(pre_types); i++)
+        if (name_in(pre_types[i].names, name)) return &pre_types[i];
     return NULL;
+}
+
+const char *rkm_tokenizer_pre_type(int i, const char *const **regexes, int *ignore_merges, int *raw)
+{
+    if (i < 0 || (size_t)i >= RKM_ARRAY_LEN(pre_types)) return NULL;
+    if (regexes) *regexes = pre_types[i].re;
+    if (ignore_merges) *ignore_merges = (pre_types[i].flags & PT_IGNORE_MERGES) != 0;
+    if (raw) *raw = (pre_types[i].flags & PT_RAW) != 0;
+    return pre_types[i].names;
+}
+
+const char *rkm_tok__fast_pattern(int kind)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fast_paths); i++)
+        if (fast_paths[i].kind == kind) return fast_paths[i].re;
+    return NULL;
+}
+
+int rkm_tok__add_regex_split(rkm_tokenizer *t, const char *re, size_t n, int behavior, int invert)
+{
+    if (t->n_split == MAX_SPLITS) return rkm_err(RKM_EUNSUPPORTED, "tokenizer: more than %d split steps", MAX_SPLITS);
+    split_step *st = &t->split[t->n_split];
+    memset(st, 0, sizeof *st);
+    if (!(st->re = rkm_regex_compile(re, n))) return rkm_err_prefix(RKM_EUNSUPPORTED, "tokenizer: pre-tokenizer: ");
+    st->kind = PRE_REGEX;
+    st->behavior = behavior;
+    st->invert = invert;
+    if (!rkm_knob_is(RKM_KNOB_TOK_REGEX_ONLY, "1"))
+        for (size_t i = 0; i < RKM_ARRAY_LEN(fast_paths); i++)
+            if (strlen(fast_paths[i].re) == n && !memcmp(fast_paths[i].re, re, n)) st->fast = fast_paths[i].kind;
+    t->n_split++;
+    return 0;
+}
+
+void rkm_tok__split_free(rkm_tokenizer *t)
+{
+    for (int i = 0; i < t->n_split; i++) {
+        free(t->split[i].lit);
+        rkm_regex_free(t->split[i].re);
+    }
+    t->n_split = 0;
 }
 
 int rkm_tok__set_pre_by_name(rkm_tokenizer *t, const char *name)
 {
-    for (size_t i = 0; i < RKM_ARRAY_LEN(known_pre); i++) {
-        if (strcmp(known_pre[i].name, name) != 0) continue;
-        t->n_split = 0;
-        for (int k = 0; k < 6 && known_pre[i].splits[k]; k++) t->split[t->n_split++].kind = known_pre[i].splits[k];
-        t->ignore_merges = known_pre[i].ignore_merges;
-        snprintf(t->pre_name, sizeof t->pre_name, "%s", name);
-        return 0;
+    const struct pre_type *pt = pre_type_of(name);
+    if (!pt) return rkm_err(RKM_EUNSUPPORTED, "tokenizer: unknown pre-tokenizer type '%s' (not one llama.cpp knows)", name);
+    if ((pt->flags & PT_RAW) && t->model == MODEL_BPE_BYTES)
+        return rkm_err(RKM_EUNSUPPORTED,
+                       "tokenizer: pre-tokenizer '%s' is for a BPE over UTF-8 (tokenizer model gemma4), not gpt2", name);
+    rkm_tok__split_free(t);
+    for (int k = 0; pt->re[k]; k++) {
+        int rc = rkm_tok__add_regex_split(t, pt->re[k], strlen(pt->re[k]), SPLIT_ISOLATED, 0);
+        if (rc) return rc;
     }
-    return rkm_err(RKM_EUNSUPPORTED, "tokenizer: unsupported pre-tokenizer '%s'", name);
+    t->ignore_merges = (pt->flags & PT_IGNORE_MERGES) != 0;
+    snprintf(t->pre_name, sizeof t->pre_name, "%s", name);
+    return 0;
+}
+
+/* A step that keeps every match and every gap as a piece, as llama.cpp's
+ * splits do (Isolated; Removed + invert is the same for a pattern that
+ * leaves no gaps, which every type's patterns are). */
+static int step_is_isolated(const split_step *st)
+{
+    return st->kind == PRE_REGEX && ((st->behavior == SPLIT_ISOLATED && !st->invert) ||
+                                     (st->behavior == SPLIT_REMOVED && st->invert));
+}
+
+/* 1 when patterns a and b split every text alike: the same text, or GPT-2's
+ * pattern with and without its final "|\\s+" (whitespace the other
+ * alternatives leave is a gap, and a gap is a piece as well). */
+static int same_split(const char *a, const char *b)
+{
+    if (!strcmp(a, b)) return 1;
+    return (!strcmp(a, RE_GPT2) || !strcmp(a, RE_GPT2_NOTAIL)) && (!strcmp(b, RE_GPT2) || !strcmp(b, RE_GPT2_NOTAIL));
 }
 
 void rkm_tok__guess_pre_name(rkm_tokenizer *t)
 {
-    const char *name = "gpt-2";
-    if (t->n_split == 1 && t->split[0].kind == PRE_LLAMA3) name = "llama-bpe";
-    else if (t->n_split == 1 && t->split[0].kind == PRE_QWEN2) name = "qwen2";
-    else if (t->n_split == 3 && t->split[0].kind == PRE_DS3_NUM && t->split[2].kind == PRE_DS3_MAIN)
-        name = "deepseek-v3";
-    else if (t->model != MODEL_BPE_BYTES) name = "default";
-    snprintf(t->pre_name, sizeof t->pre_name, "%s", name);
+    t->pre_name[0] = 0;
+    if (t->model != MODEL_BPE_BYTES) {
+        snprintf(t->pre_name, sizeof t->pre_name, "default");
+        return;
+    }
+    /* the first type whose regexes are the steps' (the ignore_merges one
+     * when the tokenizer ignores merges) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < RKM_ARRAY_LEN(pre_types); i++) {
+            const struct pre_type *pt = &pre_types[i];
+            if (pt->flags & PT_RAW) continue;
+            if (pass == 0 && !!(pt->flags & PT_IGNORE_MERGES) != !!t->ignore_merges) continue;
+            int k = 0;
+            while (pt->re[k] && k < t->n_split && step_is_isolated(&t->split[k]) &&
+                   same_split(pt->re[k], rkm_regex_pattern(t->split[k].re)))
+                k++;
+            if (pt->re[k] || k != t->n_split) continue;
+            const char *e = strchr(pt->names, ' ');
+            size_t l = e ? (size_t)(e - pt->names) : strlen(pt->names);
+            snprintf(t->pre_name, sizeof t->pre_name, "%.*s", (int)l, pt->names);
+            return;
+        }
 }
 
 /* ------------------------------------------------- pre-tokenizer matchers
@@ -348,17 +597,38 @@ static size_t m_run(const uint32_t *c, const uint8_t *f, size_t i, size_t n, int
 
 /* ------------------------------------------------------------ splitting */
 
+static int vec_grow(span_vec *sv)
+{
+    size_t cap = sv->cap ? sv->cap * 2 : 64;
+    span *nv = realloc(sv->v, cap * sizeof *nv);
+    if (!nv) return RKM_ENOMEM;
+    sv->v = nv;
+    sv->cap = cap;
+    return 0;
+}
+
+/* Appends [s, e) unless it is empty. */
 static int span_push(span_vec *sv, size_t s, size_t e)
 {
     if (s >= e) return 0;
-    if (sv->n == sv->cap) {
-        size_t cap = sv->cap ? sv->cap * 2 : 64;
-        span *nv = realloc(sv->v, cap * sizeof *nv);
-        if (!nv) return RKM_ENOMEM;
-        sv->v = nv;
-        sv->cap = cap;
-    }
+    if (sv->n == sv->cap && vec_grow(sv)) return RKM_ENOMEM;
     sv->v[sv->n++] = (span){s, e};
+    return 0;
+}
+
+/* Appends a mark: [s, e) and whether it is a match (m), empty ones too. */
+static int mark_push(tok_pieces *x, size_t s, size_t e, int m)
+{
+    if (x->mk.n == x->mk.cap && vec_grow(&x->mk)) return RKM_ENOMEM;
+    x->mk.v[x->mk.n++] = (span){s, e};
+    if (x->mk.n > x->mk_cap) {
+        size_t cap = x->mk.cap;
+        uint8_t *nm = realloc(x->mk_m, cap);
+        if (!nm) return RKM_ENOMEM;
+        x->mk_m = nm;
+        x->mk_cap = cap;
+    }
+    x->mk_m[x->mk.n - 1] = (uint8_t)m;
     return 0;
 }
 
@@ -368,56 +638,178 @@ static int bert_is_punct(uint32_t c, unsigned fl)
            (c >= 0x7B && c <= 0x7E) || (fl & RKM_UC_P);
 }
 
-/* Splits one piece [0, n) of code points by one split step, appending the
- * sub-pieces (offset by base) to out: matches and the gaps between them
- * are both kept ("Isolated"). */
-static int split_piece(const split_step *st, const uint32_t *c, const uint8_t *f, size_t base, size_t n,
-                       span_vec *out)
+/* WhitespaceSplit / BertPreTokenizer on piece [ps, pe): whitespace
+ * removed; BERT: each punctuation character (Unicode P* or ASCII
+ * punctuation/symbol) a piece of its own. */
+static int split_words(const split_step *st, const tok_pieces *x, size_t ps, size_t pe, span_vec *out)
 {
-    int rc;
-    if (st->kind == PRE_WS_SPLIT || st->kind == PRE_BERT) {
-        /* whitespace removed; BERT: each punctuation character (Unicode P*
-         * or ASCII punctuation/symbol) a piece of its own */
-        for (size_t i = 0; i < n;) {
-            if (f[i] & RKM_UC_WS) {
-                i++;
-                continue;
-            }
-            size_t j = i;
-            if (st->kind == PRE_BERT && bert_is_punct(c[i], f[i])) j++;
-            else
-                while (j < n && !(f[j] & RKM_UC_WS) && !(st->kind == PRE_BERT && bert_is_punct(c[j], f[j]))) j++;
-            if ((rc = span_push(out, base + i, base + j))) return rc;
-            i = j;
-        }
-        return 0;
-    }
-    if (st->kind == PRE_DSL_WSEND) { /* \s+$: the trailing whitespace run */
-        size_t k = n;
-        while (k > 0 && (f[k - 1] & RKM_UC_WS)) k--;
-        if ((rc = span_push(out, base, base + k))) return rc;
-        return span_push(out, base + k, base + n);
-    }
-    size_t gap = 0, i = 0;
-    while (i < n) {
-        size_t m;
-        switch (st->kind) {
-        case PRE_GPT2: m = m_gpt2(c, f, i, n); break;
-        case PRE_LLAMA3: m = m_llama3(c, f, i, n, 3); break;
-        case PRE_QWEN2: m = m_llama3(c, f, i, n, 1); break;
-        case PRE_DS3_MAIN: m = m_ds3_main(c, f, i, n); break;
-        default: m = m_run(c, f, i, n, st->kind); break;
-        }
-        if (m == 0) {
+    const uint32_t *c = x->cp;
+    const uint8_t *f = x->fl;
+    for (size_t i = ps; i < pe;) {
+        if (f[i] & RKM_UC_WS) {
             i++;
             continue;
         }
-        if ((rc = span_push(out, base + gap, base + i))) return rc;
-        if ((rc = span_push(out, base + i, base + i + m))) return rc;
-        i += m;
-        gap = i;
+        size_t j = i;
+        if (st->kind == PRE_BERT && bert_is_punct(c[i], f[i])) j++;
+        else
+            while (j < pe && !(f[j] & RKM_UC_WS) && !(st->kind == PRE_BERT && bert_is_punct(c[j], f[j]))) j++;
+        int rc = span_push(out, i, j);
+        if (rc) return rc;
+        i = j;
     }
-    return span_push(out, base + gap, base + n);
+    return 0;
+}
+
+/* The hand-written matcher of kind at code point i of [0, n), or 0. */
+static size_t fast_match(int kind, const uint32_t *c, const uint8_t *f, size_t i, size_t n)
+{
+    switch (kind) {
+    case PRE_GPT2: return m_gpt2(c, f, i, n);
+    case PRE_LLAMA3: return m_llama3(c, f, i, n, 3);
+    case PRE_QWEN2: return m_llama3(c, f, i, n, 1);
+    case PRE_DS3_MAIN: return m_ds3_main(c, f, i, n);
+    default: return m_run(c, f, i, n, kind);
+    }
+}
+
+/* The matches of step st in piece [ps, pe) and the gaps between them, in
+ * order, as marks (code point indices). */
+static int find_marks(const split_step *st, tok_pieces *x, const char *s, size_t ps, size_t pe)
+{
+    int rc = 0;
+    x->mk.n = 0;
+    if (st->kind == PRE_LITERAL) { /* a literal delimiter, on code point boundaries */
+        size_t gap = ps, i = ps;
+        const uint32_t *off = x->off;
+        while (i < pe && !rc) {
+            size_t bl = off[pe] - off[i];
+            if (bl >= st->lit_len && !memcmp(s + off[i], st->lit, st->lit_len)) {
+                size_t j = i;
+                while (j < pe && off[j] < off[i] + st->lit_len) j++;
+                if (i > gap) rc = mark_push(x, gap, i, 0);
+                if (!rc) rc = mark_push(x, i, j, 1);
+                i = gap = j;
+            } else {
+                i++;
+            }
+        }
+        if (!rc && pe > gap) rc = mark_push(x, gap, pe, 0);
+        return rc;
+    }
+    if (st->fast == PRE_DSL_WSEND) { /* \s+$: the trailing whitespace run */
+        size_t k = pe;
+        while (k > ps && (x->fl[k - 1] & RKM_UC_WS)) k--;
+        if (k > ps) rc = mark_push(x, ps, k, 0);
+        if (!rc && pe > k) rc = mark_push(x, k, pe, 1);
+        return rc;
+    }
+    if (st->fast) {
+        const uint32_t *c = x->cp + ps;
+        const uint8_t *f = x->fl + ps;
+        size_t n = pe - ps, gap = 0, i = 0;
+        while (i < n && !rc) {
+            size_t m = fast_match(st->fast, c, f, i, n);
+            if (m == 0) {
+                i++;
+                continue;
+            }
+            if (i > gap) rc = mark_push(x, ps + gap, ps + i, 0);
+            if (!rc) rc = mark_push(x, ps + i, ps + i + m, 1);
+            i += m;
+            gap = i;
+        }
+        if (!rc && n > gap) rc = mark_push(x, ps + gap, pe, 0);
+        return rc;
+    }
+    /* PCRE2 over the piece's bytes: the piece is the whole subject, so
+     * lookaround and anchors see its edges as the references do */
+    const char *sub = s + x->off[ps];
+    size_t len = x->off[pe] - x->off[ps], from = 0, k = ps, kprev = ps;
+    int notempty = 0;
+    for (;;) {
+        size_t ms, me;
+        rc = rkm_regex_find(st->re, &x->rx, sub, len, from, notempty, &ms, &me);
+        if (rc <= 0) break;
+        while (x->off[k] - x->off[ps] < ms) k++;
+        size_t ks = k;
+        while (x->off[k] - x->off[ps] < me) k++;
+        if (ks > kprev && (rc = mark_push(x, kprev, ks, 0))) return rc;
+        if ((rc = mark_push(x, ks, k, 1))) return rc;
+        kprev = k;
+        from = me;
+        notempty = me == ms;
+        if (from >= len && notempty) break;
+    }
+    if (rc < 0) return rc;
+    return pe > kprev ? mark_push(x, kprev, pe, 0) : 0;
+}
+
+/* The pieces of one split step from its marks, by the step's behaviour
+ * (Hugging Face's SplitDelimiterBehavior): Isolated keeps every mark,
+ * Removed drops the matches, MergedWithPrevious / MergedWithNext join a
+ * match to the piece before / after it, Contiguous joins runs of matches
+ * and runs of gaps. invert swaps what is a match. Empty pieces are dropped
+ * at the end, as the reference does. */
+static int apply_behavior(const split_step *st, tok_pieces *x, span_vec *out)
+{
+    span *v = x->mk.v;
+    const uint8_t *mm = x->mk_m;
+    size_t n = x->mk.n;
+    int prev = 0;
+    if (st->behavior == SPLIT_MERGED_NEXT) {
+        /* from the end: a match joins the piece after it */
+        size_t w = n; /* pieces built in v[w..n) from the back, in place */
+        for (size_t k = n; k-- > 0;) {
+            int m = mm[k] ^ st->invert;
+            span sp = v[k];
+            if (m && !prev && w < n) v[w].s = sp.s;
+            else v[--w] = sp;
+            prev = m;
+        }
+        for (size_t k = w; k < n; k++)
+            if (span_push(out, v[k].s, v[k].e)) return RKM_ENOMEM;
+        return 0;
+    }
+    int has_last = 0;
+    span last = {0, 0};
+    for (size_t k = 0; k < n; k++) {
+        int m = mm[k] ^ st->invert;
+        span sp = v[k];
+        int join = 0;
+        switch (st->behavior) {
+        case SPLIT_REMOVED:
+            if (m) continue;
+            break;
+        case SPLIT_MERGED_PREV: join = m && !prev && has_last; break;
+        case SPLIT_CONTIGUOUS: join = m == prev && has_last; break;
+        default: break;
+        }
+        prev = m;
+        if (join) {
+            last.e = sp.e;
+            continue;
+        }
+        if (has_last && span_push(out, last.s, last.e)) return RKM_ENOMEM;
+        last = sp;
+        has_last = 1;
+    }
+    if (has_last && span_push(out, last.s, last.e)) return RKM_ENOMEM;
+    return 0;
+}
+
+/* Splits piece [ps, pe) by step st into out. */
+static int split_piece(const split_step *st, tok_pieces *x, const char *s, size_t ps, size_t pe, span_vec *out)
+{
+    if (st->kind == PRE_WS_SPLIT || st->kind == PRE_BERT) return split_words(st, x, ps, pe, out);
+    int rc = find_marks(st, x, s, ps, pe);
+    if (rc) return rc;
+    if (st->behavior == SPLIT_ISOLATED && !st->invert) { /* the common case */
+        for (size_t k = 0; k < x->mk.n; k++)
+            if (span_push(out, x->mk.v[k].s, x->mk.v[k].e)) return RKM_ENOMEM;
+        return 0;
+    }
+    return apply_behavior(st, x, out);
 }
 
 /* Decodes s[0..n) (valid UTF-8) into code points, flags and byte offsets. */
@@ -463,36 +855,14 @@ int rkm_tok__split(const rkm_tokenizer *t, tok_pieces *x, const char *s, size_t 
     for (int k = from; k < to; k++) {
         const split_step *st = &t->split[k];
         x->b.n = 0;
-        for (size_t p = 0; p < x->a.n; p++) {
-            span sp = x->a.v[p];
-            if (st->kind == PRE_LITERAL) {
-                /* literal delimiter, matched on code point boundaries */
-                size_t gap = sp.s, i = sp.s;
-                const uint32_t *off = x->off;
-                while (i < sp.e) {
-                    size_t bl = off[sp.e] - off[i];
-                    if (bl >= st->lit_len && !memcmp(s + off[i], st->lit, st->lit_len)) {
-                        size_t j = i;
-                        while (j < sp.e && off[j] < off[i] + st->lit_len) j++;
-                        if ((rc = span_push(&x->b, gap, i))) return rc;
-                        if (!st->removed && (rc = span_push(&x->b, i, j))) return rc;
-                        i = gap = j;
-                    } else {
-                        i++;
-                    }
-                }
-                if ((rc = span_push(&x->b, gap, sp.e))) return rc;
-            } else if ((rc = split_piece(st, x->cp + sp.s, x->fl + sp.s, sp.s, sp.e - sp.s, &x->b))) {
-                return rc;
-            }
-        }
+        for (size_t p = 0; p < x->a.n; p++)
+            if ((rc = split_piece(st, x, s, x->a.v[p].s, x->a.v[p].e, &x->b))) return rc;
         span_vec tmp = x->a;
         x->a = x->b;
         x->b = tmp;
     }
     return 0;
 }
-
 
 void rkm_tok__pieces_free(tok_pieces *p)
 {
@@ -501,4 +871,7 @@ void rkm_tok__pieces_free(tok_pieces *p)
     free(p->off);
     free(p->a.v);
     free(p->b.v);
+    free(p->mk.v);
+    free(p->mk_m);
+    rkm_regex_scratch_free(&p->rx);
 }

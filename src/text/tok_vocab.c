@@ -188,7 +188,7 @@ void rkm_tokenizer_free(rkm_tokenizer *t)
     free(t->merge_list);
     free(t->trie_raw.n);
     free(t->trie_norm.n);
-    for (int i = 0; i < t->n_split; i++) free(t->split[i].lit);
+    rkm_tok__split_free(t);
     for (int i = 0; i < t->n_norm; i++) {
         free(t->norm[i].a);
         free(t->norm[i].b);

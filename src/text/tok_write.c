@@ -21,6 +21,10 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
     if (!t || !w) return rkm_err(RKM_EINVAL, "write_gguf: bad arguments");
     if (t->model == MODEL_WORDPIECE)
         return rkm_err(RKM_EUNSUPPORTED, "write_gguf: WordPiece tokenizers have no supported GGUF form");
+    if (!t->pre_name[0])
+        return rkm_err(RKM_EUNSUPPORTED,
+                       "write_gguf: the tokenizer's pre-tokenizer regexes are not those of any pre-tokenizer type "
+                       "llama.cpp knows, so a GGUF cannot name them");
     int unigram = t->model == MODEL_UNIGRAM;
     int ugm_prefix = 0, ugm_merge = 0;
     const rkm_charsmap *cmap = NULL;
@@ -72,7 +76,7 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
     }
     int spm = t->model != MODEL_BPE_BYTES;
     rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", unigram ? "t5" : spm ? "llama" : "gpt2");
-    rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name[0] ? t->pre_name : "default");
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name);
     if (t->model == MODEL_BPE_CHARS && t->from_json) {
         /* BPE over characters as SentencePiece scores: a merge's result
          * scores higher the earlier the merge, so merging by score
@@ -144,14 +148,17 @@ done:
     return rc;
 }
 
-static cJSON *json_split(const char *re)
+static cJSON *json_split(const split_step *st)
 {
+    static const char *const behaviors[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext",
+                                            "Contiguous"};
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "type", "Split");
     cJSON *p = cJSON_AddObjectToObject(s, "pattern");
-    cJSON_AddStringToObject(p, "Regex", re);
-    cJSON_AddStringToObject(s, "behavior", "Isolated");
-    cJSON_AddBoolToObject(s, "invert", 0);
+    if (st->kind == PRE_REGEX) cJSON_AddStringToObject(p, "Regex", rkm_regex_pattern(st->re));
+    else cJSON_AddStringToObject(p, "String", st->lit);
+    cJSON_AddStringToObject(s, "behavior", behaviors[st->behavior]);
+    cJSON_AddBoolToObject(s, "invert", st->invert);
     return s;
 }
 
@@ -171,24 +178,17 @@ int rkm_tokenizer_write_hf_json(const rkm_tokenizer *t, const char *path)
     if (t->model != MODEL_BPE_BYTES)
         return rkm_err(RKM_EUNSUPPORTED, "write_hf_json: only byte-level BPE tokenizers can be written");
     cJSON *pre = NULL;
-    const char *pn = t->pre_name;
-    if (!strcmp(pn, "gpt-2") || !strcmp(pn, "gpt2") || !strcmp(pn, "olmo") || !strcmp(pn, "gpt-neox")) {
-        pre = json_bytelevel(1);
+    if (t->n_split == 1 && t->split[0].fast == PRE_GPT2 && t->split[0].behavior == SPLIT_ISOLATED &&
+        !t->split[0].invert) {
+        pre = json_bytelevel(1); /* GPT-2's split is the ByteLevel regex */
     } else {
-        const char *res[3] = {0};
-        if (!strcmp(pn, "llama-bpe") || !strcmp(pn, "llama3")) res[0] = rkm_tok__regex_text(PRE_LLAMA3);
-        else if (!strcmp(pn, "qwen2")) res[0] = rkm_tok__regex_text(PRE_QWEN2);
-        else if (!strcmp(pn, "deepseek-v3")) {
-            res[0] = rkm_tok__regex_text(PRE_DS3_NUM);
-            res[1] = rkm_tok__regex_text(PRE_DS3_CJK);
-            res[2] = rkm_tok__regex_text(PRE_DS3_MAIN);
-        } else {
-            return rkm_err(RKM_EUNSUPPORTED, "write_hf_json: pre-tokenizer '%s' has no tokenizer.json form", pn);
-        }
+        for (int k = 0; k < t->n_split; k++)
+            if (t->split[k].kind != PRE_REGEX && t->split[k].kind != PRE_LITERAL)
+                return rkm_err(RKM_EUNSUPPORTED, "write_hf_json: a split step with no tokenizer.json form");
         pre = cJSON_CreateObject();
         cJSON_AddStringToObject(pre, "type", "Sequence");
         cJSON *list = cJSON_AddArrayToObject(pre, "pretokenizers");
-        for (int k = 0; k < 3 && res[k]; k++) cJSON_AddItemToArray(list, json_split(res[k]));
+        for (int k = 0; k < t->n_split; k++) cJSON_AddItemToArray(list, json_split(&t->split[k]));
         cJSON_AddItemToArray(list, json_bytelevel(0));
     }
     cJSON *root = cJSON_CreateObject();

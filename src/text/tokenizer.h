@@ -12,11 +12,12 @@
  * runs fused, byte_fallback; the Precompiled charsmap normalizer) and
  * BERT WordPiece from tokenizer.json. Normalizers: NFC, NFD, NFKC, NFKD,
  * Precompiled, Prepend, Replace (string, or the Regex " {2,}"), Strip,
- * Lowercase, BertNormalizer. Pre-tokenizers: ByteLevel, Split (known
- * regexes, literals), Metaspace, WhitespaceSplit, BertPreTokenizer.
- * Pre-tokenizer regexes are hand-written matchers (see tok_pretok.c), not a
- * regex engine; an unknown regex is RKM_EUNSUPPORTED at load, never a
- * silent approximation.
+ * Lowercase, BertNormalizer. Pre-tokenizers: ByteLevel, Split (any regex
+ * or literal, every behaviour, invert), Metaspace, WhitespaceSplit,
+ * BertPreTokenizer; from GGUF, every tokenizer.ggml.pre type llama.cpp
+ * knows. Regexes run in PCRE2 (text/regex.h) with hand-written fast paths
+ * for the common patterns (tok_pretok.c); a pattern PCRE2 cannot compile
+ * is RKM_EUNSUPPORTED at load, naming it.
  *
  * Threads: a tokenizer is immutable after load and may be used from many
  * threads at once. A rkm_detok belongs to one stream (one thread).
@@ -87,6 +88,12 @@ const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t); /* or NULL */
  * pre-tokenizer name as llama.cpp spells it ("llama-bpe", "qwen2", ...). */
 const char *rkm_tokenizer_model_name(const rkm_tokenizer *t);
 const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t);
+/* llama.cpp's pre-tokenizer types, i = 0, 1, ...: the type's
+ * tokenizer.ggml.pre names (space-separated, the first is the one written),
+ * its regexes (NULL-terminated, in order), whether a piece that is a token
+ * skips the merges, whether it splits a BPE over UTF-8 (model gemma4)
+ * rather than byte-level BPE. NULL past the last type. */
+const char *rkm_tokenizer_pre_type(int i, const char *const **regexes, int *ignore_merges, int *raw);
 
 /* Whole-sequence decode into buf (the way the reference decoders do:
  * SentencePiece drops the space its prefix added; invalid UTF-8 becomes

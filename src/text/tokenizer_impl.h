@@ -11,11 +11,11 @@
  *    BPE the GPT-2 byte-to-unicode mapping is undone at load, so merges and
  *    lookups work on raw bytes and a piece is the internal bytes; for the
  *    SentencePiece styles the internal bytes are the text with its U+2581.
- *  - Pre-tokenizer regexes are not interpreted: each one we know is a
- *    hand-written matcher over code points and category flags, recognised
- *    by its exact pattern text (or by llama.cpp's pre-tokenizer name). An
- *    unknown pattern is RKM_EUNSUPPORTED at load. Matchers are linear: no
- *    alternative rescans more than the run it consumes (tok_pretok.c).
+ *  - Pre-tokenizer regexes run in PCRE2 (text/regex.h): any pattern of a
+ *    tokenizer.json Split, or the patterns of llama.cpp's pre-tokenizer
+ *    type. The most common patterns also have a hand-written matcher over
+ *    code points and category flags, used when a step's pattern is exactly
+ *    the one it implements (tok_pretok.c); a test holds each to PCRE2.
  *  - Merging uses a binary heap of candidate pairs ordered by (rank or
  *    -score, position), so a word of n symbols costs O(n log n); stale heap
  *    entries are detected by the symbol lengths they recorded (tok_bpe.c).
@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "text/charsmap.h"
+#include "text/regex.h"
 #include "text/tokenizer.h"
 #include "util/arena.h"
 #include "util/buf.h"
@@ -111,6 +112,7 @@ typedef struct {
 
 enum pre_kind {
     PRE_NONE,
+    PRE_REGEX,    /* a regex step (PCRE2, or the fast path named in split_step.fast) */
     PRE_GPT2,     /* 's|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     PRE_LLAMA3,   /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|... */
     PRE_QWEN2,    /* the same with \p{N} single digits */
@@ -125,6 +127,7 @@ enum pre_kind {
     PRE_DSL_WSEND, /* \s+$ */
     PRE_DSL_CJK,   /* [一-龥ࠀ-一가-퟿]+ */
     PRE_NUMS,      /* \p{N}+ */
+    /* the fast paths above (hand-written matchers) appear only in split_step.fast */
     PRE_LITERAL,   /* a literal string (Split with a String pattern) */
     PRE_WS_SPLIT,  /* WhitespaceSplit: runs of non-White_Space, whitespace dropped */
     PRE_BERT,      /* BertPreTokenizer: WhitespaceSplit, then each punctuation character alone */
@@ -167,10 +170,18 @@ typedef struct norm_step {
 #define MAX_SPLITS 8
 #define MAX_NORMS 8
 
+/* Hugging Face's SplitDelimiterBehavior. */
+enum split_behavior { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS };
+
+struct rkm_regex;
+
 typedef struct split_step {
-    int kind;        /* enum pre_kind */
-    int removed;     /* literal split: drop the delimiters */
-    char *lit;       /* PRE_LITERAL */
+    int kind;        /* PRE_REGEX, PRE_LITERAL, PRE_WS_SPLIT or PRE_BERT */
+    int fast;        /* PRE_REGEX: the hand-written matcher of this exact pattern, or 0 */
+    int behavior;    /* enum split_behavior (regex and literal steps) */
+    int invert;      /* the pattern's matches are the pieces' gaps */
+    struct rkm_regex *re; /* PRE_REGEX (owned) */
+    char *lit;       /* PRE_LITERAL (owned) */
     size_t lit_len;
 } split_step;
 
@@ -342,6 +353,10 @@ typedef struct {
     uint32_t *off; /* byte offset of each code point; off[n] = byte length */
     size_t cap;
     span_vec a, b; /* a: the pieces (code point indices); b: scratch */
+    span_vec mk;   /* one step's matches and gaps in a piece ... */
+    uint8_t *mk_m; /* ... and which of them are matches */
+    size_t mk_cap;
+    rkm_regex_scratch rx;
 } tok_pieces;
 
 /* ------------------------------------------------------------ tok_vocab.c */
@@ -362,14 +377,19 @@ size_t rkm_tok__byte_level_encode(const char *s, size_t n, char *out);
 
 /* ------------------------------------------------------------ tok_pretok.c */
 
-/* The split kind (enum pre_kind) of a tokenizer.json Split regex, 0 if
- * it is not one we implement. */
-int rkm_tok__regex_kind(const char *re);
-/* The tokenizer.json spelling of split kind `kind`, or NULL. */
-const char *rkm_tok__regex_text(int kind);
-/* The split program of llama.cpp's tokenizer.ggml.pre `name`. */
+/* Appends a regex split step: pattern re[0..n) compiled (RKM_EUNSUPPORTED
+ * naming the pattern when it does not compile), the fast path attached
+ * when there is one for exactly this pattern. */
+int rkm_tok__add_regex_split(rkm_tokenizer *t, const char *re, size_t n, int behavior, int invert);
+/* Frees t's split steps. */
+void rkm_tok__split_free(rkm_tokenizer *t);
+/* The pattern the fast path `kind` (enum pre_kind) implements. */
+const char *rkm_tok__fast_pattern(int kind);
+/* The split program of llama.cpp's tokenizer.ggml.pre `name` (every type
+ * llama.cpp knows; RKM_EUNSUPPORTED naming an unknown one). */
 int rkm_tok__set_pre_by_name(rkm_tokenizer *t, const char *name);
-/* The pre-tokenizer name llama.cpp would give t's split program. */
+/* The name llama.cpp gives t's split program, or "" when no type of
+ * llama.cpp's has these regexes. */
 void rkm_tok__guess_pre_name(rkm_tokenizer *t);
 /* Runs split steps [from, to) over valid UTF-8 s[0..n): the pieces are
  * left in p->a with the byte offsets in p->off. */

@@ -57,6 +57,9 @@ static const rkm_knob_info table[RKM_KNOB_COUNT] = {
                            "the chip the emulated librknnrt (tests/rknn) reports"},
     [RKM_KNOB_CHAT_DEBUG] = {"RKM_CHAT_DEBUG", RKM_KNOB_TEST, "0|1", "0",
                              "rkmojo chat: print how many KV rows each turn reused"},
+    [RKM_KNOB_TOK_REGEX_ONLY] = {"RKM_TOK_REGEX_ONLY", RKM_KNOB_TEST, "0|1", "0",
+                                 "tokenizers loaded from now on run every pre-tokenizer regex in PCRE2, "
+                                 "without the hand-written matchers"},
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;

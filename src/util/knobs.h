@@ -47,6 +47,7 @@ enum rkm_knob_id {
     RKM_KNOB_SYSROOT,
     RKM_KNOB_EMU_CHIP,
     RKM_KNOB_CHAT_DEBUG,
+    RKM_KNOB_TOK_REGEX_ONLY,
     RKM_KNOB_COUNT
 };
 
