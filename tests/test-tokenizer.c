@@ -308,10 +308,22 @@ static void check_malformed(void)
         CHECK_MSG(strlen(rkm_last_error()) > 0, "document #%zu: no message", i);
         rkm_tokenizer_free(t);
     }
-    /* a minimal valid character-level BPE: merges that name unknown
-     * tokens are skipped, unknown characters go to <unk> */
+    /* merges that name tokens not in the vocabulary: refused, as Hugging
+     * Face's tokenizers refuse them, with the merge in the message */
     rkm_tokenizer *t = tok_from_json("{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": "
                                      "{\"<unk>\": 0, \"a\": 1, \"b\": 2, \"ab\": 3}, \"merges\": [\"a b\", \"x y\"]}}");
+    CHECK(t == NULL && strstr(rkm_last_error(), "\"x y\"") != NULL);
+    rkm_tokenizer_free(t);
+    t = tok_from_json("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}");
+    CHECK(t == NULL && strstr(rkm_last_error(), "merge 0") != NULL); /* the result "ab" is no token */
+    rkm_tokenizer_free(t);
+    /* a token text that is not UTF-8 */
+    t = tok_from_json("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"\xc3\": 1}, \"merges\": []}}");
+    CHECK(t == NULL && strstr(rkm_last_error(), "UTF-8") != NULL);
+    rkm_tokenizer_free(t);
+    /* a minimal valid character-level BPE: unknown characters go to <unk> */
+    t = tok_from_json("{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": "
+                      "{\"<unk>\": 0, \"a\": 1, \"b\": 2, \"ab\": 3}, \"merges\": [\"a b\"]}}");
     CHECK(t != NULL);
     if (t) {
         int32_t ids[8];

@@ -204,6 +204,9 @@ void rkm_tokenizer_free(rkm_tokenizer *t)
 int rkm_tok__set(rkm_tokenizer *t, int id, const char *s, size_t n, float score, int type, int added)
 {
     tok_entry *e = &t->tok[id];
+    if (rkm_utf8_valid_prefix(s, n) != n)
+        return rkm_err(RKM_EFORMAT, "tokenizer: the text of token %d is not valid UTF-8 (byte %zu)", id,
+                       rkm_utf8_valid_prefix(s, n));
     char *text = rkm_arena_strndup(&t->strings, s, n);
     if (!text) return RKM_ENOMEM;
     e->text = text;
@@ -293,14 +296,20 @@ int rkm_tok__add_merge(rkm_tokenizer *t, const char *a, size_t an, const char *b
         int r = rkm_tok__lookup(t, buf + la, (size_t)lb);
         int res = rkm_tok__lookup(t, buf, (size_t)(la + lb));
         /* A merge whose parts or result are not tokens can never apply
-         * (symbols are always tokens): skip it, as the reference would
-         * never produce it. */
-        if (l >= 0 && r >= 0 && res >= 0) {
+         * (symbols are always tokens). Hugging Face refuses such a
+         * tokenizer.json; in a GGUF llama.cpp never produces the merge,
+         * so it is skipped. */
+        if (t->from_json && (l < 0 || r < 0 || res < 0))
+            rc = rkm_err(RKM_EFORMAT, "tokenizer.json: merge %d \"%.*s %.*s\" names a token not in the vocabulary",
+                         rank, (int)RKM_MIN(an, 60), a, (int)RKM_MIN(bn, 60), b);
+        else if (l >= 0 && r >= 0 && res >= 0) {
             pair_map_put(&t->merges, l, r, rank, res);
             t->merge_list[2 * t->n_merges] = l;
             t->merge_list[2 * t->n_merges + 1] = r;
             t->n_merges++;
         }
+    } else if (t->from_json) {
+        rc = rkm_err(RKM_EFORMAT, "tokenizer.json: merge %d is not in the byte-level alphabet", rank);
     }
     if (buf != stack) free(buf);
     return rc;
