@@ -153,8 +153,9 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         t->strip_leading_space = v;
     }
     if (kind == MODEL_BPE_BYTES) {
+        /* no (or an empty) pre: llama.cpp's "default" split */
         const char *pre = rkm_gguf_get_str(g, "tokenizer.ggml.pre");
-        if ((rc = rkm_tok__set_pre_by_name(t, pre ? pre : "gpt-2"))) goto fail_rc;
+        if ((rc = rkm_tok__set_pre_by_name(t, pre && *pre ? pre : "default"))) goto fail_rc;
     }
     if (kind == MODEL_UNIGRAM && (rc = ugm_from_gguf(t, g, isc))) goto fail_rc;
     const char *tmpl = rkm_gguf_get_str(g, "tokenizer.chat_template");
