@@ -33,6 +33,14 @@
  *       description (llama_model_desc: architecture, size, file type),
  *       then every metadata key it keeps with its value as llama.cpp
  *       prints it, "key = value", one per line (newlines as \n)
+ *   llama-cpp-ref LIBDIR VOCAB.gguf vocab
+ *       loads only the vocabulary (vocab_only) and prints its special
+ *       tokens as `rkmojo tokenize --specials` does: the ids of each role
+ *       (bos, eos, unk, sep, pad, mask, eot, eom, fim_*; -1 for none),
+ *       add_bos / add_eos / add_sep, the end-of-generation ids
+ *       (llama_vocab_is_eog over every id) and "type ID C" for every token
+ *       that is not a plain normal one (C: c control, u user-defined,
+ *       k unknown, b byte, x unused, ? undefined)
  *
  * The parameter structs are only ever passed back to the library as it
  * returned them, so their layout is not needed: they are held in buffers
@@ -112,7 +120,35 @@ static struct {
     int32_t (*meta_count)(const void *);
     int32_t (*meta_key_by_index)(const void *, int32_t, char *, size_t);
     int32_t (*meta_val_str_by_index)(const void *, int32_t, char *, size_t);
+    int32_t (*vocab_special[14])(const void *); /* in the order of vocab_roles */
+    _Bool (*vocab_add[3])(const void *);         /* add_bos, add_eos, add_sep */
+    _Bool (*vocab_is_eog)(const void *, int32_t);
+    uint32_t (*vocab_get_attr)(const void *, int32_t);
 } L;
+
+/* The special-token roles printed by the vocab mode (in the order of
+ * rkmojo's enum rkm_tok_role), with the library function of each. llama.h has no getter of the end-of-message id: the
+ * C++ method llama_vocab::token_eom() const takes the vocabulary as its
+ * only argument (`this`) and returns the id, which the SysV x86-64 ABI
+ * passes like a C function of one pointer. */
+static const struct {
+    const char *role, *fn;
+} vocab_roles[14] = {
+    {"bos", "llama_vocab_bos"},
+    {"eos", "llama_vocab_eos"},
+    {"unk", "_ZNK11llama_vocab9token_unkEv"},
+    {"sep", "llama_vocab_sep"},
+    {"pad", "llama_vocab_pad"},
+    {"mask", "llama_vocab_mask"},
+    {"eot", "llama_vocab_eot"},
+    {"eom", "_ZNK11llama_vocab9token_eomEv"},
+    {"fim_pre", "llama_vocab_fim_pre"},
+    {"fim_suf", "llama_vocab_fim_suf"},
+    {"fim_mid", "llama_vocab_fim_mid"},
+    {"fim_pad", "llama_vocab_fim_pad"},
+    {"fim_rep", "llama_vocab_fim_rep"},
+    {"fim_sep", "llama_vocab_fim_sep"},
+};
 
 static void die(const char *what, const char *detail)
 {
@@ -184,6 +220,12 @@ static void load_lib(const char *dir)
     S(meta_count, hl, "llama_model_meta_count");
     S(meta_key_by_index, hl, "llama_model_meta_key_by_index");
     S(meta_val_str_by_index, hl, "llama_model_meta_val_str_by_index");
+    for (int i = 0; i < 14; i++) S(vocab_special[i], hl, vocab_roles[i].fn);
+    S(vocab_add[0], hl, "llama_vocab_get_add_bos");
+    S(vocab_add[1], hl, "llama_vocab_get_add_eos");
+    S(vocab_add[2], hl, "llama_vocab_get_add_sep");
+    S(vocab_is_eog, hl, "llama_vocab_is_eog");
+    S(vocab_get_attr, hl, "llama_vocab_get_attr");
 #undef S
     if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
     L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
@@ -370,6 +412,40 @@ static void print_meta(const void *model)
     }
 }
 
+/* The model parameters with vocab_only set. The pinned version keeps
+ * its booleans at bytes 72..77 (vocab_only, then the others; its
+ * llama_model_load tests byte 72 before skipping the tensors), whose
+ * defaults are checked first: false, false, true, false, false, false. */
+static params_buf vocab_params(void)
+{
+    params_buf p = L.model_default_params();
+    static const unsigned char defaults[6] = {0, 0, 1, 0, 0, 0};
+    if (memcmp(p.b + 72, defaults, sizeof defaults))
+        die("unexpected llama_model_params defaults (not the pinned llama.cpp?)", NULL);
+    p.b[72] = 1;
+    return p;
+}
+
+/* llama_token_attr bits, as llama.h numbers them */
+enum { ATTR_UNKNOWN = 1, ATTR_UNUSED = 2, ATTR_NORMAL = 4, ATTR_CONTROL = 8, ATTR_USER_DEFINED = 16, ATTR_BYTE = 32 };
+
+static void print_vocab(const void *vocab, int n_vocab)
+{
+    printf("n_vocab %d\n", n_vocab);
+    for (int i = 0; i < 14; i++) printf("%s %d\n", vocab_roles[i].role, L.vocab_special[i](vocab));
+    printf("add_bos %d\nadd_eos %d\nadd_sep %d\neog", L.vocab_add[0](vocab), L.vocab_add[1](vocab),
+           L.vocab_add[2](vocab));
+    for (int32_t id = 0; id < n_vocab; id++)
+        if (L.vocab_is_eog(vocab, id)) printf(" %d", id);
+    putchar('\n');
+    for (int32_t id = 0; id < n_vocab; id++) {
+        uint32_t a = L.vocab_get_attr(vocab, id);
+        char c = a & ATTR_CONTROL ? 'c' : a & ATTR_USER_DEFINED ? 'u' : a & ATTR_UNKNOWN ? 'k' : a & ATTR_BYTE ? 'b'
+               : a & ATTR_NORMAL ? 0 : a & ATTR_UNUSED ? 'x' : '?';
+        if (c) printf("type %d %c\n", id, c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -377,12 +453,21 @@ int main(int argc, char **argv)
                         "       llama-cpp-ref LIBDIR MODEL.gguf bench N_PROMPT N_GEN REPS THREADS\n"
                         "       llama-cpp-ref LIBDIR IN.gguf quantize OUT.gguf FTYPE\n"
                         "       llama-cpp-ref LIBDIR IN.gguf experts OUT.gguf TYPE\n"
-                        "       llama-cpp-ref LIBDIR MODEL.gguf meta\n");
+                        "       llama-cpp-ref LIBDIR MODEL.gguf meta\n"
+                        "       llama-cpp-ref LIBDIR VOCAB.gguf vocab\n");
         return 2;
     }
     load_lib(argv[1]);
     if (!strcmp(argv[3], "quantize") && argc == 6) return quantize(argv[2], argv[4], argv[5]);
     if (!strcmp(argv[3], "experts") && argc == 6) return quantize_experts(argv[2], argv[4], argv[5]);
+    if (!strcmp(argv[3], "vocab") && argc == 4) {
+        void *vm = L.model_load_from_file(argv[2], vocab_params());
+        if (!vm) die("could not load the vocabulary of", argv[2]);
+        const void *vocab = L.model_get_vocab(vm);
+        print_vocab(vocab, L.vocab_n_tokens(vocab));
+        L.model_free(vm);
+        return 0;
+    }
     void *model = L.model_load_from_file(argv[2], L.model_default_params());
     if (!model) die("could not load", argv[2]);
     int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));
