@@ -15,13 +15,6 @@
 #include "format/gguf.h"
 #include "text/tokenizer_impl.h"
 
-static int gguf_id(const rkm_gguf *g, const char *key, int n_vocab)
-{
-    int64_t v;
-    if (rkm_gguf_get_int(g, key, &v) != 0) return -1;
-    return v >= 0 && v < n_vocab ? (int)v : -1;
-}
-
 /* The Unigram parts of a GGUF "t5" vocabulary (llama.cpp's UGM): piece
  * scores, the unknown penalty, byte fallback when all 256 <0xXX> byte
  * tokens exist (SentencePiece's byte_fallback), and the normalizer:
@@ -133,21 +126,13 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         if ((rc = rkm_tok__set(t, (int)i, s, len, score, type, added))) goto fail_rc;
         t->tok[i].special = (uint8_t)(added && type != RKM_TOKEN_USER_DEFINED);
     }
-    t->unk = gguf_id(g, "tokenizer.ggml.unknown_token_id", (int)n);
-    t->bos = gguf_id(g, "tokenizer.ggml.bos_token_id", (int)n);
-    t->eos = gguf_id(g, "tokenizer.ggml.eos_token_id", (int)n);
-    t->eot = gguf_id(g, "tokenizer.ggml.eot_token_id", (int)n);
-    t->eom = gguf_id(g, "tokenizer.ggml.eom_token_id", (int)n);
-    t->pad = gguf_id(g, "tokenizer.ggml.padding_token_id", (int)n);
+    if ((rc = rkm_tok__special_from_gguf(t, g))) goto fail_rc; /* may retype tokens: before the tries */
     if (kind == MODEL_SPM) {
-        t->add_bos = 1;
         t->add_space_prefix = 1;
         t->strip_leading_space = 1;
         snprintf(t->pre_name, sizeof t->pre_name, "default");
     }
     int v;
-    if (rkm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &v) == 0) t->add_bos = v;
-    if (rkm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &v) == 0) t->add_eos = v;
     if (rkm_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &v) == 0) {
         t->add_space_prefix = v;
         t->strip_leading_space = v;

@@ -12,6 +12,7 @@
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,75 @@ static int json_token_id(const rkm_tokenizer *t, const char *s)
     return s ? rkm_tokenizer_find(t, s) : -1;
 }
 
+/* The special tokens and add-BOS/EOS/SEP flags of a tokenizer.json, the
+ * way llama.cpp's converter (gguf-py's SpecialVocab) reads them into a
+ * GGUF: a TemplateProcessing post-processor (or one in a Sequence) whose
+ * single template has two parts or more adds BOS when it starts with the
+ * BOS (or CLS) token and EOS when it ends with a special token, which
+ * becomes the EOS (a different EOS of tokenizer_config.json becomes the
+ * EOT); a RobertaProcessing adds all three; then tokenizer_config.json's
+ * bos/eos/sep/pad/mask_token (CLS standing in for BOS, SEP for EOS) and
+ * add_*_token flags win. A BertProcessing, which the converter does not
+ * read, gives CLS and SEP as BOS and EOS, both added, as Hugging Face adds
+ * them. Without a config the template's tokens are BOS and EOS. The ids
+ * found here are the file's (written back to GGUF); a flag left -1 gets
+ * llama.cpp's default in rkm_tok__special_finish. */
+static void json_specials(rkm_tokenizer *t, const cJSON *root, const cJSON *cfg)
+{
+    const char *bos = json_str(cfg, "bos_token"), *eos = json_str(cfg, "eos_token"), *eot = NULL;
+    const char *sep = json_str(cfg, "sep_token"), *cls = json_str(cfg, "cls_token");
+    if (!bos && cls && cfg) bos = cls;
+    if (!eos && sep && cfg) eos = sep;
+    const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(post, "processors"), *p;
+    for (p = cJSON_IsArray(list) ? list->child : post; p; p = cJSON_IsArray(list) ? p->next : NULL) {
+        if (json_type_is(p, "RobertaProcessing") || json_type_is(p, "BertProcessing")) {
+            /* "cls": ["<s>", 0], "sep": ["</s>", 2] */
+            const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "cls"), 0);
+            const cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "sep"), 0);
+            if (!bos && cJSON_IsString(c)) bos = c->valuestring;
+            if (!sep && cJSON_IsString(s)) sep = s->valuestring;
+            if (!eos) eos = sep;
+            t->add_bos = t->add_eos = 1;
+            if (json_type_is(p, "RobertaProcessing")) t->add_sep = 1;
+        } else if (json_type_is(p, "TemplateProcessing")) {
+            const cJSON *single = cJSON_GetObjectItemCaseSensitive(p, "single");
+            int n = cJSON_GetArraySize(single);
+            if (n < 2) continue;
+            const char *first = json_str(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, 0), "SpecialToken"), "id");
+            const char *last = json_str(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, n - 1), "SpecialToken"), "id");
+            if (first) {
+                if (!cfg) bos = first;
+                t->add_bos = (bos && !strcmp(first, bos)) || (cls && !strcmp(first, cls));
+            }
+            if (last) {
+                if (cfg && (!eos || strcmp(last, eos))) eot = eos;
+                eos = last;
+                t->add_eos = 1;
+            }
+        }
+    }
+    const struct {
+        const char *text;
+        int role;
+    } ids[] = {{bos, RKM_TOK_BOS}, {eos, RKM_TOK_EOS}, {eot, RKM_TOK_EOT}, {sep, RKM_TOK_SEP},
+               {json_str(cfg, "pad_token"), RKM_TOK_PAD}, {json_str(cfg, "mask_token"), RKM_TOK_MASK}};
+    for (size_t k = 0; k < RKM_ARRAY_LEN(ids); k++)
+        if (ids[k].text) *rkm_tok__role_id(t, ids[k].role) = json_token_id(t, ids[k].text);
+    static const struct {
+        const char *key;
+        size_t flag;
+    } flags[] = {{"add_bos_token", offsetof(rkm_tokenizer, add_bos)},
+                 {"add_eos_token", offsetof(rkm_tokenizer, add_eos)},
+                 {"add_sep_token", offsetof(rkm_tokenizer, add_sep)}};
+    for (size_t k = 0; k < RKM_ARRAY_LEN(flags); k++) {
+        int *f = (int *)((char *)t + flags[k].flag);
+        *f = json_bool(cfg, flags[k].key, *f);
+    }
+    for (int r = 0; r < RKM_TOK_N_ROLES; r++)
+        if (rkm_tokenizer_special(t, r) >= 0) t->roles_declared |= 1u << r;
+}
+
 rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char *config_json, size_t config_len)
 {
     rkm_tokenizer *t = NULL;
@@ -460,33 +530,8 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
                 goto fail;
             }
     rkm_tok__guess_pre_name(t);
-    /* Special tokens and flags from tokenizer_config.json, else from the
-     * post-processor (a TemplateProcessing that starts with a token). */
-    const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
-    if (json_type_is(post, "TemplateProcessing")) {
-        const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(post, "single"), 0);
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "SpecialToken");
-        const char *id = json_str(st, "id");
-        if (id) {
-            t->bos = json_token_id(t, id);
-            t->add_bos = t->bos >= 0;
-        }
-    } else if (json_type_is(post, "BertProcessing") || json_type_is(post, "RobertaProcessing")) {
-        /* "cls": ["[CLS]", 101], "sep": ["[SEP]", 102] */
-        const cJSON *cls = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(post, "cls"), 0);
-        const cJSON *sep = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(post, "sep"), 0);
-        if (cJSON_IsString(cls)) t->bos = json_token_id(t, cls->valuestring);
-        if (cJSON_IsString(sep)) t->eos = json_token_id(t, sep->valuestring);
-        t->add_bos = t->bos >= 0;
-        t->add_eos = t->eos >= 0;
-    }
+    json_specials(t, root, cfg);
     if (cfg) {
-        const char *s;
-        if ((s = json_str(cfg, "bos_token"))) t->bos = json_token_id(t, s);
-        if ((s = json_str(cfg, "eos_token"))) t->eos = json_token_id(t, s);
-        if ((s = json_str(cfg, "pad_token"))) t->pad = json_token_id(t, s);
-        t->add_bos = json_bool(cfg, "add_bos_token", t->add_bos) && t->bos >= 0;
-        t->add_eos = json_bool(cfg, "add_eos_token", t->add_eos);
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
         const char *tmpl = NULL;
         if (cJSON_IsString(ct)) tmpl = ct->valuestring;
@@ -500,7 +545,7 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
         }
         if (tmpl && !(t->chat_template = strdup(tmpl))) goto oom;
     }
-    if (t->eos >= 0) t->eog[t->eos] = 1;
+    if ((rc = rkm_tok__special_finish(t, 0))) goto fail_rc;
     cJSON_Delete(root);
     cJSON_Delete(cfg);
     return t;

@@ -172,7 +172,8 @@ rkm_tokenizer *rkm_tok__new(int n_vocab)
         free(t);
         return NULL;
     }
-    t->unk = t->bos = t->eos = t->eot = t->eom = t->pad = -1;
+    for (int r = 0; r < RKM_TOK_N_ROLES; r++) *rkm_tok__role_id(t, r) = -1;
+    t->add_bos = t->add_eos = t->add_sep = -1; /* the loader decides, or tok_special.c's defaults */
     for (int i = 0; i < 256; i++) t->byte_tok[i] = -1;
     return t;
 }
@@ -237,13 +238,7 @@ int rkm_tok__set(rkm_tokenizer *t, int id, const char *s, size_t n, float score,
     return 0;
 }
 
-static const char *const eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "<|end_of_text|>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",
-    "<|return|>", "<|call|>", "</s>", "<eos>",
-};
-
-/* After all tokens are set: lookup map, added-token tries, EOG set. */
+/* After all tokens are set: lookup map, added-token tries. */
 int rkm_tok__finish(rkm_tokenizer *t)
 {
     int rc = str_map_init(&t->map, (size_t)t->n_vocab);
@@ -262,13 +257,6 @@ int rkm_tok__finish(rkm_tokenizer *t)
         str_map_put(t, i, 1);
         trie *tr = e->normalized && t->has_normalizer ? &t->trie_norm : &t->trie_raw;
         if ((rc = trie_add(tr, e->text, e->text_len, i))) return rc;
-    }
-    if (t->eos >= 0) t->eog[t->eos] = 1;
-    if (t->eot >= 0) t->eog[t->eot] = 1;
-    if (t->eom >= 0) t->eog[t->eom] = 1;
-    for (size_t k = 0; k < RKM_ARRAY_LEN(eog_texts); k++) {
-        int id = rkm_tokenizer_find(t, eog_texts[k]);
-        if (id >= 0 && (t->tok[id].added || t->tok[id].type == RKM_TOKEN_CONTROL)) t->eog[id] = 1;
     }
     return 0;
 }
@@ -320,7 +308,9 @@ int rkm_tok__add_merge(rkm_tokenizer *t, const char *a, size_t an, const char *b
 int rkm_tokenizer_n_vocab(const rkm_tokenizer *t) { return t ? t->n_vocab : 0; }
 int rkm_tokenizer_bos(const rkm_tokenizer *t) { return t ? t->bos : -1; }
 int rkm_tokenizer_eos(const rkm_tokenizer *t) { return t ? t->eos : -1; }
-int rkm_tokenizer_add_bos(const rkm_tokenizer *t) { return t ? t->add_bos && t->bos >= 0 : 0; }
+int rkm_tokenizer_add_bos(const rkm_tokenizer *t) { return t && t->add_bos > 0 && t->bos >= 0; }
+int rkm_tokenizer_add_eos(const rkm_tokenizer *t) { return t && t->add_eos > 0 && t->eos >= 0; }
+int rkm_tokenizer_add_sep(const rkm_tokenizer *t) { return t && t->add_sep > 0 && t->sep >= 0; }
 const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t) { return t ? t->chat_template : NULL; }
 const char *rkm_tokenizer_model_name(const rkm_tokenizer *t) { return t ? t->model_name : ""; }
 const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t) { return t ? t->pre_name : ""; }

@@ -110,13 +110,7 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
         rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL,
                                     (uint64_t)t->n_merges);
     }
-    if (t->bos >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
-    if (t->eos >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
-    if (t->unk >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
-    if (t->pad >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad);
-    if (t->eot >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)t->eot);
-    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos);
-    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", t->add_eos);
+    rkm_tok__special_write_gguf(t, w);
     if (unigram) {
         rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", ugm_prefix);
         rkm_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", ugm_merge);

@@ -76,8 +76,25 @@ int rkm_tokenizer_normalize(const rkm_tokenizer *t, const char *s, size_t n, cha
 int rkm_tokenizer_piece(const rkm_tokenizer *t, int32_t id, char *buf, int cap);
 int rkm_tokenizer_bos(const rkm_tokenizer *t); /* -1 if none */
 int rkm_tokenizer_eos(const rkm_tokenizer *t);
-int rkm_tokenizer_is_eog(const rkm_tokenizer *t, int32_t id); /* eos, eot, <|im_end|>, <end_of_turn>, ... */
-int rkm_tokenizer_add_bos(const rkm_tokenizer *t);
+/* End of generation: eos, eot, eom and the tokens llama.cpp stops on by
+ * their text (<|im_end|>, <end_of_turn>, <|return|>, ...; see tok_special.c). */
+int rkm_tokenizer_is_eog(const rkm_tokenizer *t, int32_t id);
+int rkm_tokenizer_add_bos(const rkm_tokenizer *t); /* encode(add_bos=1) starts with bos */
+int rkm_tokenizer_add_eos(const rkm_tokenizer *t); /* ... and ends with eos */
+int rkm_tokenizer_add_sep(const rkm_tokenizer *t); /* llama.cpp's add-SEP flag (BERT, RoBERTa) */
+
+/* The special-token roles llama.cpp keeps, in its order of GGUF keys. */
+enum rkm_tok_role {
+    RKM_TOK_BOS, RKM_TOK_EOS, RKM_TOK_UNK, RKM_TOK_SEP, RKM_TOK_PAD, RKM_TOK_MASK,
+    RKM_TOK_EOT,     /* end of turn */
+    RKM_TOK_EOM,     /* end of message (Llama 3.1 tool calls) */
+    RKM_TOK_FIM_PRE, RKM_TOK_FIM_SUF, RKM_TOK_FIM_MID, RKM_TOK_FIM_PAD, RKM_TOK_FIM_REP, RKM_TOK_FIM_SEP,
+    RKM_TOK_N_ROLES
+};
+/* The id of a role, or -1 (none, or a role out of range). */
+int rkm_tokenizer_special(const rkm_tokenizer *t, int role);
+/* "bos", "eot", "fim_pre", ... (llama.cpp's names), or NULL. */
+const char *rkm_tokenizer_role_name(int role);
 const char *rkm_tokenizer_token_text(const rkm_tokenizer *t, int32_t id); /* e.g. "<|im_start|>" */
 int rkm_tokenizer_token_type(const rkm_tokenizer *t, int32_t id);        /* enum rkm_token_type */
 /* Id of a token by its exact text (added tokens first), or -1. */
@@ -124,7 +141,8 @@ int rkm_detok_flush(rkm_detok *d, char *out, int cap);
 rkm_tokenizer *rkm_tokenizer_builtin(int n_vocab);
 
 /* Writes the tokenizer as GGUF metadata (tokenizer.ggml.model, .pre,
- * .tokens, .token_type, .merges or .scores, bos/eos ids, add_bos_token,
+ * .tokens, .token_type, .merges or .scores, the special ids its source
+ * named (llama.cpp finds the others again), add_bos/eos_token,
  * chat_template; for Unigram "t5" also add_space_prefix,
  * remove_extra_whitespaces and precompiled_charsmap) into a writer, the
  * way llama.cpp's GGUF files store it. RKM_EUNSUPPORTED for WordPiece and

@@ -24,7 +24,7 @@
  * tok_gguf.c / tok_json.c (loaders), tok_normalize.c, tok_pretok.c,
  * tok_encode.c (added tokens, Metaspace, the per-call driver), tok_bpe.c,
  * tok_unigram.c, tok_wordpiece.c (one model each), tok_decode.c,
- * tok_write.c.
+ * tok_write.c, tok_special.c (special-token roles, flags, EOG set).
  *
  * Threads: a loaded tokenizer is read-only; encode/decode allocate their
  * scratch per call, so any number of threads may share one tokenizer.
@@ -245,8 +245,13 @@ struct rkm_tokenizer {
     char wp_dec_prefix[32];
     int wp_cleanup;
 
+    /* special tokens (tok_special.c): the ids of the roles (-1: none;
+     * fim[k] is role RKM_TOK_FIM_PRE + k), the flags (-1 until decided),
+     * which ids the file named (1 << role), the end-of-generation set */
     int unk, bos, eos, eot, eom, pad;
-    int add_bos, add_eos;
+    int sep, mask, fim[6];
+    int add_bos, add_eos, add_sep;
+    uint32_t roles_declared;
     uint8_t *eog;         /* per id */
     trie trie_raw, trie_norm; /* added tokens matched before / after normalizing */
     char *chat_template;
@@ -366,7 +371,7 @@ rkm_tokenizer *rkm_tok__new(int n_vocab);
 /* Sets token id from its file text. Byte-level vocabularies store normal
  * tokens in the GPT-2 byte alphabet; added/control tokens are plain text. */
 int rkm_tok__set(rkm_tokenizer *t, int id, const char *s, size_t n, float score, int type, int added);
-/* After all tokens are set: lookup map, added-token tries, EOG set. */
+/* After all tokens are set: lookup map, added-token tries. */
 int rkm_tok__finish(rkm_tokenizer *t);
 int rkm_tok__pair_map_init(pair_map *m, size_t n);
 /* Adds merge "a b" (texts in the vocabulary's own spelling) at rank. */
@@ -374,6 +379,23 @@ int rkm_tok__add_merge(rkm_tokenizer *t, const char *a, size_t an, const char *b
 /* Raw bytes s[0..n) in GPT-2's byte alphabet into out (room for 2n
  * bytes); returns the length. */
 size_t rkm_tok__byte_level_encode(const char *s, size_t n, char *out);
+
+/* ------------------------------------------------------------ tok_special.c */
+
+/* The special tokens of a GGUF vocabulary as llama.cpp reads them: the
+ * model's and pre-tokenizer's defaults, the tokenizer.ggml.* ids and
+ * add_* flags, then rkm_tok__special_finish with the token types
+ * llama.cpp forces. Needs the tokens set, before rkm_tok__finish. */
+int rkm_tok__special_from_gguf(rkm_tokenizer *t, const struct rkm_gguf *g);
+/* Roles found by token text where none is set, the end-of-generation set,
+ * and the defaults of flags a loader left undecided (-1). force_types:
+ * give the tokens llama.cpp's forced types (GGUF; a tokenizer.json keeps
+ * its own, as Hugging Face tokenizers do). 0 or RKM_E* with a message. */
+int rkm_tok__special_finish(rkm_tokenizer *t, int force_types);
+/* Writes the declared ids and the add_* flags as tokenizer.ggml.* keys. */
+void rkm_tok__special_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w);
+/* The id field of a role. */
+int *rkm_tok__role_id(rkm_tokenizer *t, int role);
 
 /* ------------------------------------------------------------ tok_pretok.c */
 
