@@ -84,6 +84,29 @@ static rkm_tokenizer *open_tokenizer(const char *model, const char *vocab)
     return NULL;
 }
 
+/* The special tokens as llama.cpp's reference harness prints them
+ * (tests/ref/llama_cpp_ref.c, vocab mode): every role's id, the add_*
+ * flags, the end-of-generation ids, and the type of every token that is
+ * not a normal one. */
+static void print_specials(const rkm_tokenizer *t)
+{
+    static const char type_char[] = {[RKM_TOKEN_UNKNOWN] = 'k', [RKM_TOKEN_CONTROL] = 'c',
+                                     [RKM_TOKEN_USER_DEFINED] = 'u', [RKM_TOKEN_UNUSED] = 'x',
+                                     [RKM_TOKEN_BYTE] = 'b'};
+    int n = rkm_tokenizer_n_vocab(t);
+    printf("n_vocab %d\n", n);
+    for (int r = 0; r < RKM_TOK_N_ROLES; r++) printf("%s %d\n", rkm_tokenizer_role_name(r), rkm_tokenizer_special(t, r));
+    printf("add_bos %d\nadd_eos %d\nadd_sep %d\neog", rkm_tokenizer_add_bos(t), rkm_tokenizer_add_eos(t),
+           rkm_tokenizer_add_sep(t));
+    for (int id = 0; id < n; id++)
+        if (rkm_tokenizer_is_eog(t, id)) printf(" %d", id);
+    putchar('\n');
+    for (int id = 0; id < n; id++) {
+        int ty = rkm_tokenizer_token_type(t, id);
+        if (ty > 0 && ty < (int)sizeof type_char && type_char[ty]) printf("type %d %c\n", id, type_char[ty]);
+    }
+}
+
 static int encode_alloc(const rkm_tokenizer *t, const char *s, size_t n, int bos, int special, int32_t **ids)
 {
     int need = rkm_tokenizer_encode(t, s, n, NULL, 0, bos, special);
@@ -209,7 +232,7 @@ static const char bench_text[] =
 int rkm_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *vocab = NULL, *config = NULL, *text = NULL, *corpus = NULL;
-    int ids_only = 0, special = 0, bos = 0, bench = 0, pre_types = 0, first;
+    int ids_only = 0, special = 0, bos = 0, bench = 0, pre_types = 0, specials = 0, first;
     const rkm_opt opts[] = {
         {"model", 'm', RKM_OPT_STR, &model, .arg = "MODEL", .help = ".rkmojo directory, GGUF file or Hugging Face directory"},
         {"vocab", 0, RKM_OPT_STR, &vocab, .arg = "FILE", .help = "tokenizer.json or GGUF file"},
@@ -223,6 +246,8 @@ int rkm_cmd_tokenize(int argc, char **argv)
          .help = "encode throughput on 10 KB and 1 MB of text and on 4 MB runs of one character"},
         {"pre-types", 0, RKM_OPT_FLAG, &pre_types,
          .help = "list llama.cpp's pre-tokenizer types (tokenizer.ggml.pre) with their regexes, as JSON"},
+        {"specials", 0, RKM_OPT_FLAG, &specials,
+         .help = "print the special tokens: each role's id (bos, eos, eot, eom, ...),\nadd_bos/add_eos/add_sep, the end-of-generation ids, the\ntype of every token that is not a normal one"},
         {0},
     };
     const rkm_opts_cmd cmd = {
@@ -235,7 +260,8 @@ int rkm_cmd_tokenize(int argc, char **argv)
     if (first < argc) text = argv[first];
     if (pre_types) return print_pre_types();
     if (!model && !vocab) return rkm_opts_error(&cmd, "needs -m MODEL or --vocab FILE");
-    if (!text && !corpus && !bench) return rkm_opts_error(&cmd, "needs TEXT (or - for stdin), --corpus or --bench");
+    if (!text && !corpus && !bench && !specials)
+        return rkm_opts_error(&cmd, "needs TEXT (or - for stdin), --corpus, --bench or --specials");
     rkm_tokenizer *t = config && vocab ? rkm_tokenizer_load(vocab, config) : open_tokenizer(model, vocab);
     if (!t) {
         fprintf(stderr, "rkmojo tokenize: %s\n", rkm_last_error());
@@ -254,6 +280,7 @@ int rkm_cmd_tokenize(int argc, char **argv)
             bench_one(t, runs[k].ch, strlen(runs[k].ch), 4u << 20);
         }
     }
+    if (specials) print_specials(t);
     if (corpus) rc = run_corpus(t, corpus, special);
     if (text) {
         size_t len;
