@@ -342,6 +342,9 @@ static size_t m_run(const uint32_t *c, const uint8_t *f, size_t i, size_t n, int
     case PRE_NUMS:
         while (e < n && IS_N(e)) e++;
         return e - i;
+    case PRE_NL_RUNS: /* [\n]+; the gaps between are the [^\n]+ */
+        while (e < n && c[e] == '\n') e++;
+        return e - i;
     }
     return 0;
 }

@@ -128,6 +128,7 @@ enum pre_kind {
     PRE_LITERAL,   /* a literal string (Split with a String pattern) */
     PRE_WS_SPLIT,  /* WhitespaceSplit: runs of non-White_Space, whitespace dropped */
     PRE_BERT,      /* BertPreTokenizer: WhitespaceSplit, then each punctuation character alone */
+    PRE_NL_RUNS,   /* [^\n]+|[\n]+ (llama.cpp's gemma4): newline runs apart from the rest */
 };
 
 enum model_kind {
@@ -215,11 +216,17 @@ struct rkm_tokenizer {
     int byte_fallback;
     int fuse_unk;         /* consecutive <unk> of one section become one */
     int add_space_prefix; /* llama.cpp SPM: ' ' before the first fragment */
+    /* GGUF gemma4 (llama.cpp's BPE session over characters): a word of
+     * newlines only that is itself a token stays that token; a symbol that
+     * is no token becomes the <0xXX> token of each byte, a missing one
+     * dropped. */
+    int llama_gemma4;
     int strip_leading_space; /* decoder drops one leading space */
     /* Unigram: piece scores as the file gives them (double, as the
      * references sum them), the penalty score of an unknown character
      * (lowest score - 10), how many ids are model pieces (the lattice's
-     * vocabulary) and the longest piece in bytes. */
+     * vocabulary; for BPE from tokenizer.json the ids of model.vocab, the
+     * rest being added tokens) and the longest piece in bytes. */
     double *uscore;
     double unk_score;
     int n_pieces;
@@ -261,6 +268,21 @@ static inline int rkm_tok__lookup(const rkm_tokenizer *t, const char *s, size_t 
         }
         i = (i + 1) & t->map.mask;
     }
+}
+
+/* The byte a SentencePiece byte token's text <0xXX> names (either case of
+ * hex digits), or -1 for any other text. */
+static inline int rkm_tok__byte_text(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
+    int v = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = s[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
 }
 
 /* Rank of merging (l, r) with the merged token in *result, or -1. */
