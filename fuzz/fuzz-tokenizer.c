@@ -7,7 +7,7 @@
  * without special tokens), decoded and streamed. Seeds in
  * fuzz/corpus/tokenizer cover every model kind (byte-level BPE, Metaspace
  * BPE, Unigram with a Precompiled charsmap from JSON and from GGUF t5,
- * WordPiece, NFKC). Build: `make fuzz`; run:
+ * GGUF gemma4, WordPiece, NFKC). Build: `make fuzz`; run:
  * build-fuzz/fuzz/fuzz-tokenizer -max_len=65536 corpus_dir
  */
 #include <stddef.h>

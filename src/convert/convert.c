@@ -39,6 +39,7 @@
 #include "format/source.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "text/tokenizer.h"
 #include "util/common.h"
 #include "util/progress.h"
 
@@ -546,11 +547,53 @@ static int write_text(const char *out, const char *name, const char *data, size_
     return rc;
 }
 
+/* A Hugging Face Gemma 4 checkpoint whose tokenizer.json is of Gemma's
+ * kind: its vocabulary as llama.cpp's converter writes it into the GGUF
+ * (tokenizer.ggml.model gemma4), so that the model tokenizes as the
+ * converted GGUF does in llama.cpp. 1 when written, 0 when the tokenizer
+ * is of another kind (then copied as it is), or a negative RKM_E*. */
+static int write_gemma4_vocab(const rkm_source *s, const char *out, rkm_model_dir *md)
+{
+    if (s->hp.arch != RKM_ARCH_GEMMA4) return 0;
+    char *tj = rkm_path_join(s->hf_dir, "tokenizer.json"), *tc = rkm_path_join(s->hf_dir, "tokenizer_config.json");
+    if (!tj || !tc) {
+        free(tj);
+        free(tc);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    struct stat st;
+    rkm_tokenizer *t = stat(tj, &st) == 0 ? rkm_tokenizer_load(tj, stat(tc, &st) == 0 ? tc : NULL) : NULL;
+    free(tj);
+    free(tc);
+    const char *model = rkm_tokenizer_gguf_model(t, "gemma4");
+    int rc = 0;
+    if (t && model && !strcmp(model, "gemma4")) {
+        rkm_gguf_writer *w = rkm_gguf_writer_new();
+        char *p = rkm_path_join(out, "tokenizer.gguf");
+        if (!w || !p) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        if (!rc) {
+            rkm_gguf_writer_set_str(w, "general.architecture", "gemma4");
+            rc = rkm_tokenizer_write_gguf_arch(t, w, "gemma4");
+        }
+        if (!rc) rc = rkm_gguf_writer_begin(w, p);
+        if (!rc) rc = rkm_gguf_writer_finish(w);
+        if (!rc && !(md->tokenizer_file = strdup("tokenizer.gguf"))) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        if (!rc) rc = 1;
+        free(p);
+        rkm_gguf_writer_free(w);
+    }
+    rkm_tokenizer_free(t);
+    return rc;
+}
+
 static int write_tokenizer(const conv *c, const char *out, rkm_model_dir *md)
 {
     const rkm_source *s = c->src;
     int rc = 0;
-    if (s->kind == 0) {
+    if (s->kind != 0 && (rc = write_gemma4_vocab(s, out, md)) != 0) {
+        if (rc < 0) return rc;
+        rc = 0;
+    } else if (s->kind == 0) {
         if (rkm_gguf_find(s->gguf, "tokenizer.ggml.model") < 0) return 0;
         rkm_gguf_writer *w = rkm_gguf_writer_new();
         if (!w) return rkm_err(RKM_ENOMEM, "out of memory");

@@ -540,7 +540,7 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     /* as llama.cpp's quantizer marks its files: ggml's block formats, version 2 */
     if (o->mix || o->dtype == RKM_TYPE_Q8_0 || o->dtype == RKM_TYPE_Q4_0)
         rkm_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    rc = rkm_tokenizer_write_gguf(tok, w);
+    rc = rkm_tokenizer_write_gguf_arch(tok, w, gguf_arch(&hp)); /* as llama.cpp's converter would for it */
     if (!rc && !rkm_tokenizer_chat_template(tok) && !o->vocab_from)
         rkm_gguf_writer_set_str(w, "tokenizer.chat_template", rkm_chat_builtin_template("chatml"));
     uint64_t total = 0;

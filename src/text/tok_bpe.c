@@ -1,9 +1,10 @@
 /*
  * tok_bpe.c - the merging models: byte-level BPE and BPE over characters
- * (ranks from the merges list) and llama.cpp's SentencePiece BPE (merges
- * by the score of the merged token). A word's symbols are a linked list;
- * candidate pairs wait in a binary heap ordered by (rank or -score,
- * position), so a word of n symbols costs O(n log n).
+ * (ranks from the merges list; GGUF gemma4 with llama.cpp's rules for
+ * newline runs and unknown symbols) and llama.cpp's SentencePiece BPE
+ * (merges by the score of the merged token). A word's symbols are a
+ * linked list; candidate pairs wait in a binary heap ordered by (rank or
+ * -score, position), so a word of n symbols costs O(n log n).
  *
  * Threads: reads the shared tokenizer; all state is in the caller's
  * merge_ws. Ownership: the scratch (symbols, heap) belongs to the
@@ -86,6 +87,11 @@ static int try_pair(const rkm_tokenizer *t, merge_ws *w, const char *s, int32_t 
 static int emit_unknown(const rkm_tokenizer *t, const char *s, size_t n, id_vec *out)
 {
     int rc;
+    if (t->llama_gemma4) {
+        for (size_t i = 0; i < n; i++)
+            if (t->byte_tok[(uint8_t)s[i]] >= 0 && (rc = rkm_tok__id_push(out, t->byte_tok[(uint8_t)s[i]]))) return rc;
+        return 0;
+    }
     int fallback = t->model == MODEL_SPM || t->byte_fallback || t->model == MODEL_BPE_BYTES;
     if (fallback) {
         int all = 1;
@@ -104,6 +110,12 @@ int rkm_tok__bpe_word(const rkm_tokenizer *t, merge_ws *w, const char *s, size_t
 {
     int rc;
     if (n == 0) return 0;
+    if (t->llama_gemma4) { /* a run of newlines that is a token: that token, unmerged */
+        size_t k = 0;
+        while (k < n && s[k] == '\n') k++;
+        int id = k == n ? rkm_tok__lookup(t, s, n) : -1;
+        if (id >= 0) return rkm_tok__id_push(out, id);
+    }
     if (t->ignore_merges || n == 1) {
         int id = rkm_tok__lookup(t, s, n);
         if (id >= 0 && (t->ignore_merges || t->model == MODEL_BPE_BYTES)) return rkm_tok__id_push(out, id);

@@ -25,7 +25,13 @@ static int piece_append(const rkm_tokenizer *t, int32_t id, rkm_buf *out)
         rkm_buf_add(out, e->ibytes, e->ibytes_len);
         return rkm_buf_ok(out) ? 0 : RKM_ENOMEM;
     }
+    if (t->llama_gemma4 && e->type == RKM_TOKEN_UNUSED) return 0; /* llama.cpp renders nothing for them */
     if (e->type == RKM_TOKEN_BYTE) {
+        int v = rkm_tok__byte_text(e->text, e->text_len); /* the byte its text names, as llama.cpp reads it */
+        if (v >= 0) {
+            rkm_buf_addc(out, (char)v);
+            return rkm_buf_ok(out) ? 0 : RKM_ENOMEM;
+        }
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] == id) {
                 rkm_buf_addc(out, (char)b);

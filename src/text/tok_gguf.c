@@ -1,7 +1,8 @@
 /*
  * tok_gguf.c - loading a tokenizer from GGUF metadata (tokenizer.ggml.*,
  * as llama.cpp writes it): the gpt2 (byte-level BPE), llama
- * (SentencePiece BPE by scores) and t5 (Unigram, llama.cpp's UGM) models.
+ * (SentencePiece BPE by scores), t5 (Unigram, llama.cpp's UGM) and gemma4
+ * (BPE merges over raw UTF-8 with U+2581 for spaces, Gemma 4) models.
  *
  * Threads: runs on the loading thread; reads the GGUF, which it does not
  * keep. Ownership: the tokenizer returned belongs to the caller
@@ -14,6 +15,7 @@
 
 #include "format/gguf.h"
 #include "text/tokenizer_impl.h"
+#include "text/unicode.h"
 
 /* The Unigram parts of a GGUF "t5" vocabulary (llama.cpp's UGM): piece
  * scores, the unknown penalty, byte fallback when all 256 <0xXX> byte
@@ -69,6 +71,76 @@ static int ugm_from_gguf(rkm_tokenizer *t, const rkm_gguf *g, int isc)
     return 0;
 }
 
+/* llama.cpp's gemma4 vocabulary (its BPE tokenizer with the gemma4
+ * pre-tokenizer, whatever tokenizer.ggml.pre says): ' ' escaped to U+2581
+ * before anything else, the text cut into newline runs and the rest, BPE
+ * merges by rank over UTF-8 characters, unknown symbols as their <0xXX>
+ * byte tokens (found by that text, whatever their type), BOS always added
+ * (so a BOS id is required). Called after the tokens are set. */
+static int gemma4_setup(rkm_tokenizer *t)
+{
+    if (t->bos < 0) return rkm_err(RKM_EFORMAT, "tokenizer: gemma4 vocabulary without tokenizer.ggml.bos_token_id");
+    t->add_bos = 1;
+    t->llama_gemma4 = 1;
+    t->byte_fallback = 1;
+    int rc = rkm_tok__set_pre_by_name(t, "gemma4");
+    if (rc) return rc;
+    norm_step *st = &t->norm[0];
+    st->op = NORM_REPLACE;
+    st->a = strdup(" ");
+    st->b = strdup("\xe2\x96\x81");
+    if (!st->a || !st->b) return RKM_ENOMEM;
+    st->a_len = 1;
+    st->b_len = 3;
+    t->n_norm = 1;
+    t->has_normalizer = 1;
+    return 0;
+}
+
+/* After rkm_tok__finish: every text names one token (llama.cpp refuses
+ * duplicates), and the byte tokens are the ones spelled <0xXX>. */
+static int gemma4_check_tokens(rkm_tokenizer *t)
+{
+    for (int i = 0; i < t->n_vocab; i++) {
+        int id = rkm_tok__lookup(t, t->tok[i].text, t->tok[i].text_len);
+        if (id != i)
+            return rkm_err(RKM_EFORMAT, "tokenizer: duplicate token in vocabulary: '%.40s' has ids %d and %d",
+                           t->tok[i].text, id < i ? id : i, id < i ? i : id);
+    }
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        t->byte_tok[b] = rkm_tok__lookup(t, hex, 6);
+    }
+    return 0;
+}
+
+/* One gemma4 merge "a b" of rank i: both parts and their concatenation
+ * must be tokens (a merge that names anything else is a broken file, as
+ * Hugging Face's BPE holds too). Returns 1 for a pair already merged at
+ * an earlier rank (llama.cpp keeps the first), 0 to add it. */
+static int gemma4_merge_check(const rkm_tokenizer *t, const char *s, size_t len, size_t sep, uint64_t i)
+{
+    if (sep == 0 || sep >= len)
+        return rkm_err(RKM_EFORMAT, "tokenizer: merge %llu ('%.40s') is not 'left right'", (unsigned long long)i, s);
+    int l = rkm_tok__lookup(t, s, sep), r = rkm_tok__lookup(t, s + sep + 1, len - sep - 1);
+    if (l < 0 || r < 0)
+        return rkm_err(RKM_EFORMAT, "tokenizer: merge %llu ('%.40s') names %s that is not in the vocabulary",
+                       (unsigned long long)i, s, l < 0 ? "a left part" : "a right part");
+    char stack[256];
+    char *cat = len <= sizeof stack ? stack : malloc(len);
+    if (!cat) return RKM_ENOMEM;
+    memcpy(cat, s, sep);
+    memcpy(cat + sep, s + sep + 1, len - sep - 1);
+    int res = rkm_tok__lookup(t, cat, len - 1);
+    if (cat != stack) free(cat);
+    if (res < 0)
+        return rkm_err(RKM_EFORMAT, "tokenizer: merge %llu ('%.40s') makes a token that is not in the vocabulary",
+                       (unsigned long long)i, s);
+    int32_t prev;
+    return rkm_tok__pair_get(&t->merges, l, r, &prev) >= 0;
+}
+
 rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
 {
     rkm_tokenizer *t = NULL;
@@ -81,6 +153,7 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
     if (!strcmp(model, "gpt2")) kind = MODEL_BPE_BYTES;
     else if (!strcmp(model, "llama")) kind = MODEL_SPM;
     else if (!strcmp(model, "t5")) kind = MODEL_UNIGRAM; /* llama.cpp's UGM */
+    else if (!strcmp(model, "gemma4")) kind = MODEL_BPE_CHARS;
     else {
         rkm_err(RKM_EUNSUPPORTED, "tokenizer: unsupported tokenizer.ggml.model '%s'", model);
         return NULL;
@@ -103,8 +176,9 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
     if (ity >= 0 && rkm_gguf_arr_type(g, ity) == RKM_GGUF_STRING) ity = -1;
     if (isc >= 0 && rkm_gguf_arr_type(g, isc) == RKM_GGUF_STRING) isc = -1;
     if (ime >= 0 && rkm_gguf_arr_type(g, ime) != RKM_GGUF_STRING) ime = -1;
-    if (kind == MODEL_BPE_BYTES && ime < 0) {
-        rkm_err(RKM_EFORMAT, "tokenizer: gpt2 tokenizer without tokenizer.ggml.merges");
+    int gemma4 = !strcmp(model, "gemma4");
+    if ((kind == MODEL_BPE_BYTES || gemma4) && ime < 0) {
+        rkm_err(RKM_EFORMAT, "tokenizer: %s tokenizer without tokenizer.ggml.merges (an array of strings)", model);
         return NULL;
     }
     t = rkm_tok__new((int)n);
@@ -118,6 +192,15 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         if (!s) {
             rkm_err(RKM_EFORMAT, "tokenizer: token %llu unreadable", (unsigned long long)i);
             goto fail;
+        }
+        char empty[32];
+        if (gemma4 && rkm_utf8_valid_prefix(s, len) < len) {
+            rkm_err(RKM_EFORMAT, "tokenizer: token %llu is not valid UTF-8", (unsigned long long)i);
+            goto fail;
+        }
+        if (gemma4 && len == 0) { /* llama.cpp's name for an empty token */
+            len = (size_t)snprintf(empty, sizeof empty, "[EMPTY_%llu]", (unsigned long long)i);
+            s = empty;
         }
         int type = ity >= 0 ? (int)rkm_gguf_arr_int(g, ity, i) : RKM_TOKEN_NORMAL;
         if (type < RKM_TOKEN_NORMAL || type > RKM_TOKEN_BYTE) type = RKM_TOKEN_NORMAL;
@@ -143,9 +226,11 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         if ((rc = rkm_tok__set_pre_by_name(t, pre && *pre ? pre : "default"))) goto fail_rc;
     }
     if (kind == MODEL_UNIGRAM && (rc = ugm_from_gguf(t, g, isc))) goto fail_rc;
+    if (gemma4 && (rc = gemma4_setup(t))) goto fail_rc;
     const char *tmpl = rkm_gguf_get_str(g, "tokenizer.chat_template");
     if (tmpl && !(t->chat_template = strdup(tmpl))) goto oom;
     if ((rc = rkm_tok__finish(t))) goto fail_rc;
+    if (gemma4 && (rc = gemma4_check_tokens(t))) goto fail_rc;
     if (ime >= 0) {
         uint64_t nm = rkm_gguf_arr_n(g, ime);
         if (nm > (1u << 24)) {
@@ -157,10 +242,18 @@ rkm_tokenizer *rkm_tokenizer_from_gguf(const struct rkm_gguf *g)
         for (uint64_t i = 0; i < nm; i++) {
             size_t len;
             const char *s = rkm_gguf_arr_str(g, ime, i, &len);
+            if (!s && gemma4) {
+                rkm_err(RKM_EFORMAT, "tokenizer: merge %llu unreadable", (unsigned long long)i);
+                goto fail;
+            }
             if (!s) continue;
             /* "left right"; the separator is the first space after the
              * first byte (a left part is never empty). */
             const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+            if (gemma4 && (rc = gemma4_merge_check(t, s, len, sp ? (size_t)(sp - s) : 0, i))) {
+                if (rc > 0) continue;
+                goto fail_rc;
+            }
             if (!sp) continue;
             if ((rc = rkm_tok__add_merge(t, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1, (int)i)))
                 goto fail_rc;

@@ -392,6 +392,7 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
     }
     if (!(t = rkm_tok__new(n))) goto oom;
     t->from_json = 1;
+    t->n_pieces = n_pieces;
     t->model = MODEL_BPE_CHARS;
     if ((rc = add_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), 0))) goto fail_rc;
     if ((rc = add_pretok(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), 0))) goto fail_rc;
@@ -440,7 +441,6 @@ rkm_tokenizer *rkm_tokenizer_from_json(const char *json, size_t len, const char 
              t->model == MODEL_BPE_BYTES ? "gpt2" : unigram ? "t5" : wordpiece ? "bert" : "llama");
     if (unigram) {
         if (!(t->uscore = calloc((size_t)n, sizeof *t->uscore))) goto oom;
-        t->n_pieces = n_pieces;
         double min_score = INFINITY;
         int id = 0;
         cJSON_ArrayForEach(v, vocab)

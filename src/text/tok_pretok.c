@@ -75,6 +75,8 @@ static const char RE_DSL_PUNCT[] =
 static const char RE_DSL_WSEND[] = "\\s+$";
 static const char RE_DSL_CJK[] = "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+";
 
+static const char RE_NEWLINES_TEXT[] = "[^\\n]+|[\\n]+";
+
 /* The fast paths: a hand-written matcher per exact pattern. */
 static const struct {
     const char *re;
@@ -85,6 +87,7 @@ static const struct {
     {RE_DS3_MAIN, PRE_DS3_MAIN},   {RE_FALCON_P, PRE_FALCON_P},   {RE_DIGITS3, PRE_DIGITS3},
     {RE_DSL_NL, PRE_DSL_NL},       {RE_DSL_CASED, PRE_DSL_CASED}, {RE_DSL_PUNCT, PRE_DSL_PUNCT},
     {RE_DSL_WSEND, PRE_DSL_WSEND}, {RE_DSL_CJK, PRE_DSL_CJK},     {RE_NUMS, PRE_NUMS},
+    {RE_NEWLINES_TEXT, PRE_NL_RUNS},
 };
 
 /* The cased-letter classes of GPT-4o-style patterns (o200k, Tekken, Kimi). */
@@ -113,7 +116,6 @@ static const struct {
 #define RE_DS3_LIKE_MAIN                                                                                  \
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "   \
     "?[\\p{P}\\p{S}]+"
-#define RE_NEWLINES "[^\\n]+|[\\n]+"
 
 static const char *const RX_DEFAULT[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2_NOTAIL, RE_NUMS, RE_DIGITS3, NULL};
 static const char *const RX_LLAMA3[] = {RE_LLAMA3, NULL};
@@ -172,12 +174,12 @@ static const char *const RX_AFMOE[] = {
     "\xe0\xba\x80-\xe0\xbb\xbf\xe1\x9e\x80-\xe1\x9f\xbf\xe1\x80\x80-\xe1\x82\x9f\xea\xa9\xa0-\xea\xa9\xbf"
     "\xea\xa7\xa0-\xea\xa7\xbf\xea\xb0\x80-\xed\x9e\xaf\xe1\x84\x80-\xe1\x87\xbf]+",
     RE_DS3_LIKE_MAIN "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", NULL};
-static const char *const RX_LAGUNA[] = {RE_NEWLINES, RE_QWEN2, NULL};
+static const char *const RX_LAGUNA[] = {RE_NEWLINES_TEXT, RE_QWEN2, NULL};
 static const char *const RX_EXAONE_MOE[] = {
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|"
                     "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
     NULL};
-static const char *const RX_NEWLINES[] = {RE_NEWLINES, NULL};
+static const char *const RX_NEWLINES[] = {RE_NEWLINES_TEXT, NULL};
 static const char *const RX_MINICPM5[] = {
     RE_DS3_NUM,
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -590,6 +592,9 @@ static size_t m_run(const uint32_t *c, const uint8_t *f, size_t i, size_t n, int
         return e - i;
     case PRE_NUMS:
         while (e < n && IS_N(e)) e++;
+        return e - i;
+    case PRE_NL_RUNS: /* [\n]+; the gaps between are the [^\n]+ */
+        while (e < n && c[e] == '\n') e++;
         return e - i;
     }
     return 0;

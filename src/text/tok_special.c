@@ -512,13 +512,13 @@ int rkm_tok__special_from_gguf(rkm_tokenizer *t, const rkm_gguf *g)
     return rkm_tok__special_finish(t, 1);
 }
 
-void rkm_tok__special_write_gguf(const rkm_tokenizer *t, rkm_gguf_writer *w)
+void rkm_tok__special_write_gguf(const rkm_tokenizer *t, rkm_gguf_writer *w, int add_bos_always)
 {
     for (int r = 0; r < RKM_TOK_N_ROLES; r++) {
         int id = rkm_tokenizer_special(t, r);
         if (id >= 0 && (t->roles_declared >> r & 1)) rkm_gguf_writer_set_u32(w, roles[r].key, (uint32_t)id);
     }
-    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", rkm_tokenizer_add_bos(t));
+    rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos_always || rkm_tokenizer_add_bos(t));
     rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", rkm_tokenizer_add_eos(t));
     if (rkm_tokenizer_add_sep(t)) rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", 1);
 }

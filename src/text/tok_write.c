@@ -1,7 +1,9 @@
 /*
  * tok_write.c - writing a tokenizer back out: GGUF tokenizer.ggml.*
- * metadata the way llama.cpp's files store it (gpt2, llama, t5), and a
- * Hugging Face tokenizer.json / tokenizer_config.json for byte-level BPE.
+ * metadata the way llama.cpp's files store it (gpt2, llama, t5; gemma4 for
+ * a Gemma tokenizer.json of a Gemma 4 model, as llama.cpp's converter
+ * writes it), and a Hugging Face tokenizer.json / tokenizer_config.json
+ * for byte-level BPE.
  *
  * Threads: reads a loaded tokenizer; the caller owns the writer or path.
  * Ownership: the GGUF writer copies what it is given; the temporary
@@ -16,12 +18,76 @@
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
 
+/* A tokenizer.json of Gemma's kind: BPE over characters with
+ * byte_fallback, the one normalizer Replace ' ' -> U+2581, no
+ * pre-tokenizer but a Split on ' ' (which finds nothing after it). */
+static int gemma_kind(const rkm_tokenizer *t)
+{
+    if (!t->from_json || t->model != MODEL_BPE_CHARS || !t->byte_fallback || t->metaspace || t->ignore_merges)
+        return 0;
+    if (t->n_norm != 1 || t->norm[0].op != NORM_REPLACE || strcmp(t->norm[0].a, " ") || strcmp(t->norm[0].b, "\xe2\x96\x81"))
+        return 0;
+    for (int k = 0; k < t->n_split; k++)
+        if (t->split[k].kind != PRE_LITERAL || strcmp(t->split[k].lit, " ")) return 0;
+    return 1;
+}
+
+const char *rkm_tokenizer_gguf_model(const rkm_tokenizer *t, const char *arch)
+{
+    if (!t || t->model == MODEL_WORDPIECE) return NULL;
+    if (t->llama_gemma4 || (arch && !strcmp(arch, "gemma4") && gemma_kind(t))) return "gemma4";
+    return t->model == MODEL_UNIGRAM ? "t5" : t->model == MODEL_BPE_BYTES ? "gpt2" : "llama";
+}
+
+/* The token type llama.cpp's converter gives token id of a Gemma
+ * tokenizer.json for Gemma 4: <0xXX> byte tokens BYTE; the tokens Gemma 4's
+ * chat parser reads USER_DEFINED (always split out, always rendered); the
+ * special tokens CONTROL; the other tokens of model.vocab NORMAL (added or
+ * not); added tokens past it USER_DEFINED. */
+static int gemma4_type(const rkm_tokenizer *t, int id)
+{
+    static const char *const visible[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+                                          "<|tool_response>", "<tool_response|>", "<|\"|>"};
+    const tok_entry *e = &t->tok[id];
+    if (rkm_tok__byte_text(e->text, e->text_len) >= 0) return RKM_TOKEN_BYTE;
+    for (size_t k = 0; k < RKM_ARRAY_LEN(visible); k++)
+        if (!strcmp(e->text, visible[k])) return RKM_TOKEN_USER_DEFINED;
+    if (e->special || id == t->bos || id == t->eos || id == t->unk || id == t->pad) return RKM_TOKEN_CONTROL;
+    if (e->text_len == 0 && e->type == RKM_TOKEN_UNUSED) return RKM_TOKEN_UNUSED; /* an id hole */
+    return id < t->n_pieces ? RKM_TOKEN_NORMAL : RKM_TOKEN_USER_DEFINED;
+}
+
+/* Merge rank r as "left right", a space inside a part written as U+0120
+ * (as llama.cpp's gguf-py does); malloc'd, NULL when out of memory. */
+static char *merge_text(const rkm_tokenizer *t, int r)
+{
+    const tok_entry *p[2] = {&t->tok[t->merge_list[2 * r]], &t->tok[t->merge_list[2 * r + 1]]};
+    char *m = malloc(2 * ((size_t)p[0]->text_len + p[1]->text_len) + 2);
+    if (!m) return NULL;
+    size_t o = 0;
+    for (int k = 0; k < 2; k++) {
+        if (k) m[o++] = ' ';
+        for (uint32_t i = 0; i < p[k]->text_len; i++) {
+            if (p[k]->text[i] == ' ') o += (size_t)rkm_utf8_encode(0x120, m + o);
+            else m[o++] = p[k]->text[i];
+        }
+    }
+    m[o] = 0;
+    return m;
+}
+
 int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
 {
+    return rkm_tokenizer_write_gguf_arch(t, w, NULL);
+}
+
+int rkm_tokenizer_write_gguf_arch(const rkm_tokenizer *t, struct rkm_gguf_writer *w, const char *arch)
+{
     if (!t || !w) return rkm_err(RKM_EINVAL, "write_gguf: bad arguments");
-    if (t->model == MODEL_WORDPIECE)
-        return rkm_err(RKM_EUNSUPPORTED, "write_gguf: WordPiece tokenizers have no supported GGUF form");
-    if (!t->pre_name[0])
+    const char *model = rkm_tokenizer_gguf_model(t, arch);
+    if (!model) return rkm_err(RKM_EUNSUPPORTED, "write_gguf: WordPiece tokenizers have no supported GGUF form");
+    int gemma4 = !strcmp(model, "gemma4");
+    if (!gemma4 && !t->pre_name[0])
         return rkm_err(RKM_EUNSUPPORTED,
                        "write_gguf: the tokenizer's pre-tokenizer regexes are not those of any pre-tokenizer type "
                        "llama.cpp knows, so a GGUF cannot name them");
@@ -66,18 +132,19 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
         const tok_entry *e = &t->tok[i];
         strs[i] = e->text;
         lens[i] = e->text_len;
-        types[i] = e->type;
-        scores[i] = unigram ? (float)t->uscore[i] : e->score;
+        types[i] = gemma4 && t->from_json ? gemma4_type(t, i) : e->type;
+        scores[i] = unigram ? (float)t->uscore[i] : gemma4 && t->from_json ? -1000.0f : e->score;
         if (e->text_len == 0 && e->type == RKM_TOKEN_UNUSED) { /* id hole: llama.cpp wants unique texts */
             snprintf(hole_names + 24 * (size_t)i, 24, "[PAD%d]", i);
             strs[i] = hole_names + 24 * (size_t)i;
             lens[i] = strlen(strs[i]);
         }
     }
-    int spm = t->model != MODEL_BPE_BYTES;
-    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", unigram ? "t5" : spm ? "llama" : "gpt2");
-    rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name);
-    if (t->model == MODEL_BPE_CHARS && t->from_json) {
+    int spm = !strcmp(model, "llama") || unigram;
+    rkm_gguf_writer_set_str(w, "tokenizer.ggml.model", model);
+    /* llama.cpp's converter writes no pre-tokenizer for gemma4 (it implies its own) */
+    if (!gemma4) rkm_gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre_name);
+    if (spm && t->model == MODEL_BPE_CHARS && t->from_json) {
         /* BPE over characters as SentencePiece scores: a merge's result
          * scores higher the earlier the merge, so merging by score
          * reproduces the merge order. */
@@ -94,24 +161,19 @@ int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w)
     }
     rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, lens, (uint64_t)n);
     rkm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RKM_GGUF_INT32, types, (uint64_t)n);
-    if (spm) {
-        rkm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RKM_GGUF_FLOAT32, scores, (uint64_t)n);
-    } else {
+    if (spm || gemma4) rkm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RKM_GGUF_FLOAT32, scores, (uint64_t)n);
+    if (!spm) {
         merges = calloc((size_t)t->n_merges + 1, sizeof *merges);
         if (!merges) goto oom;
-        for (int r = 0; r < t->n_merges; r++) {
-            const tok_entry *a = &t->tok[t->merge_list[2 * r]], *b = &t->tok[t->merge_list[2 * r + 1]];
-            merges[r] = malloc((size_t)a->text_len + b->text_len + 2);
-            if (!merges[r]) goto oom;
-            memcpy(merges[r], a->text, a->text_len);
-            merges[r][a->text_len] = ' ';
-            memcpy(merges[r] + a->text_len + 1, b->text, b->text_len + 1);
-        }
+        for (int r = 0; r < t->n_merges; r++)
+            if (!(merges[r] = merge_text(t, r))) goto oom;
         rkm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL,
                                     (uint64_t)t->n_merges);
     }
-    rkm_tok__special_write_gguf(t, w);
-    if (unigram) {
+    rkm_tok__special_write_gguf(t, w, gemma4); /* llama.cpp: add_bos always for gemma4 */
+    if (gemma4) {
+        rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", !t->from_json && t->add_space_prefix);
+    } else if (unigram) {
         rkm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", ugm_prefix);
         rkm_gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", ugm_merge);
         if (cmap) {

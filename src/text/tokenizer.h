@@ -7,7 +7,11 @@
  * Falcon, OLMo/GPT-NeoX pre-tokenizers), SentencePiece-style BPE from GGUF
  * (`llama` model: merges by token score, byte tokens for unknown
  * characters) and from tokenizer.json (BPE over characters with
- * byte_fallback: Llama 2, Gemma 3), SentencePiece Unigram from
+ * byte_fallback: Llama 2, Gemma 3), GGUF `gemma4` (Gemma 4: BPE merges
+ * by rank over UTF-8 characters, spaces as U+2581, newline runs apart,
+ * <0xXX> byte tokens for unknown symbols, llama.cpp's rules; written from
+ * a Gemma tokenizer.json for a Gemma 4 model as llama.cpp's converter
+ * writes it), SentencePiece Unigram from
  * tokenizer.json and from GGUF `t5` (Viterbi over piece scores, unknown
  * runs fused, byte_fallback; the Precompiled charsmap normalizer) and
  * BERT WordPiece from tokenizer.json. Normalizers: NFC, NFD, NFKC, NFKD,
@@ -101,7 +105,7 @@ int rkm_tokenizer_token_type(const rkm_tokenizer *t, int32_t id);        /* enum
 int rkm_tokenizer_find(const rkm_tokenizer *t, const char *text);
 const char *rkm_tokenizer_chat_template(const rkm_tokenizer *t); /* or NULL */
 /* "gpt2" (byte-level BPE), "llama" (SentencePiece style), "t5"
- * (Unigram) or "bert" (WordPiece), and the
+ * (Unigram), "gemma4" (GGUF gemma4) or "bert" (WordPiece), and the
  * pre-tokenizer name as llama.cpp spells it ("llama-bpe", "qwen2", ...). */
 const char *rkm_tokenizer_model_name(const rkm_tokenizer *t);
 const char *rkm_tokenizer_pre_name(const rkm_tokenizer *t);
@@ -148,6 +152,19 @@ rkm_tokenizer *rkm_tokenizer_builtin(int n_vocab);
  * way llama.cpp's GGUF files store it. RKM_EUNSUPPORTED for WordPiece and
  * for Unigram normalizers llama.cpp's t5 cannot express (NFKC, ...). */
 int rkm_tokenizer_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w);
+/* The same for a model of GGUF architecture arch (general.architecture,
+ * may be NULL): for "gemma4", a Gemma tokenizer.json (BPE over characters
+ * with byte_fallback and the Replace ' ' -> U+2581 normalizer) is written
+ * as llama.cpp's converter writes Gemma 4's: model gemma4, tokens by id,
+ * scores -1000, token types (<0xXX> BYTE, special tokens CONTROL, Gemma
+ * 4's <|channel>, <channel|>, <|tool_call>, <tool_call|>,
+ * <|tool_response>, <tool_response|> and <|"|> USER_DEFINED, the rest of
+ * model.vocab NORMAL), merges, special ids, add_bos_token true,
+ * add_space_prefix false, no pre-tokenizer name. */
+int rkm_tokenizer_write_gguf_arch(const rkm_tokenizer *t, struct rkm_gguf_writer *w, const char *arch);
+/* The tokenizer.ggml.model rkm_tokenizer_write_gguf_arch writes for arch:
+ * "gpt2", "llama", "t5" or "gemma4"; NULL if none (WordPiece). */
+const char *rkm_tokenizer_gguf_model(const rkm_tokenizer *t, const char *arch);
 /* Writes a Hugging Face tokenizer.json equivalent (byte-level BPE
  * tokenizers; others are RKM_EUNSUPPORTED). */
 int rkm_tokenizer_write_hf_json(const rkm_tokenizer *t, const char *path);

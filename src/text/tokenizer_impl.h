@@ -127,6 +127,7 @@ enum pre_kind {
     PRE_DSL_WSEND, /* \s+$ */
     PRE_DSL_CJK,   /* [一-龥ࠀ-一가-퟿]+ */
     PRE_NUMS,      /* \p{N}+ */
+    PRE_NL_RUNS,   /* [^\n]+|[\n]+ (llama.cpp's gemma4): newline runs apart from the rest */
     /* the fast paths above (hand-written matchers) appear only in split_step.fast */
     PRE_LITERAL,   /* a literal string (Split with a String pattern) */
     PRE_WS_SPLIT,  /* WhitespaceSplit: runs of non-White_Space, whitespace dropped */
@@ -226,11 +227,17 @@ struct rkm_tokenizer {
     int byte_fallback;
     int fuse_unk;         /* consecutive <unk> of one section become one */
     int add_space_prefix; /* llama.cpp SPM: ' ' before the first fragment */
+    /* GGUF gemma4 (llama.cpp's BPE session over characters): a word of
+     * newlines only that is itself a token stays that token; a symbol that
+     * is no token becomes the <0xXX> token of each byte, a missing one
+     * dropped. */
+    int llama_gemma4;
     int strip_leading_space; /* decoder drops one leading space */
     /* Unigram: piece scores as the file gives them (double, as the
      * references sum them), the penalty score of an unknown character
      * (lowest score - 10), how many ids are model pieces (the lattice's
-     * vocabulary) and the longest piece in bytes. */
+     * vocabulary; for BPE from tokenizer.json the ids of model.vocab, the
+     * rest being added tokens) and the longest piece in bytes. */
     double *uscore;
     double unk_score;
     int n_pieces;
@@ -277,6 +284,21 @@ static inline int rkm_tok__lookup(const rkm_tokenizer *t, const char *s, size_t 
         }
         i = (i + 1) & t->map.mask;
     }
+}
+
+/* The byte a SentencePiece byte token's text <0xXX> names (either case of
+ * hex digits), or -1 for any other text. */
+static inline int rkm_tok__byte_text(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
+    int v = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = s[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
 }
 
 /* Rank of merging (l, r) with the merged token in *result, or -1. */
@@ -393,7 +415,8 @@ int rkm_tok__special_from_gguf(rkm_tokenizer *t, const struct rkm_gguf *g);
  * its own, as Hugging Face tokenizers do). 0 or RKM_E* with a message. */
 int rkm_tok__special_finish(rkm_tokenizer *t, int force_types);
 /* Writes the declared ids and the add_* flags as tokenizer.ggml.* keys. */
-void rkm_tok__special_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w);
+/* add_bos_always: write add_bos_token true whatever t says (gemma4). */
+void rkm_tok__special_write_gguf(const rkm_tokenizer *t, struct rkm_gguf_writer *w, int add_bos_always);
 /* The id field of a role. */
 int *rkm_tok__role_id(rkm_tokenizer *t, int role);
 

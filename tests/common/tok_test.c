@@ -45,10 +45,15 @@ int tok_encode_is(const rkm_tokenizer *t, const char *text, const int32_t *want,
 
 rkm_tokenizer *tok_gguf_round_trip(const rkm_tokenizer *t, const char *path)
 {
+    return tok_gguf_round_trip_arch(t, path, NULL);
+}
+
+rkm_tokenizer *tok_gguf_round_trip_arch(const rkm_tokenizer *t, const char *path, const char *arch)
+{
     rkm_gguf_writer *w = rkm_gguf_writer_new();
     CHECK(w != NULL);
     if (!w) return NULL;
-    int rc = rkm_tokenizer_write_gguf(t, w);
+    int rc = rkm_tokenizer_write_gguf_arch(t, w, arch);
     CHECK_EQ_INT(rc, 0);
     if (!rc) rc = rkm_gguf_writer_begin(w, path);
     if (!rc) rc = rkm_gguf_writer_finish(w);

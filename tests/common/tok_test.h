@@ -22,5 +22,7 @@ rkm_tokenizer *tok_from_json(const char *json);
 int tok_encode_is(const rkm_tokenizer *t, const char *text, const int32_t *want, int n_want);
 /* t written as GGUF at path and loaded back (CHECKs on the way), or NULL. */
 rkm_tokenizer *tok_gguf_round_trip(const rkm_tokenizer *t, const char *path);
+/* The same, written for a model of GGUF architecture arch. */
+rkm_tokenizer *tok_gguf_round_trip_arch(const rkm_tokenizer *t, const char *path, const char *arch);
 
 #endif

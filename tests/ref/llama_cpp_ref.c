@@ -41,6 +41,15 @@
  *       (llama_vocab_is_eog over every id) and "type ID C" for every token
  *       that is not a plain normal one (C: c control, u user-defined,
  *       k unknown, b byte, x unused, ? undefined)
+ *   llama-cpp-ref LIBDIR MODEL.gguf tokenize CORPUS PARSE_SPECIAL
+ *       llama_tokenize of every string of CORPUS (each followed by
+ *       "\n__ggml_vocab_test__\n"), no BOS or EOS added, special-token
+ *       text recognised when PARSE_SPECIAL is 1: one line " ID ID ..." per
+ *       string, as `rkmojo tokenize --corpus` prints
+ *   llama-cpp-ref LIBDIR MODEL.gguf pieces SPECIAL
+ *       llama_token_to_piece of every id (control tokens rendered when
+ *       SPECIAL is 1, as llama.cpp's special flag), one line per id: the
+ *       piece's bytes in hex (an empty line for an empty piece)
  *
  * The parameter structs are only ever passed back to the library as it
  * returned them, so their layout is not needed: they are held in buffers
@@ -124,6 +133,8 @@ static struct {
     _Bool (*vocab_add[3])(const void *);         /* add_bos, add_eos, add_sep */
     _Bool (*vocab_is_eog)(const void *, int32_t);
     uint32_t (*vocab_get_attr)(const void *, int32_t);
+    int32_t (*tokenize)(const void *, const char *, int32_t, int32_t *, int32_t, _Bool, _Bool);
+    int32_t (*token_to_piece)(const void *, int32_t, char *, int32_t, int32_t, _Bool);
 } L;
 
 /* The special-token roles printed by the vocab mode (in the order of
@@ -226,6 +237,8 @@ static void load_lib(const char *dir)
     S(vocab_add[2], hl, "llama_vocab_get_add_sep");
     S(vocab_is_eog, hl, "llama_vocab_is_eog");
     S(vocab_get_attr, hl, "llama_vocab_get_attr");
+    S(tokenize, hl, "llama_tokenize");
+    S(token_to_piece, hl, "llama_token_to_piece");
 #undef S
     if (!getenv("LLAMA_CPP_REF_VERBOSE")) L.log_set(quiet_log, NULL);
     L.load_all_from_path(dir); /* the CPU backend variant for this CPU */
@@ -446,6 +459,42 @@ static void print_vocab(const void *vocab, int n_vocab)
     }
 }
 
+/* The tokenize mode: every string of the corpus at path. */
+static void tokenize_corpus(const void *vocab, const char *path, int parse_special)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) die("could not open", path);
+    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) die("could not read", path);
+    size_t n = (size_t)ftell(f);
+    char *text = malloc(n + 1);
+    if (!text) die("out of memory", NULL);
+    rewind(f);
+    if (fread(text, 1, n, f) != n) die("could not read", path);
+    fclose(f);
+    text[n] = 0;
+    const char *sep = "\n__ggml_vocab_test__\n";
+    static int32_t ids[1 << 20];
+    for (char *s = text, *e; (e = strstr(s, sep)); s = e + strlen(sep)) {
+        int32_t k = L.tokenize(vocab, s, (int32_t)(e - s), ids, 1 << 20, 0, parse_special != 0);
+        if (k < 0) die("llama_tokenize failed on a string of", path);
+        for (int32_t i = 0; i < k; i++) printf(" %d", ids[i]);
+        putchar('\n');
+    }
+    free(text);
+}
+
+/* The pieces mode. */
+static void print_pieces(const void *vocab, int n_vocab, int special)
+{
+    static char buf[1 << 16];
+    for (int32_t id = 0; id < n_vocab; id++) {
+        int32_t k = L.token_to_piece(vocab, id, buf, sizeof buf, 0, special != 0);
+        if (k < 0) die("llama_token_to_piece: piece too long", NULL);
+        for (int32_t i = 0; i < k; i++) printf("%02x", (unsigned char)buf[i]);
+        putchar('\n');
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -454,7 +503,9 @@ int main(int argc, char **argv)
                         "       llama-cpp-ref LIBDIR IN.gguf quantize OUT.gguf FTYPE\n"
                         "       llama-cpp-ref LIBDIR IN.gguf experts OUT.gguf TYPE\n"
                         "       llama-cpp-ref LIBDIR MODEL.gguf meta\n"
-                        "       llama-cpp-ref LIBDIR VOCAB.gguf vocab\n");
+                        "       llama-cpp-ref LIBDIR VOCAB.gguf vocab\n"
+                        "       llama-cpp-ref LIBDIR MODEL.gguf tokenize CORPUS PARSE_SPECIAL\n"
+                        "       llama-cpp-ref LIBDIR MODEL.gguf pieces SPECIAL\n");
         return 2;
     }
     load_lib(argv[1]);
@@ -473,6 +524,10 @@ int main(int argc, char **argv)
     int n_vocab = L.vocab_n_tokens(L.model_get_vocab(model));
     if (!strcmp(argv[3], "meta") && argc == 4) {
         print_meta(model);
+    } else if (!strcmp(argv[3], "tokenize") && argc == 6) {
+        tokenize_corpus(L.model_get_vocab(model), argv[4], atoi(argv[5]));
+    } else if (!strcmp(argv[3], "pieces") && argc == 5) {
+        print_pieces(L.model_get_vocab(model), n_vocab, atoi(argv[4]));
     } else if (!strcmp(argv[3], "ids") && argc == 6) {
         static int32_t ids[8192];
         int n = 0;
