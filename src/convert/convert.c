@@ -574,6 +574,9 @@ static int write_gemma4_vocab(const rkm_source *s, const char *out, rkm_model_di
         if (!rc) {
             rkm_gguf_writer_set_str(w, "general.architecture", "gemma4");
             rc = rkm_tokenizer_write_gguf_arch(t, w, "gemma4");
+            /* the converter takes chat_template.jinja when tokenizer_config.json has none */
+            if (!rc && !rkm_tokenizer_chat_template(t) && s->chat_template)
+                rkm_gguf_writer_set_str(w, "tokenizer.chat_template", s->chat_template);
         }
         if (!rc) rc = rkm_gguf_writer_begin(w, p);
         if (!rc) rc = rkm_gguf_writer_finish(w);
