@@ -3,10 +3,13 @@
 # librkmojo.a, except the per-ISA kernels, which are built only for their
 # architecture, each with its own flags (no -march=native: one binary runs
 # on any x86-64 / ARMv8 and picks its kernels at start-up).
+# tests/tiers says which test runs in which tier and set.
 #
 #   make              build/rkmojo and the library
-#   make test         build and run every tests/test-*.c (plus scripted tests)
-#   make asan         the tests under AddressSanitizer + UBSan (build-asan/)
+#   make check        the quick tier (< 3 min): run it before each commit
+#   make test         every test, as CI runs them (tests/tiers, tests/run.sh)
+#   make test-full    every test with the long matrices (the full tier)
+#   make asan         the tests of the asan set under AddressSanitizer + UBSan (build-asan/)
 #   make cross        aarch64 build with gcc-aarch64-linux-gnu (build-arm/)
 #   make test-arm     the unit tests under qemu-aarch64
 #   make fuzz         libFuzzer targets with clang (build-fuzz/)
@@ -58,7 +61,7 @@ $(BUILD)/%_avx512vnni.o: ISAFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq 
 $(BUILD)/%_avxvnni.o: ISAFLAGS := -mavxvnni -mavx2 -mfma -mf16c
 $(BUILD)/%_dotprod.o: ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
-.PHONY: all test asan cross test-arm fuzz clean format bench bench-bin
+.PHONY: all check test test-full asan cross test-arm fuzz clean format bench bench-bin
 all: $(BUILD)/rkmojo $(TEST_BIN) $(FUZZ_REPLAY)
 
 $(BUILD)/%.o: %.c
@@ -101,15 +104,22 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/replay.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+check: all
+	BUILD=$(BUILD) RKM_TEST_TIER=quick tests/run.sh
+
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
+test-full: all
+	BUILD=$(BUILD) RKM_TEST_TIER=full tests/run.sh
+
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
+	BUILD=build-asan RKM_TEST_SET=asan tests/run.sh
 
 # Debian's cross gcc finds multiarch libraries (libcjson:arm64 in
 # /usr/lib/aarch64-linux-gnu) by itself. qemu runs with -cpu max so both
-# NEON kernel sets (plain and sdot) run; tests/arm.list names the tests
+# NEON kernel sets (plain and sdot) run; the arm column of tests/tiers names the tests
 # it runs (keep it short: qemu is slow).
 ARM_CC ?= aarch64-linux-gnu-gcc
 cross:

@@ -45,10 +45,23 @@
 # An OLMoE layer at full width (8 experts of 2048 x 1024) in Q4_K_M must
 # convert to within 2% of the GGUF's bytes (the small presets are mostly
 # alignment padding).
+# How much runs depends on RKM_TEST_TIER (tests/run.sh, tests/tiers):
+#   quick  every preset in Q4_K_M only, the mix people download most (all
+#          of the checks of a mix above, greedy and streamed included);
+#   ci     (the default) the greedy f32, q8_0 and q4_0 runs of every
+#          preset, Q4_K_M for every preset, each other mix for a third
+#          of the presets (mix j on preset i when (i + j) % 3 == 0, so
+#          every mix and every preset are in it), each grid type for one
+#          of its two presets, and the width check;
+#   full   every preset in every mix and both presets in every grid type.
+# The models (synth, llama.cpp's quantizations and outputs, conversions)
+# come from tests/common/models.sh, made once and shared.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
 . tests/common/llamacpp_ref.sh
+. tests/common/models.sh
+tier=${RKM_TEST_TIER:-ci}
 
 N=24
 ids=$(seq 3 7 150 | paste -sd, -) # 22 prompt ids, valid in every vocabulary
@@ -68,28 +81,28 @@ fail=0
 f32_steps=0
 # one 512-token vocabulary for all (the presets' own are up to 262,144
 # tokens, which would make this test mostly embedding tables)
-if ! $RKMOJO synth --preset tiny --dtype f32 -o "$tmp/vocab.gguf" --quiet; then echo "FAIL: synth tiny"; exit 1; fi
-for dt in f32 q8_0 q4_0; do
+vocab=$(model_synth --preset tiny --dtype f32) || { echo "FAIL: synth tiny"; exit 1; }
+greedy_types="f32 q8_0 q4_0"
+[ "$tier" = quick ] && greedy_types=
+for dt in $greedy_types; do
   tie=0.005
   [ $dt = f32 ] || tie=0.05
   for entry in "${presets[@]}"; do
     p=${entry%%|*}
     sets=${entry#*|}
     name="$p $dt"
-    g=$tmp/$p-$dt.gguf
     # shellcheck disable=SC2086  # $sets is a list of options
-    if ! $RKMOJO synth --preset "$p" --dtype $dt -o "$g" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
+    if ! g=$(model_synth --preset "$p" --dtype $dt --vocab-from "$vocab" $sets); then
       echo "FAIL $name: synth"; fail=1; continue
     fi
-    if ! "$REF" "$LIB" "$g" ids "$ids" $N >"$tmp/ref.txt" 2>"$tmp/ref.err" || [ "$(wc -l <"$tmp/ref.txt")" -ne $N ]; then
+    if ! r=$(model_ref_out "$g" ids "$ids" $N 2>"$tmp/ref.err") || [ "$(wc -l <"$r")" -ne $N ]; then
       echo "FAIL $name: llama.cpp did not load or run it:"; tail -n 3 "$tmp/ref.err"; fail=1; continue
     fi
-    if ! $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet ||
-       ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err"; then
-      echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
-      rm -rf "$tmp/m.rkmojo" "$g"; continue
+    cp "$r" "$tmp/ref.txt"
+    if ! m=$(model_convert "$g" --quant keep 2>"$tmp/our.err") ||
+       ! $RKMOJO run -m "$m" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err"; then
+      echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1; continue
     fi
-    rm -rf "$tmp/m.rkmojo" "$g"
     # compared steps, and the first disagreement outside a near-tie
     res=$(paste -d' ' "$tmp/ref.txt" "$tmp/our.txt" | awk -v tie=$tie '
       { if ($3 < tie) { print NR - 1, "tie", $1, $3, $4; exit }
@@ -110,38 +123,38 @@ for dt in f32 q8_0 q4_0; do
     [ $dt = f32 ] && [ "$kind" != short ] && f32_steps=$((f32_steps + at))
   done
 done
-echo "f32: $f32_steps greedy steps compared"
-if [ $f32_steps -lt 150 ]; then echo "FAIL: fewer than 150 f32 steps compared"; fail=1; fi
+if [ -n "$greedy_types" ]; then
+  echo "f32: $f32_steps greedy steps compared"
+  if [ $f32_steps -lt 150 ]; then echo "FAIL: fewer than 150 f32 steps compared"; fail=1; fi
+fi
 
 T=96
 # check_mix PRESET F32.gguf MIX: the agreement checks above, one mix
 check_mix() {
-  local p=$1 g32=$2 mix=$3 name g how forced np agree hard res at kind msg
+  local p=$1 g32=$2 mix=$3 name g m r forced np agree hard res at kind msg
   name="$p $mix"
-  g=$tmp/$p-$mix.gguf
   # llama.cpp's mix, or (experts-TYPE) the routed experts in a grid type
-  if [ "${mix#experts-}" != "$mix" ]; then how="experts $g ${mix#experts-}"; else how="quantize $g $mix"; fi
-  # shellcheck disable=SC2086  # $how is a list of arguments
-  if ! "$REF" "$LIB" "$g32" $how 2>"$tmp/ref.err" ||
-     ! "$REF" "$LIB" "$g" ids "$ids" $T >"$tmp/ref.txt" 2>>"$tmp/ref.err" || [ "$(wc -l <"$tmp/ref.txt")" -ne $T ]; then
+  if [ "${mix#experts-}" != "$mix" ]; then g=$(model_ref "$g32" experts "${mix#experts-}" 2>"$tmp/ref.err")
+  else g=$(model_ref "$g32" quantize "$mix" 2>"$tmp/ref.err"); fi
+  # shellcheck disable=SC2181  # the assignment's status
+  if [ $? -ne 0 ] || ! r=$(model_ref_out "$g" ids "$ids" $T 2>>"$tmp/ref.err") || [ "$(wc -l <"$r")" -ne $T ]; then
     echo "FAIL $name: llama.cpp could not quantize or run it:"; tail -n 3 "$tmp/ref.err"; fail=1; return
   fi
+  cp "$r" "$tmp/ref.txt"
   forced=$ids,$(head -n $((T - 1)) "$tmp/ref.txt" | cut -d' ' -f1 | paste -sd, -)
-  if ! $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet ||
-     ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err" ||
-     ! $RKMOJO perplexity -m "$tmp/m.rkmojo" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
-    echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1
-    rm -rf "$tmp/m.rkmojo" "$g"; return
+  if ! m=$(model_convert "$g" --quant keep 2>"$tmp/our.err") ||
+     ! $RKMOJO run -m "$m" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q >"$tmp/our.txt" 2>"$tmp/our.err" ||
+     ! $RKMOJO perplexity -m "$m" --ids "$forced" --print-top1 -q >"$tmp/top1.txt" 2>>"$tmp/our.err"; then
+    echo "FAIL $name: rkmojo could not convert or run it:"; tail -n 3 "$tmp/our.err"; fail=1; return
   fi
   # streamed through a small expert cache (reads, checksums, slots):
   # the kernels are the same, so the ids must be too
-  if [ -d "$tmp/m.rkmojo/experts" ] && ls "$tmp/m.rkmojo/experts"/*.bin >/dev/null 2>&1; then
-    if ! $RKMOJO run -m "$tmp/m.rkmojo" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q --expert-cache-slots 10 \
+  if [ -d "$m/experts" ] && ls "$m/experts"/*.bin >/dev/null 2>&1; then
+    if ! $RKMOJO run -m "$m" --prompt-ids "$ids" --print-ids --temp 0 -n $N -q --expert-cache-slots 10 \
          >"$tmp/streamed.txt" 2>>"$tmp/our.err" || ! cmp -s "$tmp/our.txt" "$tmp/streamed.txt"; then
       echo "FAIL $name: streamed through 10 cache slots, the ids differ from the resident run"; tail -n 3 "$tmp/our.err"; fail=1
     fi
   fi
-  rm -rf "$tmp/m.rkmojo" "$g"
   np=$(echo "$ids" | tr , '\n' | wc -l)
   # agreeing positions, and disagreements where llama.cpp's top two
   # logits are at least 0.05 apart (not near-ties)
@@ -164,48 +177,59 @@ check_mix() {
 
 mixes=(q4_k_m q5_k_m q6_k q3_k_m q2_k iq4_xs mxfp4_moe)
 mix_agree=0; mix_total=0
+i=0
 for entry in "${presets[@]}"; do
   p=${entry%%|*}
   sets=${entry#*|}
-  g32=$tmp/$p-f32.gguf
   # shellcheck disable=SC2086  # $sets is a list of options
-  if ! $RKMOJO synth --preset "$p" --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" $sets; then
+  if ! g32=$(model_synth --preset "$p" --dtype f32 --vocab-from "$vocab" $sets); then
     echo "FAIL $p: synth"; fail=1; continue
   fi
-  for mix in "${mixes[@]}"; do check_mix "$p" "$g32" "$mix"; done
-  rm -f "$g32"
+  for j in "${!mixes[@]}"; do
+    case $tier in
+      quick) [ "$j" -eq 0 ] || continue ;;
+      ci) [ "$j" -eq 0 ] || [ $(((i + j) % 3)) -eq 0 ] || continue ;;
+    esac
+    check_mix "$p" "$g32" "${mixes[$j]}"
+  done
+  i=$((i + 1))
 done
 # the grid types, as the low-bit mixes people download put them in the
 # routed experts (expert rows of 256 so that the down projection has them
 # too; at most 16 experts, as ggml's grid searches take a second or more
 # per million weights)
 grids=(iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s)
+[ "$tier" = quick ] && grids=()
+i=0
 for p in qwen3-30b-a3b mixtral-8x7b; do
-  g32=$tmp/$p-f32.gguf
+  [ ${#grids[@]} -gt 0 ] || break
   sets=$(printf '%s\n' "${presets[@]}" | sed -n "s/^$p|//p")
   # shellcheck disable=SC2086  # $sets is a list of options
-  if ! $RKMOJO synth --preset "$p" --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" $sets --set n_ff_exp=256 --set n_expert=$([ $p = mixtral-8x7b ] && echo 8 || echo 16); then
+  if ! g32=$(model_synth --preset "$p" --dtype f32 --vocab-from "$vocab" $sets --set n_ff_exp=256 --set n_expert=$([ $p = mixtral-8x7b ] && echo 8 || echo 16)); then
     echo "FAIL $p: synth"; fail=1; continue
   fi
-  for t in "${grids[@]}"; do check_mix "$p" "$g32" "experts-$t"; done
-  rm -f "$g32"
+  for j in "${!grids[@]}"; do
+    [ "$tier" = full ] || [ $(((i + j) % 2)) -eq 0 ] || continue
+    check_mix "$p" "$g32" "experts-${grids[$j]}"
+  done
+  i=$((i + 1))
 done
 echo "mixes: $mix_agree of $mix_total teacher-forced positions agree outright"
 if [ $((mix_agree * 100)) -lt $((mix_total * 97)) ]; then echo "FAIL: under 97%"; fail=1; fi
 
 # size: one OLMoE layer at full width, Q4_K_M, converted
-g32=$tmp/wide-f32.gguf; g=$tmp/wide-q4_k_m.gguf
-if $RKMOJO synth --preset olmoe-1b-7b --dtype f32 -o "$g32" --quiet --vocab-from "$tmp/vocab.gguf" \
-     --set n_layer=1 --set n_expert=8 --set n_expert_used=2 &&
-   "$REF" "$LIB" "$g32" quantize "$g" q4_k_m 2>"$tmp/ref.err" && rm -f "$g32" &&
-   $RKMOJO convert "$g" "$tmp/m.rkmojo" --quant keep --quiet; then
-  ours=$(du -sb --apparent-size "$tmp/m.rkmojo" | cut -f1); theirs=$(stat -c %s "$g")
+if [ "$tier" = quick ]; then
+  :
+elif g32=$(model_synth --preset olmoe-1b-7b --dtype f32 --vocab-from "$vocab" \
+     --set n_layer=1 --set n_expert=8 --set n_expert_used=2) &&
+   g=$(model_ref "$g32" quantize q4_k_m 2>"$tmp/ref.err") &&
+   m=$(model_convert "$g" --quant keep); then
+  ours=$(du -sb --apparent-size "$m" | cut -f1); theirs=$(stat -c %s "$g")
   size=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.4f", a / b}')
   if awk -v r="$size" 'BEGIN {exit !(r <= 1.02)}'; then echo "ok   olmoe layer q4_k_m: $ours bytes, $size x the GGUF's $theirs"
   else echo "FAIL olmoe layer q4_k_m: $ours bytes, $size x the GGUF's $theirs"; fail=1; fi
 else
   echo "FAIL olmoe layer q4_k_m: could not make or convert it"; tail -n 3 "$tmp/ref.err"; fail=1
 fi
-rm -rf "$tmp/m.rkmojo" "$g" "$g32"
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail
