@@ -114,6 +114,7 @@ const char *rkm_model_backend(const rkm_model *m);
 /* Hyper-parameters an embedder may want. */
 int rkm_model_n_vocab(const rkm_model *m);
 int rkm_model_n_embd(const rkm_model *m);
+int rkm_model_n_layer(const rkm_model *m);
 int rkm_model_n_ctx_train(const rkm_model *m);
 const char *rkm_model_arch(const rkm_model *m);
 /* The model's chat template (Jinja source) or NULL if it has none. */
@@ -222,6 +223,21 @@ int rkm_session_load(rkm_session *s, const char *path);
 /* Last hidden state (after the final norm) of the last evaluated token,
  * n_embd floats. */
 int rkm_session_embedding(const rkm_session *s, float *out);
+
+/* Router decisions, for tests and debugging (rkmojo perplexity
+ * --router-margins, --router-ties). A decision's margin is the k-th
+ * selected expert's router probability minus the best one left out: a
+ * small margin is a near-tie that rounding may decide either way. */
+/* Keeps every MoE layer's margin at each position evaluated from now on
+ * (on), or stops and frees them (off). n_ctx x n_layer floats. */
+int rkm_session_record_router(rkm_session *s, int on);
+/* The recorded margins of positions [pos, pos + n): n rows of
+ * rkm_model_n_layer floats, NaN for a layer without routed experts or a
+ * position not evaluated while recording. */
+int rkm_session_router_margins(const rkm_session *s, int pos, int n, float *out);
+/* From the next evaluation on, layer il at position pos takes the
+ * runner-up expert in place of its k-th selection; il < 0 clears it. */
+int rkm_session_router_flip(rkm_session *s, int il, int pos);
 
 typedef struct rkm_stats {
     int n_prompt;              /* tokens evaluated by eval calls */

@@ -107,6 +107,7 @@ static void ref_tr(void *u, int il, const char *what, const double *x, int n, in
 static void eng_tr(void *u, int il, const char *what, const float *x, int rows, int cols)
 {
     trace_buf *t = u;
+    if (!strcmp(what, "router_margin")) return; /* not a stage */
     int st = stage_index(il, what);
     int pos0 = rkm_session_n_past(t->s);
     if (!strcmp(what, "final_norm")) pos0 += 0; /* rows are the chunk's last rows */

@@ -460,6 +460,77 @@ static void test_embd_lookup(const char *shared)
     }
 }
 
+/* Router margins and forced flips (rkm_session_record_router,
+ * _router_margins, _router_flip): the margins recorded are the ones the
+ * trace callback sees, non-negative, NaN where nothing was evaluated; a
+ * flip changes the logits from its position on and nothing before; the
+ * flipped decision keeps its margin; cleared, the logits come back. */
+static float *trace_margins; /* n_layer x 64 */
+static int trace_pos0, trace_nl;
+static void margin_trace(void *u, int il, const char *what, const float *x, int rows, int cols)
+{
+    if (strcmp(what, "router_margin") || cols != 1) return;
+    for (int r = 0; r < rows && trace_pos0 + r < 64; r++) trace_margins[(trace_pos0 + r) * trace_nl + il] = x[r];
+}
+
+static void test_router(rkm_model *m, const char *name)
+{
+    int nl = rkm_model_n_layer(m), nv = rkm_model_n_vocab(m), n = 64;
+    int32_t ids[64];
+    prompt_ids(ids, n, 5);
+    float *mg = malloc(sizeof(float) * (size_t)n * nl), *lg = malloc(sizeof(float) * (size_t)n * nv);
+    float *lg2 = malloc(sizeof(float) * (size_t)n * nv), *mg2 = malloc(sizeof(float) * (size_t)n * nl);
+    trace_margins = calloc((size_t)n * nl, sizeof(float));
+    trace_nl = nl;
+    rkm_session *s = new_session(m, 256, 16);
+    CHECK(rkm_session_router_margins(s, 0, 1, mg) != 0); /* not recording */
+    CHECK(rkm_session_record_router(s, 1) == 0);
+    s->trace = margin_trace;
+    for (int i = 0; i < n; i += 16) {
+        trace_pos0 = i;
+        CHECK(rkm_session_eval_all(s, ids + i, 16, lg + (size_t)i * nv) == 0);
+    }
+    s->trace = NULL;
+    CHECK(rkm_session_router_margins(s, 0, n, mg) == 0);
+    int moe_layers = 0, bad = 0, best_l = -1;
+    float best = -1;
+    for (int il = 0; il < nl; il++) moe_layers += s->m->layers[il].el != NULL;
+    for (int p = 0; p < n; p++)
+        for (int il = 0; il < nl; il++) {
+            float v = mg[p * nl + il];
+            if (!s->m->layers[il].el) {
+                bad += v == v;
+                continue;
+            }
+            bad += !(v >= 0 && v <= 1) || v != trace_margins[p * nl + il];
+            if (p == 40 && v > best) best = v, best_l = il;
+        }
+    CHECK_MSG(moe_layers > 0 && bad == 0, "%s: %d margins not as traced, out of [0, 1] or set for dense layers", name,
+              bad);
+    CHECK(rkm_session_router_margins(s, n, 1, mg2) == 0 && mg2[best_l] != mg2[best_l]); /* not evaluated: NaN */
+    CHECK(rkm_session_router_margins(s, 250, 10, mg2) != 0);                            /* past n_ctx */
+    CHECK(rkm_session_router_flip(s, nl, 3) != 0);
+    CHECK(rkm_session_router_flip(s, best_l, 300) != 0);
+    /* flip the clearest decision at position 40: logits change from 40 on */
+    CHECK(rkm_session_truncate(s, 40) == 0 && rkm_session_router_flip(s, best_l, 40) == 0);
+    CHECK(rkm_session_eval_all(s, ids + 40, n - 40, lg2 + (size_t)40 * nv) == 0);
+    CHECK(rkm_session_router_margins(s, 40, 1, mg2) == 0);
+    CHECK_MSG(mg2[best_l] == best, "%s: the flipped decision's margin %g, was %g", name, mg2[best_l], best);
+    double d40 = max_diff(lg + (size_t)40 * nv, lg2 + (size_t)40 * nv, nv);
+    CHECK_MSG(d40 > 1e-4, "%s: flipping layer %d at 40 (margin %g) moved its logits by %g", name, best_l, best, d40);
+    /* cleared: the same logits as before */
+    CHECK(rkm_session_router_flip(s, -1, 0) == 0 && rkm_session_truncate(s, 40) == 0);
+    CHECK(rkm_session_eval_all(s, ids + 40, n - 40, lg2 + (size_t)40 * nv) == 0);
+    CHECK_MSG(max_diff(lg + (size_t)40 * nv, lg2 + (size_t)40 * nv, (n - 40) * nv) == 0, "%s: cleared flip", name);
+    CHECK(rkm_session_record_router(s, 0) == 0 && rkm_session_router_margins(s, 0, 1, mg) != 0);
+    rkm_session_free(s);
+    free(trace_margins);
+    free(mg);
+    free(mg2);
+    free(lg);
+    free(lg2);
+}
+
 int main(void)
 {
     const char *shared = test_require_shared();
@@ -482,6 +553,8 @@ int main(void)
     test_save_load(q, g, "qwen3moe");
     test_save_load(g, q, "gemma4");
     test_errors(q);
+    test_router(q, "qwen3moe");
+    test_router(g, "gemma4");
     test_seeds(q);
     test_threads(q);
     test_bad_models();

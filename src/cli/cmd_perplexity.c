@@ -3,6 +3,12 @@
  * token sequence, chunked like prefill. Prints the perplexity, and with
  * --print-top1 the argmax prediction after every position (one per line),
  * which tests use to compare quantized models with a reference.
+ * --router-margins adds to each line the logit gap between the top two,
+ * the smallest router margin over the MoE layers at that position and its
+ * layer; --router-ties T then forces, one at a time, the runner-up expert
+ * at every decision with a margin under T and evaluates again from there:
+ * a position whose top-1 changes, or whose top two come within
+ * --tie-gap, is a router tie (a fifth column "router", else "-").
  *
  * Sequences longer than the context are cut into windows of n_ctx tokens,
  * each evaluated from an empty cache. Single-threaded driver.
@@ -17,21 +23,107 @@
 #include "cli/gen_common.h"
 #include "util/common.h"
 
+/* Top-1 of a row of logits and its logit gap to the runner-up. */
+static int top1(const float *l, int nv, float *gap)
+{
+    int best = 0;
+    float mx = l[0], second = -INFINITY;
+    for (int j = 1; j < nv; j++) {
+        if (l[j] > mx) {
+            second = mx;
+            mx = l[j];
+            best = j;
+        } else if (l[j] > second) {
+            second = l[j];
+        }
+    }
+    *gap = mx - second;
+    return best;
+}
+
+/* The router-tie analysis of ids (n <= n_ctx) on s: base top-1 and gaps
+ * (best, gap), the smallest margin per position and its layer (mg, ml),
+ * and tie[p] = 1 where one forced runner-up under thresh changes the
+ * top-1 or brings the top two within tie_gap. Returns 0 or an error. */
+static int router_ties(rkm_model *m, rkm_session *s, const int32_t *ids, int n, float thresh, float tie_gap,
+                       int *best, float *gap, float *mg, int *ml, char *tie, int *n_dec)
+{
+    int nv = rkm_model_n_vocab(m), nl = rkm_model_n_layer(m), rc;
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)nv);
+    float *all = malloc(sizeof(float) * (size_t)n * (size_t)nl);
+    if (!lg || !all) {
+        free(lg);
+        free(all);
+        fprintf(stderr, "rkmojo perplexity: out of memory\n");
+        return 1;
+    }
+    rkm_session_truncate(s, 0);
+    if ((rc = rkm_session_record_router(s, 1)) || (rc = rkm_session_eval_all(s, ids, n, lg)) ||
+        (rc = rkm_session_router_margins(s, 0, n, all)))
+        goto out;
+    rkm_session_record_router(s, 0);
+    for (int p = 0; p < n; p++) {
+        best[p] = top1(lg + (size_t)p * nv, nv, &gap[p]);
+        mg[p] = INFINITY;
+        ml[p] = -1;
+        tie[p] = 0;
+        for (int il = 0; il < nl; il++) {
+            float v = all[(size_t)p * nl + il];
+            if (v == v && v < mg[p]) mg[p] = v, ml[p] = il;
+        }
+    }
+    *n_dec = 0;
+    for (int p = 0; p < n && thresh > 0; p++) {
+        for (int il = 0; il < nl; il++) {
+            float v = all[(size_t)p * nl + il];
+            if (!(v < thresh)) continue; /* NaN: no routed experts */
+            ++*n_dec;
+            if ((rc = rkm_session_truncate(s, p)) || (rc = rkm_session_router_flip(s, il, p)) ||
+                (rc = rkm_session_eval_all(s, ids + p, n - p, lg)))
+                goto out;
+            rkm_session_router_flip(s, -1, 0);
+            for (int r = p; r < n; r++) {
+                float g;
+                int b = top1(lg + (size_t)(r - p) * nv, nv, &g);
+                if (b != best[r] || g < tie_gap) tie[r] = 1;
+            }
+        }
+    }
+out:
+    if (rc) fprintf(stderr, "rkmojo perplexity: %s\n", rkm_last_error());
+    rkm_session_router_flip(s, -1, 0);
+    rkm_session_record_router(s, 0);
+    free(lg);
+    free(all);
+    return rc ? 1 : 0;
+}
+
 int rkm_cmd_perplexity(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
     const char *file = NULL, *ids_arg = NULL;
-    int print_top1 = 0;
+    int print_top1 = 0, margins = 0;
+    float ties = 0, tie_gap = 0.05f;
     const rkm_opt opts[] = {
         {"file", 'f', RKM_OPT_STR, &file, .arg = "FILE",
          .help = "text to score (tokenized with BOS if the model wants it)"},
         {"ids", 0, RKM_OPT_STR, &ids_arg, .arg = "IDS", .help = "token ids to score (as given)"},
         {"print-top1", 0, RKM_OPT_FLAG, &print_top1, .help = "print the argmax prediction after each position"},
+        {"router-margins", 0, RKM_OPT_FLAG, &margins,
+         .help = "with each top-1: its logit gap to the runner-up, the smallest router margin\n"
+                 "(k-th selected minus best left-out probability) over the MoE layers, its layer"},
+        {"router-ties", 0, RKM_OPT_FLOAT, &ties, 0, 1, "T",
+         .help = "force the runner-up at each router decision with a margin under T, one at a\n"
+                 "time; mark the positions it changes as router ties (implies --router-margins)"},
+        {"tie-gap", 0, RKM_OPT_FLOAT, &tie_gap, 0, 1e9, "G",
+         .help = "--router-ties: a flip that brings the top two logits within G also marks a tie\n"
+                 "(default 0.05)"},
         {0},
     };
     const rkm_opts_cmd cmd = {
-        "perplexity", "usage: rkmojo perplexity -m MODEL (-f TEXT_FILE | --ids 1,2,3,...) [--print-top1] [options]\n\n",
+        "perplexity", "usage: rkmojo perplexity -m MODEL (-f TEXT_FILE | --ids 1,2,3,...) [--print-top1]\n"
+        "                         [--router-margins | --router-ties T [--tie-gap G]] [options]\n\n",
         NULL, {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
     };
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
@@ -59,7 +151,38 @@ int rkm_cmd_perplexity(int argc, char **argv)
         goto done;
     }
     int nv = rkm_model_n_vocab(m);
-    int n_ctx = o.sp.n_ctx > 0 ? o.sp.n_ctx : RKM_MIN(4096, rkm_model_n_ctx_train(m) > 0 ? rkm_model_n_ctx_train(m) : 4096);
+    int n_ctx = rkm_session_n_ctx(s);
+    if (ties > 0) margins = 1;
+    if (margins) {
+        /* the router analysis: one window, every line with its columns */
+        if (n > n_ctx) {
+            fprintf(stderr, "rkmojo perplexity: --router-margins takes at most n_ctx (%d) tokens, not %d\n", n_ctx, n);
+            rc = 2;
+            goto done;
+        }
+        int *best = malloc(sizeof(int) * (size_t)n), *ml = malloc(sizeof(int) * (size_t)n), n_dec = 0;
+        float *gap = malloc(sizeof(float) * (size_t)n), *mg = malloc(sizeof(float) * (size_t)n);
+        char *tie = malloc((size_t)n);
+        rc = best && ml && gap && mg && tie ? router_ties(m, s, ids, n, ties, tie_gap, best, gap, mg, ml, tie, &n_dec)
+                                            : (fprintf(stderr, "rkmojo perplexity: out of memory\n"), 1);
+        int n_tie = 0;
+        for (int p = 0; !rc && p < n; p++) {
+            if (mg[p] == INFINITY) printf("%d %.6g inf -1", best[p], gap[p]);
+            else printf("%d %.6g %.6g %d", best[p], gap[p], mg[p], ml[p]);
+            if (ties > 0) printf(" %s", tie[p] ? "router" : "-");
+            printf("\n");
+            n_tie += tie[p];
+        }
+        if (!rc && ties > 0)
+            fprintf(stderr, "router ties: %d decisions with a margin under %g; %d of %d positions changed by a flip\n",
+                    n_dec, ties, n_tie, n);
+        free(best);
+        free(ml);
+        free(gap);
+        free(mg);
+        free(tie);
+        goto done;
+    }
     int seg = 128; /* rows of logits held at once */
     lg = malloc(sizeof(float) * (size_t)seg * (size_t)nv);
     if (!lg) {

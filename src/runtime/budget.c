@@ -29,7 +29,7 @@ uint64_t rkm_budget_kv_bytes(const rkm_hparams *hp, int n_ctx, int n_chunk)
 /* Activations of one chunk of n rows, in floats, as session.c allocates
  * them: six residual-sized buffers, q and attention output, k and v, the
  * FFN intermediates (dense width or top-k expert widths, gate and up), the
- * router, per-slot expert inputs and outputs, per-thread scores over the
+ * router and its margins, per-slot expert inputs and outputs, per-thread scores over the
  * context (8 threads assumed), and one row of logits. */
 static uint64_t scratch_estimate(const rkm_hparams *hp, int n_ctx, int n_chunk)
 {
@@ -41,7 +41,7 @@ static uint64_t scratch_estimate(const rkm_hparams *hp, int n_ctx, int n_chunk)
     uint64_t k = (uint64_t)RKM_MAX(hp->n_expert_used, 1);
     uint64_t ff = (uint64_t)RKM_MAX(hp->n_ff, hp->n_ff_shexp);
     uint64_t ffn = RKM_MAX(n * ff, n * k * (uint64_t)hp->n_ff_exp);
-    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + (uint64_t)hp->n_expert + k + k * E) + 2 * ffn +
+    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + (uint64_t)hp->n_expert + k + 1 + k * E) + 2 * ffn +
                       (uint64_t)hp->n_vocab + E;
     uint64_t ints = 3 * n * k; /* selected experts, entries by expert and back */
     return floats * 4 + ints * 4 + 8 * (uint64_t)n_ctx * 6;

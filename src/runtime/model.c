@@ -518,6 +518,7 @@ void rkm_model_close(rkm_model *m)
 
 int rkm_model_n_vocab(const rkm_model *m) { return m->hp.n_vocab; }
 int rkm_model_n_embd(const rkm_model *m) { return m->hp.n_embd; }
+int rkm_model_n_layer(const rkm_model *m) { return m->hp.n_layer; }
 int rkm_model_n_ctx_train(const rkm_model *m) { return m->hp.n_ctx_train; }
 const char *rkm_model_arch(const rkm_model *m) { return m->hp.arch_name; }
 const char *rkm_model_backend(const rkm_model *m) { return rkm_backend_reason(m->backend); }

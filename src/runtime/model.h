@@ -125,7 +125,9 @@ static inline rkm_f16 *rkm_kv_v(const rkm_kv_layer *kv, int kh, int row)
 }
 
 /* Called by the forward pass after each stage (tests compare layer by
- * layer): what = "embd", "attn_out", "layer_out", "final_norm"; rows x cols. */
+ * layer): what = "embd", "attn_out", "layer_out", "final_norm"; rows x cols;
+ * and by each MoE layer's routing: "router_margin", rows x 1 (see
+ * rkm_session_router_margins). */
 typedef void (*rkm_trace_fn)(void *user, int il, const char *what, const float *x, int rows,
                              int cols);
 
@@ -164,6 +166,9 @@ struct rkm_session {
     float *router;            /* n_chunk * n_expert */
     int *sel;                 /* n_chunk * n_expert_used selected experts */
     float *selw;              /* their weights */
+    float *margin;            /* n_chunk: router margins of the chunk's rows */
+    float *route_margin;      /* n_ctx * n_layer router margins, NULL unless recorded */
+    int flip_layer, flip_pos; /* rkm_session_router_flip's decision (-1: none) */
     float *xe, *ge, *ue;      /* gathered expert rows, n_chunk*k rows */
     int *erows;               /* (row, slot) entries grouped by expert: entry ids */
     int *epos;                /* entry id -> its row in xe (inverse of erows) */

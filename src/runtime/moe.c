@@ -32,8 +32,12 @@ static int part_type(const rkm_model *m, const rkm_expert_part *p)
 }
 
 /* Softmax over the router logits of one row, top-k (ties: lower id), then
- * renormalisation and per-expert scales as the architecture says. */
-static void route_row(const rkm_model *m, const rkm_layer *L, float *logits, int *sel, float *w)
+ * renormalisation and per-expert scales as the architecture says. Returns
+ * the row's router margin: the k-th selection's probability minus the
+ * best one left out (+inf when every expert is selected). flip: the
+ * runner-up takes the k-th selection's place (a debugging knob, see
+ * rkm_session_router_flip). */
+static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, int *sel, float *w, int flip)
 {
     const rkm_hparams *hp = &m->hp;
     int ne = hp->n_expert, k = hp->n_expert_used;
@@ -49,6 +53,20 @@ static void route_row(const rkm_model *m, const rkm_layer *L, float *logits, int
         sel[j] = best;
         w[j] = logits[best];
     }
+    float margin = INFINITY;
+    int runner = -1;
+    for (int e = 0; e < ne; e++) {
+        int taken = 0;
+        for (int t = 0; t < k; t++) taken |= sel[t] == e;
+        if (!taken && (runner < 0 || logits[e] > logits[runner])) runner = e;
+    }
+    if (runner >= 0) {
+        margin = logits[sel[k - 1]] - logits[runner];
+        if (flip) {
+            sel[k - 1] = runner;
+            w[k - 1] = logits[runner];
+        }
+    }
     if (hp->expert_norm_topk) {
         float sum = 0;
         for (int j = 0; j < k; j++) sum += w[j];
@@ -57,6 +75,7 @@ static void route_row(const rkm_model *m, const rkm_layer *L, float *logits, int
     }
     if (L->expert_scale)
         for (int j = 0; j < k; j++) w[j] *= L->expert_scale[sel[j]];
+    return margin;
 }
 
 /* Decoding with streamed experts: the next MoE layer's router applied to
@@ -92,8 +111,14 @@ int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
     rkm_moe_state *ms = &s->moe;
 
     rkm_matmul_mat(m->pool, &L->router, rin, n, s->router);
-    for (int r = 0; r < n; r++)
-        route_row(m, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k);
+    for (int r = 0; r < n; r++) {
+        int pos = s->n_past + r; /* rkm_forward_chunk moves n_past after the chunk */
+        float mg = route_row(m, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k,
+                             il == s->flip_layer && pos == s->flip_pos);
+        if (s->route_margin) s->route_margin[(size_t)pos * hp->n_layer + il] = mg;
+        s->margin[r] = mg;
+    }
+    if (s->trace) s->trace(s->trace_user, il, "router_margin", s->margin, n, 1);
 
     if (m->prefetch && n == 1) prefetch_next(s, il, rin);
 

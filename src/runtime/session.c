@@ -59,6 +59,7 @@ static int alloc_scratch(rkm_session *s)
     s->router = scratch(R * (size_t)RKM_MAX(hp->n_expert, 1));
     s->sel = malloc(sizeof(int) * R * k);
     s->selw = scratch(R * k);
+    s->margin = scratch(R);
     s->xe = scratch(R * k * E);
     s->erows = malloc(sizeof(int) * R * k);
     s->epos = malloc(sizeof(int) * R * k);
@@ -67,7 +68,7 @@ static int alloc_scratch(rkm_session *s)
     s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
     s->embd_row = malloc(rkm_type_row_bytes(m->tok_embd_type, E));
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
-        !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->xe ||
+        !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->margin || !s->xe ||
         !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens || !s->embd_row)
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     return 0;
@@ -102,6 +103,7 @@ rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p)
     if (s->n_chunk > s->n_ctx) s->n_chunk = s->n_ctx;
     atomic_init(&s->cancel, 0);
     s->t_first = -1;
+    s->flip_layer = s->flip_pos = -1;
     if (alloc_scratch(s) || rkm_kv_init(s)) goto fail;
     s->sampler = rkm_sampler_new(&p->sampler, m->hp.n_vocab);
     if (!s->sampler) goto fail;
@@ -117,11 +119,12 @@ void rkm_session_free(rkm_session *s)
     rkm_kv_free(s);
     rkm_sampler_free(s->sampler);
     float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue,
-                   s->scores, s->router, s->selw, s->xe, s->logits, s->embd};
+                   s->scores, s->router, s->selw, s->margin, s->xe, s->logits, s->embd};
     for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
     rkm_free_aligned(s->q16);
     rkm_free_aligned(s->p16);
     free(s->sel);
+    free(s->route_margin);
     free(s->erows);
     free(s->epos);
     free(s->embd_row);
@@ -271,6 +274,46 @@ int rkm_session_embedding(const rkm_session *s, float *out)
     if (!s || !out) return rkm_err(RKM_EINVAL, "embedding: bad arguments");
     if (!s->have_logits && s->n_past == 0) return rkm_err(RKM_EINVAL, "embedding: nothing evaluated yet");
     memcpy(out, s->embd, sizeof(float) * (size_t)s->m->hp.n_embd);
+    return 0;
+}
+
+int rkm_session_record_router(rkm_session *s, int on)
+{
+    if (!s) return rkm_err(RKM_EINVAL, "record_router: no session");
+    if (!on) {
+        free(s->route_margin);
+        s->route_margin = NULL;
+        return 0;
+    }
+    if (s->route_margin) return 0;
+    size_t cnt = (size_t)s->n_ctx * (size_t)s->m->hp.n_layer;
+    s->route_margin = malloc(sizeof(float) * cnt);
+    if (!s->route_margin) return rkm_err(RKM_ENOMEM, "record_router: out of memory for %zu margins", cnt);
+    for (size_t i = 0; i < cnt; i++) s->route_margin[i] = NAN;
+    return 0;
+}
+
+int rkm_session_router_margins(const rkm_session *s, int pos, int n, float *out)
+{
+    if (!s || !out || pos < 0 || n < 0 || pos + n > s->n_ctx)
+        return rkm_err(RKM_EINVAL, "router_margins: positions [%d, %d) not in the context", pos, pos + n);
+    if (!s->route_margin) return rkm_err(RKM_EINVAL, "router_margins: not recording (rkm_session_record_router)");
+    memcpy(out, s->route_margin + (size_t)pos * s->m->hp.n_layer, sizeof(float) * (size_t)n * s->m->hp.n_layer);
+    return 0;
+}
+
+int rkm_session_router_flip(rkm_session *s, int il, int pos)
+{
+    if (!s) return rkm_err(RKM_EINVAL, "router_flip: no session");
+    if (il < 0) {
+        s->flip_layer = s->flip_pos = -1;
+        return 0;
+    }
+    if (il >= s->m->hp.n_layer || !s->m->layers[il].el || pos < 0 || pos >= s->n_ctx)
+        return rkm_err(RKM_EINVAL, "router_flip: layer %d has no routed experts or position %d is out of the context",
+                       il, pos);
+    s->flip_layer = il;
+    s->flip_pos = pos;
     return 0;
 }
 
