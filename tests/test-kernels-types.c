@@ -246,13 +246,28 @@ static void tcase_make(tcase *c, int type, int64_t n_in, int64_t n_out, int64_t 
                     const int8_t *q = qs + i * n_in + b * bs;
                     const float *wb = wd + b * bs;
                     double t = 0.0, ta = 0.0, tmin = 0.0;
+                    int32_t qsum = 0;
                     for (int k = 0; k < bs; k++) {
                         t += (double)wb[k] * q[k];
                         ta += wa[k] * abs(q[k]);
                         tmin += wm[k] * abs(q[k]);
+                        qsum += q[k];
                     }
-                    sum[i] += t * xd[i * nbx + b];
-                    mag[i] += (ta + 2 * tmin) * fabs(xd[i * nbx + b]);
+                    if (o.has_min && bs == 32) {
+                        /* Q4_1 / Q5_1: the min m times ggml's q8_1 s, the
+                         * block's unrounded scale times its sum in f16 */
+                        const float *xb = c->x + i * n_in + b * bs;
+                        float amax = 0.0f;
+                        for (int k = 0; k < bs; k++)
+                            if (fabsf(xb[k]) > amax) amax = fabsf(xb[k]);
+                        const double s16 = rkm_f16_to_f32(rkm_f32_to_f16(amax / 127.0f * (float)qsum));
+                        const double mn = -(double)o.dmin;
+                        sum[i] += (t - mn * qsum) * xd[i * nbx + b] + mn * s16;
+                        mag[i] += (ta + 2 * tmin) * fabs(xd[i * nbx + b]) + fabs(mn * s16);
+                    } else {
+                        sum[i] += t * xd[i * nbx + b];
+                        mag[i] += (ta + 2 * tmin) * fabs(xd[i * nbx + b]);
+                    }
                 }
             }
             for (int64_t i = 0; i < m; i++)

@@ -11,6 +11,7 @@
  * pthread key frees it when the thread exits); pool workers only read it
  * while the owner waits in rkm_pool_run.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #if defined(__aarch64__)
@@ -20,6 +21,7 @@
 
 #include "kernels/kernels_impl.h"
 #include "util/common.h"
+#include "util/fp16.h"
 #include "util/knobs.h"
 
 /* ------------------------------------------------------ variant table */
@@ -327,6 +329,22 @@ static void quant_worker(void *ctx, int ith, int nth)
 static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t m,
                    float *y, int64_t ldy, int reuse);
 
+/* The min term's activations of Q4_1 / Q5_1 (kernels_impl.h): per block
+ * of 32, the block's unrounded q8 scale amax/127 times the sum of its
+ * quantized values, rounded to f16, as ggml's q8_1 "s". */
+static void act_min_sums(const float *x, int64_t n_in, int64_t m, const int32_t *xs, float *xm)
+{
+    const int64_t nb = n_in / RKM_QK8_0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + i * n_in + b * RKM_QK8_0;
+            float amax = 0.0f;
+            for (int k = 0; k < RKM_QK8_0; k++) amax = fmaxf(amax, fabsf(xb[k]));
+            const float d = amax / 127.0f;
+            xm[i * nb + b] = rkm_f16_to_f32(rkm_f32_to_f16(d * (float)xs[i * nb + b]));
+        }
+}
+
 void rkm_matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64_t n_out,
                 const float *x, int64_t m, float *y, int64_t ldy)
 {
@@ -399,10 +417,12 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
         size_t qs_bytes = RKM_ALIGN_UP((size_t)(m * n_in), 64);
         size_t d_bytes = RKM_ALIGN_UP((size_t)(m * n_d) * sizeof(float), 64);
         size_t s_bytes = RKM_ALIGN_UP((size_t)(m * n_s) * sizeof(int32_t), 64);
-        char *buf = scratch_get(SLOT_ACT, qs_bytes + d_bytes + s_bytes);
+        size_t m_bytes = j.act_k ? 0 : d_bytes; /* xm: one float a block of 32 */
+        char *buf = scratch_get(SLOT_ACT, qs_bytes + d_bytes + s_bytes + m_bytes);
         j.a.xq = (const int8_t *)buf;
         j.a.xd = (const float *)(buf + qs_bytes);
         j.a.xs = (const int32_t *)(buf + qs_bytes + d_bytes);
+        j.a.xm = j.act_k ? NULL : (const float *)(buf + qs_bytes + d_bytes + s_bytes);
         j.x = x;
         scratch_buf *sb = scratch_this();
         if (!(reuse && sb->act_x == x && sb->act_n_in == n_in && sb->act_m == m && sb->act_k == j.act_k)) {
@@ -413,6 +433,7 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
             sb->act_m = m;
             sb->act_k = j.act_k;
         }
+        if (base == RKM_TYPE_Q4_1 || base == RKM_TYPE_Q5_1) act_min_sums(x, n_in, m, j.a.xs, (float *)j.a.xm);
     }
     /* About 8 chunks per thread; whole tiles. */
     int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);

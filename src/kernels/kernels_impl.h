@@ -31,10 +31,13 @@
  * sub-block s = k / sub, with int8 q and small integer sc, mn. Against
  * activations (dx, qx) of the same block, each kernel set computes
  *   isum = sum_s sc[s] * sum_{k in s} q[k] qx[k]     (exact, int32)
- *   msum = sum_s mn[s] * sum_{k in s} qx[k]          (exact, int32;
- *                                    q4_1, q5_1: dmin = -m, mn = 1)
+ *   msum = sum_s mn[s] * sum_{k in s} qx[k]          (exact, int32)
  *   acc = fmaf(d * dx, (float)isum, acc)
- *   acc = fmaf(-(dmin * dx), (float)msum, acc)       (types with mins)
+ *   acc = fmaf(-(dmin * dx), (float)msum, acc)       (K-quants with mins)
+ *   acc = fmaf(-dmin, xm, acc)                       (q4_1, q5_1: dmin = -m)
+ * where xm, per block of 32 activations, is ggml's q8_1 "s": the block's
+ * unrounded scale amax/127 times sum qx, rounded to f16 (as llama.cpp
+ * computes the min term of these two types),
  * block after block, so every set gives bit-identical results for these
  * types, at any m, thread count or row split (tests/test-kernels-types.c).
  * The grid types' sub-block scales are (2s+1)/8, (2s+1)/4 or 2s+1 times
@@ -59,6 +62,7 @@ typedef struct {
     const int8_t *xq;    /* q8 activations (Q8_0/Q4_0 weights), see above */
     const float *xd;
     const int32_t *xs;
+    const float *xm;     /* per 32 q8 activations: f16(amax/127 * sum) (Q4_1/Q5_1) */
     float *y;
     int64_t ldy;
     int type;            /* the weight type (for entries serving several) */

@@ -126,7 +126,8 @@ static void mm_qblock_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, int type
                     }
                 }
                 acc = fmaf(o.d * xd[b], (float)isum, acc);
-                if (o.has_min) acc = fmaf(-(o.dmin * xd[b]), (float)msum, acc);
+                if (o.has_min && bs == 32) acc = fmaf(-o.dmin, a->xm[i * nb + b], acc);
+                else if (o.has_min) acc = fmaf(-(o.dmin * xd[b]), (float)msum, acc);
             }
             a->y[i * a->ldy + r] = acc;
         }

@@ -270,7 +270,7 @@ static void il_repack(const rkm_mm_args *a, int64_t r, int64_t nb, char *buf, co
 }
 
 /* mins (Q4_1, Q5_1 of neon_qblock.h): each block is followed by the 4
- * rows' dmin (IL_MIN_BYTES more), and acc = fma(-(dmin dx), sum(x), acc) */
+ * rows' dmin (IL_MIN_BYTES more), and acc = fma(-dmin, xm, acc) */
 #define IL_MIN_BYTES 16
 
 N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64_t i, const int RX, const int q4,
@@ -311,7 +311,7 @@ N_INLINE void il_compute(const rkm_mm_args *a, const char *buf, int64_t r, int64
             acc[c] = vfmaq_f32(acc[c], p, vmulq_n_f32(sc, xd[c][b]));
             if (mins) {
                 const float32x4_t dmin = vld1q_f32((const float *)(buf + b * bs + IL_BLOCK_BYTES));
-                acc[c] = vfmsq_f32(acc[c], vmulq_n_f32(dmin, xd[c][b]), vdupq_n_f32((float)xs[c][b]));
+                acc[c] = vfmsq_f32(acc[c], dmin, vdupq_n_f32(a->xm[(i + c) * nb + b]));
             }
         }
     }

@@ -100,6 +100,7 @@ typedef struct {
     const int8_t *xq[4];
     const float *xd[4];
     const int32_t *xs[4];
+    const float *xm[4];  /* Q4_1 / Q5_1: the min term's activation sums */
     int64_t nb;  /* blocks a row */
     size_t pfd;  /* the prefetch distance */
     int8x16_t kv; /* IQ4 / MXFP4 levels */
@@ -126,6 +127,7 @@ N_INLINE void qb_rows_init(const rkm_mm_args *a, int64_t r, int64_t i, const int
         t->xq[c] = a->xq + (i + c) * a->n_in;
         t->xd[c] = a->xd + (i + c) * (a->n_in / (k ? 256 : 32));
         t->xs[c] = a->xs + (i + c) * (a->n_in / (k ? 16 : 32)); /* sums of 16 (q8_K) or 32 */
+        t->xm[c] = !k && b32_has_min(type) ? a->xm + (i + c) * (a->n_in / 32) : NULL;
     }
 }
 
@@ -178,8 +180,14 @@ N_INLINE float32x4_t qb_block_fma(const qb_rows *t, float32x4_t acc, int64_t b, 
     }
     const float32x4_t dx = qb_lane_dx(t, b, RX);
     acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(isum));
-    if (qb_is_k(type) ? kq_has_min(type) : b32_has_min(type))
+    if (qb_is_k(type) ? kq_has_min(type) : 0)
         acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(msum));
+    else if (!qb_is_k(type) && b32_has_min(type)) {
+        const float32x4_t xm = RX == 1 ? vdupq_n_f32(t->xm[0][b])
+                                       : (float32x4_t){t->xm[0][b], t->xm[1 % RX][b], t->xm[2 % RX][b],
+                                                       t->xm[3 % RX][b]};
+        acc = vfmsq_f32(acc, dmin, xm);
+    }
     return acc;
 }
 

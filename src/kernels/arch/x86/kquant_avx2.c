@@ -104,6 +104,7 @@ KQ_INLINE void b32_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t
     const int8_t *xq = a->xq + i * a->n_in;
     const float *xd = a->xd + i * nb;
     const int32_t *xs = a->xs + i * nb;
+    const float *xm = blk32_min(type) ? a->xm + i * nb : NULL;
     const size_t pfd = a->m == 1 ? KQ_PF_BYTES : 0;
     const __m256i ones = _mm256_set1_epi16(1);
     __m128 acc4 = _mm_setzero_ps();
@@ -131,12 +132,12 @@ KQ_INLINE void b32_rows(const rkm_mm_args *a, const int type, int64_t r, int64_t
             if (off) isum = _mm_sub_epi32(isum, _mm_set1_epi32(off));
             acc4 = _mm_fmadd_ps(_mm_mul_ps(_mm_loadu_ps(d), dx), _mm_cvtepi32_ps(isum), acc4);
             if (blk32_min(type)) {
-                const __m128 dmn = _mm_xor_ps(_mm_mul_ps(_mm_loadu_ps(dm), dx), _mm_set1_ps(-0.0f));
-                acc4 = _mm_fmadd_ps(dmn, _mm_set1_ps((float)xs[b]), acc4);
+                const __m128 m = _mm_xor_ps(_mm_loadu_ps(dm), _mm_set1_ps(-0.0f));
+                acc4 = _mm_fmadd_ps(m, _mm_set1_ps(xm[b]), acc4);
             }
         } else {
             acc1 = fmaf(d[0] * xd[b], (float)(rkm_x86_hsum_epi32(is[0]) - off), acc1);
-            if (blk32_min(type)) acc1 = fmaf(-(dm[0] * xd[b]), (float)xs[b], acc1);
+            if (blk32_min(type)) acc1 = fmaf(-dm[0], xm[b], acc1);
         }
     }
     float *y = a->y + i * a->ldy + r;

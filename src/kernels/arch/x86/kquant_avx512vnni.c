@@ -556,7 +556,7 @@ KQ_INLINE void zb_rows(const rkm_mm_args *a, const int type, const int64_t row[4
                 if (zb_off(type)) isum = _mm_sub_epi32(isum, _mm_set1_epi32(zb_off(type) * xsum));
                 const __m128 dx = _mm_set1_ps(a->xd[ii * nb + b + h]);
                 acc[c] = _mm_fmadd_ps(_mm_mul_ps(d[h], dx), _mm_cvtepi32_ps(isum), acc[c]);
-                if (has_min) acc[c] = _mm_fmadd_ps(_mm_mul_ps(m[h], dx), _mm_set1_ps((float)xsum), acc[c]);
+                if (has_min) acc[c] = _mm_fmadd_ps(m[h], _mm_set1_ps(a->xm[ii * nb + b + h]), acc[c]);
             }
         }
     }
@@ -634,7 +634,7 @@ KQ_INLINE void zbt_acts(const rkm_mm_args *a, const int type, const __m512i *t, 
             if (zb_off(type)) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(zb_off(type) * xsum));
             const __m512 dx = _mm512_set1_ps(a->xd[(i + c) * nb + b]);
             acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(isum), acc[c]);
-            if (blk32_min(type)) acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mv, dx), _mm512_set1_ps((float)xsum), acc[c]);
+            if (blk32_min(type)) acc[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(a->xm[(i + c) * nb + b]), acc[c]);
         }
     }
     for (int c = 0; c < XN; c++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r, acc[c]);
