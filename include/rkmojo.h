@@ -239,6 +239,24 @@ int rkm_session_router_margins(const rkm_session *s, int pos, int n, float *out)
  * runner-up expert in place of its k-th selection; il < 0 clears it. */
 int rkm_session_router_flip(rkm_session *s, int il, int pos);
 
+/* The router-tie analysis of ids (n <= n_ctx, evaluated from position 0):
+ * every decision with a margin under thresh is forced, one at a time, to
+ * the runner-up, and the ids evaluated again from its position; tie[p]
+ * is 1 where that changes position p's top-1 or brings its top two logits
+ * within tie_gap. The session is left holding a prefix of the ids. */
+typedef struct rkm_router_ties {
+    int n_flipped;     /* decisions under the threshold (each forced once) */
+    int *top1;         /* n: the argmax after each position, unforced */
+    float *gap;        /* n: its logit gap to the runner-up */
+    float *min_margin; /* n: the smallest margin over the layers (+inf: none) */
+    int *min_layer;    /* n: its layer (-1: none) */
+    char *tie;         /* n: 1 at a router tie */
+    float *margins;    /* n x n_layer: every margin (NaN: no routed experts) */
+} rkm_router_ties;
+int rkm_router_ties_run(rkm_session *s, const int32_t *ids, int n, float thresh, float tie_gap,
+                        rkm_router_ties *out);
+void rkm_router_ties_free(rkm_router_ties *t);
+
 typedef struct rkm_stats {
     int n_prompt;              /* tokens evaluated by eval calls */
     int n_gen;                 /* tokens generated */

@@ -8,7 +8,9 @@
  * layer; --router-ties T then forces, one at a time, the runner-up expert
  * at every decision with a margin under T and evaluates again from there:
  * a position whose top-1 changes, or whose top two come within
- * --tie-gap, is a router tie (a fifth column "router", else "-").
+ * --tie-gap, is a router tie (a fifth column "router", else "-"): the
+ * library's rkm_router_ties_run. --margins-out F writes every layer's
+ * margin, a line per position.
  *
  * Sequences longer than the context are cut into windows of n_ctx tokens,
  * each evaluated from an empty cache. Single-threaded driver.
@@ -23,86 +25,29 @@
 #include "cli/gen_common.h"
 #include "util/common.h"
 
-/* Top-1 of a row of logits and its logit gap to the runner-up. */
-static int top1(const float *l, int nv, float *gap)
+/* Every layer's router margin, a line per position ("nan": no routed
+ * experts), as `llama-cpp-ref margins` prints llama.cpp's. */
+static int write_margins(const char *path, const float *all, int n, int nl)
 {
-    int best = 0;
-    float mx = l[0], second = -INFINITY;
-    for (int j = 1; j < nv; j++) {
-        if (l[j] > mx) {
-            second = mx;
-            mx = l[j];
-            best = j;
-        } else if (l[j] > second) {
-            second = l[j];
+    FILE *f = fopen(path, "w");
+    for (int p = 0; f && p < n; p++)
+        for (int il = 0; il < nl; il++) {
+            float v = all[(size_t)p * nl + il];
+            if (v != v) fprintf(f, "%snan%s", il ? " " : "", il == nl - 1 ? "\n" : "");
+            else fprintf(f, "%s%.9g%s", il ? " " : "", v, il == nl - 1 ? "\n" : "");
         }
-    }
-    *gap = mx - second;
-    return best;
-}
-
-/* The router-tie analysis of ids (n <= n_ctx) on s: base top-1 and gaps
- * (best, gap), the smallest margin per position and its layer (mg, ml),
- * and tie[p] = 1 where one forced runner-up under thresh changes the
- * top-1 or brings the top two within tie_gap. Returns 0 or an error. */
-static int router_ties(rkm_model *m, rkm_session *s, const int32_t *ids, int n, float thresh, float tie_gap,
-                       int *best, float *gap, float *mg, int *ml, char *tie, int *n_dec)
-{
-    int nv = rkm_model_n_vocab(m), nl = rkm_model_n_layer(m), rc;
-    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)nv);
-    float *all = malloc(sizeof(float) * (size_t)n * (size_t)nl);
-    if (!lg || !all) {
-        free(lg);
-        free(all);
-        fprintf(stderr, "rkmojo perplexity: out of memory\n");
+    if (!f || ferror(f) | fclose(f)) {
+        fprintf(stderr, "rkmojo perplexity: could not write %s\n", path);
         return 1;
     }
-    rkm_session_truncate(s, 0);
-    if ((rc = rkm_session_record_router(s, 1)) || (rc = rkm_session_eval_all(s, ids, n, lg)) ||
-        (rc = rkm_session_router_margins(s, 0, n, all)))
-        goto out;
-    rkm_session_record_router(s, 0);
-    for (int p = 0; p < n; p++) {
-        best[p] = top1(lg + (size_t)p * nv, nv, &gap[p]);
-        mg[p] = INFINITY;
-        ml[p] = -1;
-        tie[p] = 0;
-        for (int il = 0; il < nl; il++) {
-            float v = all[(size_t)p * nl + il];
-            if (v == v && v < mg[p]) mg[p] = v, ml[p] = il;
-        }
-    }
-    *n_dec = 0;
-    for (int p = 0; p < n && thresh > 0; p++) {
-        for (int il = 0; il < nl; il++) {
-            float v = all[(size_t)p * nl + il];
-            if (!(v < thresh)) continue; /* NaN: no routed experts */
-            ++*n_dec;
-            if ((rc = rkm_session_truncate(s, p)) || (rc = rkm_session_router_flip(s, il, p)) ||
-                (rc = rkm_session_eval_all(s, ids + p, n - p, lg)))
-                goto out;
-            rkm_session_router_flip(s, -1, 0);
-            for (int r = p; r < n; r++) {
-                float g;
-                int b = top1(lg + (size_t)(r - p) * nv, nv, &g);
-                if (b != best[r] || g < tie_gap) tie[r] = 1;
-            }
-        }
-    }
-out:
-    if (rc) fprintf(stderr, "rkmojo perplexity: %s\n", rkm_last_error());
-    rkm_session_router_flip(s, -1, 0);
-    rkm_session_record_router(s, 0);
-    free(lg);
-    free(all);
-    return rc ? 1 : 0;
+    return 0;
 }
 
 int rkm_cmd_perplexity(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
-    const char *file = NULL, *ids_arg = NULL;
+    const char *file = NULL, *ids_arg = NULL, *margins_out = NULL;
     int print_top1 = 0, margins = 0;
     float ties = 0, tie_gap = 0.05f;
     const rkm_opt opts[] = {
@@ -116,6 +61,8 @@ int rkm_cmd_perplexity(int argc, char **argv)
         {"router-ties", 0, RKM_OPT_FLOAT, &ties, 0, 1, "T",
          .help = "force the runner-up at each router decision with a margin under T, one at a\n"
                  "time; mark the positions it changes as router ties (implies --router-margins)"},
+        {"margins-out", 0, RKM_OPT_STR, &margins_out, .arg = "FILE",
+         .help = "write every layer's router margin, a line per position (implies --router-margins)"},
         {"tie-gap", 0, RKM_OPT_FLOAT, &tie_gap, 0, 1e9, "G",
          .help = "--router-ties: a flip that brings the top two logits within G also marks a tie\n"
                  "(default 0.05)"},
@@ -152,7 +99,7 @@ int rkm_cmd_perplexity(int argc, char **argv)
     }
     int nv = rkm_model_n_vocab(m);
     int n_ctx = rkm_session_n_ctx(s);
-    if (ties > 0) margins = 1;
+    if (ties > 0 || margins_out) margins = 1;
     if (margins) {
         /* the router analysis: one window, every line with its columns */
         if (n > n_ctx) {
@@ -160,27 +107,25 @@ int rkm_cmd_perplexity(int argc, char **argv)
             rc = 2;
             goto done;
         }
-        int *best = malloc(sizeof(int) * (size_t)n), *ml = malloc(sizeof(int) * (size_t)n), n_dec = 0;
-        float *gap = malloc(sizeof(float) * (size_t)n), *mg = malloc(sizeof(float) * (size_t)n);
-        char *tie = malloc((size_t)n);
-        rc = best && ml && gap && mg && tie ? router_ties(m, s, ids, n, ties, tie_gap, best, gap, mg, ml, tie, &n_dec)
-                                            : (fprintf(stderr, "rkmojo perplexity: out of memory\n"), 1);
+        rkm_router_ties t;
+        if (rkm_router_ties_run(s, ids, n, ties, tie_gap, &t)) {
+            fprintf(stderr, "rkmojo perplexity: %s\n", rkm_last_error());
+            rc = 1;
+            goto done;
+        }
+        rc = margins_out ? write_margins(margins_out, t.margins, n, rkm_model_n_layer(m)) : 0;
         int n_tie = 0;
         for (int p = 0; !rc && p < n; p++) {
-            if (mg[p] == INFINITY) printf("%d %.6g inf -1", best[p], gap[p]);
-            else printf("%d %.6g %.6g %d", best[p], gap[p], mg[p], ml[p]);
-            if (ties > 0) printf(" %s", tie[p] ? "router" : "-");
+            if (t.min_margin[p] == INFINITY) printf("%d %.6g inf -1", t.top1[p], t.gap[p]);
+            else printf("%d %.6g %.6g %d", t.top1[p], t.gap[p], t.min_margin[p], t.min_layer[p]);
+            if (ties > 0) printf(" %s", t.tie[p] ? "router" : "-");
             printf("\n");
-            n_tie += tie[p];
+            n_tie += t.tie[p];
         }
         if (!rc && ties > 0)
             fprintf(stderr, "router ties: %d decisions with a margin under %g; %d of %d positions changed by a flip\n",
-                    n_dec, ties, n_tie, n);
-        free(best);
-        free(ml);
-        free(gap);
-        free(mg);
-        free(tie);
+                    t.n_flipped, ties, n_tie, n);
+        rkm_router_ties_free(&t);
         goto done;
     }
     int seg = 128; /* rows of logits held at once */

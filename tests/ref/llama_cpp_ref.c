@@ -46,6 +46,13 @@
  *       "\n__ggml_vocab_test__\n"), no BOS or EOS added, special-token
  *       text recognised when PARSE_SPECIAL is 1: one line " ID ID ..." per
  *       string, as `rkmojo tokenize --corpus` prints
+ *   llama-cpp-ref LIBDIR MODEL.gguf margins ID,ID,... K
+ *       feeds the ids (teacher-forced, one batch) and prints, per
+ *       position, the router margin of each layer: the K-th largest
+ *       router probability minus the (K+1)-th, from llama.cpp's own
+ *       "ffn_moe_probs-IL" tensors (read through the evaluation callback,
+ *       cb_eval), "nan" for a layer without them; one line a position,
+ *       the layers in order, as `rkmojo perplexity --margins-out` writes
  *   llama-cpp-ref LIBDIR MODEL.gguf pieces SPECIAL
  *       llama_token_to_piece of every id (control tokens rendered when
  *       SPECIAL is 1, as llama.cpp's special flag), one line per id: the
@@ -253,6 +260,9 @@ static double now(void)
 }
 
 /* Decodes ids[0..n) at positions pos0.. with logits for the last one. */
+static int decode_all_rows; /* logits of every row (the margins mode: the
+                              * last layer then keeps every row) */
+
 static void decode(void *ctx, int32_t *ids, int n, int pos0)
 {
     static int32_t pos[8192], n_seq[8192], seq0 = 0, *seq[8192];
@@ -262,7 +272,7 @@ static void decode(void *ctx, int32_t *ids, int n, int pos0)
         pos[i] = pos0 + i;
         n_seq[i] = 1;
         seq[i] = &seq0;
-        want[i] = i == n - 1;
+        want[i] = decode_all_rows || i == n - 1;
     }
     llama_batch b = {n, ids, NULL, pos, n_seq, seq, want};
     int32_t rc = L.decode(ctx, b);
@@ -314,6 +324,116 @@ static params_buf ctx_params(void)
     v[13] = 0; /* LLAMA_FLASH_ATTN_TYPE_DISABLED */
     memcpy(p.b, v, sizeof v);
     return p;
+}
+
+/* The evaluation callback of llama_context_params (cb_eval, its user data)
+ * at bytes 88 and 96 of the pinned version, after the four enums, six
+ * floats and a uint32 of rope/yarn/defrag; checked: both NULL, then
+ * type_k and type_v GGML_TYPE_F16 (1) at bytes 104 and 108. */
+typedef _Bool (*cb_eval_fn)(void *tensor, _Bool ask, void *user);
+
+static params_buf ctx_params_cb(cb_eval_fn cb, void *user)
+{
+    params_buf p = ctx_params();
+    void *ptrs[2];
+    int32_t kv[2];
+    memcpy(ptrs, p.b + 88, sizeof ptrs);
+    memcpy(kv, p.b + 104, sizeof kv);
+    if (ptrs[0] || ptrs[1] || kv[0] != 1 || kv[1] != 1)
+        die("unexpected llama_context_params layout at cb_eval (not the pinned llama.cpp?)", NULL);
+    ptrs[0] = *(void **)&cb;
+    ptrs[1] = user;
+    memcpy(p.b + 88, ptrs, sizeof ptrs);
+    return p;
+}
+
+/* struct ggml_tensor as ggml.h lays it (GGML_MAX_DIMS 4, 64 bytes of op
+ * parameters, GGML_MAX_SRC 10): type at 0, ne at 16, nb at 48, data at
+ * 248, name (64 bytes) at 256. */
+#define T_TYPE(t) (*(const int32_t *)((const char *)(t) + 0))
+#define T_NE(t, i) (((const int64_t *)((const char *)(t) + 16))[i])
+#define T_NB(t, i) (((const size_t *)((const char *)(t) + 48))[i])
+#define T_DATA(t) (*(void *const *)((const char *)(t) + 248))
+#define T_NAME(t) ((const char *)(t) + 256)
+
+typedef struct {
+    int n_layer, n_tok, k;
+    double *margin; /* n_tok x n_layer, NaN where none */
+    int seen;
+} margins_ctx;
+
+static _Bool margins_cb(void *t, _Bool ask, void *user)
+{
+    margins_ctx *mc = user;
+    const char *name = T_NAME(t);
+    char *end;
+    long il = strncmp(name, "ffn_moe_probs-", 14) ? -1 : strtol(name + 14, &end, 10);
+    if (il < 0 || end == name + 14 || *end) return ask ? 0 : 1; /* not it (views are "... (reshaped)") */
+    if (ask) return 1;
+    int64_t ne = T_NE(t, 0), nt = T_NE(t, 1);
+    if (T_TYPE(t) != 0 || T_NB(t, 0) != 4 || il < 0 || il >= mc->n_layer || nt != mc->n_tok || ne <= mc->k ||
+        !T_DATA(t))
+        die("unexpected ffn_moe_probs tensor (type, stride, rows or experts)", name);
+    for (int64_t r = 0; r < nt; r++) {
+        const float *pr = (const float *)((const char *)T_DATA(t) + r * T_NB(t, 1));
+        /* the K-th and (K+1)-th largest: K passes of a selection */
+        double top[2] = {0, 0};
+        char *taken = calloc((size_t)ne, 1);
+        for (int j = 0; j <= mc->k; j++) {
+            int64_t b = -1;
+            for (int64_t e = 0; e < ne; e++)
+                if (!taken[e] && (b < 0 || pr[e] > pr[b])) b = e;
+            taken[b] = 1;
+            if (j >= mc->k - 1) top[j - (mc->k - 1)] = pr[b];
+        }
+        free(taken);
+        mc->margin[r * mc->n_layer + il] = top[0] - top[1];
+    }
+    mc->seen++;
+    return 1;
+}
+
+static void print_margins(void *model, const char *list, int k)
+{
+    static int32_t ids[8192];
+    int n = 0;
+    for (const char *s = list; *s && n < 8192;) {
+        char *e;
+        ids[n++] = (int32_t)strtol(s, &e, 10);
+        if (e == s || (*e && *e != ',')) die("bad id list", list);
+        s = *e ? e + 1 : e;
+    }
+    char buf[64];
+    int n_layer = 0;
+    for (int i = 0; i < L.meta_count(model); i++) {
+        char key[256];
+        L.meta_key_by_index(model, i, key, sizeof key);
+        size_t kl = strlen(key);
+        if (kl > 12 && !strcmp(key + kl - 12, ".block_count")) {
+            L.meta_val_str_by_index(model, i, buf, sizeof buf);
+            n_layer = atoi(buf);
+        }
+    }
+    if (n_layer <= 0 || k <= 0) die("no block_count, or a bad K", NULL);
+    margins_ctx mc = {n_layer, n, k, malloc(sizeof(double) * (size_t)n * (size_t)n_layer), 0};
+    for (int i = 0; i < n * n_layer; i++) mc.margin[i] = NAN;
+    void *ctx = L.init_from_model(model, ctx_params_cb(margins_cb, &mc));
+    if (!ctx) die("llama_init_from_model failed", NULL);
+    L.set_n_threads(ctx, 1, 1);
+    if ((uint32_t)n > L.n_ctx(ctx)) die("the ids exceed the context", NULL);
+    decode_all_rows = 1;
+    decode(ctx, ids, n, 0);
+    if (!mc.seen) die("no ffn_moe_probs tensor was evaluated", NULL);
+    for (int r = 0; r < n; r++) {
+        for (int il = 0; il < n_layer; il++) {
+            double v = mc.margin[r * n_layer + il];
+            if (v != v) printf("%snan", il ? " " : "");
+            else printf("%s%.9g", il ? " " : "", v);
+        }
+        printf("\n");
+    }
+    L.free_ctx(ctx);
+    free(mc.margin);
 }
 
 static void *new_ctx(void *model, int threads)
@@ -505,7 +625,8 @@ int main(int argc, char **argv)
                         "       llama-cpp-ref LIBDIR MODEL.gguf meta\n"
                         "       llama-cpp-ref LIBDIR VOCAB.gguf vocab\n"
                         "       llama-cpp-ref LIBDIR MODEL.gguf tokenize CORPUS PARSE_SPECIAL\n"
-                        "       llama-cpp-ref LIBDIR MODEL.gguf pieces SPECIAL\n");
+                        "       llama-cpp-ref LIBDIR MODEL.gguf pieces SPECIAL\n"
+                        "       llama-cpp-ref LIBDIR MODEL.gguf margins ID,ID,... K\n");
         return 2;
     }
     load_lib(argv[1]);
@@ -526,6 +647,8 @@ int main(int argc, char **argv)
         print_meta(model);
     } else if (!strcmp(argv[3], "tokenize") && argc == 6) {
         tokenize_corpus(L.model_get_vocab(model), argv[4], atoi(argv[5]));
+    } else if (!strcmp(argv[3], "margins") && argc == 6) {
+        print_margins(model, argv[4], atoi(argv[5]));
     } else if (!strcmp(argv[3], "pieces") && argc == 5) {
         print_pieces(L.model_get_vocab(model), n_vocab, atoi(argv[4]));
     } else if (!strcmp(argv[3], "ids") && argc == 6) {
