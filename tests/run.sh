@@ -13,7 +13,8 @@
 #   RKM_TEST_TIMEOUT             seconds a test may take (default 900)
 #
 # Tests start longest first, by the times of the last run in this build
-# directory ($BUILD/test-times). Models the tests synthesize and convert
+# directory ($BUILD/test-times). Each test's output is kept in
+# $BUILD/test-logs/NAME.log until the next run of that test. Models the tests synthesize and convert
 # are shared through $BUILD/test-models (tests/common/models.sh).
 set -u
 BUILD=${BUILD:-build}
@@ -55,7 +56,7 @@ mapfile -t tests < <(for n in "${tests[@]}"; do
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/rkm-run.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$scratch"' EXIT
 trap 'exit 130' INT TERM
-mkdir -p "$RKM_TEST_MODELS"
+mkdir -p "$RKM_TEST_MODELS" "$BUILD/test-logs"
 find "$RKM_TEST_MODELS" -mindepth 1 -maxdepth 1 -mtime +1 -exec rm -rf {} + # unused for two days
 
 start_test() { # name: runs in the background, writes $scratch/name.{log,rc,time}
@@ -69,6 +70,7 @@ start_test() { # name: runs in the background, writes $scratch/name.{log,rc,time
     TMPDIR=$scratch/$n.tmp timeout "$TIMEOUT" "${cmd[@]}" >"$scratch/$n.log" 2>&1 </dev/null
     echo $? >"$scratch/$n.rc.part"
     echo $(( ($(date +%s%N) - t0) / 1000000 )) >"$scratch/$n.time"
+    cp "$scratch/$n.log" "$BUILD/test-logs/$n.log" 2>/dev/null
     mv "$scratch/$n.rc.part" "$scratch/$n.rc"
   ) &
 }
