@@ -10,7 +10,7 @@
 #   RKM_TEST_SET=asan|arm        only the tests whose column says yes
 #   RKM_TEST_FILTER=part         only the tests whose name contains it
 #   RKM_RUNNER                   prefixes binaries (qemu for ARM)
-#   RKM_TEST_TIMEOUT             seconds a test may take (default 900)
+#   RKM_TEST_TIMEOUT             seconds a test may take (default 900; full 3600)
 #
 # Tests start longest first, by the times of the last run in this build
 # directory ($BUILD/test-times). Each test's output is kept in
@@ -19,8 +19,8 @@
 set -u
 BUILD=${BUILD:-build}
 RUNNER=${RKM_RUNNER:-}
-TIMEOUT=${RKM_TEST_TIMEOUT:-900}
 TIER=${RKM_TEST_TIER:-ci}
+TIMEOUT=${RKM_TEST_TIMEOUT:-$([ "$TIER" = full ] && echo 3600 || echo 900)}
 JOBS=${RKM_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 cd "$(dirname "$0")/.."
 case $TIER in quick | ci | full) ;; *) echo "run.sh: RKM_TEST_TIER must be quick, ci or full, not '$TIER'"; exit 2 ;; esac

@@ -80,15 +80,21 @@ int rkm_router_ties_run(rkm_session *s, const int32_t *ids, int n, float thresh,
             if (v == v && v < t->min_margin[p]) t->min_margin[p] = v, t->min_layer[p] = il;
         }
     }
+    /* a flip at p can only mark positions from p on, so each evaluation
+     * stops at the last position not yet marked (open), and a flip with
+     * none left after it is counted but not evaluated */
+    int open = n - 1;
     for (int p = 0; p < n; p++)
         for (int il = 0; il < nl; il++) {
             if (!(t->margins[(size_t)p * nl + il] < thresh)) continue; /* NaN: no routed experts */
             t->n_flipped++;
+            while (open >= 0 && t->tie[open]) open--;
+            if (open < p) continue;
             if ((rc = rkm_session_truncate(s, p)) || (rc = rkm_session_router_flip(s, il, p)) ||
-                (rc = rkm_session_eval_all(s, ids + p, n - p, lg)))
+                (rc = rkm_session_eval_all(s, ids + p, open - p + 1, lg)))
                 goto out;
             rkm_session_router_flip(s, -1, 0);
-            for (int r = p; r < n; r++) {
+            for (int r = p; r <= open; r++) {
                 float g;
                 int b = top1(lg + (size_t)(r - p) * nv, nv, &g);
                 if (b != t->top1[r] || g < tie_gap) t->tie[r] = 1;
