@@ -14,8 +14,9 @@
 #
 # Tests start longest first, by the times of the last run in this build
 # directory ($BUILD/test-times). Each test's output is kept in
-# $BUILD/test-logs/NAME.log until the next run of that test. Models the tests synthesize and convert
-# are shared through $BUILD/test-models (tests/common/models.sh).
+# $BUILD/test-logs/NAME.log (NAME as the table has it) until the next run.
+# Models the tests synthesize and convert are shared through
+# $BUILD/test-models (tests/common/models.sh).
 set -u
 BUILD=${BUILD:-build}
 RUNNER=${RKM_RUNNER:-}
