@@ -373,7 +373,8 @@ static void test_matmul(const char **names, int n_var, rkm_pool **pools, int n_p
     }
 }
 
-/* rkm_matmul_reuse keeps q8_K activations apart from q8_0 ones. */
+/* rkm_matmul_reuse keeps q8_K activations apart from q8_0 ones, and
+ * Q4_1/Q5_1's min sums with the q8_0 ones. */
 static void test_reuse(void)
 {
     tcase a, b;
@@ -390,8 +391,23 @@ static void test_reuse(void)
     CHECK(memcmp(y2, y3, sizeof y2) == 0);
     rkm_matmul_reuse(a.type, a.w, 512, 8, a.x, 2, y3, 8);
     CHECK(memcmp(y1, y3, sizeof y1) == 0);
+    /* Q5_1 reusing q8_0 activations quantized for IQ4_NL: its min sums
+     * are filled then, and kept for the next Q5_1 */
+    tcase c;
+    tcase_make(&c, RKM_TYPE_Q5_1, 512, 8, 2);
+    float y4[16];
+    rkm_matmul(NULL, c.type, c.w, 512, 8, a.x, 2, y4, 8);
+    rkm_matmul(NULL, c.type, c.w, 512, 8, c.x, 2, y3, 8); /* other sums in the scratch */
+    rkm_matmul_reuse_begin();
+    rkm_matmul_reuse(b.type, b.w, 512, 8, a.x, 2, y3, 8);
+    CHECK(memcmp(y2, y3, sizeof y2) == 0);
+    for (int k = 0; k < 2; k++) {
+        rkm_matmul_reuse(c.type, c.w, 512, 8, a.x, 2, y3, 8);
+        CHECK(memcmp(y4, y3, sizeof y4) == 0);
+    }
     tcase_free(&a);
     tcase_free(&b);
+    tcase_free(&c);
 }
 
 int main(void)

@@ -114,6 +114,21 @@ greedy_cmp() {
       if ($9 == "router") { print NR - 1, "router", $1, $3, $4; exit }
       if ($1 != $4) { print NR - 1, "diff", $1, $3, $4; exit } }'
 }
+# forced_cmp TIES REF TIE: over the teacher-forced positions (rkmojo's
+# router-ties lines beside llama.cpp's ids), "AGREE CUT_OUT CUT_ROUTER HARD
+# N_FREE AGREE_FREE": the positions that agree, those set aside as output
+# near-ties (llama.cpp's top two logits within TIE) and, of the others,
+# as router ties, those apart outside both; and the positions that are
+# not router ties with how many of them agree
+forced_cmp() {
+  paste -d' ' "$1" "$2" | awk -v tie="$3" '
+    $1 == $6 {a++}
+    $5 != "router" {nf++; if ($1 == $6) af++}
+    $8 < tie {o++; next}
+    $5 == "router" {r++; next}
+    $1 != $6 {h++}
+    END {print a + 0, o + 0, r + 0, h + 0, nf + 0, af + 0}'
+}
 # router_ties MODEL IDS NP STEPS TIE OUT RT: rkmojo's router-tie analysis
 # of the forced ids, the STEPS lines from the prompt's last position on
 router_ties() {
@@ -154,12 +169,7 @@ for dt in $greedy_types; do
     head -n $N "$tmp/ties96.txt" >"$tmp/ties.txt"
     # teacher-forced over llama.cpp's 96 ids: positions set aside (output
     # near-ties under $tie, router ties) and those apart outside them
-    read -r agree cut_out cut_router hard <<<"$(paste -d' ' "$tmp/ties96.txt" "$tmp/ref96.txt" | awk -v tie=$tie '
-      $1 == $6 {a++}
-      $8 < tie {o++; next}
-      $5 == "router" {r++; next}
-      $1 != $6 {h++}
-      END {print a + 0, o + 0, r + 0, h + 0}')"
+    read -r agree cut_out cut_router hard _ <<<"$(forced_cmp "$tmp/ties96.txt" "$tmp/ref96.txt" $tie)"
     echo "table forced $p $dt $T agree=$agree cut_output=$cut_out cut_router=$cut_router apart=$hard"
     if [ "$hard" -gt $((T - 95)) ]; then
       echo "FAIL $name: teacher-forced $agree/$T, set aside $cut_out output ties and $cut_router router ties, $hard apart outside them"
@@ -187,7 +197,7 @@ fi
 
 # check_mix PRESET F32.gguf MIX: the agreement checks above, one mix
 check_mix() {
-  local p=$1 g32=$2 mix=$3 name g m r forced agree hard cut_out cut_router res at kind msg
+  local p=$1 g32=$2 mix=$3 name g m r forced agree hard cut_out cut_router res at kind msg n_free agree_free
   name="$p $mix"
   # llama.cpp's mix, or (experts-TYPE) the routed experts in a grid type
   if [ "${mix#experts-}" != "$mix" ]; then g=$(model_ref "$g32" experts "${mix#experts-}" 2>"$tmp/ref.err")
@@ -211,21 +221,10 @@ check_mix() {
       echo "FAIL $name: streamed through 10 cache slots, the ids differ from the resident run"; tail -n 3 "$tmp/our.err"; fail=1
     fi
   fi
-  # agreeing positions; positions set aside: llama.cpp's top two logits
-  # within 0.05 (an output near-tie), else a router tie in rkmojo's
-  # analysis; and disagreements outside both (hard)
-  read -r agree cut_out cut_router hard n_free agree_free <<<"$(paste -d' ' "$tmp/top1.txt" "$tmp/ref.txt" | awk '
-    $1 == $6 {a++}
-    $5 != "router" {nf++; if ($1 == $6) af++}
-    $8 < 0.05 {o++; next}
-    $5 == "router" {r++; next}
-    $1 != $6 {h++}
-    END {print a + 0, o + 0, r + 0, h + 0, nf + 0, af + 0}')"
-  res=$(head -n $N "$tmp/ref.txt" | paste -d' ' - "$tmp/our.txt" <(head -n $N "$tmp/top1.txt") | awk '
-    { if ($3 < 0.05) { print NR - 1, "tie"; exit }
-      if ($9 == "router") { print NR - 1, "router"; exit }
-      if ($1 != $4) { print NR - 1, "diff"; exit } }')
-  read -r at kind <<<"${res:-$N end}"
+  # output near-ties within 0.05, as for q8_0 and q4_0 above
+  read -r agree cut_out cut_router hard n_free agree_free <<<"$(forced_cmp "$tmp/top1.txt" "$tmp/ref.txt" 0.05)"
+  res=$(greedy_cmp <(head -n $N "$tmp/ref.txt") "$tmp/our.txt" <(head -n $N "$tmp/top1.txt") 0.05)
+  read -r at kind _ <<<"${res:-$N end}"
   msg="teacher-forced $agree/$T, set aside $cut_out output ties and $cut_router router ties, $hard apart outside them; greedy ids equal to step $at ($kind)"
   if [ "$hard" -gt $((T - 95)) ] || [ "$kind" = diff ]; then
     echo "FAIL $name: $msg"; fail=1

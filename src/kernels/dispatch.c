@@ -225,7 +225,8 @@ typedef struct {
     /* what SLOT_ACT holds, for rkm_matmul_reuse (x NULL: nothing reusable) */
     const float *act_x;
     int64_t act_n_in, act_m;
-    int act_k; /* q8_K (1) or q8_0 (0) activations */
+    int act_k;  /* q8_K (1) or q8_0 (0) activations */
+    int act_xm; /* q8_0 ones: their Q4_1/Q5_1 min sums are filled */
 } scratch_buf;
 
 static pthread_key_t scratch_key;
@@ -432,8 +433,12 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
             sb->act_n_in = n_in;
             sb->act_m = m;
             sb->act_k = j.act_k;
+            sb->act_xm = 0;
         }
-        if (base == RKM_TYPE_Q4_1 || base == RKM_TYPE_Q5_1) act_min_sums(x, n_in, m, j.a.xs, (float *)j.a.xm);
+        if ((base == RKM_TYPE_Q4_1 || base == RKM_TYPE_Q5_1) && !sb->act_xm) {
+            act_min_sums(x, n_in, m, j.a.xs, (float *)j.a.xm);
+            sb->act_xm = 1;
+        }
     }
     /* About 8 chunks per thread; whole tiles. */
     int64_t chunk = (n_out + (int64_t)nth * 8 - 1) / ((int64_t)nth * 8);

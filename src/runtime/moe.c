@@ -42,7 +42,9 @@ static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, in
     const rkm_hparams *hp = &m->hp;
     int ne = hp->n_expert, k = hp->n_expert_used;
     rkm_softmax(logits, ne);
-    for (int j = 0; j < k; j++) {
+    /* the k best, then the runner-up (the (k+1)-th) when there is one */
+    int runner = -1;
+    for (int j = 0; j <= k && j < ne; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
@@ -50,16 +52,14 @@ static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, in
             if (taken) continue;
             if (best < 0 || logits[e] > logits[best]) best = e;
         }
+        if (j == k) {
+            runner = best;
+            break;
+        }
         sel[j] = best;
         w[j] = logits[best];
     }
     float margin = INFINITY;
-    int runner = -1;
-    for (int e = 0; e < ne; e++) {
-        int taken = 0;
-        for (int t = 0; t < k; t++) taken |= sel[t] == e;
-        if (!taken && (runner < 0 || logits[e] > logits[runner])) runner = e;
-    }
     if (runner >= 0) {
         margin = logits[sel[k - 1]] - logits[runner];
         if (flip) {

@@ -139,10 +139,10 @@ N_INLINE void qb_lane_blocks(const qb_rows *t, size_t off, const int RW, const i
 }
 
 /* lane L: the activation scale of row L % RX, block b */
-N_INLINE float32x4_t qb_lane_dx(const qb_rows *t, int64_t b, const int RX)
+N_INLINE float32x4_t qb_lane_act(const float *const v[4], int64_t b, const int RX)
 {
-    if (RX == 1) return vdupq_n_f32(t->xd[0][b]);
-    return (float32x4_t){t->xd[0][b], t->xd[1 % RX][b], t->xd[2 % RX][b], t->xd[3 % RX][b]};
+    if (RX == 1) return vdupq_n_f32(v[0][b]);
+    return (float32x4_t){v[0][b], v[1 % RX][b], v[2 % RX][b], v[3 % RX][b]};
 }
 
 N_INLINE void qb_store(const rkm_mm_args *a, float32x4_t acc, int64_t r, int64_t i, const int RW, const int RX)
@@ -178,16 +178,10 @@ N_INLINE float32x4_t qb_block_fma(const qb_rows *t, float32x4_t acc, int64_t b, 
         qb_lane_blocks(t, (size_t)b * b32_bytes(type), RW, RX, p);
         b32_load_d(p, type, &d, &dmin);
     }
-    const float32x4_t dx = qb_lane_dx(t, b, RX);
+    const float32x4_t dx = qb_lane_act(t->xd, b, RX);
     acc = vfmaq_f32(acc, vmulq_f32(d, dx), vcvtq_f32_s32(isum));
-    if (qb_is_k(type) ? kq_has_min(type) : 0)
-        acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(msum));
-    else if (!qb_is_k(type) && b32_has_min(type)) {
-        const float32x4_t xm = RX == 1 ? vdupq_n_f32(t->xm[0][b])
-                                       : (float32x4_t){t->xm[0][b], t->xm[1 % RX][b], t->xm[2 % RX][b],
-                                                       t->xm[3 % RX][b]};
-        acc = vfmsq_f32(acc, dmin, xm);
-    }
+    if (qb_is_k(type) && kq_has_min(type)) acc = vfmsq_f32(acc, vmulq_f32(dmin, dx), vcvtq_f32_s32(msum));
+    else if (!qb_is_k(type) && b32_has_min(type)) acc = vfmsq_f32(acc, dmin, qb_lane_act(t->xm, b, RX));
     return acc;
 }
 
