@@ -730,9 +730,78 @@ static void test_arch_tables(void)
     CHECK(rkm_hparams_tensor_expected(&hg, rkm_arch_tensor(hg.arch, RKM_TENSOR_ATTN_V), 0));
 }
 
+/* A one-layer llama GGUF with these rope.scaling keys (NULL-terminated
+ * key, kind 's'tring / 'f'loat / 'u'int, value triples), its hparams read
+ * into hp: the reader's result. */
+static int rope_gguf(rkm_hparams *hp, const char *const *kv)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/rope.gguf", test_tmpdir());
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    rkm_gguf_writer_set_str(w, "general.architecture", "llama");
+    rkm_gguf_writer_set_u32(w, "llama.block_count", 1);
+    rkm_gguf_writer_set_u32(w, "llama.embedding_length", 32);
+    rkm_gguf_writer_set_u32(w, "llama.attention.head_count", 2);
+    rkm_gguf_writer_set_u32(w, "llama.feed_forward_length", 64);
+    rkm_gguf_writer_set_u32(w, "llama.context_length", 8192);
+    for (int i = 0; kv[i]; i += 3) {
+        if (kv[i + 1][0] == 's') rkm_gguf_writer_set_str(w, kv[i], kv[i + 2]);
+        else if (kv[i + 1][0] == 'f') rkm_gguf_writer_set_f32(w, kv[i], strtof(kv[i + 2], NULL));
+        else rkm_gguf_writer_set_u32(w, kv[i], (uint32_t)atoi(kv[i + 2]));
+    }
+    int64_t ne[2] = {32, 8};
+    float zero[32 * 8] = {0};
+    int rc = rkm_gguf_writer_add_tensor(w, "token_embd.weight", RKM_TYPE_F32, 2, ne);
+    if (!rc) rc = rkm_gguf_writer_begin(w, path);
+    if (!rc) rc = rkm_gguf_writer_write_data(w, zero, sizeof zero);
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    rkm_gguf_writer_free(w);
+    if (rc) return rc;
+    rkm_gguf *g = rkm_gguf_open(path);
+    if (!g) return RKM_EFORMAT;
+    rc = rkm_hparams_from_gguf(g, hp);
+    rkm_gguf_close(g);
+    return rc;
+}
+
+/* RoPE scaling from GGUF: the keys llama.cpp reads, and clear errors for
+ * a type it has that rkmojo lacks or YaRN parameters that contradict. */
+static void test_rope_scaling(void)
+{
+    rkm_hparams hp;
+    const char *none[] = {NULL};
+    CHECK(rope_gguf(&hp, none) == 0 && hp.rope_scaling == RKM_ROPE_SCALING_NONE && hp.rope_freq_scale == 1.0f);
+    const char *lin[] = {"llama.rope.scaling.type", "s", "linear", "llama.rope.scaling.factor", "f", "4", NULL};
+    CHECK(rope_gguf(&hp, lin) == 0 && hp.rope_scaling == RKM_ROPE_SCALING_LINEAR && hp.rope_freq_scale == 0.25f);
+    const char *old[] = {"llama.rope.scale_linear", "f", "2", NULL}; /* the older key: linear */
+    CHECK(rope_gguf(&hp, old) == 0 && hp.rope_scaling == RKM_ROPE_SCALING_LINEAR && hp.rope_freq_scale == 0.5f);
+    const char *off[] = {"llama.rope.scaling.type", "s", "none", "llama.rope.scaling.factor", "f", "4", NULL};
+    CHECK(rope_gguf(&hp, off) == 0 && hp.rope_scaling == RKM_ROPE_SCALING_NONE && hp.rope_freq_scale == 1.0f);
+    const char *yarn[] = {"llama.rope.scaling.type", "s", "yarn", "llama.rope.scaling.factor", "f", "32",
+                          "llama.rope.scaling.original_context_length", "u", "256",
+                          "llama.rope.scaling.yarn_beta_fast", "f", "16", "llama.rope.scaling.yarn_log_multiplier", "f",
+                          "0.1", "llama.rope.scaling.attn_factor", "f", "1.5", NULL};
+    CHECK(rope_gguf(&hp, yarn) == 0 && hp.rope_scaling == RKM_ROPE_SCALING_YARN && hp.rope_freq_scale == 1.0f / 32 &&
+          hp.rope_orig_ctx == 256 && hp.yarn_beta_fast == 16 && hp.yarn_beta_slow == 1 && hp.yarn_log_mul == 0.1f &&
+          hp.rope_attn_factor == 1.5f);
+    const char *lr[] = {"llama.rope.scaling.type", "s", "longrope", NULL};
+    CHECK(rope_gguf(&hp, lr) == RKM_EUNSUPPORTED && strstr(rkm_last_error(), "RoPE scaling 'longrope' is not supported"));
+    const char *shrink[] = {"llama.rope.scaling.type", "s", "yarn", "llama.rope.scaling.factor", "f", "0.5", NULL};
+    CHECK(rope_gguf(&hp, shrink) == RKM_EFORMAT && strstr(rkm_last_error(), "YaRN: factor 0.5 is under 1"));
+    const char *beta[] = {"llama.rope.scaling.type", "s", "yarn", "llama.rope.scaling.factor", "f", "4",
+                          "llama.rope.scaling.yarn_beta_fast", "f", "0.5", NULL};
+    CHECK(rope_gguf(&hp, beta) == RKM_EFORMAT && strstr(rkm_last_error(), "beta_fast 0.5 must exceed beta_slow 1"));
+    const char *ctx[] = {"llama.rope.scaling.type", "s", "yarn", "llama.rope.scaling.factor", "f", "4",
+                         "llama.rope.scaling.original_context_length", "u", "16384", NULL};
+    CHECK(rope_gguf(&hp, ctx) == RKM_EFORMAT && strstr(rkm_last_error(), "original context 16384"));
+    const char *neg[] = {"llama.rope.scaling.type", "s", "linear", "llama.rope.scaling.factor", "f", "-2", NULL};
+    CHECK(rope_gguf(&hp, neg) == RKM_EFORMAT && strstr(rkm_last_error(), "is not a factor"));
+}
+
 int main(void)
 {
     test_arch_tables();
+    test_rope_scaling();
     test_hash();
     test_writer_roundtrip();
     test_sampling_hints();

@@ -417,10 +417,10 @@ static void run_fixture(const char *shared, const fixture *fx)
                 if (ci == 0) {
                     /* the comparison finds a planted fault: the wrong RoPE
                      * ordering shows in layer 0's attention */
-                    m->hp.rope_neox ^= 1;
+                    for (int il = 0; il < m->hp.n_layer; il++) m->layers[il].rope.neox ^= 1;
                     fprintf(stderr, "(planted fault, the next line is expected)\n");
                     CHECK_EQ_INT(compare_layers(fx->name, m, m->md, prompt, np, 0.99999, 0.01), 1);
-                    m->hp.rope_neox ^= 1;
+                    for (int il = 0; il < m->hp.n_layer; il++) m->layers[il].rope.neox ^= 1;
                 }
                 int rt = ref_top1(m->md, prompt, np);
                 CHECK_MSG(rt == gid[0], "%s case %d: the float64 reference predicts %d, golden %d", fx->name, ci, rt, gid[0]);

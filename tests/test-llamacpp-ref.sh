@@ -90,7 +90,11 @@ presets=(
   "qwen2moe-a2.7b|$small --set n_head=2 --set n_head_kv=2 --set n_ff_exp=128 --set n_ff_shexp=256"
   "llama-dense|$small --set n_ff=256"
   "qwen3-dense|$small --set n_ff=256"
+  "qwen3-dense+yarn|$small --set n_ff=256 --set rope_scaling=yarn --set rope_freq_scale=0.25 --set rope_orig_ctx=64"
+  "llama-dense+linear|$small --set n_ff=256 --set rope_scaling=linear --set rope_freq_scale=0.5"
 )
+# an entry NAME+VARIANT is preset NAME with the variant's options (RoPE
+# scaling: YaRN with its ramp over the first pairs, linear)
 # RKM_REF_PRESETS="p1 p2": only these presets (a partial run; the floors
 # below still apply)
 if [ -n "${RKM_REF_PRESETS:-}" ]; then
@@ -152,7 +156,7 @@ for dt in $greedy_types; do
     # close decisions): outside the full tier, f32 only here
     [ "$tier" != full ] && [ "$p" = gemma4-26b-a4b ] && [ $dt != f32 ] && continue
     # shellcheck disable=SC2086  # $sets is a list of options
-    if ! g=$(model_synth --preset "$p" --dtype $dt --vocab-from "$vocab" $sets); then
+    if ! g=$(model_synth --preset "${p%%+*}" --dtype $dt --vocab-from "$vocab" $sets); then
       echo "FAIL $name: synth"; fail=1; continue
     fi
     if ! r=$(model_ref_out "$g" ids "$ids" $T 2>"$tmp/ref.err") || [ "$(wc -l <"$r")" -ne $T ]; then
@@ -242,7 +246,7 @@ for entry in "${presets[@]}"; do
   p=${entry%%|*}
   sets=${entry#*|}
   # shellcheck disable=SC2086  # $sets is a list of options
-  if ! g32=$(model_synth --preset "$p" --dtype f32 --vocab-from "$vocab" $sets); then
+  if ! g32=$(model_synth --preset "${p%%+*}" --dtype f32 --vocab-from "$vocab" $sets); then
     echo "FAIL $p: synth"; fail=1; continue
   fi
   for j in "${!mixes[@]}"; do

@@ -72,7 +72,14 @@ int rkm_cmd_inspect(int argc, char **argv)
     printf("%s\n", hp->n_layer > 8 ? " ..." : "");
     printf("rope:             %s, theta %g", hp->rope_neox ? "neox" : "normal", hp->rope_theta);
     if (hp->sliding_window) printf(" (sliding %g)", hp->rope_theta_swa);
-    printf(", dims %d%s\n", hp->rope_dim, hp->has_rope_freqs ? ", rope_freqs" : "");
+    printf(", dims %d%s", hp->rope_dim, hp->has_rope_freqs ? ", rope_freqs" : "");
+    if (hp->rope_scaling != RKM_ROPE_SCALING_NONE) {
+        printf(", %s scaling x%g", rkm_rope_scaling_name(hp->rope_scaling), 1.0 / hp->rope_freq_scale);
+        if (hp->rope_scaling == RKM_ROPE_SCALING_YARN)
+            printf(" (original context %d, beta %g/%g)", hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train,
+                   (double)hp->yarn_beta_fast, (double)hp->yarn_beta_slow);
+    }
+    printf("\n");
     if (hp->sliding_window) {
         int n = 0;
         for (int i = 0; i < hp->n_layer; i++) n += hp->swa_layer[i];

@@ -272,6 +272,16 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     rkm_gguf_writer_set_f32(w, FKEY("rms_eps"), hp->rms_eps);
     rkm_gguf_writer_set_f32(w, FKEY("rope_theta"), hp->rope_theta);
     rkm_gguf_writer_set_u32(w, FKEY("rope_dim"), (uint32_t)hp->rope_dim);
+    if (hp->rope_scaling != RKM_ROPE_SCALING_NONE) { /* as llama.cpp's converter writes them */
+        rkm_gguf_writer_set_str(w, KEY("rope.scaling.type"), rkm_rope_scaling_name(hp->rope_scaling));
+        rkm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 1.0f / hp->rope_freq_scale);
+        if (hp->rope_orig_ctx > 0)
+            rkm_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)hp->rope_orig_ctx);
+        if (hp->rope_attn_factor != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), hp->rope_attn_factor);
+        if (hp->yarn_beta_fast != 32.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), hp->yarn_beta_fast);
+        if (hp->yarn_beta_slow != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), hp->yarn_beta_slow);
+        if (hp->yarn_log_mul != 0) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), hp->yarn_log_mul);
+    }
     if (hp->n_expert) {
         rkm_gguf_writer_set_u32(w, FKEY("n_expert"), (uint32_t)hp->n_expert);
         rkm_gguf_writer_set_u32(w, FKEY("n_expert_used"), (uint32_t)hp->n_expert_used);

@@ -13,9 +13,11 @@
 #include "format/gguf.h"
 #include "util/common.h"
 
-#define HI(f) {#f, offsetof(rkm_hparams, f), RKM_HP_INT}
-#define HF(f) {#f, offsetof(rkm_hparams, f), RKM_HP_FLOAT}
-#define HB(f) {#f, offsetof(rkm_hparams, f), RKM_HP_BOOL}
+#define HI(f) {#f, offsetof(rkm_hparams, f), RKM_HP_INT, 0}
+#define HF(f) {#f, offsetof(rkm_hparams, f), RKM_HP_FLOAT, 0}
+#define HB(f) {#f, offsetof(rkm_hparams, f), RKM_HP_BOOL, 0}
+#define HIO(f) {#f, offsetof(rkm_hparams, f), RKM_HP_INT, 1}
+#define HFO(f) {#f, offsetof(rkm_hparams, f), RKM_HP_FLOAT, 1}
 static const rkm_hparams_field hp_fields[] = {
     HI(n_layer), HI(n_embd), HI(n_head), HI(head_dim), HI(head_dim_v), HI(head_dim_swa), HI(n_vocab),
     HI(n_ctx_train), HI(n_ff), HI(n_expert), HI(n_expert_used), HI(n_ff_exp), HI(n_ff_shexp),
@@ -23,7 +25,23 @@ static const rkm_hparams_field hp_fields[] = {
     HI(qk_norm), HB(has_qkv_bias), HB(rope_neox), HF(rope_theta), HF(rope_theta_swa), HI(rope_dim),
     HI(rope_dim_swa), HB(has_rope_freqs), HI(sliding_window), HF(attn_scale), HF(attn_softcap),
     HF(final_softcap), HF(embed_scale), HB(tied_output), HB(v_from_k_full), HB(v_norm), HB(gemma4_norms),
+    HIO(rope_scaling), HFO(rope_freq_scale), HIO(rope_orig_ctx), HFO(rope_attn_factor), HFO(yarn_ext_factor),
+    HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
 };
+
+static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
+
+int rkm_rope_scaling_from_name(const char *s)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(rope_scaling_names); i++)
+        if (!strcmp(s, rope_scaling_names[i])) return (int)i;
+    return -1;
+}
+
+const char *rkm_rope_scaling_name(int t)
+{
+    return t >= 0 && t < (int)RKM_ARRAY_LEN(rope_scaling_names) ? rope_scaling_names[t] : NULL;
+}
 
 
 int rkm_hparams_n_fields(void) { return (int)RKM_ARRAY_LEN(hp_fields); }
@@ -47,6 +65,10 @@ static int set_num(rkm_hparams *hp, const char *key, double v)
 
 int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value)
 {
+    if (!strcmp(key, "rope_scaling") && rkm_rope_scaling_from_name(value) >= 0) {
+        hp->rope_scaling = rkm_rope_scaling_from_name(value);
+        return 0;
+    }
     char *end;
     double v = strtod(value, &end);
     if (end == value || *end) return rkm_err(RKM_EINVAL, "'%s' is not a number (for %s)", value, key);
@@ -62,6 +84,12 @@ void rkm_hparams_init(rkm_hparams *hp, int arch)
     hp->rope_theta = 10000.0f;
     hp->embed_scale = 1.0f;
     hp->act = RKM_ACT_SILU;
+    hp->rope_freq_scale = 1.0f;
+    hp->rope_attn_factor = 1.0f;
+    hp->yarn_ext_factor = -1.0f;
+    hp->yarn_attn_factor = 1.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
     const rkm_arch_info *a = rkm_arch_info_of(arch);
     for (int i = 0; a && i < RKM_ARCH_MAX_DEFAULTS && a->defaults[i].field; i++)
         RKM_ASSERT(set_num(hp, a->defaults[i].field, a->defaults[i].value) == 0); /* test-format checks the table */
@@ -102,6 +130,26 @@ int rkm_hparams_validate(const rkm_hparams *hp)
         return BAD("rope_dim %d invalid for head_dim %d", hp->rope_dim, hp->head_dim);
     if (hp->rope_dim_swa < 0 || (hp->head_dim_swa && hp->rope_dim_swa > hp->head_dim_swa) || hp->rope_dim_swa % 2)
         return BAD("rope_dim_swa %d invalid", hp->rope_dim_swa);
+    if (hp->rope_scaling < RKM_ROPE_SCALING_NONE || hp->rope_scaling > RKM_ROPE_SCALING_YARN)
+        return BAD("unknown RoPE scaling type %d", hp->rope_scaling);
+    if (!(hp->rope_freq_scale > 0 && hp->rope_freq_scale <= 1024) || !(hp->rope_attn_factor > 0 && hp->rope_attn_factor < 1e3) ||
+        !(hp->yarn_attn_factor > 0 && hp->yarn_attn_factor < 1e3))
+        return BAD("RoPE scaling: factor 1/%g or attention factor %g out of range", (double)hp->rope_freq_scale,
+                   (double)hp->rope_attn_factor);
+    if (hp->rope_scaling == RKM_ROPE_SCALING_YARN) {
+        if (!(hp->rope_freq_scale <= 1))
+            return BAD("YaRN: factor %g is under 1 (it stretches the original context)", 1.0 / hp->rope_freq_scale);
+        if (hp->rope_orig_ctx < 0 || hp->rope_orig_ctx > hp->n_ctx_train)
+            return BAD("YaRN: original context %d is negative or over the trained context %d", hp->rope_orig_ctx,
+                       hp->n_ctx_train);
+        if (!(hp->yarn_beta_slow > 0 && hp->yarn_beta_fast > hp->yarn_beta_slow && hp->yarn_beta_fast < 1e4))
+            return BAD("YaRN: beta_fast %g must exceed beta_slow %g > 0", (double)hp->yarn_beta_fast,
+                       (double)hp->yarn_beta_slow);
+        if (!(hp->yarn_ext_factor <= 1 && (hp->yarn_ext_factor >= 0 || hp->yarn_ext_factor == -1)) ||
+            !(hp->yarn_log_mul >= 0 && hp->yarn_log_mul < 100))
+            return BAD("YaRN: ext_factor %g or log multiplier %g out of range", (double)hp->yarn_ext_factor,
+                       (double)hp->yarn_log_mul);
+    }
     if (!(hp->embed_scale > 0) || !isfinite(hp->final_softcap) || hp->final_softcap < 0) return BAD("bad scalars");
     return 0;
 }
@@ -216,6 +264,46 @@ static const rkm_gguf_tensor *role_tensor(const rkm_gguf *g, int arch, int role,
     return rkm_arch_tensor_name(arch, role, il, tn, sizeof tn) ? rkm_gguf_tensor_find(g, tn) : NULL;
 }
 
+/* "<arch>.rope.scaling.*" as llama.cpp reads them: the type (linear when
+ * only a factor is given), the factor (or the older rope.scale_linear),
+ * YaRN's original context, attention factor and ramp. */
+static int rope_scaling_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *hp)
+{
+    char k[160];
+    float factor = 0;
+    snprintf(k, sizeof k, "%s.rope.scaling.factor", ga);
+    opt_float(g, k, &factor);
+    if (factor == 0) {
+        snprintf(k, sizeof k, "%s.rope.scale_linear", ga);
+        opt_float(g, k, &factor);
+    }
+    snprintf(k, sizeof k, "%s.rope.scaling.type", ga);
+    const char *type = rkm_gguf_get_str(g, k);
+    int t = type ? rkm_rope_scaling_from_name(type) : factor != 0 ? RKM_ROPE_SCALING_LINEAR : RKM_ROPE_SCALING_NONE;
+    if (t < 0) return rkm_err(RKM_EUNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn)", type);
+    if (factor < 0 || !isfinite(factor)) return rkm_err(RKM_EFORMAT, "%s.rope.scaling.factor %g is not a factor", ga, (double)factor);
+    hp->rope_scaling = t;
+    hp->rope_freq_scale = t != RKM_ROPE_SCALING_NONE && factor != 0 ? 1.0f / factor : 1.0f;
+    static const struct {
+        const char *key;
+        size_t off;
+    } fl[] = {
+        {"rope.scaling.attn_factor", offsetof(rkm_hparams, rope_attn_factor)},
+        {"rope.scaling.yarn_ext_factor", offsetof(rkm_hparams, yarn_ext_factor)},
+        {"rope.scaling.yarn_attn_factor", offsetof(rkm_hparams, yarn_attn_factor)},
+        {"rope.scaling.yarn_beta_fast", offsetof(rkm_hparams, yarn_beta_fast)},
+        {"rope.scaling.yarn_beta_slow", offsetof(rkm_hparams, yarn_beta_slow)},
+        {"rope.scaling.yarn_log_multiplier", offsetof(rkm_hparams, yarn_log_mul)},
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) {
+        snprintf(k, sizeof k, "%s.%s", ga, fl[i].key);
+        opt_float(g, k, (float *)((char *)hp + fl[i].off));
+    }
+    snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", ga);
+    opt_int(g, k, &hp->rope_orig_ctx);
+    return 0;
+}
+
 int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
 {
     const char *ga = rkm_gguf_get_str(g, "general.architecture");
@@ -249,6 +337,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     opt_float(g, K("rope_theta"), &hp->rope_theta);
     hp->rope_theta_swa = hp->rope_theta;
     opt_float(g, K("rope_theta_swa"), &hp->rope_theta_swa);
+    if ((rc = rope_scaling_from_gguf(g, ga, hp))) return rc;
     opt_float(g, K("final_softcap"), &hp->final_softcap);
     opt_float(g, K("attn_softcap"), &hp->attn_softcap);
     opt_int(g, K("sliding_window"), &hp->sliding_window);

@@ -18,6 +18,15 @@
 
 #define RKM_MAX_LAYERS 256
 
+enum rkm_rope_scaling {
+    RKM_ROPE_SCALING_NONE = 0,
+    RKM_ROPE_SCALING_LINEAR,  /* positions divided by the factor */
+    RKM_ROPE_SCALING_YARN     /* YaRN: interpolation ramp and attention factor */
+};
+/* "none", "linear", "yarn" <-> enum; -1 / NULL if unknown. */
+int rkm_rope_scaling_from_name(const char *s);
+const char *rkm_rope_scaling_name(int t);
+
 typedef struct rkm_hparams {
     int arch;                 /* enum rkm_arch */
     char arch_name[32];       /* "qwen3moe", "mixtral", ... */
@@ -49,6 +58,15 @@ typedef struct rkm_hparams {
     int rope_dim;             /* rotated dims of full layers (<= head_dim) */
     int rope_dim_swa;         /* rotated dims of sliding layers */
     int has_rope_freqs;       /* rope_freqs.weight divides the frequencies (full layers) */
+    /* RoPE scaling, as llama.cpp applies it (attention.c: rkm_rope_setup) */
+    int rope_scaling;         /* enum rkm_rope_scaling */
+    float rope_freq_scale;    /* 1 / factor (linear, yarn); 1: none */
+    int rope_orig_ctx;        /* yarn: the original context (0: n_ctx_train) */
+    float rope_attn_factor;   /* rope.scaling.attn_factor: multiplies cos and sin */
+    float yarn_ext_factor;    /* <0: 1 for yarn, 0 otherwise */
+    float yarn_attn_factor;   /* the magnitude without extrapolation mixing */
+    float yarn_beta_fast, yarn_beta_slow; /* the ramp's corrections */
+    float yarn_log_mul;       /* rope.scaling.yarn_log_multiplier (mscale_all_dim), 0: none */
     int sliding_window;       /* 0: none */
     uint8_t swa_layer[RKM_MAX_LAYERS]; /* 1: sliding-window layer */
     float attn_scale;         /* 0: 1/sqrt(head_dim) */
@@ -76,6 +94,7 @@ typedef struct rkm_hparams_field {
     const char *name;
     size_t off;
     int kind;
+    int optional; /* a manifest may lack it: the default stands */
 } rkm_hparams_field;
 int rkm_hparams_n_fields(void);
 const rkm_hparams_field *rkm_hparams_field_at(int i);

@@ -55,6 +55,7 @@ static int hparams_from_json(const cJSON *o, rkm_hparams *hp)
         const rkm_hparams_field *f = rkm_hparams_field_at(i);
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->name);
         char *p = (char *)hp + f->off;
+        if (!v && f->optional) continue;
         if (f->kind == RKM_HP_BOOL) {
             if (!cJSON_IsBool(v)) return rkm_err(RKM_EFORMAT, "manifest: hparams.%s must be a boolean", f->name);
             *(int *)p = cJSON_IsTrue(v);

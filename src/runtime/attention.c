@@ -70,26 +70,76 @@ void rkm_kv_free(rkm_session *s)
     s->kv = NULL;
 }
 
-/* RoPE as ggml computes it: theta_i = pos * base^(-2i/rope_dim) built by
- * repeated f32 multiplication, divided by freqs[i] when given; NeoX pairs
- * (i, i + rope_dim/2), otherwise (2i, 2i+1); dims >= rope_dim untouched. */
-void rkm_rope(float *x, int n_heads, int hd, int rope_dim, int neox, float theta_base,
-              const float *freqs, int pos)
+/* ---------------------------------------------------------------- RoPE */
+
+/* YaRN's correction dim: the pair index whose wavelength fits n_rot turns
+ * into the original context (ggml's rope_yarn_corr_dim). */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base)
+{
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* llama.cpp's YaRN magnitude for a scale and an mscale */
+static float yarn_mscale(float scale, float mscale) { return scale <= 1.0f ? 1.0f : 0.1f * mscale * logf(scale) + 1.0f; }
+
+void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, const float *freqs)
+{
+    memset(r, 0, sizeof *r);
+    r->dim = dim;
+    r->neox = hp->rope_neox;
+    r->theta = theta;
+    r->freqs = freqs;
+    r->freq_scale = hp->rope_scaling == RKM_ROPE_SCALING_NONE ? 1.0f : hp->rope_freq_scale;
+    r->ext_factor = hp->yarn_ext_factor >= 0 ? hp->yarn_ext_factor
+                  : hp->rope_scaling == RKM_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+    /* the attention factor llama.cpp's context derives (llama_context),
+     * then ggml's rope multiplies it by 1 + 0.1 ln(factor) where it mixes */
+    float af = hp->yarn_attn_factor;
+    if (r->ext_factor != 0) {
+        float factor = 1.0f / r->freq_scale;
+        af = hp->yarn_log_mul != 0 ? yarn_mscale(factor, 1.0f) / yarn_mscale(factor, hp->yarn_log_mul)
+                                   : yarn_mscale(factor, 1.0f);
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    af *= hp->rope_attn_factor;
+    r->mscale = r->ext_factor != 0 ? af * (1.0f + 0.1f * logf(1.0f / r->freq_scale)) : af;
+    int n_orig = hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train;
+    if (dim > 0) {
+        float lo = floorf(yarn_corr_dim(dim, n_orig, hp->yarn_beta_fast, theta));
+        float hi = ceilf(yarn_corr_dim(dim, n_orig, hp->yarn_beta_slow, theta));
+        r->corr[0] = RKM_MAX(0.0f, lo);
+        r->corr[1] = RKM_MIN((float)(dim - 1), hi);
+    }
+}
+
+/* RoPE as ggml computes it: theta_i = pos * base^(-2i/dim) built by
+ * repeated f32 multiplication, divided by freqs[i] when given, then
+ * interpolated (times freq_scale) and, with YaRN, mixed back toward the
+ * unscaled angle on the high-frequency pairs (ramp between corr[0] and
+ * corr[1]); cos and sin times mscale. NeoX pairs (i, i + dim/2), otherwise
+ * (2i, 2i+1); dims >= dim untouched. */
+void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
 {
     float cs[512], sn[512];
-    int half = rope_dim / 2;
-    float theta_scale = powf(theta_base, -2.0f / (float)rope_dim);
+    int half = r->dim / 2;
+    float theta_scale = powf(r->theta, -2.0f / (float)r->dim);
     float theta = (float)pos;
     for (int i = 0; i < half; i++) {
-        float t = freqs ? theta / freqs[i] : theta;
-        cs[i] = cosf(t);
-        sn[i] = sinf(t);
+        float t_ex = r->freqs ? theta / r->freqs[i] : theta;
+        float t = r->freq_scale * t_ex;
+        if (r->ext_factor != 0.0f) {
+            float y = ((float)i - r->corr[0]) / RKM_MAX(0.001f, r->corr[1] - r->corr[0]);
+            float mix = (1.0f - RKM_MIN(1.0f, RKM_MAX(0.0f, y))) * r->ext_factor;
+            t = t * (1 - mix) + t_ex * mix;
+        }
+        cs[i] = cosf(t) * r->mscale;
+        sn[i] = sinf(t) * r->mscale;
         theta *= theta_scale;
     }
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * hd;
         for (int i = 0; i < half; i++) {
-            int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            int a = r->neox ? i : 2 * i, b = r->neox ? i + half : 2 * i + 1;
             float x0 = v[a], x1 = v[b];
             v[a] = x0 * cs[i] - x1 * sn[i];
             v[b] = x0 * sn[i] + x1 * cs[i];

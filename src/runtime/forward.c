@@ -68,9 +68,9 @@ static int attention_block(rkm_session *s, int il, int pos0, int n)
         }
         if (hp->v_norm)
             for (int h = 0; h < nkv; h++) rkm_rmsnorm(v + (size_t)h * hv, v + (size_t)h * hv, NULL, hv, eps);
-        if (L->rope_dim > 0) {
-            rkm_rope(q, nh, hd, L->rope_dim, hp->rope_neox, L->rope_theta, L->rope_freqs, pos0 + r);
-            rkm_rope(k, nkv, hd, L->rope_dim, hp->rope_neox, L->rope_theta, L->rope_freqs, pos0 + r);
+        if (L->rope.dim > 0) {
+            rkm_rope_apply(&L->rope, q, nh, hd, pos0 + r);
+            rkm_rope_apply(&L->rope, k, nkv, hd, pos0 + r);
         }
     }
     rkm_kv_store(s, il, pos0, n);

@@ -199,11 +199,10 @@ static int bind_layer(rkm_model *m, int il)
     L->n_kv = hp->n_head_kv[il];
     L->hd_k = L->is_swa ? hp->head_dim_swa : hp->head_dim;
     L->hd_v = L->is_swa ? hp->head_dim_swa : hp->head_dim_v;
-    L->rope_dim = L->is_swa ? hp->rope_dim_swa : hp->rope_dim;
-    L->rope_theta = L->is_swa ? hp->rope_theta_swa : hp->rope_theta;
-    if (L->n_kv <= 0 || hp->n_head % L->n_kv || L->hd_k <= 0 || L->hd_v <= 0 || L->rope_dim > L->hd_k ||
+    int rope_dim = L->is_swa ? hp->rope_dim_swa : hp->rope_dim;
+    if (L->n_kv <= 0 || hp->n_head % L->n_kv || L->hd_k <= 0 || L->hd_v <= 0 || rope_dim > L->hd_k ||
         L->hd_k > RKM_MAX_HEAD_DIM || L->hd_v > RKM_MAX_HEAD_DIM ||
-        L->rope_dim < 0 || (L->rope_dim & 1))
+        rope_dim < 0 || (rope_dim & 1))
         return rkm_err(RKM_EFORMAT, "model: layer %d: bad attention geometry", il);
     L->v_from_k = hp->v_from_k_full && !L->is_swa;
     if (L->v_from_k && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: V from K needs equal head dims", il);
@@ -214,9 +213,11 @@ static int bind_layer(rkm_model *m, int il)
     /* the global frequency divisors apply to the full-attention layers */
     const rkm_tensor_info *rf = rkm_arch_tensor(hp->arch, RKM_TENSOR_ROPE_FREQS);
     char name[128];
+    const float *freqs = NULL;
     if (!L->is_swa && rf && rkm_hparams_tensor_expected(hp, rf, -1) && !rkm_arch_format(rf->gguf, -1, 0, name, sizeof name) &&
-        (rc = vec(m, name, L->rope_dim / 2, rkm_hparams_tensor_required(hp, rf, -1), &L->rope_freqs)))
+        (rc = vec(m, name, rope_dim / 2, rkm_hparams_tensor_required(hp, rf, -1), &freqs)))
         return rc;
+    rkm_rope_setup(&L->rope, hp, rope_dim, L->is_swa ? hp->rope_theta_swa : hp->rope_theta, freqs);
     if ((rc = bind_rows(m, L, il))) return rc;
     if (rkm_hparams_is_moe_layer(hp, il)) {
         L->el = rkm_model_dir_expert_layer(m->md, il);

@@ -38,6 +38,19 @@ typedef struct rkm_mat {
                          matmuls (model.c, docs/NPU.md), or NULL */
 } rkm_mat;
 
+/* RoPE of one layer, as ggml's rope_ext computes it (attention.c):
+ * theta_i = pos * theta^(-2i/dim) / freqs[i], scaled and mixed by YaRN. */
+typedef struct rkm_rope {
+    int dim;                       /* rotated dims (<= head dim), 0: none */
+    int neox;                      /* pairs (i, i + dim/2), else (2i, 2i+1) */
+    float theta;                   /* frequency base */
+    const float *freqs;            /* per pair divisor or NULL */
+    float freq_scale;              /* 1 / the scaling factor (1: none) */
+    float ext_factor;              /* YaRN's extrapolation mix (0: none) */
+    float mscale;                  /* cos and sin are multiplied by this */
+    float corr[2];                 /* YaRN's ramp: the pairs between extrapolate partly */
+} rkm_rope;
+
 typedef struct rkm_layer {
     /* attention */
     const float *attn_norm;        /* (n_embd) */
@@ -62,9 +75,7 @@ typedef struct rkm_layer {
     /* geometry */
     int n_kv, hd_k, hd_v;          /* KV heads and head dims of this layer */
     int is_swa;                    /* sliding-window layer */
-    int rope_dim;                  /* rotated dims */
-    float rope_theta;
-    const float *rope_freqs;       /* per pair divisor or NULL */
+    rkm_rope rope;
     int v_from_k;                  /* V is the (unrotated, unnormed) K projection */
 } rkm_layer;
 
@@ -186,8 +197,12 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
 /* attention.c */
 int rkm_kv_init(rkm_session *s);
 void rkm_kv_free(rkm_session *s);
-void rkm_rope(float *x, int n_heads, int hd, int rope_dim, int neox, float theta_base,
-              const float *freqs, int pos);
+/* The RoPE of a layer of hp rotating dim dims with base theta (freqs:
+ * the per-pair divisors or NULL): the scaling's factors as llama.cpp
+ * derives them from the hyper-parameters. */
+void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, const float *freqs);
+/* Rotates n_heads heads of hd values (x: head after head) at position pos. */
+void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos);
 /* Attention of rows 0..n-1 (positions pos0..) of layer il: reads s->q,
  * the KV cache (already holding these rows), writes s->att. */
 void rkm_attention(rkm_session *s, int il, int pos0, int n);
