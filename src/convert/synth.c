@@ -38,6 +38,8 @@ static const preset presets[] = {
     {"qwen2moe-a2.7b", RKM_ARCH_QWEN2MOE, 24, 2048, 16, 16, 128, 60, 4, 1408, 0, 5632, 151936, 8192, 1e6f},
     {"llama-dense", RKM_ARCH_LLAMA, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 5e5f},
     {"qwen3-dense", RKM_ARCH_QWEN3, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 1e6f},
+    {"gpt-oss-20b", RKM_ARCH_GPT_OSS, 24, 2880, 64, 8, 64, 32, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
+    {"gpt-oss-120b", RKM_ARCH_GPT_OSS, 36, 2880, 64, 8, 64, 128, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -85,6 +87,16 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         }
     }
     if (p->arch == RKM_ARCH_QWEN2MOE) hp->n_ff = p->n_ff_shexp;
+    if (p->arch == RKM_ARCH_GPT_OSS) {
+        /* a 128-token window on every other layer (the first slides), YaRN
+         * x32 over a 4096-token original context, as published */
+        hp->sliding_window = 128;
+        for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->swa_layer[i] = i % 2 == 0;
+        hp->rope_scaling = RKM_ROPE_SCALING_YARN;
+        hp->rope_freq_scale = 1.0f / 32;
+        hp->rope_orig_ctx = 4096;
+        hp->rms_eps = 1e-5f;
+    }
     return 0;
 }
 
@@ -176,7 +188,8 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
     case RKM_INIT_ROUTER: std = t->gain; break;
     case RKM_INIT_EMBED: std = t->gain; break;
     case RKM_INIT_OUTPUT: std = 3.0 / sqrt((double)hp->n_embd); break;
-    case RKM_INIT_BIAS: std = 0.02; break;
+    case RKM_INIT_BIAS: std = 0.02 * t->gain; break;
+    case RKM_INIT_SINK: std = 1.0; break;
     default: break;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -195,7 +208,7 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
 
 static int tensor_type(const synth_tensor *t, int dtype)
 {
-    if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->ne[0] % 32) return RKM_TYPE_F32;
+    if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->init == RKM_INIT_BIAS || t->ne[0] % 32) return RKM_TYPE_F32;
     return dtype;
 }
 
@@ -266,6 +279,8 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_f32(w, FKEY("final_softcap"), hp->final_softcap);
     } else {
         rkm_gguf_writer_set_u32(w, FKEY("n_head_kv"), (uint32_t)hp->n_head_kv[0]);
+        /* the layers' pattern is the architecture's (arch.h swa_period) */
+        if (hp->sliding_window) rkm_gguf_writer_set_u32(w, FKEY("sliding_window"), (uint32_t)hp->sliding_window);
     }
     rkm_gguf_writer_set_u32(w, FKEY("head_dim"), (uint32_t)hp->head_dim);
     rkm_gguf_writer_set_u32(w, FKEY("head_dim_v"), (uint32_t)hp->head_dim_v);

@@ -164,6 +164,47 @@ static const rkm_tensor_info gemma4_tensors[] = {
      LAYER(ALL), NEED(NEVER), INIT(SCALE)},
 };
 
+/* gpt-oss (transformers' GptOss): llama's attention names with biases on
+ * q/k/v/o and a sink logit per head; the FFN norm is GGUF's
+ * post_attention_norm; a biased router and biased experts. HF keeps the
+ * experts fused (and published as MXFP4 blocks); the converter reads
+ * them from safetensors by name (source.c). */
+static const rkm_tensor_info gpt_oss_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
+     LAYER(ALL)},
+    {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),
+     INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),
+     INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_ATTN_V_BIAS, "blk.%d.attn_v.bias", NULL, {L_ "self_attn.v_proj.bias"}, SHAPE1(V), LAYER(ALL),
+     INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_ATTN_OUT_BIAS, "blk.%d.attn_output.bias", NULL, {L_ "self_attn.o_proj.bias"}, SHAPE1(EMBD),
+     LAYER(ALL), INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_ATTN_SINKS, "blk.%d.attn_sinks.weight", NULL, {L_ "self_attn.sinks"}, SHAPE1(HEAD), LAYER(ALL),
+     INIT(SINK)},
+    {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {L_ "mlp.router.weight"}, SHAPE2(EMBD, EXPERT),
+     LAYER(MOE), INIT(ROUTER), .gain = 4.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
+    {RKM_TENSOR_FFN_GATE_INP_BIAS, "blk.%d.ffn_gate_inp.bias", NULL, {L_ "mlp.router.bias"}, SHAPE1(EXPERT),
+     LAYER(MOE), INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_GATE_EXPS_BIAS, "blk.%d.ffn_gate_exps.bias", NULL, {NULL}, SHAPE2(FF_EXP, EXPERT), LAYER(MOE),
+     INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_FFN_UP_EXPS_BIAS, "blk.%d.ffn_up_exps.bias", NULL, {NULL}, SHAPE2(FF_EXP, EXPERT), LAYER(MOE),
+     INIT(BIAS), .gain = 10.0f},
+    {RKM_TENSOR_FFN_DOWN_EXPS_BIAS, "blk.%d.ffn_down_exps.bias", NULL, {L_ "mlp.experts.down_proj_bias"},
+     SHAPE2(EMBD, EXPERT), LAYER(MOE), INIT(BIAS), .gain = 10.0f},
+};
+
 /* ---------------------------------------------------- architectures */
 
 #define TENSORS(t) .tensors = t, .n_tensors = (int)RKM_ARRAY_LEN(t)
@@ -192,6 +233,12 @@ static const rkm_arch_info archs[] = {
                   {"attn_scale", 1}, {"v_from_k_full", 1}, {"v_norm", 1}, {"gemma4_norms", 1}, {"tied_output", 1},
                   {"rms_eps", 1e-6}},
      .keys = {{"n_expert_used", "expert_used_count", "top_k_experts"}}, TENSORS(gemma4_tensors)},
+    /* llama.cpp: LLM_ARCH_OPENAI_MOE; sliding layers alternate, the first
+     * slides; scale 1/sqrt(head_dim) */
+    {RKM_ARCH_GPT_OSS, "gpt-oss", "gpt-oss", 0, {"gpt_oss"}, {"GptOssForCausalLM"}, .swa_period = 2,
+     .defaults = {{"rope_neox", 1}, {"has_qkv_bias", 1}, {"act", RKM_ACT_SWIGLU_OAI},
+                  {"expert_gating", RKM_GATING_SOFTMAX_WEIGHT}},
+     .keys = {{"n_expert", "expert_count", "num_local_experts"}}, TENSORS(gpt_oss_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most

@@ -32,6 +32,7 @@ enum rkm_arch {
     RKM_ARCH_QWEN3MOE,
     RKM_ARCH_OLMOE,
     RKM_ARCH_GEMMA4,
+    RKM_ARCH_GPT_OSS,  /* gpt-oss: sinks, alternating sliding layers, biased experts */
     RKM_ARCH_COUNT
 };
 
@@ -43,7 +44,14 @@ enum rkm_qk_norm {
 
 enum rkm_act {
     RKM_ACT_SILU = 0,      /* SwiGLU: silu(gate) * up */
-    RKM_ACT_GELU_TANH      /* GeGLU with the tanh approximation */
+    RKM_ACT_GELU_TANH,     /* GeGLU with the tanh approximation */
+    RKM_ACT_SWIGLU_OAI     /* gpt-oss: min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1) */
+};
+
+/* How router logits become the top-k weights. */
+enum rkm_gating {
+    RKM_GATING_SOFTMAX = 0,    /* softmax over all experts, top-k of the probabilities */
+    RKM_GATING_SOFTMAX_WEIGHT  /* top-k of the logits, softmax over those k (gpt-oss) */
 };
 
 /* What a tensor is for, whatever its name in a given file format. */
@@ -83,6 +91,12 @@ enum rkm_tensor_role {
     RKM_TENSOR_FFN_POST_NORM_2,
     RKM_TENSOR_FFN_POST_NORM,
     RKM_TENSOR_LAYER_OUT_SCALE,
+    RKM_TENSOR_ATTN_OUT_BIAS,
+    RKM_TENSOR_ATTN_SINKS,         /* per head: a logit in each softmax's denominator */
+    RKM_TENSOR_FFN_GATE_INP_BIAS,  /* router bias */
+    RKM_TENSOR_FFN_GATE_EXPS_BIAS, /* per-expert biases [n_ff_exp or n_embd, n_expert], resident */
+    RKM_TENSOR_FFN_UP_EXPS_BIAS,
+    RKM_TENSOR_FFN_DOWN_EXPS_BIAS,
     RKM_TENSOR_ROLE_COUNT
 };
 
@@ -111,6 +125,7 @@ enum rkm_dim {
     RKM_DIM_FF_SHEXP,   /* n_ff_shexp */
     RKM_DIM_EXPERT,     /* n_expert */
     RKM_DIM_ROPE_PAIRS, /* rope_dim / 2 */
+    RKM_DIM_HEAD,       /* n_head */
     RKM_DIM_COUNT
 };
 
@@ -143,9 +158,10 @@ enum rkm_init {
     RKM_INIT_EMBED,        /* N(0, gain^2) */
     RKM_INIT_OUTPUT,       /* N(0, (3/sqrt(n_embd))^2) */
     RKM_INIT_NORM,         /* gain * (1 + N(0, 0.1^2)) */
-    RKM_INIT_BIAS,         /* N(0, 0.02^2) */
+    RKM_INIT_BIAS,         /* N(0, (0.02 gain)^2) */
     RKM_INIT_SCALE,        /* 1 + N(0, 0.1^2) */
     RKM_INIT_ROPE_FREQS,   /* partial rotary: 1 for the first quarter, 1e30 after */
+    RKM_INIT_SINK,         /* N(0, 1): a logit the size of attention scores */
 };
 
 enum {
@@ -199,6 +215,8 @@ typedef struct rkm_arch_info {
     int hf_text_config;                /* the text model's config nests in "text_config" */
     int hf_rope_permute;               /* HF q/k rows are rotate-half: permute to interleaved */
     int expert_width_in_ff;            /* n_ff_exp is stored as feed_forward_length / intermediate_size */
+    int swa_period;                    /* no per-layer pattern in a GGUF: layer il slides when
+                                        * il % period < period - 1 (llama.cpp's set_swa_pattern); 0: none */
     rkm_arch_default defaults[RKM_ARCH_MAX_DEFAULTS]; /* over the common ones (rkm_hparams_init) */
     rkm_hparam_key keys[RKM_ARCH_MAX_KEYS];           /* over the common keys (arch.c) */
     const rkm_tensor_info *tensors;    /* in the order synth writes them */

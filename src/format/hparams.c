@@ -122,6 +122,9 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     } else if (hp->n_ff < 1) {
         return BAD("dense FFN width %d out of range", hp->n_ff);
     }
+    if (hp->expert_gating < RKM_GATING_SOFTMAX || hp->expert_gating > RKM_GATING_SOFTMAX_WEIGHT)
+        return BAD("unknown expert gating %d", hp->expert_gating);
+    if (hp->act < RKM_ACT_SILU || hp->act > RKM_ACT_SWIGLU_OAI) return BAD("unknown activation %d", hp->act);
     if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer) return BAD("bad n_layer_dense_lead");
     if (!(hp->rms_eps > 0 && hp->rms_eps < 1)) return BAD("rms_eps out of range");
     if (!(hp->rope_theta > 0) || (hp->sliding_window > 0 && !(hp->rope_theta_swa > 0)))
@@ -206,6 +209,7 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_FF_SHEXP: return hp->n_ff_shexp;
     case RKM_DIM_EXPERT: return hp->n_expert;
     case RKM_DIM_ROPE_PAIRS: return hp->rope_dim / 2;
+    case RKM_DIM_HEAD: return hp->n_head;
     default: return 1;
     }
 }
@@ -366,7 +370,19 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     opt_int(g, K("rope_dim_swa"), &hp->rope_dim_swa);
 
     int pi = rkm_gguf_find(g, K("swa_layer"));
-    if (pi >= 0) {
+    const rkm_arch_info *ai = rkm_arch_info_of(arch);
+    int period = pi < 0 ? ai->swa_period : 0;
+    if (pi >= 0 && rkm_gguf_vtype(g, pi) != RKM_GGUF_ARRAY) { /* a period, as llama.cpp also reads it */
+        int64_t v;
+        if (rkm_gguf_get_int(g, k, &v) || v < 1 || v > hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "%s must be a period of 1..%d layers or one bool per layer", k, hp->n_layer);
+        period = (int)v;
+        pi = -1;
+    }
+    if (period > 0) {
+        if (hp->sliding_window < 1) return rkm_err(RKM_EFORMAT, "%s: sliding layers without a sliding window", ga);
+        for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % period < period - 1;
+    } else if (pi >= 0) {
         if (rkm_gguf_vtype(g, pi) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, pi) != (uint64_t)hp->n_layer)
             return rkm_err(RKM_EFORMAT, "%s must have one bool per layer", k);
         for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = rkm_gguf_arr_int(g, pi, (uint64_t)i) != 0;

@@ -1,6 +1,6 @@
 /*
- * attention.c - the KV cache (f16) and grouped-query attention with RoPE,
- * sliding windows and soft-capping.
+ * attention.c - the KV cache (f16) and grouped-query attention with RoPE
+ * (and its scalings), sliding windows, soft-capping and sinks.
  *
  * KV layout per layer: f16, head-major (model.h: rkm_kv_k / rkm_kv_v), so
  * a head's keys for consecutive positions are one contiguous run. Full-
@@ -212,7 +212,10 @@ static void att_worker(void *ctx, int ith, int nth)
             sc[i] = d;
             if (d > mx) mx = d;
         }
-        double sum = 0;
+        /* a sink (gpt-oss) joins the max and the denominator, as if it
+         * were one more score with no value */
+        if (L->sinks && L->sinks[h] > mx) mx = L->sinks[h];
+        double sum = L->sinks ? (double)expf(L->sinks[h] - mx) : 0.0;
         for (int i = 0; i < cnt; i++) {
             float e = expf(sc[i] - mx);
             sc[i] = e;

@@ -6,6 +6,7 @@
  * Threads: the session's thread with model->lock held; the matmuls use the
  * model's pool. Scratch (tg, tu) belongs to the caller's session.
  */
+#include <math.h>
 #include <pthread.h>
 
 #include "runtime/model.h"
@@ -23,6 +24,14 @@ static void gelu_table_init(void)
 
 void rkm_glu(const rkm_model *m, float *out, const float *g, const float *u, int64_t n)
 {
+    if (m->hp.act == RKM_ACT_SWIGLU_OAI) {
+        /* ggml's swiglu_oai: alpha 1.702, limit 7 */
+        for (int64_t i = 0; i < n; i++) {
+            float x = RKM_MIN(g[i], 7.0f), y = RKM_MAX(-7.0f, RKM_MIN(u[i], 7.0f));
+            out[i] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+        }
+        return;
+    }
     if (m->hp.act != RKM_ACT_GELU_TANH) {
         rkm_swiglu(out, g, u, n);
         return;

@@ -76,6 +76,7 @@ static int attention_block(rkm_session *s, int il, int pos0, int n)
     rkm_kv_store(s, il, pos0, n);
     rkm_attention(s, il, pos0, n);
     if ((rc = rkm_model_mm(m, &L->wo, s->att, n, s->tmp))) return rc;
+    add_bias(s->tmp, L->bo, n, hp->n_embd);
     if (L->post_attn_norm) norm_rows(s->tmp, s->tmp, L->post_attn_norm, n, hp->n_embd, eps);
     return 0;
 }

@@ -160,6 +160,9 @@ static const struct {
     FM(FFN_GATE_INP_SHEXP, sh_gate_inp), FM(FFN_GATE_SHEXP, sh_gate),
     FM(FFN_UP_SHEXP, sh_up),          FM(FFN_DOWN_SHEXP, sh_down),
     FV(FFN_POST_NORM_2, post_ffw_norm_2), FV(FFN_POST_NORM, post_ffw_norm),
+    FV(ATTN_OUT_BIAS, bo),            FV(ATTN_SINKS, sinks),
+    FV(FFN_GATE_INP_BIAS, router_b),  FV(FFN_GATE_EXPS_BIAS, exp_gate_b),
+    FV(FFN_UP_EXPS_BIAS, exp_up_b),   FV(FFN_DOWN_EXPS_BIAS, exp_down_b),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 
@@ -408,10 +411,6 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         hp->n_head <= 0 || hp->n_expert > RKM_MAX_EXPERTS ||
         (hp->n_expert > 0 && (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert))) {
         rkm_err(RKM_EFORMAT, "model: bad hyper-parameters");
-        goto fail;
-    }
-    if (hp->expert_gating != 0) {
-        rkm_err(RKM_EUNSUPPORTED, "model: expert gating function %d is not supported (softmax only)", hp->expert_gating);
         goto fail;
     }
     m->layers = calloc((size_t)hp->n_layer, sizeof(rkm_layer));

@@ -58,7 +58,8 @@ typedef struct rkm_layer {
     rkm_mat wk;                    /* (n_embd -> n_kv*hd_k) */
     rkm_mat wv;                    /* (n_embd -> n_kv*hd_v), absent when V = K */
     rkm_mat wo;                    /* (n_head*hd_v -> n_embd) */
-    const float *bq, *bk, *bv;     /* biases or NULL */
+    const float *bq, *bk, *bv, *bo; /* biases or NULL */
+    const float *sinks;            /* gpt-oss (n_head): a logit beside each softmax's scores */
     const float *q_norm, *k_norm;  /* (hd_k) per head or (n_head*hd_k) full */
     const float *post_attn_norm;   /* gemma4 (n_embd) */
     /* feed-forward */
@@ -66,6 +67,9 @@ typedef struct rkm_layer {
     rkm_mat ffn_gate, ffn_up, ffn_down; /* dense FFN (dense archs, gemma4 MLP) */
     const float *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2, *post_ffw_norm; /* gemma4 */
     rkm_mat router;                /* (n_embd -> n_expert), f32 usually */
+    const float *router_b;         /* gpt-oss (n_expert) */
+    const float *exp_gate_b, *exp_up_b; /* gpt-oss per-expert biases (n_ff_exp x n_expert) */
+    const float *exp_down_b;       /* (n_embd x n_expert) */
     const float *router_scale;     /* gemma4 (n_embd) */
     const float *expert_scale;     /* gemma4 (n_expert) */
     float out_scale;               /* gemma4 layer_output_scale, else 1 */

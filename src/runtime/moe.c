@@ -1,7 +1,8 @@
 /*
- * moe.c - the routed-expert layer: router softmax, top-k,
- * renormalisation, per-expert scales, the shared expert beside the routed
- * ones (its dense FFN is ffn.c's).
+ * moe.c - the routed-expert layer: router (and its bias), softmax and
+ * top-k as the architecture gates them, renormalisation, per-expert scales
+ * and biases, the shared expert beside the routed ones (its dense FFN is
+ * ffn.c's).
  *
  * A chunk of n rows is routed first; then rows are grouped by expert and
  * each selected expert runs ONCE for all its rows (one matmul with m = its
@@ -31,17 +32,25 @@ static int part_type(const rkm_model *m, const rkm_expert_part *p)
     return m->pack_experts ? rkm_pack_type(p->type, p->ne[1]) : p->type;
 }
 
-/* Softmax over the router logits of one row, top-k (ties: lower id), then
- * renormalisation and per-expert scales as the architecture says. Returns
- * the row's router margin: the k-th selection's probability minus the
- * best one left out (+inf when every expert is selected). flip: the
- * runner-up takes the k-th selection's place (a debugging knob, see
- * rkm_session_router_flip). */
+/* The top-k of one row's router logits as the architecture weighs them:
+ * softmax over all, top-k of the probabilities (ties: lower id), then
+ * renormalisation and per-expert scales; or (gpt-oss) top-k of the logits
+ * and a softmax over those k. Returns the row's router margin: the k-th
+ * selection's probability minus the best one left out, probabilities
+ * being the softmax over all experts either way (+inf when every expert
+ * is selected). flip: the runner-up takes the k-th selection's place (a
+ * debugging knob, see rkm_session_router_flip). */
 static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, int *sel, float *w, int flip)
 {
     const rkm_hparams *hp = &m->hp;
     int ne = hp->n_expert, k = hp->n_expert_used;
+    int by_logit = hp->expert_gating == RKM_GATING_SOFTMAX_WEIGHT;
+    float raw[RKM_MAX_EXPERTS];
+    if (L->router_b)
+        for (int e = 0; e < ne; e++) logits[e] += L->router_b[e];
+    if (by_logit) memcpy(raw, logits, sizeof(float) * (size_t)ne);
     rkm_softmax(logits, ne);
+    const float *key = by_logit ? raw : logits;
     /* the k best, then the runner-up (the (k+1)-th) when there is one */
     int runner = -1;
     for (int j = 0; j <= k && j < ne; j++) {
@@ -50,22 +59,24 @@ static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, in
             int taken = 0;
             for (int t = 0; t < j; t++) taken |= sel[t] == e;
             if (taken) continue;
-            if (best < 0 || logits[e] > logits[best]) best = e;
+            if (best < 0 || key[e] > key[best]) best = e;
         }
         if (j == k) {
             runner = best;
             break;
         }
         sel[j] = best;
-        w[j] = logits[best];
     }
     float margin = INFINITY;
     if (runner >= 0) {
         margin = logits[sel[k - 1]] - logits[runner];
-        if (flip) {
-            sel[k - 1] = runner;
-            w[k - 1] = logits[runner];
-        }
+        if (flip) sel[k - 1] = runner;
+    }
+    if (by_logit) {
+        for (int j = 0; j < k; j++) w[j] = raw[sel[j]];
+        rkm_softmax(w, k);
+    } else {
+        for (int j = 0; j < k; j++) w[j] = logits[sel[j]];
     }
     if (hp->expert_norm_topk) {
         float sum = 0;
@@ -90,6 +101,8 @@ static void prefetch_next(rkm_session *s, int il, const float *rin)
     int ne = m->hp.n_expert, k = m->hp.n_expert_used;
     float lg[RKM_MAX_EXPERTS];
     rkm_matmul_mat(m->pool, &m->layers[nl].router, rin, 1, lg);
+    if (m->layers[nl].router_b)
+        for (int e = 0; e < ne; e++) lg[e] += m->layers[nl].router_b[e];
     int ids[RKM_MAX_EXPERTS], n_ids = 0;
     for (int j = 0; j < k; j++) {
         int b = -1;
@@ -163,6 +176,13 @@ int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
     }
     if (rc) rkm_expert_cache_release(m->cache, il);
     return rc;
+}
+
+/* rows x n values += the bias b (an expert's, gpt-oss) */
+static void add_rows(float *y, const float *b, int rows, int n)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < n; c++) y[(size_t)r * n + c] += b[c];
 }
 
 /* o = y * w (acc 0) or o += y * w, the product rounded before the add. */
@@ -270,6 +290,8 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
             for (int b = 0; b < nb; b++) {
                 int e = ids[t0 + batch[b]];
                 float *ge = s->ge + (size_t)start[e] * ff, *ue = s->ue + (size_t)start[e] * ff;
+                if (L->exp_gate_b) add_rows(ge, L->exp_gate_b + (size_t)e * ff, cnt[e], ff);
+                if (L->exp_up_b) add_rows(ue, L->exp_up_b + (size_t)e * ff, cnt[e], ff);
                 rkm_glu(m, ge, ge, ue, (int64_t)cnt[e] * ff);
                 /* down: its output replaces the gathered input rows */
                 tk[b] = (rkm_mm_task){part_type(m, pd), blobs[b] + pd->offset, ff, E, ge, cnt[e],
@@ -280,6 +302,11 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out)
                 rkm_expert_cache_release(m->cache, il);
                 return rc;
             }
+            if (L->exp_down_b)
+                for (int b = 0; b < nb; b++) {
+                    int e = ids[t0 + batch[b]];
+                    add_rows(s->xe + (size_t)start[e] * E, L->exp_down_b + (size_t)e * E, cnt[e], E);
+                }
             for (int b = 0; b < nb; b++) {
                 done[batch[b]] = 1;
                 left--;
