@@ -3,6 +3,7 @@
  * the converter (keep / q8_0 / q4_0), expert blob layout, checksums and
  * --verify, and clean errors on truncated or corrupt input.
  */
+#include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -514,9 +515,64 @@ static void check_hf_equivalence(const char *preset, const char *const *sets, in
     rkm_model_dir_close(b);
 }
 
-/* ------------------------------------------------ recommended sampling */
-
 static int write_str(const char *path, const char *s) { return rkm_write_file_atomic(path, s, strlen(s)); }
+
+/* config.json rope_scaling of type llama3: the converter derives
+ * rope_freqs as llama.cpp's does (checked here against the published
+ * rule in double precision); other unknown types are refused by name. */
+static void test_hf_llama3_rope(void)
+{
+    char gg[1024], hf[1024], out[1024], cfgp[1100];
+    snprintf(gg, sizeof gg, "%s/l3.gguf", test_tmpdir());
+    snprintf(hf, sizeof hf, "%s/l3-hf", test_tmpdir());
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", hf);
+    rkm_synth_opts o = {.preset = "llama-dense", .seed = 5, .dtype = RKM_TYPE_F32, .hf_out = hf};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    size_t n;
+    char *js = rkm_read_file(cfgp, &n);
+    cJSON *cfg = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    CHECK(cfg != NULL);
+    if (!cfg) return;
+    cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+    cJSON_AddNumberToObject(rs, "factor", 8);
+    cJSON_AddNumberToObject(rs, "low_freq_factor", 1);
+    cJSON_AddNumberToObject(rs, "high_freq_factor", 4);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", 256);
+    char *txt = cJSON_Print(cfg);
+    CHECK(write_str(cfgp, txt) == 0);
+    free(txt);
+    snprintf(out, sizeof out, "%s/l3.rkmojo", test_tmpdir());
+    rkm_convert_opts c = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(hf, out, &c) == 0, "%s", rkm_last_error());
+    rkm_model_dir *md = rkm_model_dir_open(out);
+    const rkm_tensor_view *rf = md ? rkm_model_dir_tensor(md, "rope_freqs.weight") : NULL;
+    CHECK(md && md->hp.has_rope_freqs && rf && rf->type == RKM_TYPE_F32 && rf->ne[0] == md->hp.rope_dim / 2);
+    if (rf) {
+        const float *f = rf->data;
+        int ones = 0, full = 0, ramp = 0;
+        for (int i = 0; i < md->hp.rope_dim / 2; i++) {
+            double wave = 2 * M_PI * pow(md->hp.rope_theta, 2.0 * i / md->hp.rope_dim);
+            double want = wave < 256 / 4.0 ? 1 : wave > 256 ? 8 : 1 / ((1 - (256 / wave - 1) / 3) / 8 + (256 / wave - 1) / 3);
+            CHECK_MSG(fabs(f[i] - want) <= 1e-5 * want, "rope_freqs[%d] = %g, want %g", i, (double)f[i], want);
+            ones += want == 1;
+            full += want == 8;
+            ramp += want != 1 && want != 8;
+        }
+        CHECK_MSG(ones && full && ramp, "the case covers every branch (%d %d %d)", ones, full, ramp);
+    }
+    rkm_model_dir_close(md);
+    cJSON_ReplaceItemInObject(rs, "rope_type", cJSON_CreateString("dynamic"));
+    txt = cJSON_Print(cfg);
+    CHECK(write_str(cfgp, txt) == 0);
+    free(txt);
+    snprintf(out, sizeof out, "%s/l3-dyn.rkmojo", test_tmpdir());
+    CHECK_MSG(rkm_convert(hf, out, &c) != 0 && strstr(rkm_last_error(), "rope_scaling 'dynamic' is not supported"), "%s", rkm_last_error());
+    cJSON_Delete(cfg);
+}
+
+/* ------------------------------------------------ recommended sampling */
 
 /* A copy of GGUF `in` with extra general.sampling.* keys. */
 static int gguf_with_sampling(const char *in, const char *out)
@@ -827,5 +883,10 @@ int main(void)
     check_hf_equivalence("qwen2moe-a2.7b", small_sh, (int)RKM_ARRAY_LEN(small_sh));
     check_hf_equivalence("olmoe-1b-7b", small, (int)RKM_ARRAY_LEN(small));
     check_hf_equivalence("tiny-gemma4", NULL, 0);
+    static const char *const yarn[] = {"rope_scaling=yarn", "rope_freq_scale=0.25", "rope_orig_ctx=64", "yarn_beta_fast=16"};
+    static const char *const linear[] = {"rope_scaling=linear", "rope_freq_scale=0.5"};
+    check_hf_equivalence("qwen3-dense", yarn, (int)RKM_ARRAY_LEN(yarn));
+    check_hf_equivalence("llama-dense", linear, (int)RKM_ARRAY_LEN(linear));
+    test_hf_llama3_rope();
     return test_done();
 }

@@ -63,6 +63,7 @@
 #          q4_0 runs of every preset, Q4_K_M for every preset, each other
 #          mix for a third of the presets (mix j on preset i when
 #          (i + j) % 3 == 0, so every mix and every preset are in it),
+#          gpt-oss in MXFP4_MOE (its published type) too,
 #          each grid type for one of its two presets, and the width
 #          check; the 128-expert gemma4-26b-a4b shape (about a minute of
 #          router analysis a file) in f32 and Q4_K_M only;
@@ -253,7 +254,8 @@ for entry in "${presets[@]}"; do
   for j in "${!mixes[@]}"; do
     case $tier in
       quick) [ "$j" -eq 0 ] || continue ;;
-      ci) [ "$j" -eq 0 ] || { [ $(((i + j) % 3)) -eq 0 ] && [ "$p" != gemma4-26b-a4b ]; } || continue ;;
+      ci) [ "$j" -eq 0 ] || { [ $(((i + j) % 3)) -eq 0 ] && [ "$p" != gemma4-26b-a4b ]; } ||
+          { [ "${p%%+*}" = gpt-oss-20b ] && [ "${mixes[$j]}" = mxfp4_moe ]; } || continue ;;
     esac
     check_mix "$p" "$g32" "${mixes[$j]}"
   done

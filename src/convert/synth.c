@@ -290,8 +290,9 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     if (hp->rope_scaling != RKM_ROPE_SCALING_NONE) { /* as llama.cpp's converter writes them */
         rkm_gguf_writer_set_str(w, KEY("rope.scaling.type"), rkm_rope_scaling_name(hp->rope_scaling));
         rkm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 1.0f / hp->rope_freq_scale);
-        if (hp->rope_orig_ctx > 0)
-            rkm_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)hp->rope_orig_ctx);
+        if (hp->rope_scaling == RKM_ROPE_SCALING_YARN)
+            rkm_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                    (uint32_t)(hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train));
         if (hp->rope_attn_factor != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), hp->rope_attn_factor);
         if (hp->yarn_beta_fast != 32.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), hp->yarn_beta_fast);
         if (hp->yarn_beta_slow != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), hp->yarn_beta_slow);
@@ -393,6 +394,18 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     if (hp->n_ff_shexp) cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
     cJSON_AddNumberToObject(c, "rms_norm_eps", hp->rms_eps);
     cJSON_AddNumberToObject(c, "rope_theta", hp->rope_theta);
+    if (hp->rope_scaling != RKM_ROPE_SCALING_NONE) {
+        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", rkm_rope_scaling_name(hp->rope_scaling));
+        cJSON_AddNumberToObject(rs, "factor", 1.0 / hp->rope_freq_scale);
+        if (hp->rope_scaling == RKM_ROPE_SCALING_YARN) {
+            cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+                                    hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train);
+            cJSON_AddNumberToObject(rs, "beta_fast", hp->yarn_beta_fast);
+            cJSON_AddNumberToObject(rs, "beta_slow", hp->yarn_beta_slow);
+            cJSON_AddBoolToObject(rs, "truncate", 0); /* as gpt-oss publishes it; llama.cpp truncates anyway */
+        }
+    }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", hp->tied_output);
     cJSON_AddNumberToObject(c, "bos_token_id", rkm_tokenizer_bos(tok));
     cJSON_AddNumberToObject(c, "eos_token_id", rkm_tokenizer_eos(tok));

@@ -37,7 +37,7 @@
     {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED), \
      INIT(OUTPUT)},                                                                                                   \
     {RKM_TENSOR_ROPE_FREQS, "rope_freqs.weight", NULL, {NULL}, SHAPE1(ROPE_PAIRS), LAYER(GLOBAL), WHEN(ROPE_FREQS),  \
-     INIT(ROPE_FREQS)}
+     INIT(ROPE_FREQS), .flags = RKM_TF_HF_DERIVED}
 
 #define ROWS_LLAMA_ATTN                                                                                               \
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \

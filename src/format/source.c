@@ -159,7 +159,76 @@ static double gemma4_partial_rotary(const cJSON *root)
     return f;
 }
 
-static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir)
+/* Llama 3's frequency factors as llama.cpp's converter derives them into
+ * rope_freqs: 1 for wavelengths under orig/high, factor over orig/low,
+ * a smooth ramp between. f[0..4]: factor, low, high, original context. */
+static float *llama3_rope_freqs(const rkm_hparams *hp, const double f[4])
+{
+    int n = hp->rope_dim / 2;
+    float *out = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!out) return NULL;
+    double factor = f[0], lo = f[1], hi = f[2], orig = f[3];
+    double lo_wave = orig / lo, hi_wave = orig / hi;
+    for (int i = 0; i < n; i++) {
+        /* float32 as the converter's torch computes the base frequencies */
+        float freq = 1.0f / powf(hp->rope_theta, (float)(2 * i) / (float)hp->rope_dim);
+        double wave = 2 * M_PI / freq;
+        if (wave < hi_wave) out[i] = 1.0f;
+        else if (wave > lo_wave) out[i] = (float)factor;
+        else {
+            double smooth = (orig / wave - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+    return out;
+}
+
+/* config.json's rope_scaling (or transformers 5's rope_parameters) as
+ * llama.cpp's converter reads it: linear and yarn become the manifest's
+ * scaling fields; llama3 fills llama3[] (factor, low_freq_factor,
+ * high_freq_factor, original context) for the derived rope_freqs; default
+ * is none. Other types are refused by name. Where transformers differs
+ * from llama.cpp (YaRN's "truncate": false, "attention_factor" beside the
+ * ramp), llama.cpp's reading is followed (docs/FORMAT.md). */
+static int hf_rope_scaling(const cJSON *c, rkm_hparams *hp, double llama3[4])
+{
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) rs = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
+    if (!rs || cJSON_IsNull(rs)) return 0;
+    if (!cJSON_IsObject(rs)) return rkm_err(RKM_EFORMAT, "config.json: rope_scaling is not an object");
+    hp->rope_theta = hp->rope_theta_swa = (float)jnum(rs, "rope_theta", hp->rope_theta);
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!cJSON_IsString(ty)) ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *t = cJSON_IsString(ty) ? ty->valuestring : "default";
+    double factor = jnum(rs, "factor", 0);
+    int orig = jint(rs, "original_max_position_embeddings", hp->n_ctx_train);
+    if (!strcmp(t, "default")) return 0;
+    if (!(factor > 0 && factor < 1e6)) return rkm_err(RKM_EFORMAT, "config.json: rope_scaling '%s' needs a positive factor", t);
+    if (!strcmp(t, "linear") || !strcmp(t, "yarn")) {
+        hp->rope_scaling = !strcmp(t, "yarn") ? RKM_ROPE_SCALING_YARN : RKM_ROPE_SCALING_LINEAR;
+        hp->rope_freq_scale = (float)(1.0 / factor);
+        if (hp->rope_scaling == RKM_ROPE_SCALING_YARN) {
+            hp->rope_orig_ctx = orig;
+            hp->yarn_beta_fast = (float)jnum(rs, "beta_fast", hp->yarn_beta_fast);
+            hp->yarn_beta_slow = (float)jnum(rs, "beta_slow", hp->yarn_beta_slow);
+            hp->yarn_ext_factor = (float)jnum(rs, "extrapolation_factor", hp->yarn_ext_factor);
+            hp->yarn_attn_factor = (float)jnum(rs, "attention_factor", jnum(rs, "attn_factor", hp->yarn_attn_factor));
+        }
+        return 0;
+    }
+    if (!strcmp(t, "llama3")) {
+        llama3[0] = factor;
+        llama3[1] = jnum(rs, "low_freq_factor", 1.0);
+        llama3[2] = jnum(rs, "high_freq_factor", 4.0);
+        llama3[3] = jint(rs, "original_max_position_embeddings", 8192);
+        if (!(llama3[1] > 0 && llama3[2] > llama3[1] && llama3[3] > 0))
+            return rkm_err(RKM_EFORMAT, "config.json: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+        return 0;
+    }
+    return rkm_err(RKM_EUNSUPPORTED, "config.json: rope_scaling '%s' is not supported (linear, yarn, llama3)", t);
+}
+
+static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, double llama3[4])
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const cJSON *ar = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "architectures"), 0);
@@ -176,8 +245,6 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir)
     int n_exp = jint(c, hk(a->experts_arch ? a->experts_arch : arch, "n_expert"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert"), 0));
     arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
-    if (rs && !cJSON_IsNull(rs)) return rkm_err(RKM_EUNSUPPORTED, "config.json: rope_scaling is not supported yet");
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");
     if (cJSON_IsArray(mlp_only) && cJSON_GetArraySize(mlp_only) > 0)
         return rkm_err(RKM_EUNSUPPORTED, "config.json: mlp_only_layers is not supported");
@@ -194,6 +261,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir)
     const cJSON *nt = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "expert_norm_topk"));
     if (cJSON_IsBool(nt)) hp->expert_norm_topk = cJSON_IsTrue(nt);
     hp->rope_theta = hp->rope_theta_swa = (float)jnum(c, hk(arch, "rope_theta"), 10000.0);
+    if ((rc = hf_rope_scaling(c, hp, llama3))) return rc;
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "tied_output"));
     hp->tied_output = cJSON_IsTrue(tie);
     /* attention_bias: false does not remove the biases an arch always has (qwen2) */
@@ -280,6 +348,27 @@ static int list_shards(rkm_source *s, const char *dir)
     return rc;
 }
 
+/* A global f32 vector the converter derives from config.json (a row of
+ * the table with RKM_TF_HF_DERIVED): takes f. s->tensors has room for
+ * one (open_hf). */
+static int add_derived(rkm_source *s, int role, float *f, int n)
+{
+    const rkm_tensor_info *ti = rkm_arch_tensor(s->hp.arch, role);
+    if (rkm_source_find(s, ti->gguf)) {
+        free(f);
+        return rkm_err(RKM_EFORMAT, "%s is both in the checkpoint and derived from config.json", ti->gguf);
+    }
+    rkm_src_tensor *t = &s->tensors[s->n_tensors++];
+    t->name = strdup(ti->gguf);
+    t->type = RKM_TYPE_F32;
+    t->n_dims = 1;
+    t->ne[0] = n;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    t->nbytes = sizeof(float) * (uint64_t)n;
+    t->inline_data = f;
+    return t->name ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+}
+
 /* Gemma 4's per-layer attention shapes, from the tensors: head dim = size of
  * q_norm, kv heads = rows of k_proj / head dim; a layer without v_proj is
  * a full-attention layer (V is derived from K). Also the rope_freqs vector
@@ -313,15 +402,7 @@ static int gemma4_dims(rkm_source *s, double partial_rotary)
     float *f = malloc(sizeof(float) * (size_t)n);
     if (!f) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) f[i] = i < rot ? 1.0f : 1e30f;
-    rkm_src_tensor *t = &s->tensors[s->n_tensors++];
-    t->name = strdup(rkm_arch_tensor(hp->arch, RKM_TENSOR_ROPE_FREQS)->gguf);
-    t->type = RKM_TYPE_F32;
-    t->n_dims = 1;
-    t->ne[0] = n;
-    t->ne[1] = t->ne[2] = t->ne[3] = 1;
-    t->nbytes = sizeof(float) * (uint64_t)n;
-    t->inline_data = f;
-    return t->name ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+    return add_derived(s, RKM_TENSOR_ROPE_FREQS, f, n);
 }
 
 static int open_hf(rkm_source *s, const char *dir)
@@ -336,7 +417,8 @@ static int open_hf(rkm_source *s, const char *dir)
     cJSON *cfg = cJSON_ParseWithLength(js, n);
     free(js);
     if (!cfg) return rkm_err(RKM_EFORMAT, "%s/config.json is not valid JSON", dir);
-    int rc = hf_hparams(cfg, &s->hp, dir);
+    double llama3[4] = {0};
+    int rc = hf_hparams(cfg, &s->hp, dir, llama3);
     double partial_rotary = gemma4_partial_rotary(cfg);
     cJSON_Delete(cfg);
     if (rc) return rc;
@@ -377,6 +459,13 @@ static int open_hf(rkm_source *s, const char *dir)
         }
     }
     if (s->hp.arch == RKM_ARCH_GEMMA4 && (rc = gemma4_dims(s, partial_rotary))) return rc;
+    if (llama3[0] > 0) {
+        if (!rkm_arch_tensor(s->hp.arch, RKM_TENSOR_ROPE_FREQS))
+            return rkm_err(RKM_EUNSUPPORTED, "config.json: llama3 rope_scaling on %s", s->hp.arch_name);
+        s->hp.has_rope_freqs = 1;
+        float *f = llama3_rope_freqs(&s->hp, llama3);
+        if (!f || (rc = add_derived(s, RKM_TENSOR_ROPE_FREQS, f, s->hp.rope_dim / 2))) return rc ? rc : rkm_err(RKM_ENOMEM, "out of memory");
+    }
     const rkm_src_tensor *emb = rkm_source_role(s, RKM_TENSOR_TOKEN_EMBD, -1);
     if (!emb) return rkm_err(RKM_EFORMAT, "%s: no embedding tensor (model.embed_tokens.weight)", dir);
     if (emb->ne[0] != s->hp.n_embd || emb->ne[1] != s->hp.n_vocab)
