@@ -887,6 +887,10 @@ int main(void)
     static const char *const linear[] = {"rope_scaling=linear", "rope_freq_scale=0.5"};
     check_hf_equivalence("qwen3-dense", yarn, (int)RKM_ARRAY_LEN(yarn));
     check_hf_equivalence("llama-dense", linear, (int)RKM_ARRAY_LEN(linear));
+    static const char *const oss[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                      "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8",
+                                      "sliding_window=16", "n_ctx_train=4096", "rope_orig_ctx=512"};
+    check_hf_equivalence("gpt-oss-20b", oss, (int)RKM_ARRAY_LEN(oss));
     test_hf_llama3_rope();
     return test_done();
 }

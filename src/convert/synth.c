@@ -232,6 +232,9 @@ static void assign_types(tlist *l, const rkm_hparams *hp, const rkm_synth_opts *
         synth_tensor *t = &l->t[i];
         t->type = o->mix ? rkm_quant_plan_type(&plan, t->info, t->il, t->n_dims, t->ne[0], RKM_TYPE_F32)
                          : tensor_type(t, o->dtype);
+        /* gpt-oss is published with MXFP4 experts: beside --hf-out, the
+         * GGUF holds the same */
+        if (o->hf_out && hp->arch == RKM_ARCH_GPT_OSS && rkm_tensor_role_is_expert(t->info->role)) t->type = RKM_TYPE_MXFP4;
     }
 }
 
@@ -258,7 +261,9 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     rkm_gguf_writer_set_u32(w, FKEY("n_ctx_train"), (uint32_t)hp->n_ctx_train);
     rkm_gguf_writer_set_u32(w, FKEY("n_embd"), (uint32_t)hp->n_embd);
     rkm_gguf_writer_set_u32(w, FKEY("n_layer"), (uint32_t)hp->n_layer);
-    rkm_gguf_writer_set_u32(w, FKEY("n_ff"), (uint32_t)(ff_is_expert_width(hp) ? hp->n_ff_exp : hp->n_ff));
+    /* gpt-oss's files carry the expert width as feed_forward_length too */
+    rkm_gguf_writer_set_u32(w, FKEY("n_ff"),
+                            (uint32_t)(ff_is_expert_width(hp) || hp->arch == RKM_ARCH_GPT_OSS ? hp->n_ff_exp : hp->n_ff));
     rkm_gguf_writer_set_u32(w, FKEY("n_head"), (uint32_t)hp->n_head);
     if (hp->gemma4_norms) {
         int32_t kv[RKM_MAX_LAYERS];
@@ -392,6 +397,18 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
     }
     if (hp->n_ff_shexp) cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
+    if (hp->arch == RKM_ARCH_GPT_OSS) { /* as openai/gpt-oss-20b's config.json names them */
+        cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber(hp->n_ff_exp));
+        cJSON_AddNumberToObject(c, "experts_per_token", hp->n_expert_used);
+        cJSON_AddBoolToObject(c, "attention_bias", 1);
+        cJSON_AddNumberToObject(c, "sliding_window", hp->sliding_window);
+        cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
+        cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+        for (int i = 0; i < hp->n_layer; i++)
+            cJSON_AddItemToArray(lt, cJSON_CreateString(hp->swa_layer[i] ? "sliding_attention" : "full_attention"));
+        cJSON *qc = cJSON_AddObjectToObject(c, "quantization_config");
+        cJSON_AddStringToObject(qc, "quant_method", "mxfp4");
+    }
     cJSON_AddNumberToObject(c, "rms_norm_eps", hp->rms_eps);
     cJSON_AddNumberToObject(c, "rope_theta", hp->rope_theta);
     if (hp->rope_scaling != RKM_ROPE_SCALING_NONE) {
@@ -418,12 +435,121 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     return rc;
 }
 
-/* One HF tensor: name, the synth tensor it comes from, the expert (or -1). */
+/* One HF tensor: name, the synth tensor it comes from, the expert (or -1);
+ * gpt-oss's published experts (kind): MXFP4 blocks or scales of gate/up
+ * rows interleaved (t gate, t2 up) or of down, and the interleaved
+ * gate/up biases. */
+enum { HF_PLAIN = 0, HF_MXFP4_BLOCKS, HF_MXFP4_SCALES, HF_BIAS_PAIRS };
 typedef struct {
     char *hf;
-    const synth_tensor *t;
+    const synth_tensor *t, *t2;
     int expert;
+    int kind;
 } hf_item;
+
+static const synth_tensor *find_synth(const tlist *l, int role, int il)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->t[i].info->role == role && l->t[i].il == il) return &l->t[i];
+    return NULL;
+}
+
+/* gpt-oss's fused expert tensors of layer il, as published, into items. */
+static int gpt_oss_hf_items(const tlist *l, int il, hf_item *items, int *n)
+{
+    const synth_tensor *g = find_synth(l, RKM_TENSOR_FFN_GATE_EXPS, il), *u = find_synth(l, RKM_TENSOR_FFN_UP_EXPS, il),
+                       *d = find_synth(l, RKM_TENSOR_FFN_DOWN_EXPS, il),
+                       *gb = find_synth(l, RKM_TENSOR_FFN_GATE_EXPS_BIAS, il),
+                       *ub = find_synth(l, RKM_TENSOR_FFN_UP_EXPS_BIAS, il);
+    if (!g || !u || !d || !gb || !ub) return 0;
+    static const struct {
+        const char *sfx;
+        int kind, down;
+    } parts[] = {{"gate_up_proj_blocks", HF_MXFP4_BLOCKS, 0}, {"gate_up_proj_scales", HF_MXFP4_SCALES, 0},
+                 {"down_proj_blocks", HF_MXFP4_BLOCKS, 1},    {"down_proj_scales", HF_MXFP4_SCALES, 1},
+                 {"gate_up_proj_bias", HF_BIAS_PAIRS, 0}};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(parts); i++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%s", il, parts[i].sfx);
+        hf_item *it = &items[(*n)++];
+        it->hf = strdup(nm);
+        it->kind = parts[i].kind;
+        it->expert = -1;
+        it->t = parts[i].kind == HF_BIAS_PAIRS ? gb : parts[i].down ? d : g;
+        it->t2 = parts[i].kind == HF_BIAS_PAIRS ? ub : parts[i].down ? NULL : u;
+        if (!it->hf) return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Row r of a gpt-oss published tensor: rows of t interleaved with t2's
+ * (t2 NULL: t's own rows). */
+static void pair_row(const hf_item *it, int64_t r, const synth_tensor **t, int64_t *src)
+{
+    if (!it->t2) {
+        *t = it->t;
+        *src = r;
+        return;
+    }
+    *t = r % 2 ? it->t2 : it->t;
+    *src = r / 2;
+}
+
+/* The data of a gpt-oss published tensor: MXFP4 blocks (HF order: value
+ * k of a block in byte k/2, low nibble first) or their e8m0 scales, of the
+ * same quantization the GGUF's MXFP4 experts hold; or the biases
+ * interleaved, in the GGUF's type. */
+static int write_gpt_oss_item(const hf_item *it, const rkm_hparams *hp, const rkm_synth_opts *o, float *row,
+                              uint8_t *qrow, rkm_st_writer *w)
+{
+    const synth_tensor *t;
+    int64_t src, n0 = it->t->ne[0], nb = n0 / 32;
+    int rc = 0;
+    if (it->kind == HF_BIAS_PAIRS) {
+        const int type = it->t->type; /* the GGUF's (f32), as the plain tensors */
+        size_t es = rkm_type_row_bytes(type, 1);
+        uint8_t *one = malloc(es), *pair = malloc(2 * (size_t)n0 * es);
+        float *r2 = malloc(sizeof(float) * (size_t)n0);
+        if (!one || !pair || !r2) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        for (int64_t e = 0; e < it->t->ne[1] && !rc; e++) {
+            gen_row(it->t, hp, o->seed, e, row);
+            gen_row(it->t2, hp, o->seed, e, r2);
+            for (int64_t i = 0; i < n0; i++) {
+                rkm_quantize_row(type, &row[i], one, 1);
+                memcpy(pair + (size_t)(2 * i) * es, one, es);
+                rkm_quantize_row(type, &r2[i], one, 1);
+                memcpy(pair + (size_t)(2 * i + 1) * es, one, es);
+            }
+            rc = rkm_st_writer_write(w, pair, 2 * (size_t)n0 * es);
+        }
+        free(one);
+        free(pair);
+        free(r2);
+        return rc;
+    }
+    int64_t rows = it->t->ne[1] * it->t->ne[2] * (it->t2 ? 2 : 1);
+    uint8_t hfq[16];
+    for (int64_t r = 0; r < rows && !rc; r++) {
+        pair_row(it, r, &t, &src);
+        gen_row(t, hp, o->seed, src, row);
+        rkm_quantize_row(RKM_TYPE_MXFP4, row, qrow, n0);
+        for (int64_t b = 0; b < nb && !rc; b++) {
+            const uint8_t *blk = qrow + b * 17;
+            if (it->kind == HF_MXFP4_SCALES) {
+                rc = rkm_st_writer_write(w, blk, 1);
+                continue;
+            }
+            memset(hfq, 0, sizeof hfq);
+            for (int j = 0; j < 16; j++) { /* ggml: qs[j] = v[j] | v[j+16] << 4 */
+                int lo = blk[1 + j] & 15, hi = blk[1 + j] >> 4;
+                hfq[j / 2] |= (uint8_t)(lo << (j % 2 ? 4 : 0));
+                hfq[(j + 16) / 2] |= (uint8_t)(hi << (j % 2 ? 4 : 0));
+            }
+            rc = rkm_st_writer_write(w, hfq, 16);
+        }
+    }
+    return rc;
+}
 
 static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist *l, const rkm_tokenizer *tok)
 {
@@ -432,13 +558,19 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     int rc = rkm_mkdir_p(o->hf_out);
     if (rc) return rc;
     int cap = 0, n = 0;
-    for (int i = 0; i < l->n; i++) cap += l->t[i].n_dims == 3 ? (int)l->t[i].ne[2] : 1;
+    for (int i = 0; i < l->n; i++) cap += l->t[i].n_dims == 3 ? (int)l->t[i].ne[2] : 2;
     hf_item *items = calloc((size_t)cap + 1, sizeof *items);
     if (!items) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < l->n; i++) {
         const synth_tensor *t = &l->t[i];
         int fused = !t->info->gguf_split; /* HF keeps these experts stacked in one tensor (Gemma 4) */
         if (t->info->flags & RKM_TF_HF_DERIVED) continue; /* the converter derives it */
+        if (hp->arch == RKM_ARCH_GPT_OSS && (rkm_tensor_role_is_expert(t->info->role) ||
+                                             t->info->role == RKM_TENSOR_FFN_GATE_EXPS_BIAS ||
+                                             t->info->role == RKM_TENSOR_FFN_UP_EXPS_BIAS)) {
+            if (t->info->role == RKM_TENSOR_FFN_GATE_EXPS && (rc = gpt_oss_hf_items(l, t->il, items, &n))) goto out;
+            continue;
+        }
         int ne = t->n_dims == 3 && !fused ? (int)t->ne[2] : 1;
         for (int e = 0; e < ne; e++) {
             items[n].hf = rkm_gguf_name_to_hf(hp->arch, t->name, e);
@@ -466,6 +598,15 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         int a = sh ? split : 0, b = sh ? n : split;
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
+            if (items[i].kind != HF_PLAIN) { /* gpt-oss: [E, rows, nb, 16] / [E, rows, nb] u8, [E, 2F] */
+                int64_t rows = t->ne[1] * (items[i].t2 ? 2 : 1), nb = t->ne[0] / 32;
+                int64_t nbk[4] = {16, nb, rows, t->ne[2]}, nsc[3] = {nb, rows, t->ne[2]}, nbi[2] = {2 * t->ne[0], t->ne[1]};
+                rc = items[i].kind == HF_MXFP4_BLOCKS ? rkm_st_writer_add(w, items[i].hf, RKM_ST_U8, 4, nbk)
+                   : items[i].kind == HF_MXFP4_SCALES ? rkm_st_writer_add(w, items[i].hf, RKM_ST_U8, 3, nsc)
+                                                      : rkm_st_writer_add(w, items[i].hf, t->type, 2, nbi);
+                cJSON_AddStringToObject(wm, items[i].hf, fname);
+                continue;
+            }
             int nd = t->n_dims == 3 && items[i].expert >= 0 ? 2 : t->n_dims;
             int64_t ne[3] = {t->ne[0], t->ne[1], t->ne[2]};
             if (t->info->flags & RKM_TF_HF_ROW) {
@@ -479,6 +620,10 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         if (!rc) rc = rkm_st_writer_begin(w, p);
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
+            if (items[i].kind != HF_PLAIN) {
+                rc = write_gpt_oss_item(&items[i], hp, o, row, qrow, w);
+                continue;
+            }
             const int type = t->type;
             int64_t rows = items[i].expert >= 0 ? t->ne[1] : n_rows(t), r0 = items[i].expert >= 0 ? items[i].expert * t->ne[1] : 0;
             int perm = 0, dummy;

@@ -246,7 +246,7 @@ void rkm_st_writer_free(rkm_st_writer *w)
 
 int rkm_st_writer_add(rkm_st_writer *w, const char *name, int type, int n_dims, const int64_t *ne)
 {
-    if (type != RKM_TYPE_F32 && type != RKM_TYPE_F16 && type != RKM_TYPE_BF16)
+    if (type != RKM_TYPE_F32 && type != RKM_TYPE_F16 && type != RKM_TYPE_BF16 && type != RKM_ST_U8)
         return rkm_err(RKM_EINVAL, "safetensors writer: unsupported type");
     if (w->n == w->cap) {
         int cap = w->cap ? w->cap * 2 : 64;
@@ -264,7 +264,7 @@ int rkm_st_writer_add(rkm_st_writer *w, const char *name, int type, int n_dims, 
         t->ne[d] = d < n_dims ? ne[d] : 1;
         nel *= (uint64_t)t->ne[d];
     }
-    t->nbytes = nel * rkm_type_block_bytes(type);
+    t->nbytes = nel * (type == RKM_ST_U8 ? 1 : rkm_type_block_bytes(type));
     return t->name ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
 }
 
@@ -275,7 +275,8 @@ int rkm_st_writer_begin(rkm_st_writer *w, const char *path)
     for (int i = 0; i < w->n; i++) {
         wt *t = &w->t[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "dtype", t->type == RKM_TYPE_F32 ? "F32" : t->type == RKM_TYPE_F16 ? "F16" : "BF16");
+        cJSON_AddStringToObject(o, "dtype", t->type == RKM_TYPE_F32 ? "F32" : t->type == RKM_TYPE_F16 ? "F16"
+                                            : t->type == RKM_ST_U8   ? "U8" : "BF16");
         cJSON *sh = cJSON_AddArrayToObject(o, "shape");
         for (int d = t->n_dims - 1; d >= 0; d--) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->ne[d]));
         cJSON *of = cJSON_AddArrayToObject(o, "data_offsets");

@@ -43,7 +43,9 @@ const char *rkm_safetensors_path(const rkm_safetensors *s);
 typedef struct rkm_st_writer rkm_st_writer;
 rkm_st_writer *rkm_st_writer_new(void);
 void rkm_st_writer_free(rkm_st_writer *w);
-/* type: F32/F16/BF16; ne in ggml order. */
+/* Raw bytes (dtype "U8": gpt-oss's MXFP4 blocks and scales), for the writer. */
+#define RKM_ST_U8 (-2)
+/* type: F32/F16/BF16 or RKM_ST_U8; ne in ggml order. */
 int rkm_st_writer_add(rkm_st_writer *w, const char *name, int type, int n_dims, const int64_t *ne);
 int rkm_st_writer_begin(rkm_st_writer *w, const char *path);
 int rkm_st_writer_write(rkm_st_writer *w, const void *p, size_t n);

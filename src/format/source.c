@@ -159,6 +159,30 @@ static double gemma4_partial_rotary(const cJSON *root)
     return f;
 }
 
+/* config.json layer_types ("sliding_attention" / "full_attention", one
+ * per layer) into hp->swa_layer; without it, llama.cpp's pattern of
+ * period (the last layer of each period full). */
+static int hf_layer_types(const cJSON *c, rkm_hparams *hp, int period)
+{
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    if (!lt) {
+        for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % period < period - 1;
+    } else {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
+        for (int i = 0; i < hp->n_layer; i++) {
+            const cJSON *x = cJSON_GetArrayItem(lt, i);
+            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "sliding_attention") && strcmp(x->valuestring, "full_attention")))
+                return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not sliding_attention or full_attention", i);
+            hp->swa_layer[i] = !strcmp(x->valuestring, "sliding_attention");
+        }
+    }
+    for (int i = 0; i < hp->n_layer; i++)
+        if (hp->swa_layer[i] && hp->sliding_window < 1)
+            return rkm_err(RKM_EFORMAT, "config.json: sliding layers but no sliding_window");
+    return 0;
+}
+
 /* Llama 3's frequency factors as llama.cpp's converter derives them into
  * rope_freqs: 1 for wavelengths under orig/high, factor over orig/low,
  * a smooth ramp between. f[0..4]: factor, low, high, original context. */
@@ -262,6 +286,13 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     if (cJSON_IsBool(nt)) hp->expert_norm_topk = cJSON_IsTrue(nt);
     hp->rope_theta = hp->rope_theta_swa = (float)jnum(c, hk(arch, "rope_theta"), 10000.0);
     if ((rc = hf_rope_scaling(c, hp, llama3))) return rc;
+    if (rkm_arch_info_of(arch)->swa_period) { /* gpt-oss: layer_types, else the architecture's period */
+        hp->sliding_window = jint(c, hk(arch, "sliding_window"), 0);
+        if ((rc = hf_layer_types(c, hp, rkm_arch_info_of(arch)->swa_period))) return rc;
+    }
+    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(c, "swiglu_limit");
+    if (hp->act == RKM_ACT_SWIGLU_OAI && lim && !(cJSON_IsNumber(lim) && lim->valuedouble == 7.0))
+        return rkm_err(RKM_EUNSUPPORTED, "config.json: swiglu_limit other than 7 is not supported");
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "tied_output"));
     hp->tied_output = cJSON_IsTrue(tie);
     /* attention_bias: false does not remove the biases an arch always has (qwen2) */
@@ -405,6 +436,112 @@ static int gemma4_dims(rkm_source *s, double partial_rotary)
     return add_derived(s, RKM_TENSOR_ROPE_FREQS, f, n);
 }
 
+/* The safetensors tensor name in any shard, or NULL; *file gets the shard. */
+static const rkm_st_tensor *find_hf(const rkm_source *s, const char *name, int *file)
+{
+    for (int f = 0; f < s->n_files; f++) {
+        const rkm_st_tensor *t = rkm_safetensors_find(s->st[f], name);
+        if (t) {
+            *file = f;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static rkm_src_tensor *new_tensor(rkm_source *s, int role, int il, int type, int n_dims, int64_t ne0, int64_t ne1,
+                                  int64_t ne2)
+{
+    char nm[128];
+    rkm_src_tensor *t = &s->tensors[s->n_tensors];
+    if (!rkm_arch_tensor_name(s->hp.arch, role, il, nm, sizeof nm)) return NULL;
+    if (rkm_source_find(s, nm)) {
+        rkm_err(RKM_EFORMAT, "%s appears twice", nm);
+        return NULL;
+    }
+    if (!(t->name = strdup(nm))) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->n_tensors++;
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->ne[3] = 1;
+    t->nbytes = rkm_type_row_bytes(type, ne0) * (uint64_t)(ne1 * ne2);
+    return t;
+}
+
+/* gpt-oss's experts as published (transformers' GptOss with MXFP4
+ * weights): per layer mlp.experts.gate_up_proj_blocks [E, 2F, H/32, 16]
+ * and _scales [E, 2F, H/32] (u8: FP4 pairs, e8m0), gate rows even and up
+ * rows odd; down_proj_blocks / _scales [E, H, F/32, ...]; gate_up_proj_bias
+ * [E, 2F], interleaved alike. Split into GGUF's ffn_{gate,up,down}_exps
+ * (MXFP4) and their biases, as llama.cpp's converter does. Returns 1 if st
+ * is not one of these (the table maps it), 0 when taken, or an error. */
+static int gpt_oss_expert_tensor(rkm_source *s, int f, const rkm_st_tensor *st)
+{
+    static const char *const sfx[] = {".mlp.experts.gate_up_proj_blocks", ".mlp.experts.down_proj_blocks",
+                                      ".mlp.experts.gate_up_proj_scales", ".mlp.experts.down_proj_scales",
+                                      ".mlp.experts.gate_up_proj_bias", ".mlp.experts.gate_up_proj",
+                                      ".mlp.experts.down_proj"};
+    int il = -1, k = -1;
+    size_t n = strlen(st->name);
+    for (int i = 0; i < (int)RKM_ARRAY_LEN(sfx) && k < 0; i++) {
+        size_t l = strlen(sfx[i]);
+        if (n > l && !strcmp(st->name + n - l, sfx[i]) && sscanf(st->name, "model.layers.%d.", &il) == 1) k = i;
+    }
+    if (k < 0) return 1;
+    if (il < 0 || il >= s->hp.n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
+    if (k == 2 || k == 3) return 0; /* read with their blocks */
+    if (k >= 5)
+        return rkm_err(RKM_EUNSUPPORTED, "%s: gpt-oss experts are read as published (MXFP4 _blocks and _scales)", st->name);
+    int E = s->hp.n_expert;
+    if (k == 4) { /* [E, 2F] -> gate [F, E], up [F, E] */
+        if (st->type < 0 || st->n_dims != 2 || st->ne[1] != E || st->ne[0] % 2)
+            return rkm_err(RKM_EFORMAT, "%s: expected [%d, 2 x expert width] floats", st->name, E);
+        for (int half = 0; half < 2; half++) {
+            rkm_src_tensor *t = new_tensor(s, half ? RKM_TENSOR_FFN_UP_EXPS_BIAS : RKM_TENSOR_FFN_GATE_EXPS_BIAS, il,
+                                           st->type, 2, st->ne[0] / 2, E, 1);
+            if (!t) return RKM_EFORMAT;
+            t->file = f;
+            t->handle = st;
+            t->gather = RKM_GATHER_HALF;
+            t->src_off = half;
+            s->total_bytes += t->nbytes;
+        }
+        return 0;
+    }
+    /* blocks: ggml ne [16, nb, rows, E]; scales [nb, rows, E] */
+    char sn[256];
+    snprintf(sn, sizeof sn, "%.*s_scales", (int)(n - strlen("_blocks")), st->name);
+    int f2;
+    const rkm_st_tensor *sc = find_hf(s, sn, &f2);
+    if (!sc) return rkm_err(RKM_EFORMAT, "%s has no %s", st->name, sn);
+    int64_t nb = st->ne[1], rows = st->ne[2];
+    if (strcmp(st->dtype, "U8") || strcmp(sc->dtype, "U8") || st->n_dims != 4 || st->ne[0] != 16 || st->ne[3] != E ||
+        sc->n_dims != 3 || sc->ne[0] != nb || sc->ne[1] != rows || sc->ne[2] != E)
+        return rkm_err(RKM_EFORMAT, "%s / _scales: expected u8 [%d, rows, blocks, 16] and [%d, rows, blocks]", st->name, E, E);
+    int gate_up = k == 0;
+    if (gate_up && rows % 2) return rkm_err(RKM_EFORMAT, "%s: an odd number of gate/up rows", st->name);
+    for (int part = 0; part < (gate_up ? 2 : 1); part++) {
+        int role = !gate_up ? RKM_TENSOR_FFN_DOWN_EXPS : part ? RKM_TENSOR_FFN_UP_EXPS : RKM_TENSOR_FFN_GATE_EXPS;
+        rkm_src_tensor *t = new_tensor(s, role, il, RKM_TYPE_MXFP4, 3, nb * 32, gate_up ? rows / 2 : rows, E);
+        if (!t) return RKM_EFORMAT;
+        t->file = f;
+        t->handle = st;
+        t->file2 = f2;
+        t->handle2 = sc;
+        t->gather = RKM_GATHER_MXFP4;
+        t->src_stride = gate_up ? 2 : 1;
+        t->src_off = part;
+        s->total_bytes += t->nbytes;
+    }
+    return 0;
+}
+
 static int open_hf(rkm_source *s, const char *dir)
 {
     s->kind = 1;
@@ -425,12 +562,17 @@ static int open_hf(rkm_source *s, const char *dir)
     if ((rc = list_shards(s, dir))) return rc;
     int total = 0;
     for (int f = 0; f < s->n_files; f++) total += rkm_safetensors_n_tensors(s->st[f]);
-    s->tensors = calloc((size_t)total + 2, sizeof *s->tensors); /* + a derived rope_freqs */
+    /* + a derived rope_freqs; gpt-oss's fused gate/up tensors split in two */
+    s->tensors = calloc(2 * (size_t)total + 2, sizeof *s->tensors);
     if (!s->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int f = 0; f < s->n_files; f++) {
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
             const rkm_st_tensor *st = rkm_safetensors_tensor_at(s->st[f], i);
             if (strstr(st->name, "rotary_emb.inv_freq")) continue;
+            if (s->hp.arch == RKM_ARCH_GPT_OSS && (rc = gpt_oss_expert_tensor(s, f, st)) != 1) {
+                if (rc) return rc;
+                continue;
+            }
             int perm;
             char *g = rkm_hf_name_to_gguf(s->hp.arch, st->name, &s->hp, &perm);
             if (!g) return rkm_err(RKM_EUNSUPPORTED, "%s: tensor '%s' is not known for %s", rkm_safetensors_path(s->st[f]),
@@ -638,8 +780,52 @@ static int read_raw(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, 
     return rkm_safetensors_read(s->st[t->file], t->handle, off, buf, n);
 }
 
+/* Rows of a gathered tensor (rkm_gather). */
+static int read_gathered(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf)
+{
+    const rkm_safetensors *f = s->st[t->file];
+    uint8_t *out = buf;
+    if (t->gather == RKM_GATHER_HALF) {
+        size_t es = rkm_type_row_bytes(t->type, 1), n = (size_t)t->ne[0];
+        uint8_t *src = malloc(2 * n * es);
+        if (!src) return rkm_err(RKM_ENOMEM, "out of memory");
+        int rc = 0;
+        for (int64_t r = r0; r < r0 + nr && !rc; r++) {
+            rc = rkm_safetensors_read(f, t->handle, (uint64_t)r * 2 * n * es, src, 2 * n * es);
+            for (size_t i = 0; i < n && !rc; i++) memcpy(out + ((size_t)(r - r0) * n + i) * es, src + (2 * i + (size_t)t->src_off) * es, es);
+        }
+        free(src);
+        return rc;
+    }
+    /* MXFP4: HF packs value k of a 32-value block in byte k/2 (low nibble
+     * first); ggml's block is the e8m0 scale, then qs[j] = value j | value
+     * j+16 << 4 */
+    size_t nb = (size_t)(t->ne[0] / 32);
+    uint8_t *qs = malloc(nb * 17);
+    if (!qs) return rkm_err(RKM_ENOMEM, "out of memory");
+    uint8_t *sc = qs + nb * 16;
+    int rc = 0;
+    for (int64_t r = r0; r < r0 + nr && !rc; r++) {
+        uint64_t sr = (uint64_t)(r * t->src_stride + t->src_off);
+        rc = rkm_safetensors_read(f, t->handle, sr * nb * 16, qs, nb * 16);
+        if (!rc) rc = rkm_safetensors_read(s->st[t->file2], t->handle2, sr * nb, sc, nb);
+        for (size_t b = 0; b < nb && !rc; b++) {
+            uint8_t *o = out + ((size_t)(r - r0) * nb + b) * 17;
+            const uint8_t *q = qs + b * 16;
+            o[0] = sc[b];
+            for (int j = 0; j < 16; j++) {
+                int lo = (q[j / 2] >> (j % 2 ? 4 : 0)) & 15, hi = (q[(j + 16) / 2] >> (j % 2 ? 4 : 0)) & 15;
+                o[1 + j] = (uint8_t)(lo | hi << 4);
+            }
+        }
+    }
+    free(qs);
+    return rc;
+}
+
 int rkm_source_read_rows(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf)
 {
+    if (t->gather) return read_gathered(s, t, r0, nr, buf);
     size_t row = rkm_type_row_bytes(t->type, t->ne[0]);
     if (!t->permute_heads) return read_raw(s, t, (uint64_t)r0 * row, buf, (size_t)nr * row);
     /* GGUF row h*hd + 2i + j holds HF row h*hd + j*hd/2 + i */

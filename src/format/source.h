@@ -4,7 +4,9 @@
  * Hugging Face directory (config.json + sharded safetensors). HF names are
  * mapped to GGUF names through the architecture's table (arch.h); per-expert HF tensors become
  * "blk.L.ffn_{gate,up,down}.E.weight"; HF llama/mixtral q/k rows are
- * permuted to GGUF's interleaved rope order on read (permute_heads).
+ * permuted to GGUF's interleaved rope order on read (permute_heads);
+ * gpt-oss's fused MXFP4 experts and interleaved gate/up biases are split
+ * and re-laid as llama.cpp's converter does (gather).
  *
  * Threads: immutable after open; reads use pread. Ownership:
  * rkm_source_close frees everything.
@@ -28,7 +30,18 @@ typedef struct rkm_src_tensor {
     const void *handle; /* reader's tensor */
     int permute_heads;  /* >0: HF rotate-half rows of this many heads -> interleaved */
     void *inline_data;  /* derived tensors (Gemma 4's rope_freqs): owned bytes */
+    /* rows assembled from HF tensors (gpt-oss's fused experts, source.c) */
+    int gather;         /* enum rkm_gather */
+    const void *handle2; /* RKM_GATHER_MXFP4: the scales tensor, in file2 */
+    int file2;
+    int src_stride, src_off; /* MXFP4: source row r*stride + off; HALF: elements 2i + off */
 } rkm_src_tensor;
+
+enum rkm_gather {
+    RKM_GATHER_NONE = 0,
+    RKM_GATHER_MXFP4,   /* HF MXFP4 blocks [rows, nb, 16] + e8m0 scales [rows, nb] -> ggml MXFP4 rows */
+    RKM_GATHER_HALF     /* every other element of each source row (interleaved gate/up biases) */
+};
 
 typedef struct rkm_source {
     int kind;           /* 0 GGUF, 1 HF */
