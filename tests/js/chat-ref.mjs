@@ -145,6 +145,21 @@ for (const t of templates) {
   }
   // template-specific switches
   emit(`${t.name} / enable_thinking=false`, t.src, { messages: conversations.thinking, add_generation_prompt: true, enable_thinking: false, bos_token: t.bos, eos_token: t.eos });
+  // gpt-oss's harmony switches: reasoning effort, built-in tools, identity,
+  // a developer message and an assistant turn with its analysis ("thinking")
+  emit(`${t.name} / harmony`, t.src, {
+    messages: [
+      { role: "developer", content: "Answer in French." },
+      { role: "user", content: "Weather in Paris?" },
+      { role: "assistant", thinking: "The user wants weather; call the tool.", content: "",
+        tool_calls: [{ type: "function", function: { name: "get_weather", arguments: "{\"city\": \"Paris\"}" } }] },
+      { role: "tool", content: "sunny" },
+      { role: "assistant", thinking: "Now answer.", content: "Il fait beau." },
+      { role: "user", content: "Merci" },
+    ],
+    tools: toolsList, add_generation_prompt: true, reasoning_effort: "high", builtin_tools: ["browser", "python"],
+    model_identity: "You are a test model.", bos_token: t.bos, eos_token: t.eos,
+  });
 }
 
 const featFile = path.join(here, "jinja-features.json");
