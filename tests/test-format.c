@@ -572,6 +572,79 @@ static void test_hf_llama3_rope(void)
     cJSON_Delete(cfg);
 }
 
+/* A copy of GGUF in as out without key `drop` (NULL: none), with
+ * tensor `shrink` (NULL: none) one value shorter; add(w) sets more keys. */
+static int gguf_edit(const char *in, const char *out, const char *drop, const char *shrink, void (*add)(rkm_gguf_writer *))
+{
+    rkm_gguf *g = rkm_gguf_open(in);
+    if (!g) return -1;
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    for (int i = 0; i < rkm_gguf_n_kv(g); i++)
+        if (!drop || strcmp(rkm_gguf_key(g, i), drop)) rkm_gguf_writer_copy_kv(w, g, i);
+    if (add) add(w);
+    for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        int64_t ne[4];
+        memcpy(ne, t->ne, sizeof ne);
+        if (shrink && !strcmp(t->name, shrink)) ne[0]--;
+        rkm_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne);
+    }
+    int rc = rkm_gguf_writer_begin(w, out);
+    for (int i = 0; !rc && i < rkm_gguf_n_tensors(g); i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        uint8_t *b = read_tensor(g, t);
+        size_t n = t->nbytes - (shrink && !strcmp(t->name, shrink) ? sizeof(float) : 0);
+        rc = b ? rkm_gguf_writer_write_data(w, b, n) : -1;
+        free(b);
+    }
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    rkm_gguf_writer_free(w);
+    rkm_gguf_close(g);
+    return rc;
+}
+
+static void add_short_pattern(rkm_gguf_writer *w)
+{
+    uint8_t pat[2] = {1, 0}; /* the model has 3 layers */
+    rkm_gguf_writer_set_arr(w, "gpt-oss.attention.sliding_window_pattern", RKM_GGUF_BOOL, pat, 2);
+}
+
+static void add_bad_yarn(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.rope.scaling.yarn_beta_fast", 0.5f); }
+
+/* A gpt-oss file with a sink tensor of the wrong length, a sliding-window
+ * pattern that does not match the layer count or inconsistent YaRN
+ * parameters: a clear error at convert, nothing written. */
+static void test_gpt_oss_bad_files(void)
+{
+    char gg[1024], bad[1024], out[1024];
+    snprintf(gg, sizeof gg, "%s/oss.gguf", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/oss-bad.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/oss-bad.rkmojo", test_tmpdir());
+    static const char *const sets[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                       "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8"};
+    rkm_synth_opts o = {.preset = "gpt-oss-20b", .seed = 3, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = (int)RKM_ARRAY_LEN(sets)};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts c = {.quant = "keep"};
+    char ok[1100];
+    snprintf(ok, sizeof ok, "%s.ok", out);
+    CHECK_MSG(rkm_convert(gg, ok, &c) == 0, "the unedited file converts: %s", rkm_last_error());
+    static const struct {
+        const char *drop, *shrink;
+        void (*add)(rkm_gguf_writer *);
+        const char *msg;
+    } cases[] = {
+        {NULL, "blk.1.attn_sinks.weight", NULL, "blk.1.attn_sinks.weight"},
+        {NULL, NULL, add_short_pattern, "sliding_window_pattern must have one bool per layer"},
+        {"gpt-oss.rope.scaling.yarn_beta_fast", NULL, add_bad_yarn, "beta_fast 0.5 must exceed beta_slow 1"},
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
+        CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
+        int rc = rkm_convert(bad, out, &c);
+        CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "case %zu: %d %s", i, rc, rkm_last_error());
+        CHECK_MSG(access(out, F_OK) != 0, "case %zu: nothing is left behind", i);
+    }
+}
+
 /* ------------------------------------------------ recommended sampling */
 
 /* A copy of GGUF `in` with extra general.sampling.* keys. */
@@ -892,5 +965,6 @@ int main(void)
                                       "sliding_window=16", "n_ctx_train=4096", "rope_orig_ctx=512"};
     check_hf_equivalence("gpt-oss-20b", oss, (int)RKM_ARRAY_LEN(oss));
     test_hf_llama3_rope();
+    test_gpt_oss_bad_files();
     return test_done();
 }
