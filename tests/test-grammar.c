@@ -1,0 +1,197 @@
+/*
+ * test-grammar.c - GBNF grammars and their matcher (text/grammar.c):
+ * parse errors named with line and column, left recursion refused,
+ * literals, classes, escapes, repetition bounds, a JSON grammar over valid
+ * and invalid documents, bytes fed in every split (UTF-8 sequences cut in
+ * two), deep nesting with bounded stacks, and vocabulary masks from the
+ * trie equal to testing every string one by one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/test.h"
+#include "text/grammar.h"
+#include "util/common.h"
+
+static const char *json_gbnf =
+    "root   ::= value\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+    "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+    "# a comment line\n"
+    "ws     ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+/* Does g accept s as a whole sentence? Fed in one piece. */
+static int full(const rkm_grammar *g, const char *s)
+{
+    rkm_gstate *st = rkm_gstate_new(g);
+    int ok = st && rkm_gstate_accept(st, s, strlen(s)) == 0 && rkm_gstate_done(st);
+    rkm_gstate_free(st);
+    return ok;
+}
+
+/* The same, fed byte by byte and in two pieces at every cut: all agree. */
+static int full_split(const rkm_grammar *g, const char *s)
+{
+    int want = full(g, s);
+    size_t n = strlen(s);
+    rkm_gstate *st = rkm_gstate_new(g);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++) ok = rkm_gstate_accept(st, s + i, 1) == 0;
+    ok = ok && rkm_gstate_done(st);
+    rkm_gstate_free(st);
+    CHECK_MSG(ok == want, "byte by byte '%s': %d, whole: %d", s, ok, want);
+    for (size_t cut = 1; cut < n; cut++) {
+        st = rkm_gstate_new(g);
+        ok = rkm_gstate_accept(st, s, cut) == 0 && rkm_gstate_accept(st, s + cut, n - cut) == 0 && rkm_gstate_done(st);
+        rkm_gstate_free(st);
+        CHECK_MSG(ok == want, "cut at %zu of '%s': %d, whole: %d", cut, s, ok, want);
+    }
+    return want;
+}
+
+static void test_errors(void)
+{
+    static const struct {
+        const char *src, *msg;
+    } bad[] = {
+        {"root ::= foo", "rule 'foo' is used but not defined"},
+        {"start ::= \"a\"", "no rule 'root'"},
+        {"root ::= root \"a\" | \"b\"", "left recursion through rule 'root'"},
+        {"root ::= a\na ::= b? root \"x\"\nb ::= \"y\"", "left recursion"},
+        {"root ::= \"abc", "unterminated literal at line 1"},
+        {"root ::= \"a\"\nx ::= \"\\q\"", "unknown escape at line 2"},
+        {"root ::= \"a\"{3,1}", "n < m"},
+        {"root ::= [a-", "unterminated character class"},
+        {"root ::= [z-a]", "out of order"},
+        {"root ::= (\"a\"", "expected ')'"},
+        {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+        {"root = \"a\"", "expected '::='"},
+        {"root ::= \"a\"{999999}", "too large"},
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(bad); i++) {
+        rkm_grammar *g = rkm_grammar_parse(bad[i].src, NULL);
+        CHECK_MSG(!g && strstr(rkm_last_error(), bad[i].msg), "'%s': %s", bad[i].src, g ? "accepted" : rkm_last_error());
+        rkm_grammar_free(g);
+    }
+}
+
+static void test_basics(void)
+{
+    rkm_grammar *g = rkm_grammar_parse("root ::= \"a\"{2,4} tail\ntail ::= [x-z0-9] | \"\"", NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(!full(g, "a") && full(g, "aa") && full(g, "aaa") && full(g, "aaaa") && !full(g, "aaaaa"));
+    CHECK(full(g, "aax") && full(g, "aaa9") && !full(g, "aaw") && !full(g, "aaxx"));
+    rkm_gstate *st = rkm_gstate_new(g);
+    CHECK(rkm_gstate_accept(st, "aa", 2) == 0 && rkm_gstate_done(st) && !rkm_gstate_finished(st));
+    CHECK(rkm_gstate_accept(st, "q", 1) == RKM_EINVAL && rkm_gstate_done(st)); /* refused, unchanged */
+    CHECK(rkm_gstate_accept(st, "aaz", 3) == 0 && rkm_gstate_finished(st));
+    rkm_gstate_free(st);
+    rkm_grammar_free(g);
+
+    /* classes, negation, any, escapes, unicode, alternatives on the next line */
+    g = rkm_grammar_parse("root ::= [^a-c\\n] . \"\\u00e9\\x41\" [\\U0001F600-\\U0001F64F]+ end\n"
+                          "end ::= \"!\"\n"
+                          "      | \"\\t\"\n",
+                          NULL);
+    CHECK(g != NULL);
+    if (g) {
+        CHECK(full_split(g, "d\xe4\xb8\xad\xc3\xa9" "A\xf0\x9f\x98\x80\xf0\x9f\x99\x8f!"));
+        CHECK(full_split(g, "zz\xc3\xa9" "A\xf0\x9f\x98\x81\t"));
+        CHECK(!full_split(g, "b\xe4\xb8\xad\xc3\xa9" "A\xf0\x9f\x98\x80!"));  /* b excluded */
+        CHECK(!full_split(g, "d\xe4\xb8\xad\xc3\xa9" "A\xf0\x9f\x9a\x80!"));  /* outside the emoji range */
+        CHECK(!full_split(g, "\nx\xc3\xa9" "A\xf0\x9f\x98\x80!"));
+        CHECK(!full(g, "d\xff\xc3\xa9" "A\xf0\x9f\x98\x80!")); /* not UTF-8 */
+        rkm_grammar_free(g);
+    }
+    /* a start rule other than root */
+    g = rkm_grammar_parse("a ::= \"x\" b\nb ::= \"y\"", "a");
+    CHECK(g && full(g, "xy") && !full(g, "x"));
+    rkm_grammar_free(g);
+}
+
+static void test_json(void)
+{
+    rkm_grammar *g = rkm_grammar_parse(json_gbnf, NULL);
+    CHECK_MSG(g != NULL, "%s", rkm_last_error());
+    if (!g) return;
+    static const char *good[] = {
+        "{}", "[]", "0", "-12.5e+3", "\"\"", "true", "null",
+        "{\"a\": [1, 2, {\"b\": \"c\\n\\u00e9\"}], \"d\": false}",
+        "[\"\xe4\xb8\xad\xe6\x96\x87\", \"\xf0\x9f\x98\x80\"]",
+        "{\n  \"k\": \"v\"\n}",
+    };
+    static const char *badj[] = {"{", "[1,]", "{\"a\" 1}", "01x", "\"\\x\"", "tru", "[1 2]", "{\"a\":1,}", "\"a\x01\""};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(good); i++) CHECK_MSG(full_split(g, good[i]), "valid JSON refused: %s", good[i]);
+    for (size_t i = 0; i < RKM_ARRAY_LEN(badj); i++) CHECK_MSG(!full_split(g, badj[i]), "invalid JSON accepted: %s", badj[i]);
+    /* nesting 300 deep: stacks as deep as the nesting, fine */
+    char deep[700];
+    int n = 0;
+    for (int i = 0; i < 300; i++) deep[n++] = '[';
+    for (int i = 0; i < 300; i++) deep[n++] = ']';
+    deep[n] = 0;
+    CHECK(full(g, deep));
+    /* a long string: repetition does not deepen the stack */
+    size_t big = 200000;
+    char *s = malloc(big + 3);
+    s[0] = '"';
+    memset(s + 1, 'x', big);
+    s[big + 1] = '"';
+    s[big + 2] = 0;
+    CHECK(full(g, s));
+    free(s);
+    rkm_grammar_free(g);
+}
+
+/* Masks: the trie walk marks exactly the strings can_accept takes, from
+ * several states, over a vocabulary of ASCII, multi-byte characters,
+ * pieces of characters (byte-level BPE splits them) and JSON fragments. */
+static void test_masks(void)
+{
+    rkm_grammar *g = rkm_grammar_parse(json_gbnf, NULL);
+    if (!g) return;
+    static const char *base[] = {"{", "}", "[", "]", "\"", ",", ":", " ", "\n", "  ", "{\"", "\":", "\",", "\"}", "true",
+                                 "tr", "ue", "null", "false", "0", "1", "12", "-", ".", "e+", "abc", "a", "\\", "\\n",
+                                 "\\u", "00", "e9", "\xc3", "\xa9", "\xc3\xa9", "\xe4\xb8", "\xad", "\xe4\xb8\xad",
+                                 "\xf0\x9f", "\x98\x80", "\xf0\x9f\x98\x80\"", "\x01", "\x7f", "x\"}", "[]", "{}", "1,",
+                                 "\"a\":", "\"\"", "\xff", ""};
+    enum { NB = (int)(sizeof base / sizeof base[0]) };
+    const char *v[NB];
+    size_t len[NB];
+    for (int i = 0; i < NB; i++) v[i] = base[i], len[i] = strlen(base[i]);
+    rkm_gtrie *t = rkm_gtrie_new(v, len, NB);
+    CHECK(t != NULL);
+    static const char *prefixes[] = {"", "{", "{\"a", "{\"a\":", "[1", "[\"\xc3", "[\"\xf0\x9f", "{\"k\": tr", "[1e", "[\"\\"};
+    uint32_t bits[NB / 32 + 1];
+    for (size_t p = 0; p < RKM_ARRAY_LEN(prefixes); p++) {
+        rkm_gstate *st = rkm_gstate_new(g);
+        CHECK_MSG(rkm_gstate_accept(st, prefixes[p], strlen(prefixes[p])) == 0, "prefix %s", prefixes[p]);
+        int cnt = rkm_gstate_mask(st, t, bits, NB), want = 0, agree = 1;
+        for (int i = 0; i < NB; i++) {
+            int a = len[i] > 0 && rkm_gstate_can_accept(st, v[i], len[i]);
+            int m = (bits[i >> 5] >> (i & 31)) & 1;
+            want += a;
+            if (a != m) {
+                agree = 0;
+                fprintf(stderr, "prefix '%s', string %d '%s': mask %d, one by one %d\n", prefixes[p], i, v[i], m, a);
+            }
+        }
+        CHECK_MSG(agree && cnt == want && want > 0, "prefix '%s': %d marked, %d accepted", prefixes[p], cnt, want);
+        rkm_gstate_free(st);
+    }
+    rkm_gtrie_free(t);
+    rkm_grammar_free(g);
+}
+
+int main(void)
+{
+    test_errors();
+    test_basics();
+    test_json();
+    test_masks();
+    return test_done();
+}
