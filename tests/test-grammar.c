@@ -4,14 +4,20 @@
  * literals, classes, escapes, repetition bounds, a JSON grammar over valid
  * and invalid documents, bytes fed in every split (UTF-8 sequences cut in
  * two), deep nesting with bounded stacks, and vocabulary masks from the
- * trie equal to testing every string one by one.
+ * trie equal to testing every string one by one; JSON Schema compiled to
+ * grammars that take the instances the schema describes and refuse the
+ * others, random walks through those grammars ending in valid JSON, and
+ * unsupported keywords refused by name and place.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/test.h"
 #include "text/grammar.h"
+#include "text/json_schema.h"
 #include "util/common.h"
 
 static const char *json_gbnf =
@@ -187,11 +193,132 @@ static void test_masks(void)
     rkm_grammar_free(g);
 }
 
+static rkm_grammar *schema_grammar(const char *schema)
+{
+    cJSON *j = cJSON_Parse(schema);
+    CHECK_MSG(j != NULL, "bad test schema %s", schema);
+    char *gb = j ? rkm_json_schema_to_gbnf(j) : NULL;
+    cJSON_Delete(j);
+    CHECK_MSG(gb != NULL, "%s: %s", schema, rkm_last_error());
+    rkm_grammar *g = gb ? rkm_grammar_parse(gb, NULL) : NULL;
+    CHECK_MSG(!gb || g, "%s: the grammar does not parse: %s\n%s", schema, rkm_last_error(), gb);
+    free(gb);
+    return g;
+}
+
+/* A random sentence of g over printable ASCII (the mask picks among the
+ * bytes allowed next; once complete, it stops with probability 1/3). */
+static char *random_sentence(const rkm_grammar *g, const rkm_gtrie *t, unsigned *seed)
+{
+    static char out[8192];
+    size_t n = 0;
+    rkm_gstate *st = rkm_gstate_new(g);
+    uint32_t bits[4];
+    while (n + 1 < sizeof out) {
+        if (rkm_gstate_done(st) && (rkm_gstate_finished(st) || rand_r(seed) % 3 == 0)) break;
+        int cnt = rkm_gstate_mask(st, t, bits, 96);
+        if (cnt <= 0) break;
+        int pick = rand_r(seed) % cnt, id = -1;
+        for (int i = 0; i < 96 && pick >= 0; i++)
+            if (bits[i >> 5] >> (i & 31) & 1 && pick-- == 0) id = i;
+        char c = id == 95 ? '\n' : (char)(' ' + id);
+        if (rkm_gstate_accept(st, &c, 1)) break;
+        out[n++] = c;
+    }
+    int done = rkm_gstate_done(st);
+    rkm_gstate_free(st);
+    out[n] = 0;
+    return done ? out : NULL;
+}
+
+static void test_schemas(void)
+{
+    static const struct {
+        const char *schema;
+        const char *good[6], *bad[6];
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},\"age\":{\"type\":\"integer\"},"
+         "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\"],\"additionalProperties\":false}",
+         {"{\"name\":\"Al\"}", "{\"name\": \"Al\", \"age\": -3}", "{ \"name\":\"\", \"ok\":true }", "{\"name\":\"abcde\",\"age\":0,\"ok\":false}"},
+         {"{}", "{\"age\":3}", "{\"name\":\"abcdef\"}", "{\"name\":\"a\",\"x\":1}", "{\"name\":1}", "{\"age\":1,\"name\":\"a\"}"}},
+        {"{\"enum\":[\"red\",1.5,null,{\"a\":[1]}]}", {"\"red\"", "1.5", "null", "{\"a\":[1]}"}, {"\"blue\"", "1", "\"red\" ", "{\"a\": [1]}"}},
+        {"{\"anyOf\":[{\"type\":\"string\",\"format\":\"date\"},{\"type\":[\"integer\",\"null\"]}]}",
+         {"\"2024-02-29\"", "42", "null", "-7"}, {"\"2024-13-01\"", "4.5", "\"x\"", "true"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":1,\"maxItems\":3}",
+         {"[1]", "[1, 2.5, -3e2]", "[ 0 ]"}, {"[]", "[1,2,3,4]", "[\"a\"]", "[1,]"}},
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\","
+         "\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}",
+         {"{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[]},{\"v\":3}]}"}, {"{\"v\":1,\"kids\":[{}]}", "{\"kids\":[]}"}},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\",\"format\":\"uuid\"}}",
+         {"{}", "{\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}"}, {"{\"id\":\"123\"}", "{\"id\":1}"}},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"const\":\"x\"},{\"type\":\"boolean\"}],\"items\":false}",
+         {"[\"x\",true]"}, {"[\"x\"]", "[\"x\",true,1]", "[\"y\",false]"}},
+        {"{\"title\":\"anything\",\"description\":\"no constraint\"}", {"1", "{\"a\":[true,null]}", "\"s\""}, {"tru", "{"}},
+    };
+    const char *v[96];
+    char ch[96][2];
+    size_t len[96];
+    for (int i = 0; i < 96; i++) {
+        ch[i][0] = i == 95 ? '\n' : (char)(' ' + i);
+        ch[i][1] = 0;
+        v[i] = ch[i];
+        len[i] = 1;
+    }
+    rkm_gtrie *t = rkm_gtrie_new(v, len, 96);
+    unsigned seed = 7;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
+        rkm_grammar *g = schema_grammar(cases[i].schema);
+        if (!g) continue;
+        for (int k = 0; k < 6 && cases[i].good[k]; k++)
+            CHECK_MSG(full_split(g, cases[i].good[k]), "schema %zu refuses %s", i, cases[i].good[k]);
+        for (int k = 0; k < 6 && cases[i].bad[k]; k++)
+            CHECK_MSG(!full(g, cases[i].bad[k]), "schema %zu takes %s", i, cases[i].bad[k]);
+        /* random walks end in JSON text (the schema's details are the
+         * cases above; here: every sentence parses) */
+        for (int w = 0; w < 40; w++) {
+            char *snt = random_sentence(g, t, &seed);
+            CHECK_MSG(snt != NULL, "schema %zu: a random walk did not finish", i);
+            cJSON *j = snt ? cJSON_Parse(snt) : NULL;
+            CHECK_MSG(!snt || j, "schema %zu: random sentence is not JSON: %s", i, snt);
+            cJSON_Delete(j);
+        }
+        rkm_grammar_free(g);
+    }
+    rkm_gtrie_free(t);
+    /* json_object: any object */
+    rkm_grammar *g = rkm_grammar_parse(rkm_json_object_gbnf(), NULL);
+    CHECK(g && full(g, "{\"a\": [1, {\"b\": null}]}") && !full(g, "[1]") && !full(g, "\"s\""));
+    rkm_grammar_free(g);
+
+    static const struct {
+        const char *schema, *msg;
+    } bad[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a+$\"}", "keyword 'pattern' is not supported (at #)"},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "'minimum' is not supported (at #/properties/n)"},
+        {"{\"type\":\"string\",\"format\":\"email\"}", "string format 'email' is not supported"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "allOf with other than one schema"},
+        {"{\"$ref\":\"http://x/y.json\"}", "is not local"},
+        {"{\"$ref\":\"#/$defs/missing\"}", "points nowhere"},
+        {"{\"type\":\"object\",\"properties\":{},\"required\":[\"x\"]}", "required property 'x' is not among the properties"},
+        {"{\"type\":\"strng\"}", "type 'strng' is not a JSON Schema type"},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "maxItems is under minItems"},
+        {"false", "schema false admits nothing"},
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(bad); i++) {
+        cJSON *j = cJSON_Parse(bad[i].schema);
+        char *gb = j ? rkm_json_schema_to_gbnf(j) : NULL;
+        CHECK_MSG(j && !gb && strstr(rkm_last_error(), bad[i].msg), "%s: %s", bad[i].schema, gb ? "accepted" : rkm_last_error());
+        free(gb);
+        cJSON_Delete(j);
+    }
+}
+
 int main(void)
 {
     test_errors();
     test_basics();
     test_json();
     test_masks();
+    test_schemas();
     return test_done();
 }
