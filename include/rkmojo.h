@@ -194,6 +194,18 @@ int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n,
  * sequence from p->seed (e.g. per request in a server). */
 int rkm_session_set_sampler(rkm_session *s, const rkm_sampler_params *p);
 
+/* Holds what the session generates from now on to the sentences of a
+ * grammar in GBNF, llama.cpp's text form (start rule "root"): each pick
+ * is a token the grammar allows, and an end-of-generation token comes
+ * only where the text is complete (and is the only choice once nothing
+ * can follow). NULL removes it. RKM_EINVAL names a grammar error. */
+int rkm_session_set_grammar(rkm_session *s, const char *gbnf);
+/* The GBNF for a JSON Schema (schema: JSON text of len bytes; NULL: any
+ * JSON object), malloc'd, the caller frees it; NULL with the message in
+ * rkm_last_error() for bad JSON or a keyword it does not support (named,
+ * with its place in the schema). */
+char *rkm_json_schema_grammar(const char *schema, size_t len);
+
 /* Samples the next id from the current logits with the session's sampler. */
 int rkm_session_sample(rkm_session *s, int32_t *out_id);
 

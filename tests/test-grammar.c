@@ -150,6 +150,12 @@ static void test_json(void)
     s[big + 2] = 0;
     CHECK(full(g, s));
     free(s);
+    /* a lead byte alone: refused where no character beyond ASCII fits */
+    rkm_gstate *st = rkm_gstate_new(g);
+    CHECK(!rkm_gstate_can_accept(st, "\xf0", 1) && !rkm_gstate_can_accept(st, "\xc3", 1) && !rkm_gstate_can_accept(st, "\xe0", 1));
+    CHECK(rkm_gstate_accept(st, "[\"", 2) == 0 && rkm_gstate_can_accept(st, "\xf0", 1) && rkm_gstate_can_accept(st, "\xc3", 1));
+    CHECK(!rkm_gstate_can_accept(st, "\xc0", 1) && !rkm_gstate_can_accept(st, "\x80", 1)); /* never UTF-8 */
+    rkm_gstate_free(st);
     rkm_grammar_free(g);
 }
 

@@ -531,6 +531,106 @@ static void test_router(rkm_model *m, const char *name)
     free(lg2);
 }
 
+typedef struct {
+    rkm_model *m;
+    char text[8192];
+    size_t n;
+} text_acc;
+
+static int add_text(int32_t id, void *user)
+{
+    text_acc *t = user;
+    int k = rkm_token_to_piece(t->m, id, t->text + t->n, (int)(sizeof t->text - t->n - 1));
+    if (k > 0) t->n += (size_t)k;
+    t->text[t->n] = 0;
+    return 0;
+}
+
+/* Generates from a fresh session under grammar gbnf: the text, and whether
+ * it ended with an end-of-generation token (*ended). */
+static const char *constrained(rkm_model *m, const char *gbnf, float temp, uint64_t seed, int n_max, int *ended,
+                               text_acc *t)
+{
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_ctx = 1024;
+    sp.sampler.temperature = temp;
+    sp.sampler.seed = seed;
+    rkm_session *s = rkm_session_new(m, &sp);
+    int32_t ids[4] = {464, 1332, 318, 25}; /* "The output is:" */
+    t->m = m;
+    t->n = 0;
+    t->text[0] = 0;
+    CHECK(s && rkm_session_eval(s, ids, 4, NULL) == 0 && rkm_session_set_grammar(s, gbnf) == 0);
+    int before = s ? rkm_session_n_past(s) : 0;
+    CHECK_MSG(rkm_session_generate(s, n_max, add_text, t) == 0, "%s", rkm_last_error());
+    /* generate stops at the end-of-generation token without feeding it */
+    *ended = s && rkm_session_n_past(s) - before < n_max;
+    rkm_session_free(s);
+    return t->text;
+}
+
+/* Constrained generation with a real 50k BPE vocabulary (byte tokens for
+ * pieces of characters included) and random weights: every output is a
+ * sentence of the grammar, ended by the model's end-of-generation token;
+ * a JSON schema gives schema-valid JSON at any temperature. */
+static void test_grammar(const char *shared)
+{
+    char gguf[1024], dir[1024];
+    snprintf(gguf, sizeof gguf, "%s/gram.gguf", test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/gram.rkmojo", test_tmpdir());
+    CHECK(test_rkmojo("/dev/null", "synth --preset tiny --set n_layer=2 --vocab-from %s/vocab/ggml-vocab-gpt-2.gguf "
+                      "-o %s --quiet && %s convert %s %s --quiet", shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    rkm_model *m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    if (!m) return;
+    text_acc *t = malloc(sizeof *t);
+    int ended;
+    /* five digits, then the end, greedy and sampled */
+    for (int seed = 0; seed < 4; seed++) {
+        const char *out = constrained(m, "root ::= [0-9]{5}", seed ? 1.0f : 0.0f, (uint64_t)seed, 20, &ended, t);
+        CHECK_MSG(strlen(out) == 5 && strspn(out, "0123456789") == 5 && ended, "digits: '%s' (ended %d)", out, ended);
+    }
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+                         "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]},"
+                         "\"maxItems\":3}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+    char *gb = rkm_json_schema_grammar(schema, strlen(schema));
+    CHECK(gb != NULL);
+    int valid = 0;
+    for (int seed = 0; gb && seed < 12; seed++) {
+        const char *out = constrained(m, gb, seed % 3 == 0 ? 0.0f : seed % 3 == 1 ? 0.8f : 1.5f, (uint64_t)seed, 400, &ended, t);
+        cJSON *j = cJSON_Parse(out);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name"), *age = cJSON_GetObjectItemCaseSensitive(j, "age");
+        const cJSON *tags = cJSON_GetObjectItemCaseSensitive(j, "tags");
+        int ok = ended && cJSON_IsObject(j) && cJSON_IsString(name) && cJSON_IsNumber(age) &&
+                 (!tags || (cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 3));
+        int n_keys = 0;
+        for (const cJSON *k = j ? j->child : NULL; k; k = k->next) n_keys++;
+        ok = ok && n_keys == 2 + (tags != NULL);
+        for (const cJSON *x = tags ? tags->child : NULL; ok && x; x = x->next)
+            ok = cJSON_IsString(x) && (!strcmp(x->valuestring, "a") || !strcmp(x->valuestring, "b"));
+        size_t chars = 0;
+        for (const char *p = cJSON_IsString(name) ? name->valuestring : ""; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+        ok = ok && chars <= 12;
+        CHECK_MSG(ok, "seed %d: not schema-valid (ended %d): %s", seed, ended, out);
+        valid += ok;
+        cJSON_Delete(j);
+    }
+    CHECK(valid == 12);
+    free(gb);
+    /* a bad grammar is refused, the session keeps working */
+    rkm_session *s = new_session(m, 256, 64);
+    CHECK(rkm_session_set_grammar(s, "root ::= nothing") == RKM_EINVAL && strstr(rkm_last_error(), "'nothing'"));
+    CHECK(rkm_session_set_grammar(s, NULL) == 0);
+    rkm_session_free(s);
+    CHECK(!rkm_json_schema_grammar("{\"type\":\"string\",\"pattern\":\"a\"}", 34) && strstr(rkm_last_error(), "'pattern'"));
+    free(t);
+    rkm_model_close(m);
+}
+
 int main(void)
 {
     const char *shared = test_require_shared();
@@ -600,5 +700,6 @@ int main(void)
     rkm_model_close(q);
     rkm_model_close(g);
     test_embd_lookup(shared);
+    test_grammar(shared);
     return test_done();
 }

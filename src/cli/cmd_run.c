@@ -34,7 +34,7 @@ int rkm_cmd_run(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 1);
-    const char *prompt = NULL, *file = NULL, *ids_arg = NULL, *system = NULL;
+    const char *prompt = NULL, *file = NULL, *ids_arg = NULL, *system = NULL, *grammar = NULL, *schema = NULL;
     const char *stop[32];
     rkm_opt_list stops = {stop, 0, (int)RKM_ARRAY_LEN(stop)};
     int n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
@@ -48,6 +48,9 @@ int rkm_cmd_run(int argc, char **argv)
         {"chat", 0, RKM_OPT_FLAG, &chat, .help = "format the prompt with the model's chat template"},
         {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message (with --chat)"},
         {"no-bos", 0, RKM_OPT_FLAG, &no_bos, .help = "do not add BOS even if the tokenizer asks for it"},
+        {"grammar", 0, RKM_OPT_STR, &grammar, .arg = "FILE", .help = "generate only sentences of this GBNF grammar"},
+        {"json-schema", 0, RKM_OPT_STR, &schema, .arg = "FILE|JSON",
+         .help = "generate JSON that this schema describes ({} or 'object': any object)"},
         {0},
     };
     const rkm_opts_cmd cmd = {
@@ -57,6 +60,7 @@ int rkm_cmd_run(int argc, char **argv)
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     if (!!prompt + !!file + !!ids_arg != 1) return rkm_opts_error(&cmd, "give exactly one of -p, -f, --prompt-ids");
+    if (grammar && schema) return rkm_opts_error(&cmd, "give at most one of --grammar, --json-schema");
     int n_stop = stops.n;
     if (n_predict < 0) n_predict = 0;
     rkm_model *m;
@@ -105,6 +109,25 @@ int rkm_cmd_run(int argc, char **argv)
             rc = 2;
             goto done;
         }
+    }
+    if (grammar || schema) {
+        char *gb = NULL;
+        if (grammar) {
+            gb = rkm_read_file(grammar, NULL);
+        } else if (!strcmp(schema, "object")) {
+            gb = rkm_json_schema_grammar(NULL, 0);
+        } else {
+            char *st = schema[0] == '{' ? strdup(schema) : rkm_read_file(schema, NULL);
+            gb = st ? rkm_json_schema_grammar(st, strlen(st)) : NULL;
+            free(st);
+        }
+        if (!gb || rkm_session_set_grammar(s, gb)) {
+            fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+            free(gb);
+            rc = 2;
+            goto done;
+        }
+        free(gb);
     }
     rc = rkm_session_eval(s, ids, n_ids, NULL);
     if (rc) {

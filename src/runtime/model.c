@@ -10,6 +10,7 @@
  * model->lock guards (see model.h).
  */
 #include "runtime/model.h"
+#include "text/grammar.h"
 
 #include <math.h>
 #include <sys/mman.h>
@@ -402,6 +403,7 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         return NULL;
     }
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->trie_lock, NULL);
     m->md = rkm_model_dir_open(dir);
     if (!m->md) goto fail;
     m->hp = m->md->hp;
@@ -512,7 +514,9 @@ void rkm_model_close(rkm_model *m)
     free(m->owned);
     free(m->layers);
     rkm_model_dir_close(m->md);
+    rkm_gtrie_free(m->trie);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->trie_lock);
     free(m);
 }
 

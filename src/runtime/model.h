@@ -112,6 +112,8 @@ struct rkm_model {
     int max_hd;                    /* largest head dim over layers */
     int max_qdim, max_kvdim;       /* largest n_head*hd, n_kv*hd over layers */
     pthread_mutex_t lock;          /* guards pool, cache (one forward at a time) */
+    pthread_mutex_t trie_lock;     /* guards the building of trie */
+    struct rkm_gtrie *trie;        /* the vocabulary's text tokens for grammars (constrain.c), or NULL */
     rkm_pool *pool;
     rkm_expert_cache *cache;
     struct rkm_backend *backend;   /* where the expert matmuls run (backend/backend.h) */
@@ -169,6 +171,7 @@ struct rkm_session {
     uint8_t *embd_row;        /* one token_embd row read from the file (embd_pread) */
     int have_logits;
     rkm_sampler *sampler;
+    struct rkm_constraint *grammar; /* the grammar generation keeps to, or NULL (constrain.c) */
     atomic_int cancel;
     rkm_stats st;
     double t_first;           /* first eval start since reset (ttft), <0 none */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "runtime/model.h"
+#include "runtime/constrain.h"
 
 void rkm_session_params_default(rkm_session_params *p)
 {
@@ -118,6 +119,7 @@ void rkm_session_free(rkm_session *s)
     if (!s) return;
     rkm_kv_free(s);
     rkm_sampler_free(s->sampler);
+    rkm_constraint_free(s->grammar);
     float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue,
                    s->scores, s->router, s->selw, s->margin, s->xe, s->logits, s->embd};
     for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
@@ -229,11 +231,29 @@ int rkm_session_set_sampler(rkm_session *s, const rkm_sampler_params *p)
     return 0;
 }
 
+int rkm_session_set_grammar(rkm_session *s, const char *gbnf)
+{
+    if (!s) return rkm_err(RKM_EINVAL, "set_grammar: no session");
+    rkm_constraint *c = NULL;
+    if (gbnf) {
+        int rc = rkm_constraint_new(s->m, gbnf, &c);
+        if (rc) return rc;
+    }
+    rkm_constraint_free(s->grammar);
+    s->grammar = c;
+    return 0;
+}
+
 int rkm_session_sample(rkm_session *s, int32_t *out_id)
 {
     if (!s || !out_id) return rkm_err(RKM_EINVAL, "sample: bad arguments");
     if (!s->have_logits) return rkm_err(RKM_EINVAL, "sample: no logits (evaluate a prompt first)");
-    *out_id = rkm_sampler_sample(s->sampler, s->logits, s->tokens, s->n_past);
+    if (s->grammar) {
+        int rc = rkm_constraint_sample(s->grammar, s->sampler, s->logits, s->tokens, s->n_past, out_id);
+        if (rc) return rc;
+    } else {
+        *out_id = rkm_sampler_sample(s->sampler, s->logits, s->tokens, s->n_past);
+    }
     if (!s->ttft_done && s->t_first >= 0) {
         s->st.ttft_s = rkm_now() - s->t_first;
         s->ttft_done = 1;

@@ -672,7 +672,9 @@ static int partial_range(const uint8_t *p, int k, uint32_t *lo, uint32_t *hi)
         a = a << 6 | (i < k ? (p[i] & 0x3Fu) : 0);
         b = b << 6 | (i < k ? (p[i] & 0x3Fu) : 0x3Fu);
     }
-    *lo = a;
+    /* the shortest form of each length: no overlong encodings */
+    uint32_t least = need == 2 ? 0x80 : need == 3 ? 0x800 : 0x10000;
+    *lo = a < least ? least : a;
     *hi = b > 0x10FFFF ? 0x10FFFF : b;
     return *lo <= *hi;
 }
@@ -820,6 +822,12 @@ int rkm_gstate_done(const rkm_gstate *st)
 int rkm_gstate_finished(const rkm_gstate *st)
 {
     return rkm_gstate_done(st) && st->set.v[0] == 1;
+}
+
+uint64_t rkm_gstate_hash(const rkm_gstate *st)
+{
+    uint64_t h = rkm_hash(st->set.v, sizeof(int32_t) * (size_t)st->set.n);
+    return h ^ (rkm_hash(st->part, (size_t)st->n_part) * 0x9E3779B97F4A7C15ull) ^ (uint64_t)st->n_part;
 }
 
 /* --------------------------------------------------------------- trie */

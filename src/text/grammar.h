@@ -49,6 +49,9 @@ int rkm_gstate_can_accept(const rkm_gstate *st, const char *bytes, size_t n);
 int rkm_gstate_done(const rkm_gstate *st);
 /* 1 when nothing more can follow (done, and no stack continues). */
 int rkm_gstate_finished(const rkm_gstate *st);
+/* A 64-bit hash of the state (its stacks and incomplete bytes): equal
+ * states hash alike, for caching masks. */
+uint64_t rkm_gstate_hash(const rkm_gstate *st);
 
 /* A trie of n byte strings (a vocabulary's token pieces, id = index);
  * empty strings are left out. NULL on allocation failure. */
