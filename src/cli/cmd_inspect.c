@@ -90,7 +90,7 @@ int rkm_cmd_inspect(int argc, char **argv)
            hp->gemma4_norms ? ", gemma4 sandwich norms" : "");
     if (hp->n_expert)
         printf("experts:          %d routed, top-%d%s, FFN %d%s", hp->n_expert, hp->n_expert_used,
-               hp->expert_norm_topk ? " renormalised" : "", hp->n_ff_exp, hp->act == RKM_ACT_GELU_TANH ? " (GeGLU)" : " (SwiGLU)");
+               hp->expert_norm_topk ? " renormalised" : "", hp->n_ff_exp, hp->act == RKM_ACT_GELU_TANH ? " (GeGLU)" : hp->act == RKM_ACT_SWIGLU_OAI ? " (SwiGLU clamped at 7)" : " (SwiGLU)");
     if (hp->n_ff_shexp) printf(", shared expert %d%s", hp->n_ff_shexp, hp->shexp_gate ? " (sigmoid gate)" : "");
     if (hp->n_expert) printf("\n");
     if (hp->n_ff) printf("dense FFN:        %d\n", hp->n_ff);

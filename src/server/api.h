@@ -65,6 +65,7 @@ typedef struct srv_request {
     char **inputs;            /* embeddings: texts */
     int embed_base64;         /* openai encoding_format "base64" */
     int echo;                 /* openai completion echo */
+    char *grammar;            /* GBNF generation keeps to (structured outputs), or NULL */
 } srv_request;
 
 void srv_request_free(srv_request *r);

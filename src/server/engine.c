@@ -564,6 +564,13 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         job_fail(j, 400, err);
         return;
     }
+    /* structured outputs: the request's grammar, or none */
+    if ((rc = rkm_session_set_grammar(e->sess, rq->grammar))) {
+        snprintf(err, sizeof err, "%s", rkm_last_error());
+        free(toks);
+        job_fail(j, 400, err);
+        return;
+    }
     if (!(g.to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
         free(toks);
         job_fail(j, 500, "out of memory");

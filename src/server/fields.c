@@ -13,6 +13,8 @@
 
 #include "server/api.h"
 #include "server/fields.h"
+
+#include "text/grammar.h"
 #include "util/common.h"
 
 void srv_request_free(srv_request *r)
@@ -29,10 +31,51 @@ void srv_request_free(srv_request *r)
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     for (int i = 0; i < r->n_inputs; i++) free(r->inputs[i]);
     free(r->inputs);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
 /* ------------------------------------------------------ field readers */
+
+int srv_set_grammar(srv_request *r, const cJSON *schema, int object, char *err, size_t errcap)
+{
+    char *gb = NULL;
+    if (object) {
+        gb = rkm_json_schema_grammar(NULL, 0);
+    } else {
+        char *js = cJSON_PrintUnformatted(schema);
+        gb = js ? rkm_json_schema_grammar(js, strlen(js)) : NULL;
+        if (!gb && js) {
+            snprintf(err, errcap, "%s", rkm_last_error());
+            cJSON_free(js);
+            return -1;
+        }
+        cJSON_free(js);
+    }
+    if (!gb) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    free(r->grammar);
+    r->grammar = gb;
+    return 0;
+}
+
+int srv_set_gbnf(srv_request *r, const char *gbnf, char *err, size_t errcap)
+{
+    rkm_grammar *g = rkm_grammar_parse(gbnf, NULL);
+    if (!g) {
+        snprintf(err, errcap, "%s", rkm_last_error());
+        return -1;
+    }
+    rkm_grammar_free(g);
+    free(r->grammar);
+    if (!(r->grammar = strdup(gbnf))) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    return 0;
+}
 
 /* Key lookups are case-sensitive: "Model" is not "model". */
 static const cJSON *field(const cJSON *o, const char *key)

@@ -131,9 +131,14 @@ int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
         return srv_get_inputs(r, in, OLL_MAX_INPUTS, err, errcap);
     }
     if (srv_get_bool(root, "stream", &r->stream, err, errcap)) return -1;
+    /* format: "json" (any object) or a JSON schema; "" and null: none */
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (fmt && !cJSON_IsNull(fmt) && !(cJSON_IsString(fmt) && !fmt->valuestring[0])) {
-        snprintf(err, errcap, "'format' (structured outputs) is not supported");
+    if (cJSON_IsObject(fmt)) {
+        if (srv_set_grammar(r, fmt, 0, err, errcap)) return -1;
+    } else if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "json")) {
+        if (srv_set_grammar(r, NULL, 1, err, errcap)) return -1;
+    } else if (fmt && !cJSON_IsNull(fmt) && !(cJSON_IsString(fmt) && !fmt->valuestring[0])) {
+        snprintf(err, errcap, "'format' must be \"json\" or a JSON schema object");
         return -1;
     }
     if (r->kind == SRV_OLLAMA_CHAT) {

@@ -119,6 +119,45 @@ static const srv_sp_key sampling[] = {
     {"repeat_penalty", SRV_SP_REPEAT_PENALTY, 0, 10},
 };
 
+/* response_format: text (none), json_object (any object), json_schema
+ * ({name, schema, strict}); and llama.cpp's "grammar" extension (GBNF). */
+static int parse_response_format(srv_request *r, const cJSON *root, char *err, size_t errcap)
+{
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (gr && !cJSON_IsNull(gr)) {
+        if (!cJSON_IsString(gr)) {
+            snprintf(err, errcap, "'grammar' must be a string (GBNF)");
+            return -1;
+        }
+        if (rf && !cJSON_IsNull(rf)) {
+            snprintf(err, errcap, "give 'grammar' or 'response_format', not both");
+            return -1;
+        }
+        return srv_set_gbnf(r, gr->valuestring, err, errcap);
+    }
+    if (!rf || cJSON_IsNull(rf)) return 0;
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(ty)) {
+        snprintf(err, errcap, "'response_format' must be an object with a 'type'");
+        return -1;
+    }
+    if (!strcmp(ty->valuestring, "text")) return 0;
+    if (!strcmp(ty->valuestring, "json_object")) return srv_set_grammar(r, NULL, 1, err, errcap);
+    if (!strcmp(ty->valuestring, "json_schema")) {
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+        if (!cJSON_IsObject(js) || (sc && !cJSON_IsObject(sc) && !cJSON_IsBool(sc))) {
+            snprintf(err, errcap, "'response_format.json_schema' must be an object with a 'schema' object");
+            return -1;
+        }
+        /* no schema: any JSON object, as OpenAI */
+        return sc ? srv_set_grammar(r, sc, 0, err, errcap) : srv_set_grammar(r, NULL, 1, err, errcap);
+    }
+    snprintf(err, errcap, "'response_format.type' must be text, json_object or json_schema");
+    return -1;
+}
+
 int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap)
 {
     if (srv_get_string(root, "model", &r->model, err, errcap)) return -1;
@@ -187,6 +226,7 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     if (srv_get_bool(root, "ignore_eos", &r->ignore_eos, err, errcap)) return -1;
     if (srv_get_seed(root, "seed", r, err, errcap)) return -1;
     if (srv_get_stop(root, "stop", r, err, errcap)) return -1;
+    if (parse_response_format(r, root, err, errcap)) return -1;
     return 0;
 oom:
     snprintf(err, errcap, "out of memory");

@@ -95,5 +95,33 @@ try {
   check(e.status_code === 400 && /temperature/.test(e.error), 'bad option -> 400 naming it', e.error);
 }
 
+// structured outputs: format "json" and a schema, valid JSON even from
+// random weights; an unsupported keyword is a 400 naming it
+const schema = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, rain: { type: 'boolean' } },
+  required: ['city', 'rain'],
+  additionalProperties: false,
+};
+for (const [i, temperature] of [0, 1].entries()) {
+  const r = await ollama.chat({ model, messages, stream: false, format: schema, options: { temperature, seed: 3 + i, num_predict: 200 } });
+  let o = null;
+  try { o = JSON.parse(r.message.content); } catch { /* checked below */ }
+  check(o && typeof o.city === 'string' && [...o.city].length <= 12 && typeof o.rain === 'boolean' && Object.keys(o).length === 2,
+    `format schema: reply is schema-valid (temperature ${temperature})`, r.message.content);
+}
+{
+  const r = await ollama.generate({ model, prompt: 'JSON please', stream: false, format: 'json', options: { temperature: 1, seed: 9, num_predict: 200 } });
+  let o = null;
+  try { o = JSON.parse(r.response); } catch { /* checked below */ }
+  check(o !== null && typeof o === 'object' && !Array.isArray(o), 'format "json": the reply is a JSON object', r.response);
+}
+try {
+  await ollama.chat({ model, messages, stream: false, format: { type: 'integer', minimum: 3 } });
+  check(false, 'unsupported schema keyword refused');
+} catch (e) {
+  check(e.status_code === 400 && /'minimum' is not supported/.test(e.error), 'unsupported schema keyword -> 400 naming it', e.error);
+}
+
 console.log(failed ? `${failed} failed` : 'all passed');
 process.exit(failed ? 1 : 0);

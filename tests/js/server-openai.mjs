@@ -94,6 +94,60 @@ const embf = await client.embeddings.create({ model, input: 'hello world', encod
 const maxdiff = Math.max(...embf.data[0].embedding.map((x, i) => Math.abs(x - v[i])));
 check(maxdiff < 1e-6, 'float and base64 encodings agree', maxdiff);
 
+// structured outputs: with random weights, every reply must still be JSON
+// the schema describes (the grammar holds the sampler to it)
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 10 },
+    age: { type: 'integer' },
+    pets: { type: 'array', items: { enum: ['cat', 'dog'] }, maxItems: 2 },
+  },
+  required: ['name', 'age'],
+  additionalProperties: false,
+};
+function isPerson(o) {
+  return o && typeof o === 'object' && !Array.isArray(o) && typeof o.name === 'string' && [...o.name].length <= 10 &&
+    Number.isInteger(o.age) && Object.keys(o).every((k) => ['name', 'age', 'pets'].includes(k)) &&
+    (o.pets === undefined || (Array.isArray(o.pets) && o.pets.length <= 2 && o.pets.every((p) => p === 'cat' || p === 'dog')));
+}
+for (const [i, temperature] of [0, 0.7, 1.2].entries()) {
+  const r = await client.chat.completions.create({
+    model, messages, temperature, seed: 11 + i, max_tokens: 200,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } },
+  });
+  let o = null;
+  try { o = JSON.parse(r.choices[0].message.content); } catch { /* checked below */ }
+  check(isPerson(o) && r.choices[0].finish_reason === 'stop', `json_schema reply is schema-valid (temperature ${temperature})`,
+    r.choices[0].message.content);
+}
+{
+  let acc = '';
+  const stream = await client.chat.completions.create({
+    model, messages, temperature: 1, seed: 5, max_tokens: 200, stream: true,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema: person } },
+  });
+  for await (const c of stream) acc += c.choices[0]?.delta?.content ?? '';
+  let o = null;
+  try { o = JSON.parse(acc); } catch { /* checked below */ }
+  check(isPerson(o), 'json_schema streamed reply is schema-valid', acc);
+  const jo = await client.chat.completions.create({
+    model, messages, temperature: 1, seed: 6, max_tokens: 200, response_format: { type: 'json_object' },
+  });
+  let v = null;
+  try { v = JSON.parse(jo.choices[0].message.content); } catch { /* checked below */ }
+  check(v !== null && typeof v === 'object' && !Array.isArray(v), 'json_object reply is a JSON object', jo.choices[0].message.content);
+}
+try {
+  await client.chat.completions.create({
+    model, messages, max_tokens: 8,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } },
+  });
+  check(false, 'an unsupported schema keyword is refused');
+} catch (e) {
+  check(e.status === 400 && /'pattern' is not supported/.test(e.message), 'unsupported schema keyword -> 400 naming it', e.message);
+}
+
 // errors are typed by the SDK
 try {
   await client.chat.completions.create({ model, messages: [], max_tokens: 4 });
