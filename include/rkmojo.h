@@ -209,6 +209,13 @@ char *rkm_json_schema_grammar(const char *schema, size_t len);
 /* Samples the next id from the current logits with the session's sampler. */
 int rkm_session_sample(rkm_session *s, int32_t *out_id);
 
+/* Log-probabilities from the current logits (those the next token is
+ * sampled from; inside an rkm_token_cb, those the token came from): the
+ * model's own distribution (softmax at temperature 1, before penalties and
+ * truncation). *lp gets id's; the k most likely ids (k <= 64) and theirs go
+ * to top_ids / top_lps, best first. */
+int rkm_session_logprobs(const rkm_session *s, int32_t id, int k, float *lp, int32_t *top_ids, float *top_lps);
+
 /* Called for each generated token; return non-zero to stop. */
 typedef int (*rkm_token_cb)(int32_t id, void *user);
 
@@ -278,6 +285,9 @@ typedef struct rkm_stats {
     uint64_t expert_hits, expert_misses;
     uint64_t bytes_read;       /* expert bytes read from disk */
     double io_wait_s;          /* time the compute threads waited for IO */
+    int grammar_picks;         /* tokens sampled under a grammar */
+    int grammar_masked;        /* ... of which the sampler's own pick broke it (a masked draw) */
+    int grammar_masks_built;   /* masks walked over the vocabulary (the others came from the cache) */
 } rkm_stats;
 
 void rkm_session_stats(const rkm_session *s, rkm_stats *out);

@@ -138,7 +138,18 @@ static void test_ollama(void)
     expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"options\":[]}", "options");
     expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"options\":{\"top_p\":2}}", "top_p");
     expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"keep_alive\":\"soon\"}", "keep_alive");
-    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":\"json\"}", "format");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":\"yaml\"}", "format");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":{\"type\":\"string\",\"pattern\":\"a\"}}", "pattern");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}",
+               "response_format");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"grammar\":\"root ::= nope\"}", "nope");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "logprobs");
+    expect_400(SRV_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":9}", "logprobs");
+    expect_400(SRV_OPENAI_EMBED, "{\"input\":\"x\",\"dimensions\":0}", "dimensions");
+    /* format json / a schema: a grammar to keep to */
+    CHECK_EQ_INT(parse(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":\"json\"}", &r, err), 0);
+    CHECK(r.grammar && strstr(r.grammar, "root ::= object"));
+    srv_request_free(&r);
     expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"AA==\"]}]}", "images");
     expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"context\":[1,2]}", "context");
     expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"a/b\"}", "model");

@@ -111,6 +111,15 @@ body=$(curl -s -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions" -d '{"
 check "malformed JSON -> message" 'echo "$body" | jget error.message | grep -q "malformed JSON"'
 check "malformed JSON -> 400" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/api/chat" -d "{nope")" = 400 ]'
 check "unknown endpoint -> 404" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/v2/nothing")" = 404 ]'
+body=$(curl -s -H "Authorization: Bearer $KEY" "$URL/v1/nothing")
+check "unknown /v1 path -> 404 not_found, not model_not_found" '[ "$(echo "$body" | jget error.code)" = not_found ]'
+body=$(post /api/embeddings '{"model":"tiny","prompt":"hello"}')
+check "legacy /api/embeddings -> {\"embedding\": [...]}" \
+  '[ "$(echo "$body" | node -e "let s=\"\";process.stdin.on(\"data\",d=>s+=d).on(\"end\",()=>{const o=JSON.parse(s);console.log(Array.isArray(o.embedding)&&o.embedding.length>0&&typeof o.embedding[0]===\"number\"&&!(\"embeddings\" in o))})")" = true ]'
+sig=$(echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let m=0;for(const t of s.match(/-?[0-9][0-9.]*(e[-+]?[0-9]+)?/g)||[]){const d=t.replace(/^-/,"").replace(/e.*/,"").replace(".","").replace(/^0+/,"");m=Math.max(m,d.length)}console.log(m)})')
+check "embeddings printed with at most 9 significant digits ($sig)" '[ "$sig" -ge 6 ] && [ "$sig" -le 9 ]'
+body=$(post /api/embed '{"model":"tiny","input":"hello","dimensions":8}')
+check "ollama embed dimensions 8" '[ "$(echo "$body" | jget embeddings.0 | node -e "let s=\"\";process.stdin.on(\"data\",d=>s+=d).on(\"end\",()=>console.log(JSON.parse(s).length))")" = 8 ]'
 check "wrong method -> 405" '[ "$(code -H "Authorization: Bearer $KEY" "$URL/v1/chat/completions")" = 405 ]'
 body=$(post /v1/chat/completions '{"model":"ghost","messages":[{"role":"user","content":"x"}]}')
 check "unknown model -> model_not_found" '[ "$(echo "$body" | jget error.code)" = model_not_found ]'

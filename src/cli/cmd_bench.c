@@ -67,6 +67,9 @@ static void phase_add(phase *sum, const phase *p)
     sum->st.expert_misses += p->st.expert_misses;
     sum->st.bytes_read += p->st.bytes_read;
     sum->st.io_wait_s += p->st.io_wait_s;
+    sum->st.grammar_picks += p->st.grammar_picks;
+    sum->st.grammar_masked += p->st.grammar_masked;
+    sum->st.grammar_masks_built += p->st.grammar_masks_built;
 }
 
 /* Median, mean, sample standard deviation, min and max of n values. */
@@ -160,7 +163,8 @@ int rkm_cmd_bench(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
-    const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL;
+    const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL, *schema = NULL;
+    char *gbnf = NULL;
     int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1, reps = 1;
     const rkm_opt opts[] = {
         {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "prompt text (default: a built-in English paragraph)"},
@@ -174,6 +178,9 @@ int rkm_cmd_bench(int argc, char **argv)
         {"force-text", 0, RKM_OPT_STR, &force_file, .arg = "FILE",
          .help = "decode by feeding FILE's tokens one by one (teacher forcing)"},
         {"per-layer", 0, RKM_OPT_FLAG, &per_layer, .help = "print the hit rate of every MoE layer"},
+        {"json-schema", 0, RKM_OPT_STR, &schema, .arg = "FILE|JSON",
+         .help = "sample under this JSON schema's grammar ('object': any object),\n"
+                 "to measure constrained decoding"},
         {"warm", 0, RKM_OPT_FLAG, &warm,
          .help = "run the prompt once untimed first, so prefill is measured with\n"
                  "the experts it needs already read, and, with every expert resident,\n"
@@ -218,6 +225,19 @@ int rkm_cmd_bench(int argc, char **argv)
         size_t len;
         text = rkm_read_file(prompt_file, &len);
         if (!text) {
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
+            goto out;
+        }
+    }
+    if (schema) {
+        char *js = !strcmp(schema, "object") ? NULL : schema[0] == '{' ? strdup(schema) : rkm_read_file(schema, NULL);
+        if (strcmp(schema, "object") && !js) {
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
+            goto out;
+        }
+        gbnf = rkm_json_schema_grammar(js, js ? strlen(js) : 0);
+        free(js);
+        if (!gbnf) {
             fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
             goto out;
         }
@@ -276,6 +296,10 @@ int rkm_cmd_bench(int argc, char **argv)
             goto out;
         }
         phase p1 = {.n = np}, p2 = {0};
+        if (gbnf && rkm_session_set_grammar(s, gbnf)) { /* a fresh grammar state each run */
+            fprintf(stderr, "rkmojo bench: %s\n", rkm_last_error());
+            goto out;
+        }
         rkm_session_stats_reset(s);
         if (m->cache) rkm_expert_cache_reset_stats(m->cache);
         double t0 = rkm_now(), c0 = cpu_now();
@@ -434,6 +458,11 @@ int rkm_cmd_bench(int argc, char **argv)
         phase_print(stdout, &pre, "prefill");
         if (depth >= 0 && depth < np) printf("decode measured from a context of %d tokens (--depth)\n", depth);
         phase_print(stdout, &dec, force_file ? "forced" : "decode");
+        if (gbnf)
+            printf("grammar: %d picks, %d (%.1f%%) broke it and were redrawn masked, %d masks walked over the vocabulary\n",
+                   dec.st.grammar_picks, dec.st.grammar_masked,
+                   dec.st.grammar_picks ? 100.0 * dec.st.grammar_masked / dec.st.grammar_picks : 0,
+                   dec.st.grammar_masks_built);
         if (reps > 1) {
             printf("%d runs in this process (the phase lines above are their totals):\n", reps);
             spread_print("prefill", pre_tps, reps);
@@ -476,6 +505,7 @@ out:
     rkm_bench_wpass_free(wp);
     cJSON_Delete(root);
     free(text);
+    free(gbnf);
     free(pids);
     free(fids);
     rkm_session_free(s);

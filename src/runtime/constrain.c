@@ -28,6 +28,7 @@ struct rkm_constraint {
     float *masked;       /* n_vocab logits with refused tokens at -inf */
     mask_slot cache[N_CACHE];
     uint64_t clock;
+    uint64_t built;      /* masks computed */
 };
 
 /* Is id a token of text (not control or unused)? */
@@ -115,6 +116,7 @@ static const mask_slot *state_mask(rkm_constraint *c, int fresh, int *rc)
         return NULL;
     }
     int n = rkm_gstate_mask(c->st, c->m->trie, victim->bits, c->n_vocab);
+    c->built++;
     if (n < 0) {
         victim->key = 0;
         *rc = n;
@@ -146,16 +148,20 @@ static int take(rkm_constraint *c, int32_t id)
 }
 
 int rkm_constraint_sample(rkm_constraint *c, rkm_sampler *smp, const float *logits, const int32_t *hist, int n_hist,
-                          int32_t *out)
+                          int32_t *out, rkm_stats *st)
 {
     int32_t id = rkm_sampler_sample(smp, logits, hist, n_hist);
+    st->grammar_picks++;
     if (allowed(c, id)) {
         *out = id;
         return take(c, id);
     }
+    st->grammar_masked++;
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc = 0;
+        uint64_t before = c->built;
         const mask_slot *ms = state_mask(c, attempt, &rc);
+        st->grammar_masks_built += c->built != before;
         if (!ms) return rc;
         int done = rkm_gstate_done(c->st), finished = rkm_gstate_finished(c->st), any = 0;
         for (int i = 0; i < c->n_vocab; i++) {

@@ -30,9 +30,10 @@ typedef struct rkm_constraint rkm_constraint;
 int rkm_constraint_new(rkm_model *m, const char *gbnf, rkm_constraint **out);
 void rkm_constraint_free(rkm_constraint *c);
 /* The next id under the constraint: sampled with smp from logits
- * (n_vocab), history hist; the grammar advances over it. RKM_EINVAL when
- * no token can continue the grammar. */
+ * (n_vocab), history hist; the grammar advances over it; st's grammar
+ * counters count the pick. RKM_EINVAL when no token can continue the
+ * grammar. */
 int rkm_constraint_sample(rkm_constraint *c, rkm_sampler *smp, const float *logits, const int32_t *hist, int n_hist,
-                          int32_t *out);
+                          int32_t *out, rkm_stats *st);
 
 #endif

@@ -249,7 +249,7 @@ int rkm_session_sample(rkm_session *s, int32_t *out_id)
     if (!s || !out_id) return rkm_err(RKM_EINVAL, "sample: bad arguments");
     if (!s->have_logits) return rkm_err(RKM_EINVAL, "sample: no logits (evaluate a prompt first)");
     if (s->grammar) {
-        int rc = rkm_constraint_sample(s->grammar, s->sampler, s->logits, s->tokens, s->n_past, out_id);
+        int rc = rkm_constraint_sample(s->grammar, s->sampler, s->logits, s->tokens, s->n_past, out_id, &s->st);
         if (rc) return rc;
     } else {
         *out_id = rkm_sampler_sample(s->sampler, s->logits, s->tokens, s->n_past);
@@ -286,6 +286,33 @@ int rkm_session_generate(rkm_session *s, int n_max, rkm_token_cb cb, void *user)
         s->have_logits = 1;
         s->st.n_gen++;
     }
+    return 0;
+}
+
+int rkm_session_logprobs(const rkm_session *s, int32_t id, int k, float *lp, int32_t *top_ids, float *top_lps)
+{
+    int nv = s->m->hp.n_vocab;
+    if (!s->have_logits) return rkm_err(RKM_EINVAL, "logprobs: no logits");
+    if (id < 0 || id >= nv || k < 0 || k > 64) return rkm_err(RKM_EINVAL, "logprobs: bad arguments");
+    const float *l = s->logits;
+    float mx = -INFINITY;
+    for (int i = 0; i < nv; i++) mx = l[i] > mx ? l[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < nv; i++) sum += exp((double)l[i] - mx);
+    float lse = mx + (float)log(sum);
+    *lp = l[id] - lse;
+    /* the k best by insertion (k is small) */
+    int n = 0;
+    for (int i = 0; i < nv && k > 0; i++) {
+        if (n == k && l[i] <= l[top_ids[n - 1]]) continue;
+        int at = n < k ? n++ : k - 1;
+        while (at > 0 && l[top_ids[at - 1]] < l[i]) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
+        }
+        top_ids[at] = i;
+    }
+    for (int i = 0; i < n; i++) top_lps[i] = l[top_ids[i]] - lse;
     return 0;
 }
 

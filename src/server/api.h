@@ -66,6 +66,10 @@ typedef struct srv_request {
     int embed_base64;         /* openai encoding_format "base64" */
     int echo;                 /* openai completion echo */
     char *grammar;            /* GBNF generation keeps to (structured outputs), or NULL */
+    int dimensions;           /* embeddings: the first N values, renormalised (0: all) */
+    int legacy_embedding;     /* Ollama /api/embeddings: {"embedding": [...]} of one prompt */
+    int logprobs;             /* report each generated token's log-probability */
+    int top_logprobs;         /* ... and the n most likely alternatives (0..20) */
 } srv_request;
 
 void srv_request_free(srv_request *r);
@@ -90,6 +94,10 @@ typedef struct srv_result {
     const char *finish;       /* "stop", "length", or NULL while streaming */
     int n_prompt, n_cached, n_gen;
     double t_load_s, t_prompt_s, t_gen_s, t_total_s;
+    /* logprobs: entries [lp_from, lp_to) of lp go with this response or
+     * chunk; each {"token", "logprob", "bytes", "top_logprobs": [...]} */
+    const cJSON *lp;
+    int lp_from, lp_to;
 } srv_result;
 
 /* Error bodies in each API's shape; status picks the OpenAI "type". */

@@ -110,5 +110,5 @@ char *srv_fmt_embeddings(const srv_request *rq, const char *model, const float *
 {
     return srv_is_openai(rq->kind)
                ? srv_openai_embeddings(rq, model, vecs, n, dim, n_tokens)
-               : srv_ollama_embeddings(model, vecs, n, dim, n_tokens, t_total_s, t_load_s);
+               : srv_ollama_embeddings(rq, model, vecs, n, dim, n_tokens, t_total_s, t_load_s);
 }

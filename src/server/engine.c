@@ -30,6 +30,7 @@
 
 #include "server/prompt.h"
 #include "server/server.h"
+#include "text/unicode.h"
 #include "util/common.h"
 
 /* A state is worth keeping on disk once it holds this many tokens. */
@@ -458,16 +459,80 @@ typedef struct gen_ctx {
     int n_gen, n_max;
     int stop_hit, oom;
     double t_gen0, t_first;
+    cJSON *lp;        /* logprobs entries (rq->logprobs) */
+    int lp_sent;      /* entries already in a stream chunk */
+    int text_chars;   /* code points of the tokens so far (text_offset) */
 } gen_ctx;
+
+/* The token's bytes as JSON text: valid UTF-8, an invalid byte as U+FFFD. */
+static cJSON *token_json(const char *p, int n, int *chars)
+{
+    char buf[1024];
+    size_t o = 0;
+    for (int i = 0; i < n && o + 4 < sizeof buf;) {
+        size_t v = rkm_utf8_valid_prefix(p + i, (size_t)(n - i));
+        if (v == 0) {
+            memcpy(buf + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            (*chars)++;
+            continue;
+        }
+        if (v > sizeof buf - 4 - o) v = sizeof buf - 4 - o;
+        memcpy(buf + o, p + i, v);
+        for (size_t k = 0; k < v; k++) *chars += ((unsigned char)p[i + k] & 0xC0) != 0x80;
+        o += v;
+        i += (int)v;
+    }
+    buf[o] = 0;
+    return cJSON_CreateString(buf);
+}
+
+static cJSON *lp_entry(const rkm_model *m, int32_t id, float lp, int *chars)
+{
+    char piece[512];
+    int n = rkm_token_to_piece(m, id, piece, sizeof piece);
+    if (n < 0 || n > (int)sizeof piece) n = 0;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddItemToObject(e, "token", token_json(piece, n, chars));
+    cJSON_AddNumberToObject(e, "logprob", lp);
+    cJSON *b = cJSON_AddArrayToObject(e, "bytes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[i]));
+    return e;
+}
+
+/* Appends the logprobs entry of token id (the session still holds the
+ * logits it was sampled from). */
+static int add_logprob(gen_ctx *g, int32_t id)
+{
+    const srv_request *rq = &g->j->req;
+    rkm_session *s = g->e->sess;
+    int32_t top[20];
+    float tlp[20], lp;
+    int k = rq->top_logprobs;
+    if (rkm_session_logprobs(s, id, k, &lp, top, tlp)) return RKM_EINVAL;
+    if (!g->lp && !(g->lp = cJSON_CreateArray())) return RKM_ENOMEM;
+    int off = g->text_chars, dummy = 0;
+    cJSON *e = lp_entry(g->e->model, id, lp, &g->text_chars);
+    cJSON *ta = cJSON_AddArrayToObject(e, "top_logprobs");
+    for (int i = 0; i < k; i++) cJSON_AddItemToArray(ta, lp_entry(g->e->model, top[i], tlp[i], &dummy));
+    cJSON_AddNumberToObject(e, "text_offset", off);
+    cJSON_AddItemToArray(g->lp, e);
+    g->res.lp = g->lp;
+    return 0;
+}
 
 static int add_text(gen_ctx *g, const char *s)
 {
     size_t n = strlen(s);
     if (!n) return 0;
     if (g->j->req.stream) {
+        g->res.lp_from = g->lp_sent; /* the tokens whose text this is (at least) */
+        g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
         char *c = srv_fmt_chunk(&g->j->req, &g->res, s, 0);
         int rc = c ? srv_job_emit(g->j, c, strlen(c)) : RKM_ENOMEM;
         free(c);
+        g->lp_sent = g->res.lp_to;
         return rc;
     }
     if (g->n_text + n + 1 > g->cap_text) {
@@ -488,6 +553,10 @@ static int on_token(int32_t id, void *user)
     if (atomic_load(&g->j->canceled)) return 1;
     if (g->n_gen == 0) g->t_first = rkm_now();
     g->n_gen++;
+    if (g->j->req.logprobs && add_logprob(g, id)) {
+        g->oom = 1;
+        return 1;
+    }
     const char *out;
     size_t n;
     int rc = rkm_textout_push_token(g->to, id, &out, &n);
@@ -624,6 +693,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         /* A failed eval may leave rows half written: drop the whole state. */
         if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
         rkm_textout_free(g.to);
+        cJSON_Delete(g.lp);
         free(g.text);
         if (rc == RKM_ECANCELED) {
             srv_metrics_event(SRV_EV_CANCELED);
@@ -647,6 +717,8 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     g.res.t_gen_s = t_gen;
     g.res.t_total_s = rkm_now() - t0;
     g.res.text = g.text ? g.text : "";
+    g.res.lp_from = rq->stream ? g.lp_sent : 0; /* the tokens not yet sent */
+    g.res.lp_to = g.lp ? cJSON_GetArraySize(g.lp) : 0;
     char *body = rq->stream ? srv_fmt_stream_end(rq, &g.res) : srv_fmt_result(rq, &g.res);
     if (body && !g.oom) {
         srv_job_emit(j, body, strlen(body));
@@ -655,6 +727,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         job_fail(j, 500, "out of memory");
     }
     free(body);
+    cJSON_Delete(g.lp);
     free(g.text);
 }
 
@@ -669,6 +742,14 @@ static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, doubl
     srv_request *rq = &j->req;
     char err[512];
     int dim = rkm_model_n_embd(e->model), n_tok_total = 0;
+    if (rq->dimensions > dim) {
+        snprintf(err, sizeof err, "'dimensions' is %d; the model's embeddings have %d", rq->dimensions, dim);
+        job_fail(j, 400, err);
+        return;
+    }
+    /* dimensions: the first N values, L2-normalised again (OpenAI's
+     * shortening; meaningful for models trained for it) */
+    int keep = rq->dimensions > 0 ? rq->dimensions : dim;
     float *vecs = calloc((size_t)rq->n_inputs * (size_t)dim, sizeof(float));
     if (!vecs) {
         job_fail(j, 500, "out of memory");
@@ -706,12 +787,13 @@ static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, doubl
             return;
         }
         double ss = 0;
-        for (int k = 0; k < dim; k++) ss += (double)v[k] * v[k];
+        for (int k = 0; k < keep; k++) ss += (double)v[k] * v[k];
         float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-        for (int k = 0; k < dim; k++) v[k] *= inv;
+        float *o = vecs + (size_t)i * (size_t)keep; /* packed at the shorter width */
+        for (int k = 0; k < keep; k++) o[k] = v[k] * inv;
         n_tok_total += n;
     }
-    char *body = srv_fmt_embeddings(rq, mi->name, vecs, rq->n_inputs, dim, n_tok_total,
+    char *body = srv_fmt_embeddings(rq, mi->name, vecs, rq->n_inputs, keep, n_tok_total,
                                     rkm_now() - t0, t_load);
     free(vecs);
     if (!body) {

@@ -287,7 +287,14 @@ char *srv_json_line(cJSON *o, const char *prefix, const char *suffix)
 
 void srv_json_add_floats(cJSON *arr, const float *v, int n)
 {
-    for (int j = 0; j < n; j++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(v[j]));
+    /* 9 significant digits: every float32 reads back exactly (17 would
+     * print the double's noise) */
+    for (int j = 0; j < n; j++) {
+        char num[32];
+        if (isfinite(v[j])) snprintf(num, sizeof num, "%.9g", (double)v[j]);
+        else snprintf(num, sizeof num, "null");
+        cJSON_AddItemToArray(arr, cJSON_CreateRaw(num));
+    }
 }
 
 /* ------------------------------------------------------ durations, times */

@@ -202,6 +202,13 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         srv_job_release(j);
         return send_error(c, url, 400, err, 0);
     }
+    if (!strcmp(url, "/api/embeddings")) { /* the legacy route: one prompt, {"embedding": [...]} */
+        if (j->req.n_inputs != 1) {
+            srv_job_release(j);
+            return send_error(c, url, 400, "/api/embeddings takes one 'prompt' (use /api/embed for several)", 0);
+        }
+        j->req.legacy_embedding = 1;
+    }
     int retry = 0, rc = srv_engine_submit(e, j, &retry);
     if (rc) {
         srv_job_release(j);
@@ -316,6 +323,13 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
     }
     if (!strcmp(url, "/")) return send_buf(c, url, 200, "text/plain", "rkmojo is running\n", 0);
     if (!strcmp(url, "/v1/models")) return send_json(c, url, 200, srv_models_openai_json(srv_engine_models(e)));
+    if (!strncmp(url, "/v1/models/", 11)) {
+        char *body = srv_models_openai_one_json(srv_engine_models(e), url + 11);
+        if (body) return send_json(c, url, 200, body);
+        char err[300];
+        snprintf(err, sizeof err, "model '%.200s' not found", url + 11);
+        return send_error(c, url, 404, err, 0);
+    }
     if (!strcmp(url, "/api/tags")) return send_json(c, url, 200, srv_models_tags_json(srv_engine_models(e)));
     if (!strcmp(url, "/api/ps")) return send_json(c, url, 200, srv_engine_ps_json(e));
     if (!strcmp(url, "/api/version"))
@@ -347,8 +361,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
     }
+    static const route model_route = {"GET", "/v1/models/", -1, 0};
     const route *rt = NULL;
     int path_known = 0;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) { /* /v1/models/{id} */
+        path_known = 1;
+        if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) rt = &model_route;
+    }
     for (size_t i = 0; i < RKM_ARRAY_LEN(routes); i++)
         if (!strcmp(url, routes[i].path)) {
             path_known = 1;

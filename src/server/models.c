@@ -247,6 +247,29 @@ void srv_model_details(cJSON *o, const srv_model_info *mi)
     cJSON_AddStringToObject(d, "quantization_level", mi->quant);
 }
 
+/* The OpenAI model object of one entry. */
+static cJSON *openai_model(const srv_model_info *mi)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", mi->name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", floor(mi->mtime));
+    cJSON_AddStringToObject(m, "owned_by", "rkmojo");
+    return m;
+}
+
+char *srv_models_openai_one_json(srv_models *ms, const char *id)
+{
+    srv_model_info *l;
+    int n = srv_models_list(ms, &l);
+    if (n < 0) return NULL;
+    cJSON *o = NULL;
+    for (int i = 0; i < n && !o; i++)
+        if (!strcmp(l[i].name, id)) o = openai_model(&l[i]);
+    srv_models_list_free(l, n);
+    return o ? srv_json_print(o) : NULL;
+}
+
 char *srv_models_openai_json(srv_models *ms)
 {
     srv_model_info *l;
@@ -255,14 +278,7 @@ char *srv_models_openai_json(srv_models *ms)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
-    for (int i = 0; i < n; i++) {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "id", l[i].name);
-        cJSON_AddStringToObject(m, "object", "model");
-        cJSON_AddNumberToObject(m, "created", floor(l[i].mtime));
-        cJSON_AddStringToObject(m, "owned_by", "rkmojo");
-        cJSON_AddItemToArray(data, m);
-    }
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(data, openai_model(&l[i]));
     srv_models_list_free(l, n);
     return srv_json_print(o);
 }

@@ -128,9 +128,16 @@ int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
         r->stream = 0;
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
         if (!in) in = cJSON_GetObjectItemCaseSensitive(root, "prompt"); /* legacy /api/embeddings */
+        double d = 0;
+        if (srv_get_number(root, "dimensions", 1, 1 << 20, &d, err, errcap)) return -1;
+        r->dimensions = (int)d;
         return srv_get_inputs(r, in, OLL_MAX_INPUTS, err, errcap);
     }
     if (srv_get_bool(root, "stream", &r->stream, err, errcap)) return -1;
+    if (srv_get_bool(root, "logprobs", &r->logprobs, err, errcap)) return -1;
+    double tl = 0;
+    if (srv_get_number(root, "top_logprobs", 0, 20, &tl, err, errcap)) return -1;
+    r->top_logprobs = (int)tl;
     /* format: "json" (any object) or a JSON schema; "" and null: none */
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (cJSON_IsObject(fmt)) {
@@ -199,6 +206,19 @@ static void add_text(cJSON *o, const srv_request *rq, const char *text)
     }
 }
 
+/* Ollama's "logprobs": [{token, logprob, bytes, top_logprobs}] of the
+ * tokens in this response or line. */
+static void add_logprobs(cJSON *o, const srv_request *rq, const srv_result *r)
+{
+    if (!rq->logprobs || !r->lp) return;
+    cJSON *arr = cJSON_AddArrayToObject(o, "logprobs");
+    for (int i = r->lp_from; i < r->lp_to; i++) {
+        cJSON *e = cJSON_Duplicate(cJSON_GetArrayItem(r->lp, i), 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "text_offset");
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
 static void add_final(cJSON *o, const srv_result *r)
 {
     cJSON_AddBoolToObject(o, "done", 1);
@@ -217,6 +237,7 @@ char *srv_ollama_result(const srv_request *rq, const srv_result *r)
 {
     cJSON *o = head(r);
     add_text(o, rq, r->text);
+    add_logprobs(o, rq, r);
     add_final(o, r);
     return srv_json_print(o);
 }
@@ -225,6 +246,7 @@ char *srv_ollama_chunk(const srv_request *rq, const srv_result *r, const char *d
 {
     cJSON *o = head(r);
     add_text(o, rq, delta);
+    add_logprobs(o, rq, r);
     cJSON_AddBoolToObject(o, "done", 0);
     return srv_json_line(o, "", "\n");
 }
@@ -233,6 +255,7 @@ char *srv_ollama_stream_end(const srv_request *rq, const srv_result *r)
 {
     cJSON *o = head(r);
     add_text(o, rq, "");
+    add_logprobs(o, rq, r);
     add_final(o, r);
     return srv_json_line(o, "", "\n");
 }
@@ -244,10 +267,14 @@ char *srv_ollama_stream_error(const char *msg)
     return srv_json_line(o, "", "\n");
 }
 
-char *srv_ollama_embeddings(const char *model, const float *vecs, int n, int dim, int n_tokens,
-                            double t_total_s, double t_load_s)
+char *srv_ollama_embeddings(const srv_request *rq, const char *model, const float *vecs, int n, int dim,
+                            int n_tokens, double t_total_s, double t_load_s)
 {
     cJSON *o = cJSON_CreateObject();
+    if (rq->legacy_embedding) { /* /api/embeddings: one prompt, one vector */
+        srv_json_add_floats(cJSON_AddArrayToObject(o, "embedding"), vecs, n > 0 ? dim : 0);
+        return srv_json_print(o);
+    }
     cJSON_AddStringToObject(o, "model", model);
     cJSON *arr = cJSON_AddArrayToObject(o, "embeddings");
     for (int i = 0; i < n; i++) {

@@ -21,7 +21,7 @@ char *srv_ollama_chunk(const srv_request *rq, const srv_result *r, const char *d
 /* The done:true line with the timings. */
 char *srv_ollama_stream_end(const srv_request *rq, const srv_result *r);
 char *srv_ollama_stream_error(const char *msg);
-char *srv_ollama_embeddings(const char *model, const float *vecs, int n, int dim, int n_tokens,
-                            double t_total_s, double t_load_s);
+char *srv_ollama_embeddings(const srv_request *rq, const char *model, const float *vecs, int n, int dim,
+                            int n_tokens, double t_total_s, double t_load_s);
 
 #endif

@@ -175,6 +175,9 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
         }
         r->embed_base64 = fmt && !strcmp(fmt, "base64");
         free(fmt);
+        double d = 0;
+        if (srv_get_number(root, "dimensions", 1, 1 << 20, &d, err, errcap)) return -1;
+        r->dimensions = (int)d;
         return 0;
     }
 
@@ -227,6 +230,23 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     if (srv_get_seed(root, "seed", r, err, errcap)) return -1;
     if (srv_get_stop(root, "stop", r, err, errcap)) return -1;
     if (parse_response_format(r, root, err, errcap)) return -1;
+    /* chat: logprobs true + top_logprobs 0..20; completions: logprobs 0..5 */
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (r->kind == SRV_OPENAI_CHAT) {
+        if (srv_get_bool(root, "logprobs", &r->logprobs, err, errcap)) return -1;
+        v = 0;
+        if (srv_get_number(root, "top_logprobs", 0, 20, &v, err, errcap)) return -1;
+        if (v > 0 && !r->logprobs) {
+            snprintf(err, errcap, "'top_logprobs' needs 'logprobs': true");
+            return -1;
+        }
+        r->top_logprobs = (int)v;
+    } else if (lp && !cJSON_IsNull(lp)) {
+        v = 0;
+        if (srv_get_number(root, "logprobs", 0, 5, &v, err, errcap)) return -1;
+        r->logprobs = 1;
+        r->top_logprobs = (int)v;
+    }
     return 0;
 oom:
     snprintf(err, errcap, "out of memory");
@@ -248,8 +268,8 @@ char *srv_openai_error(int status, const char *msg)
     cJSON_AddNullToObject(e, "param");
     if (status == 401)
         cJSON_AddStringToObject(e, "code", "invalid_api_key");
-    else if (status == 404)
-        cJSON_AddStringToObject(e, "code", "model_not_found");
+    else if (status == 404) /* a model the server does not have, or no such endpoint */
+        cJSON_AddStringToObject(e, "code", !strncmp(msg, "model ", 6) ? "model_not_found" : "not_found");
     else
         cJSON_AddNullToObject(e, "code");
     return srv_json_print(o);
@@ -276,6 +296,34 @@ static cJSON *envelope(const srv_result *r, const char *object)
     return o;
 }
 
+/* The choice's logprobs: chat's {"content": [...]}, or the legacy
+ * completions shape (tokens, token_logprobs, top_logprobs as token ->
+ * logprob maps, text_offset). */
+static void add_logprobs(cJSON *c, const srv_request *rq, const srv_result *r)
+{
+    if (rq->kind == SRV_OPENAI_CHAT) {
+        cJSON *arr = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "logprobs"), "content");
+        for (int i = r->lp_from; i < r->lp_to; i++) cJSON_AddItemToArray(arr, cJSON_Duplicate(cJSON_GetArrayItem(r->lp, i), 1));
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(c, "logprobs");
+    cJSON *tok = cJSON_AddArrayToObject(o, "tokens"), *tlp = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs"), *off = cJSON_AddArrayToObject(o, "text_offset");
+    for (int i = r->lp_from; i < r->lp_to; i++) {
+        const cJSON *e = cJSON_GetArrayItem(r->lp, i);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "token");
+        cJSON_AddItemToArray(tok, cJSON_CreateString(t->valuestring));
+        cJSON_AddItemToArray(tlp, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(e, "logprob"), 1));
+        cJSON *m = cJSON_CreateObject();
+        for (const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "top_logprobs")->child; a; a = a->next)
+            if (!cJSON_GetObjectItemCaseSensitive(m, cJSON_GetObjectItemCaseSensitive(a, "token")->valuestring))
+                cJSON_AddItemToObject(m, cJSON_GetObjectItemCaseSensitive(a, "token")->valuestring,
+                                      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a, "logprob"), 1));
+        cJSON_AddItemToArray(top, m);
+        cJSON_AddItemToArray(off, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(e, "text_offset"), 1));
+    }
+}
+
 /* A response or chunk with one choice: the message (chat) or delta (chat
  * stream) or text, and the finish reason (NULL: not finished yet). */
 static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream, const char *text,
@@ -297,7 +345,8 @@ static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream
     } else {
         cJSON_AddStringToObject(c, "text", text ? text : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    if (rq->logprobs && r->lp) add_logprobs(c, rq, r);
+    else cJSON_AddNullToObject(c, "logprobs");
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else

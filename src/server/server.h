@@ -137,6 +137,8 @@ int srv_models_list(srv_models *ms, srv_model_info **out);
 void srv_models_list_free(srv_model_info *l, int n);
 /* JSON documents for /v1/models, /api/tags, /api/show (malloc'd). */
 char *srv_models_openai_json(srv_models *ms);
+/* GET /v1/models/{id}: the one model object, NULL if there is no such model. */
+char *srv_models_openai_one_json(srv_models *ms, const char *id);
 char *srv_models_tags_json(srv_models *ms);
 char *srv_models_show_json(srv_models *ms, const char *name, const char *chat_template);
 void srv_model_details(cJSON *o, const srv_model_info *mi);

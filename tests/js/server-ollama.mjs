@@ -95,6 +95,15 @@ try {
   check(e.status_code === 400 && /temperature/.test(e.error), 'bad option -> 400 naming it', e.error);
 }
 
+// logprobs
+{
+  const r = await ollama.chat({ model, messages, stream: false, logprobs: true, top_logprobs: 2, options: { temperature: 0, num_predict: 10 } });
+  const lp = r.logprobs ?? [];
+  check(lp.length === r.eval_count && lp.map((e) => e.token).join('') === r.message.content &&
+    lp.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2 && e.top_logprobs[0].token === e.token),
+    'logprobs: one per token, greedy picks the top one', lp[0]);
+}
+
 // structured outputs: format "json" and a schema, valid JSON even from
 // random weights; an unsupported keyword is a 400 naming it
 const schema = {

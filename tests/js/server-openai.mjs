@@ -93,6 +93,53 @@ check(v.length > 0 && Math.abs(norm - 1) < 1e-3, 'embedding is unit length', { d
 const embf = await client.embeddings.create({ model, input: 'hello world', encoding_format: 'float' });
 const maxdiff = Math.max(...embf.data[0].embedding.map((x, i) => Math.abs(x - v[i])));
 check(maxdiff < 1e-6, 'float and base64 encodings agree', maxdiff);
+// dimensions: the first N values, renormalised; more than the model has is a 400
+const short = await client.embeddings.create({ model, input: 'hello world', dimensions: 16, encoding_format: 'float' });
+const sv = short.data[0].embedding;
+const snorm = Math.sqrt(sv.reduce((s, x) => s + x * x, 0));
+const ratio = sv.map((x, i) => x / embf.data[0].embedding[i]);
+check(sv.length === 16 && Math.abs(snorm - 1) < 1e-5 && ratio.every((r) => Math.abs(r - ratio[0]) < 1e-4 * Math.abs(ratio[0])),
+  'dimensions 16: the first 16 values, unit length', { len: sv.length, snorm });
+try {
+  await client.embeddings.create({ model, input: 'x', dimensions: v.length + 1 });
+  check(false, 'too many dimensions refused');
+} catch (e) {
+  check(e.status === 400 && /dimensions/.test(e.message), 'dimensions over the model\'s -> 400', e.message);
+}
+// one model by id
+const one = await client.models.retrieve(model);
+check(one.id === model && one.object === 'model', 'models.retrieve', one);
+try {
+  await client.models.retrieve('no-such-model');
+  check(false, 'unknown model id rejected');
+} catch (e) {
+  check(e instanceof OpenAI.NotFoundError && e.code === 'model_not_found', 'unknown model id -> 404 model_not_found', e.code);
+}
+
+// logprobs: one entry per generated token, its text joining to the reply,
+// log-probabilities <= 0, the sampled token among the top ones under
+// greedy decoding, alternatives sorted; streamed, the same entries
+{
+  const r = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12, logprobs: true, top_logprobs: 3 });
+  const lc = r.choices[0].logprobs?.content ?? [];
+  const joined = lc.map((e) => e.token).join('');
+  check(lc.length === r.usage.completion_tokens && joined === r.choices[0].message.content, 'logprobs: one entry per token, texts join to the reply',
+    { n: lc.length, joined, content: r.choices[0].message.content });
+  check(lc.every((e) => e.logprob <= 0 && e.top_logprobs.length === 3 && e.top_logprobs[0].token === e.token &&
+    Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6 && e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob &&
+    e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob && Array.isArray(e.bytes)),
+    'logprobs: greedy picks the top alternative; alternatives sorted, <= 0', lc[0]);
+  const st = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 12, logprobs: true, top_logprobs: 3, stream: true });
+  const got = [];
+  for await (const c of st) for (const e of c.choices[0]?.logprobs?.content ?? []) got.push(e);
+  check(JSON.stringify(got.map((e) => [e.token, e.logprob])) === JSON.stringify(lc.map((e) => [e.token, e.logprob])),
+    'logprobs streamed equal the non-streamed ones', got.length);
+  const cp = await client.completions.create({ model, prompt: 'The quick brown fox', temperature: 0, max_tokens: 6, logprobs: 2 });
+  const lg = cp.choices[0].logprobs;
+  check(lg && lg.tokens.length === cp.usage.completion_tokens && lg.token_logprobs.every((x) => x <= 0) &&
+    lg.top_logprobs.every((m) => Object.keys(m).length >= 1 && Object.keys(m).length <= 2) && lg.tokens.join('') === cp.choices[0].text,
+    'completions logprobs: tokens, token_logprobs, top_logprobs maps', lg);
+}
 
 // structured outputs: with random weights, every reply must still be JSON
 // the schema describes (the grammar holds the sampler to it)
