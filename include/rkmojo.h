@@ -338,6 +338,11 @@ typedef struct rkm_chat_message {
  * parsing. Malloc'd, or NULL + rkm_last_error(). */
 char *rkm_chat_prompt(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
                       int add_generation_prompt, int *add_bos);
+/* The same with more template variables: vars_json, a JSON object whose
+ * members the template sees (e.g. {"enable_thinking": false,
+ * "reasoning_effort": "high"}); NULL: none. */
+char *rkm_chat_prompt_vars(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
+                           int add_generation_prompt, int *add_bos, const char *vars_json);
 
 /* Peak resident set size of the process, in bytes. */
 uint64_t rkm_peak_rss_bytes(void);

@@ -50,6 +50,12 @@ static const char *token_text(const rkm_model *m, int id)
 char *rkm_chat_prompt(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
                       int add_generation_prompt, int *add_bos)
 {
+    return rkm_chat_prompt_vars(m, msgs, n_msgs, add_generation_prompt, add_bos, NULL);
+}
+
+char *rkm_chat_prompt_vars(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
+                           int add_generation_prompt, int *add_bos, const char *vars_json)
+{
     if (!m || n_msgs < 0 || (n_msgs && !msgs)) {
         rkm_err(RKM_EINVAL, "chat prompt: bad arguments");
         return NULL;
@@ -67,7 +73,15 @@ char *rkm_chat_prompt(const rkm_model *m, const rkm_chat_message *msgs, int n_ms
     }
     for (int i = 0; i < n_msgs; i++) cm[i] = (rkm_chat_msg){msgs[i].role, msgs[i].content};
     const char *bos = token_text(m, rkm_token_bos(m)), *eos = token_text(m, rkm_token_eos(m));
-    char *text = rkm_chat_render(tmpl, cm, n_msgs, add_generation_prompt, bos, eos);
+    cJSON *extra = vars_json ? cJSON_Parse(vars_json) : NULL;
+    if (vars_json && !cJSON_IsObject(extra)) {
+        cJSON_Delete(extra);
+        free(cm);
+        rkm_err(RKM_EINVAL, "chat prompt: the variables are not a JSON object");
+        return NULL;
+    }
+    char *text = rkm_chat_render_json(tmpl, cm, n_msgs, add_generation_prompt, bos, eos, extra);
+    cJSON_Delete(extra);
     free(cm);
     /* A template that writes the BOS text itself gets no second BOS. */
     if (text && add_bos) *add_bos = !(*bos && !strncmp(text, bos, strlen(bos)));

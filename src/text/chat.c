@@ -120,8 +120,9 @@ char *rkm_chat_render_vars(const char *template_src, const cJSON *vars)
     return out;
 }
 
-char *rkm_chat_render_ex(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
-                         const char *bos_token, const char *eos_token, const char *const *extra_kv, int n_extra)
+static char *render_with(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                         const char *bos_token, const char *eos_token, const char *const *extra_kv, int n_extra,
+                         const cJSON *extra_json)
 {
     if (n_msgs < 0 || (n_msgs > 0 && !msgs) || n_extra < 0 || (n_extra > 0 && !extra_kv)) {
         rkm_err(RKM_EINVAL, "chat template: invalid arguments");
@@ -148,6 +149,12 @@ char *rkm_chat_render_ex(const char *template_src, const rkm_chat_msg *msgs, int
         cJSON_DeleteItemFromObjectCaseSensitive(vars, k);
         if (!cJSON_AddStringToObject(vars, k, v)) goto oom;
     }
+    for (const cJSON *x = extra_json ? extra_json->child : NULL; x; x = x->next) {
+        cJSON_DeleteItemFromObjectCaseSensitive(vars, x->string);
+        cJSON *d = cJSON_Duplicate(x, 1);
+        if (!d) goto oom;
+        cJSON_AddItemToObject(vars, x->string, d);
+    }
     out = rkm_chat_render_vars(template_src, vars);
     cJSON_Delete(vars);
     return out;
@@ -156,6 +163,18 @@ oom:
     cJSON_Delete(vars);
     rkm_err(RKM_ENOMEM, "chat template: out of memory");
     return NULL;
+}
+
+char *rkm_chat_render_ex(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                         const char *bos_token, const char *eos_token, const char *const *extra_kv, int n_extra)
+{
+    return render_with(template_src, msgs, n_msgs, add_generation_prompt, bos_token, eos_token, extra_kv, n_extra, NULL);
+}
+
+char *rkm_chat_render_json(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                           const char *bos_token, const char *eos_token, const cJSON *extra)
+{
+    return render_with(template_src, msgs, n_msgs, add_generation_prompt, bos_token, eos_token, NULL, 0, extra);
 }
 
 char *rkm_chat_render(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,

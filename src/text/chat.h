@@ -28,6 +28,11 @@ char *rkm_chat_render(const char *template_src, const rkm_chat_msg *msgs, int n_
 char *rkm_chat_render_ex(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
                          const char *bos_token, const char *eos_token, const char *const *extra_kv, int n_extra);
 
+/* Same, with the members of extra (a JSON object: booleans such as
+ * enable_thinking, strings such as reasoning_effort) as variables. */
+char *rkm_chat_render_json(const char *template_src, const rkm_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                           const char *bos_token, const char *eos_token, const cJSON *extra);
+
 /* Renders with an arbitrary JSON object of variables (messages with
  * tool_calls, tools, documents, booleans such as enable_thinking, ...). */
 char *rkm_chat_render_vars(const char *template_src, const cJSON *vars);

@@ -1,0 +1,83 @@
+/*
+ * reasoning.c - <think> blocks split from the answer (see reasoning.h).
+ */
+#include "server/reasoning.h"
+
+#include <string.h>
+
+static const char open_tag[] = "<think>", close_tag[] = "</think>";
+
+void srv_think_init(srv_think *t, int inside)
+{
+    memset(t, 0, sizeof *t);
+    t->state = inside ? 1 : 0;
+}
+
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* One byte through the machine. */
+static void step(srv_think *t, char c, rkm_buf *reasoning, rkm_buf *content)
+{
+    switch (t->state) {
+    case 0: { /* start: leading whitespace, then <think> or the answer */
+        t->hold[t->n_hold++] = c;
+        int w = 0;
+        while (w < t->n_hold && is_space(t->hold[w])) w++;
+        int rest = t->n_hold - w;
+        if (rest == 0 && t->n_hold < (int)sizeof t->hold) return;
+        if (rest > 0 && !memcmp(t->hold + w, open_tag, (size_t)rest)) {
+            if (rest == (int)sizeof open_tag - 1) { /* the block: its leading whitespace goes */
+                t->n_hold = 0;
+                t->state = 1;
+            } else if (t->n_hold == (int)sizeof t->hold) {
+                break;
+            }
+            return;
+        }
+        break; /* not the tag: the answer from the first byte */
+    }
+    case 1: /* reasoning until </think> */
+        t->hold[t->n_hold++] = c;
+        while (t->n_hold && memcmp(t->hold, close_tag, (size_t)t->n_hold)) {
+            rkm_buf_addc(reasoning, t->hold[0]); /* the first held byte cannot start the tag */
+            memmove(t->hold, t->hold + 1, (size_t)--t->n_hold);
+        }
+        if (t->n_hold == (int)sizeof close_tag - 1) {
+            t->n_hold = 0;
+            t->state = 2;
+        }
+        return;
+    case 2: /* after </think>: skip whitespace */
+        if (is_space(c)) return;
+        t->state = 3;
+        rkm_buf_addc(content, c);
+        return;
+    default:
+        rkm_buf_addc(content, c);
+        return;
+    }
+    /* state 0 decided for the answer */
+    rkm_buf_add(content, t->hold, (size_t)t->n_hold);
+    t->n_hold = 0;
+    t->state = 3;
+}
+
+void srv_think_push(srv_think *t, const char *s, size_t n, rkm_buf *reasoning, rkm_buf *content)
+{
+    for (size_t i = 0; i < n; i++) step(t, s[i], reasoning, content);
+}
+
+void srv_think_finish(srv_think *t, rkm_buf *reasoning, rkm_buf *content)
+{
+    if (t->n_hold) rkm_buf_add(t->state == 1 ? reasoning : content, t->hold, (size_t)t->n_hold);
+    t->n_hold = 0;
+    if (t->state == 0) t->state = 3;
+}
+
+int srv_think_prompt_inside(const char *prompt)
+{
+    const char *o = NULL, *c = NULL;
+    for (const char *p = prompt; (p = strstr(p, open_tag)); p++) o = p;
+    for (const char *p = prompt; (p = strstr(p, close_tag)); p++) c = p;
+    return o && (!c || c < o);
+}

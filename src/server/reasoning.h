@@ -1,0 +1,37 @@
+/*
+ * reasoning.h - splits a reply into its reasoning and its answer as the
+ * text streams: a leading <think>...</think> block (Qwen3, DeepSeek-R1,
+ * GLM and other thinking models) is reasoning, the rest is content. A
+ * generation that starts inside the block (the template opened <think> in
+ * the prompt) is reasoning up to the first </think>. A tag cut across
+ * pieces is held back until it is decided; whitespace right after
+ * </think> is dropped. A <think> that comes after the answer has started
+ * is content.
+ *
+ * Pure and single-threaded: one splitter per generation, owned by its
+ * caller (no allocation of its own).
+ */
+#ifndef RKM_SERVER_REASONING_H
+#define RKM_SERVER_REASONING_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+typedef struct srv_think {
+    int state;       /* 0 start, 1 reasoning, 2 after </think> (whitespace dropped), 3 content */
+    char hold[16];   /* a possible tag prefix held back */
+    int n_hold;
+} srv_think;
+
+/* inside: the prompt ends inside a <think> block. */
+void srv_think_init(srv_think *t, int inside);
+/* Feeds n bytes; appends what is decided to reasoning and content. */
+void srv_think_push(srv_think *t, const char *s, size_t n, rkm_buf *reasoning, rkm_buf *content);
+/* End of the reply: whatever is held goes where it was heading. */
+void srv_think_finish(srv_think *t, rkm_buf *reasoning, rkm_buf *content);
+/* Does a rendered prompt end inside a <think> block (the template opened
+ * it for the model)? */
+int srv_think_prompt_inside(const char *prompt);
+
+#endif
