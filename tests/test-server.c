@@ -8,6 +8,7 @@
  * end-to-end HTTP tests are tests/test-server.sh.
  */
 #include "server/api.h"
+#include "server/reasoning.h"
 #include "server/fields.h"
 #include "common/test.h"
 
@@ -156,6 +157,45 @@ static void test_ollama(void)
     expect_400(SRV_OLLAMA_EMBED, "{\"model\":\"m\"}", "input");
 }
 
+/* The <think> splitter over every way to cut its input in two and byte
+ * by byte: the same reasoning and content. */
+static void think_case(const char *in, int inside, const char *want_r, const char *want_c)
+{
+    size_t n = strlen(in);
+    for (size_t cut = 0; cut <= n + 1; cut++) {
+        srv_think t;
+        srv_think_init(&t, inside);
+        rkm_buf r = RKM_BUF_INIT, c = RKM_BUF_INIT;
+        if (cut <= n) {
+            srv_think_push(&t, in, cut, &r, &c);
+            srv_think_push(&t, in + cut, n - cut, &r, &c);
+        } else {
+            for (size_t i = 0; i < n; i++) srv_think_push(&t, in + i, 1, &r, &c);
+        }
+        srv_think_finish(&t, &r, &c);
+        CHECK_MSG(!strcmp(r.data ? r.data : "", want_r) && !strcmp(c.data ? c.data : "", want_c),
+                  "'%s' cut %zu: reasoning '%s' content '%s'", in, cut, r.data ? r.data : "", c.data ? c.data : "");
+        rkm_buf_free(&r);
+        rkm_buf_free(&c);
+    }
+}
+
+static void test_think(void)
+{
+    think_case("<think>abc</think>\n\nAnswer", 0, "abc", "Answer");
+    think_case("  \n<think>x < y</think>y", 0, "x < y", "y");
+    think_case("Hello <think>no</think>", 0, "", "Hello <think>no</think>");
+    think_case("reason</think>  ans", 1, "reason", "ans");
+    think_case("a </thin>k</think>b", 1, "a </thin>k", "b");
+    think_case("<thi", 0, "", "<thi");
+    think_case("<think>never closed", 0, "never closed", "");
+    think_case("   ", 0, "", "   ");
+    think_case("", 1, "", "");
+    CHECK(srv_think_prompt_inside("<|im_start|>assistant\n<think>\n"));
+    CHECK(!srv_think_prompt_inside("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    CHECK(!srv_think_prompt_inside("plain"));
+}
+
 static void test_names_durations(void)
 {
     CHECK(srv_model_name_ok("qwen3-30b-a3b:q4_0"));
@@ -298,5 +338,6 @@ int main(void)
     test_names_durations();
     test_textout();
     test_format();
+    test_think();
     return test_done();
 }

@@ -69,6 +69,7 @@ stopsrv() {
 }
 
 post() { curl -s -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' "$URL$1" -d "$2"; }
+postr() { curl -s -H 'Content-Type: application/json' "$URL$1" -d "$2"; } # a server without a key
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # ---------------------------------------------------------------- server A
@@ -281,6 +282,45 @@ kill "$Q1"; wait "$Q1" 2>/dev/null
 wait "$Q2"
 check "the queued request completes" '[ "$(cat "$T/q2.code")" = 200 ] && [ "$(jget object <"$T/q2.out")" = text_completion ]'
 check "server still healthy" '[ "$(code "$B/health")" = 200 ]'
+stopsrv "$PID"
+
+echo "# reasoning"
+# a copy of the model whose template opens <think> for the model (or, with
+# enable_thinking false, writes an empty block); a grammar makes the random
+# weights write "reasoning</think>answer" so the split is checked exactly
+cp -r "$T/models/tiny.rkmojo" "$T/models/thinker.rkmojo"
+cat >"$T/models/thinker.rkmojo/chat_template.jinja" <<'TMPL'
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% else %}<think>
+{% endif %}{% endif %}
+TMPL
+start R --models-dir "$T/models" --ctx 256
+G='"grammar":"root ::= [a-z]{2,6} \" \" [a-z]{2,6} \"</think>\" \"\\n\" [a-z]{1,5}"'
+M='"messages":[{"role":"user","content":"Think first."}]'
+r=$(postr /v1/chat/completions "{\"model\":\"thinker\",$M,$G,\"temperature\":0,\"max_tokens\":40}")
+rc=$(echo "$r" | jget choices.0.message.reasoning_content); ct=$(echo "$r" | jget choices.0.message.content)
+check "openai: the <think> block is reasoning_content ('$rc' / '$ct')" \
+  'echo "$rc" | grep -Eq "^[a-z]{2,6} [a-z]{2,6}$" && echo "$ct" | grep -Eq "^[a-z]{1,5}$"'
+s_body=$(postr /v1/chat/completions "{\"model\":\"thinker\",$M,$G,\"temperature\":0,\"max_tokens\":40,\"stream\":true}")
+sr=$(echo "$s_body" | sed -n 's/^data: //p' | grep -v DONE | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let r="",c="";for(const l of s.split("\n").filter(Boolean)){const d=JSON.parse(l).choices[0]?.delta||{};r+=d.reasoning_content||"";c+=d.content||""}console.log(r+"|"+c)})')
+check "openai stream: the same reasoning and content, in deltas ($sr)" '[ "$sr" = "$rc|$ct" ]'
+r=$(postr /api/chat "{\"model\":\"thinker\",$M,$G,\"think\":true,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":40}}")
+check "ollama think: message.thinking" '[ -n "$rc" ] && [ "$(echo "$r" | jget message.thinking)" = "$rc" ] && [ "$(echo "$r" | jget message.content)" = "$ct" ]'
+n_on=$(echo "$r" | jget prompt_eval_count)
+r=$(postr /api/chat "{\"model\":\"thinker\",$M,$G,\"think\":false,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":40}}")
+n_off=$(echo "$r" | jget prompt_eval_count)
+check "ollama think false: enable_thinking false reaches the template ($n_off vs $n_on prompt tokens), no split" \
+  '[ "$n_off" -gt "$n_on" ] && [ "$(echo "$r" | jget message.thinking)" = undefined ] && echo "$r" | jget message.content | grep -q "</think>"'
+r=$(postr /v1/chat/completions "{\"model\":\"thinker\",$M,\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":4}")
+check "openai chat_template_kwargs.enable_thinking false: a longer prompt" '[ "$(echo "$r" | jget usage.prompt_tokens)" = "$n_off" ]'
+check "bad think value -> 400" '[ "$(code "$URL/api/chat" -d "{\"model\":\"thinker\",$M,\"think\":\"max\"}")" = 400 ]'
+
 stopsrv "$PID"
 
 if [ "$fails" -gt 0 ]; then

@@ -68,6 +68,8 @@ typedef struct srv_request {
     char *grammar;            /* GBNF generation keeps to (structured outputs), or NULL */
     int dimensions;           /* embeddings: the first N values, renormalised (0: all) */
     int legacy_embedding;     /* Ollama /api/embeddings: {"embedding": [...]} of one prompt */
+    int think;                /* -1 unset, 0 off, 1 on: enable_thinking for the template; reasoning split off unless 0 */
+    char *reasoning_effort;   /* "low" / "medium" / "high" for templates that take it (gpt-oss), or NULL */
     int logprobs;             /* report each generated token's log-probability */
     int top_logprobs;         /* ... and the n most likely alternatives (0..20) */
 } srv_request;
@@ -98,6 +100,7 @@ typedef struct srv_result {
      * chunk; each {"token", "logprob", "bytes", "top_logprobs": [...]} */
     const cJSON *lp;
     int lp_from, lp_to;
+    const char *reasoning;    /* the reasoning (a <think> block) split from text, or NULL; in a chunk, its delta */
 } srv_result;
 
 /* Error bodies in each API's shape; status picks the OpenAI "type". */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "server/prompt.h"
+#include "server/reasoning.h"
 #include "server/server.h"
 #include "text/unicode.h"
 #include "util/common.h"
@@ -459,6 +460,10 @@ typedef struct gen_ctx {
     int n_gen, n_max;
     int stop_hit, oom;
     double t_gen0, t_first;
+    int split;        /* the reply's <think> block goes to res.reasoning */
+    srv_think think;
+    rkm_buf rsn, cnt; /* the splitter's output of one piece */
+    rkm_buf reasoning; /* non-streaming: all of it */
     cJSON *lp;        /* logprobs entries (rq->logprobs) */
     int lp_sent;      /* entries already in a stream chunk */
     int text_chars;   /* code points of the tokens so far (text_offset) */
@@ -522,18 +527,26 @@ static int add_logprob(gen_ctx *g, int32_t id)
     return 0;
 }
 
-static int add_text(gen_ctx *g, const char *s)
+/* Reasoning text r and answer text s (either may be empty) out: a stream
+ * chunk, or appended to the reply. */
+static int emit_text(gen_ctx *g, const char *r, const char *s)
 {
-    size_t n = strlen(s);
-    if (!n) return 0;
+    size_t n = strlen(s), nr = r ? strlen(r) : 0;
+    if (!n && !nr) return 0;
     if (g->j->req.stream) {
         g->res.lp_from = g->lp_sent; /* the tokens whose text this is (at least) */
         g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
+        g->res.reasoning = nr ? r : NULL;
         char *c = srv_fmt_chunk(&g->j->req, &g->res, s, 0);
+        g->res.reasoning = NULL;
         int rc = c ? srv_job_emit(g->j, c, strlen(c)) : RKM_ENOMEM;
         free(c);
         g->lp_sent = g->res.lp_to;
         return rc;
+    }
+    if (nr) {
+        rkm_buf_add(&g->reasoning, r, nr);
+        if (!rkm_buf_ok(&g->reasoning)) return RKM_ENOMEM;
     }
     if (g->n_text + n + 1 > g->cap_text) {
         size_t cap = RKM_MAX(g->cap_text * 2, g->n_text + n + 256);
@@ -545,6 +558,19 @@ static int add_text(gen_ctx *g, const char *s)
     memcpy(g->text + g->n_text, s, n + 1);
     g->n_text += n;
     return 0;
+}
+
+/* Generated text (after stop strings): through the <think> splitter when
+ * the reply has reasoning to split off; last: the end of the reply. */
+static int add_text(gen_ctx *g, const char *s, int last)
+{
+    if (!g->split) return emit_text(g, NULL, s);
+    rkm_buf_clear(&g->rsn);
+    rkm_buf_clear(&g->cnt);
+    srv_think_push(&g->think, s, strlen(s), &g->rsn, &g->cnt);
+    if (last) srv_think_finish(&g->think, &g->rsn, &g->cnt);
+    if (!rkm_buf_ok(&g->rsn) || !rkm_buf_ok(&g->cnt)) return RKM_ENOMEM;
+    return emit_text(g, g->rsn.data ? g->rsn.data : "", g->cnt.data ? g->cnt.data : "");
 }
 
 static int on_token(int32_t id, void *user)
@@ -560,7 +586,7 @@ static int on_token(int32_t id, void *user)
     const char *out;
     size_t n;
     int rc = rkm_textout_push_token(g->to, id, &out, &n);
-    if (rc < 0 || add_text(g, out)) {
+    if (rc < 0 || add_text(g, out, 0)) {
         g->oom = 1;
         return 1;
     }
@@ -612,7 +638,15 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
 
     int32_t *toks = NULL;
     int n = 0;
-    int rc = srv_prompt_tokens(e->model, rq, &toks, &n, err, sizeof err);
+    int inside = 0;
+    int rc = srv_prompt_tokens(e->model, rq, &toks, &n, &inside, err, sizeof err);
+    /* a thinking model's reply: its <think> block becomes the reasoning
+     * (unless thinking was switched off) */
+    const char *tmpl = rkm_model_chat_template(e->model);
+    g.split = rq->think != 0 && (rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT ||
+                                 (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw)) &&
+              (inside || (tmpl && strstr(tmpl, "<think>")));
+    srv_think_init(&g.think, inside);
     if (rc) {
         job_fail(j, 400, err);
         return;
@@ -659,7 +693,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
             free(c);
         }
     }
-    if (rq->echo && rq->prompt) add_text(&g, rq->prompt);
+    if (rq->echo && rq->prompt) emit_text(&g, NULL, rq->prompt);
 
     double tp0 = rkm_now();
     int cached = reuse_prefix(e, toks, n, rq->cache_prompt);
@@ -694,6 +728,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
         rkm_textout_free(g.to);
         cJSON_Delete(g.lp);
+        rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning);
         free(g.text);
         if (rc == RKM_ECANCELED) {
             srv_metrics_event(SRV_EV_CANCELED);
@@ -706,7 +741,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     }
     const char *tail;
     size_t n_tail;
-    if (rkm_textout_flush(g.to, &tail, &n_tail) < 0 || add_text(&g, tail)) g.oom = 1;
+    if (rkm_textout_flush(g.to, &tail, &n_tail) < 0 || add_text(&g, tail, 1)) g.oom = 1;
     rkm_textout_free(g.to);
 
     g.res.finish = g.stop_hit || g.n_gen < g.n_max ? "stop" : "length";
@@ -717,6 +752,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     g.res.t_gen_s = t_gen;
     g.res.t_total_s = rkm_now() - t0;
     g.res.text = g.text ? g.text : "";
+    g.res.reasoning = !rq->stream && g.reasoning.len ? g.reasoning.data : NULL;
     g.res.lp_from = rq->stream ? g.lp_sent : 0; /* the tokens not yet sent */
     g.res.lp_to = g.lp ? cJSON_GetArraySize(g.lp) : 0;
     char *body = rq->stream ? srv_fmt_stream_end(rq, &g.res) : srv_fmt_result(rq, &g.res);
@@ -727,6 +763,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         job_fail(j, 500, "out of memory");
     }
     free(body);
+    rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning);
     cJSON_Delete(g.lp);
     free(g.text);
 }

@@ -32,6 +32,7 @@ void srv_request_free(srv_request *r)
     for (int i = 0; i < r->n_inputs; i++) free(r->inputs[i]);
     free(r->inputs);
     free(r->grammar);
+    free(r->reasoning_effort);
     memset(r, 0, sizeof *r);
 }
 
@@ -58,6 +59,20 @@ int srv_set_grammar(srv_request *r, const cJSON *schema, int object, char *err, 
     }
     free(r->grammar);
     r->grammar = gb;
+    return 0;
+}
+
+int srv_set_effort(srv_request *r, const char *effort, char *err, size_t errcap)
+{
+    if (strcmp(effort, "low") && strcmp(effort, "medium") && strcmp(effort, "high")) {
+        snprintf(err, errcap, "reasoning effort must be low, medium or high");
+        return -1;
+    }
+    free(r->reasoning_effort);
+    if (!(r->reasoning_effort = strdup(effort))) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
     return 0;
 }
 

@@ -135,10 +135,30 @@ int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     }
     if (srv_get_bool(root, "stream", &r->stream, err, errcap)) return -1;
     if (srv_get_bool(root, "logprobs", &r->logprobs, err, errcap)) return -1;
+    /* think: true / false, or gpt-oss's "low" / "medium" / "high" */
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "think");
+    if (cJSON_IsBool(th)) {
+        r->think = cJSON_IsTrue(th);
+    } else if (cJSON_IsString(th)) {
+        if (srv_set_effort(r, th->valuestring, err, errcap)) return -1;
+        r->think = 1;
+    } else if (th && !cJSON_IsNull(th)) {
+        snprintf(err, errcap, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
+        return -1;
+    }
     double tl = 0;
     if (srv_get_number(root, "top_logprobs", 0, 20, &tl, err, errcap)) return -1;
     r->top_logprobs = (int)tl;
-    /* format: "json" (any object) or a JSON schema; "" and null: none */
+    /* rkmojo's extension, as in its OpenAI API: a GBNF grammar */
+    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (gr && !cJSON_IsNull(gr)) {
+        if (!cJSON_IsString(gr)) {
+            snprintf(err, errcap, "'grammar' must be a string (GBNF)");
+            return -1;
+        }
+        if (srv_set_gbnf(r, gr->valuestring, err, errcap)) return -1;
+    }
+        /* format: "json" (any object) or a JSON schema; "" and null: none */
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (cJSON_IsObject(fmt)) {
         if (srv_set_grammar(r, fmt, 0, err, errcap)) return -1;
@@ -195,14 +215,16 @@ static cJSON *head(const srv_result *r)
     return o;
 }
 
-static void add_text(cJSON *o, const srv_request *rq, const char *text)
+static void add_text(cJSON *o, const srv_request *rq, const srv_result *r, const char *text)
 {
     if (rq->kind == SRV_OLLAMA_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(o, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         cJSON_AddStringToObject(m, "content", text);
+        if (r->reasoning) cJSON_AddStringToObject(m, "thinking", r->reasoning);
     } else {
         cJSON_AddStringToObject(o, "response", text);
+        if (r->reasoning) cJSON_AddStringToObject(o, "thinking", r->reasoning);
     }
 }
 
@@ -236,7 +258,7 @@ static void add_final(cJSON *o, const srv_result *r)
 char *srv_ollama_result(const srv_request *rq, const srv_result *r)
 {
     cJSON *o = head(r);
-    add_text(o, rq, r->text);
+    add_text(o, rq, r, r->text);
     add_logprobs(o, rq, r);
     add_final(o, r);
     return srv_json_print(o);
@@ -245,7 +267,7 @@ char *srv_ollama_result(const srv_request *rq, const srv_result *r)
 char *srv_ollama_chunk(const srv_request *rq, const srv_result *r, const char *delta)
 {
     cJSON *o = head(r);
-    add_text(o, rq, delta);
+    add_text(o, rq, r, delta);
     add_logprobs(o, rq, r);
     cJSON_AddBoolToObject(o, "done", 0);
     return srv_json_line(o, "", "\n");
@@ -254,7 +276,7 @@ char *srv_ollama_chunk(const srv_request *rq, const srv_result *r, const char *d
 char *srv_ollama_stream_end(const srv_request *rq, const srv_result *r)
 {
     cJSON *o = head(r);
-    add_text(o, rq, "");
+    add_text(o, rq, r, "");
     add_logprobs(o, rq, r);
     add_final(o, r);
     return srv_json_line(o, "", "\n");

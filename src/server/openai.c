@@ -230,6 +230,24 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     if (srv_get_seed(root, "seed", r, err, errcap)) return -1;
     if (srv_get_stop(root, "stop", r, err, errcap)) return -1;
     if (parse_response_format(r, root, err, errcap)) return -1;
+    /* reasoning: reasoning_effort, and chat_template_kwargs.enable_thinking
+     * (vLLM's and llama.cpp's way to switch thinking off) */
+    if (r->kind == SRV_OPENAI_CHAT) {
+        const cJSON *eff = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort");
+        if (eff && !cJSON_IsNull(eff) && (!cJSON_IsString(eff) || srv_set_effort(r, eff->valuestring, err, errcap))) {
+            if (!cJSON_IsString(eff)) snprintf(err, errcap, "'reasoning_effort' must be a string");
+            return -1;
+        }
+        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+        if (kw && !cJSON_IsNull(kw)) {
+            const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+            if (!cJSON_IsObject(kw) || (et && !cJSON_IsBool(et))) {
+                snprintf(err, errcap, "'chat_template_kwargs' must be an object; its enable_thinking a boolean");
+                return -1;
+            }
+            if (et) r->think = cJSON_IsTrue(et);
+        }
+    }
     /* chat: logprobs true + top_logprobs 0..20; completions: logprobs 0..5 */
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
     if (r->kind == SRV_OPENAI_CHAT) {
@@ -341,7 +359,9 @@ static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, stream ? "delta" : "message");
         if (role) cJSON_AddStringToObject(m, "role", "assistant");
-        if (text) cJSON_AddStringToObject(m, "content", text);
+        /* a reasoning delta goes alone unless answer text came with it */
+        if (text && !(stream && r->reasoning && !text[0])) cJSON_AddStringToObject(m, "content", text);
+        if (r->reasoning) cJSON_AddStringToObject(m, "reasoning_content", r->reasoning);
     } else {
         cJSON_AddStringToObject(c, "text", text ? text : "");
     }

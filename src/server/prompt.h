@@ -9,9 +9,10 @@
 #include "rkmojo.h"
 #include "server/api.h"
 
-/* Prompt tokens of a generation request (malloc'd *ids). 0, or a negative
- * code with a message for the client in err (status 400). */
-int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids,
+/* Prompt tokens of a generation request (malloc'd *ids); *think_inside:
+ * the rendered prompt ends inside a <think> block. 0, or a negative code
+ * with a message for the client in err (status 400). */
+int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids, int *think_inside,
                       char *err, size_t errcap);
 /* Plain text with BOS, no special tokens (embeddings). */
 int srv_text_tokens(const rkm_model *m, const char *text, int32_t **ids, int *n_ids, char *err,
