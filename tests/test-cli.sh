@@ -153,5 +153,22 @@ s1=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 1 --temp 1.5 2>/
 s2=$($R run -m "$T/greedy" -p "Once upon a time" -n 8 -q --seed 2 --temp 1.5 2>/dev/null)
 [ "$s1" != "$s2" ] && ok "--temp overrides the model's recommendation" || fail "--temp 1.5 ignored: '$s1' = '$s2'"
 
+# list / show / rm over a models directory
+mkdir -p "$T/models"
+$R synth --preset tiny -o "$T/lm.gguf" --quiet && $R convert "$T/lm.gguf" "$T/models/alpha.rkmojo" --quiet &&
+  $R convert "$T/lm.gguf" "$T/models/beta.rkmojo" --quant q4_0 --quiet || fail "models for list"
+out=$($R list --models-dir "$T/models" 2>&1)
+echo "$out" | grep -q "^alpha .*qwen3moe .*q8_0" && echo "$out" | grep -q "^beta .*q4_0" \
+  && ok "list: both models with architecture and quantization" || fail "list: $out"
+out=$(RKMOJO_MODELS="$T/models" $R show beta 2>&1)
+echo "$out" | grep -q "architecture *qwen3moe" && echo "$out" | grep -q "quantization *q4_0" && echo "$out" | grep -q "experts *8, 2 per token" \
+  && ok "show (from \$RKMOJO_MODELS)" || fail "show: $out"
+expect 1 "model 'ghost' not found" show ghost --models-dir "$T/models"
+expect 2 "is not a model name" rm ../alpha --models-dir "$T/models"
+expect 2 "give the model's name" rm --models-dir "$T/models"
+expect 1 "is not a directory" list --models-dir "$T/nowhere"
+$R rm beta --models-dir "$T/models" >/dev/null && [ ! -e "$T/models/beta.rkmojo" ] && [ -d "$T/models/alpha.rkmojo" ] &&
+  ! $R list --models-dir "$T/models" | grep -q "^beta" && ok "rm deletes the model, and only it" || fail "rm"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

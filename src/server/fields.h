@@ -78,9 +78,9 @@ void srv_model_name_base(const char *s, char *out, size_t cap);
 /* Structured outputs: the grammar of a JSON schema (object: any JSON
  * object), or GBNF text checked by parsing it, into r->grammar. 0, or -1
  * with the reason (an unsupported schema keyword, named) in err. */
-int srv_set_grammar(srv_request *r, const cJSON *schema, int object, char *err, size_t errcap);
-int srv_set_gbnf(srv_request *r, const char *gbnf, char *err, size_t errcap);
+int srv_set_grammar(struct srv_request *r, const cJSON *schema, int object, char *err, size_t errcap);
+int srv_set_gbnf(struct srv_request *r, const char *gbnf, char *err, size_t errcap);
 /* r->reasoning_effort from "low" / "medium" / "high"; -1 + err otherwise. */
-int srv_set_effort(srv_request *r, const char *effort, char *err, size_t errcap);
+int srv_set_effort(struct srv_request *r, const char *effort, char *err, size_t errcap);
 
 #endif
