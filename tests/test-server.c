@@ -164,7 +164,8 @@ static void think_case(const char *in, int inside, const char *want_r, const cha
     size_t n = strlen(in);
     for (size_t cut = 0; cut <= n + 1; cut++) {
         srv_think t;
-        srv_think_init(&t, inside);
+        if (inside == 2) srv_think_init_harmony(&t);
+        else srv_think_init(&t, inside);
         rkm_buf r = RKM_BUF_INIT, c = RKM_BUF_INIT;
         if (cut <= n) {
             srv_think_push(&t, in, cut, &r, &c);
@@ -191,6 +192,14 @@ static void test_think(void)
     think_case("<think>never closed", 0, "never closed", "");
     think_case("   ", 0, "", "   ");
     think_case("", 1, "", "");
+    /* harmony (inside 2): analysis is reasoning, final content */
+    think_case("<|channel|>analysis<|message|>I think<|end|><|start|>assistant<|channel|>final<|message|>Hi!", 2, "I think",
+               "Hi!");
+    think_case("<|channel|>final<|message|>Just this", 2, "", "Just this");
+    think_case("plain answer <|end|>", 2, "", "plain answer <|end|>");
+    think_case("<|channel|>analysis<|message|>a <|en b<|end|><|start|>assistant<|channel|>commentary<|message|>c", 2,
+               "a <|en b", "c");
+    think_case("<|channel|>analysis<|message|>cut", 2, "cut", "");
     CHECK(srv_think_prompt_inside("<|im_start|>assistant\n<think>\n"));
     CHECK(!srv_think_prompt_inside("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     CHECK(!srv_think_prompt_inside("plain"));

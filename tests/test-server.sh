@@ -300,7 +300,10 @@ cat >"$T/models/thinker.rkmojo/chat_template.jinja" <<'TMPL'
 {% else %}<think>
 {% endif %}{% endif %}
 TMPL
-start R --models-dir "$T/models" --ctx 256
+# gpt-oss's published template (harmony): the analysis channel is reasoning
+cp -r "$T/models/tiny.rkmojo" "$T/models/harmony.rkmojo"
+cp tests/js/chat-templates/gpt-oss.jinja "$T/models/harmony.rkmojo/chat_template.jinja"
+start R --models-dir "$T/models" --ctx 512
 G='"grammar":"root ::= [a-z]{2,6} \" \" [a-z]{2,6} \"</think>\" \"\\n\" [a-z]{1,5}"'
 M='"messages":[{"role":"user","content":"Think first."}]'
 r=$(postr /v1/chat/completions "{\"model\":\"thinker\",$M,$G,\"temperature\":0,\"max_tokens\":40}")
@@ -319,6 +322,10 @@ check "ollama think false: enable_thinking false reaches the template ($n_off vs
   '[ "$n_off" -gt "$n_on" ] && [ "$(echo "$r" | jget message.thinking)" = undefined ] && echo "$r" | jget message.content | grep -q "</think>"'
 r=$(postr /v1/chat/completions "{\"model\":\"thinker\",$M,\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":4}")
 check "openai chat_template_kwargs.enable_thinking false: a longer prompt" '[ "$(echo "$r" | jget usage.prompt_tokens)" = "$n_off" ]'
+HG='"grammar":"root ::= \"<|channel|>analysis<|message|>\" [a-z]{2,6} \"<|end|><|start|>assistant<|channel|>final<|message|>\" [a-z]{1,5}"'
+r=$(postr /v1/chat/completions "{\"model\":\"harmony\",$M,$HG,\"temperature\":0,\"max_tokens\":80,\"reasoning_effort\":\"high\"}")
+check "harmony: analysis -> reasoning_content, final -> content ($(echo "$r" | jget choices.0.message.reasoning_content) / $(echo "$r" | jget choices.0.message.content))" \
+  'echo "$r" | jget choices.0.message.reasoning_content | grep -Eq "^[a-z]{2,6}$" && echo "$r" | jget choices.0.message.content | grep -Eq "^[a-z]{1,5}$"'
 check "bad think value -> 400" '[ "$(code "$URL/api/chat" -d "{\"model\":\"thinker\",$M,\"think\":\"max\"}")" = 400 ]'
 
 stopsrv "$PID"

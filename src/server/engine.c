@@ -643,10 +643,11 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     /* a thinking model's reply: its <think> block becomes the reasoning
      * (unless thinking was switched off) */
     const char *tmpl = rkm_model_chat_template(e->model);
-    g.split = rq->think != 0 && (rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT ||
-                                 (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw)) &&
-              (inside || (tmpl && strstr(tmpl, "<think>")));
-    srv_think_init(&g.think, inside);
+    int chat = rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT || (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw);
+    int harmony = tmpl && strstr(tmpl, "<|channel|>"); /* gpt-oss */
+    g.split = rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
+    if (harmony) srv_think_init_harmony(&g.think);
+    else srv_think_init(&g.think, inside);
     if (rc) {
         job_fail(j, 400, err);
         return;

@@ -13,6 +13,55 @@ void srv_think_init(srv_think *t, int inside)
     t->state = inside ? 1 : 0;
 }
 
+void srv_think_init_harmony(srv_think *t)
+{
+    memset(t, 0, sizeof *t);
+    t->harmony = 1;
+}
+
+static const char h_message[] = "<|message|>", h_channel[] = "<|channel|>", h_end[] = "<|end|>";
+
+/* Harmony: one byte. */
+static void step_harmony(srv_think *t, char c, rkm_buf *reasoning, rkm_buf *content)
+{
+    if (t->state == 4) {
+        rkm_buf_addc(content, c);
+        return;
+    }
+    t->hold[t->n_hold++] = c;
+    if (t->state == 0) { /* a header up to <|message|> */
+        if (t->n_hold <= 2 && memcmp(t->hold, "<|", (size_t)t->n_hold)) {
+            /* plain text: the model wrote no channel */
+            rkm_buf_add(content, t->hold, (size_t)t->n_hold);
+            t->n_hold = 0;
+            t->state = 4;
+            return;
+        }
+        size_t ml = sizeof h_message - 1;
+        if ((size_t)t->n_hold >= ml && !memcmp(t->hold + t->n_hold - ml, h_message, ml)) {
+            t->hold[t->n_hold] = 0;
+            const char *ch = strstr(t->hold, h_channel);
+            t->state = ch && !strncmp(ch + sizeof h_channel - 1, "analysis", 8) ? 1 : 3;
+            t->n_hold = 0;
+        } else if (t->n_hold == (int)sizeof t->hold - 1) { /* no header after all */
+            rkm_buf_add(content, t->hold, (size_t)t->n_hold);
+            t->n_hold = 0;
+            t->state = 4;
+        }
+        return;
+    }
+    /* a message's text up to <|end|> */
+    rkm_buf *out = t->state == 1 ? reasoning : content;
+    while (t->n_hold && memcmp(t->hold, h_end, (size_t)t->n_hold)) {
+        rkm_buf_addc(out, t->hold[0]);
+        memmove(t->hold, t->hold + 1, (size_t)--t->n_hold);
+    }
+    if (t->n_hold == (int)sizeof h_end - 1) {
+        t->n_hold = 0;
+        t->state = 0;
+    }
+}
+
 static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 /* One byte through the machine. */
@@ -64,11 +113,16 @@ static void step(srv_think *t, char c, rkm_buf *reasoning, rkm_buf *content)
 
 void srv_think_push(srv_think *t, const char *s, size_t n, rkm_buf *reasoning, rkm_buf *content)
 {
-    for (size_t i = 0; i < n; i++) step(t, s[i], reasoning, content);
+    for (size_t i = 0; i < n; i++) {
+        if (t->harmony) step_harmony(t, s[i], reasoning, content);
+        else step(t, s[i], reasoning, content);
+    }
 }
 
 void srv_think_finish(srv_think *t, rkm_buf *reasoning, rkm_buf *content)
 {
+    /* a harmony header never finished says nothing */
+    if (t->harmony && t->state == 0) t->n_hold = 0;
     if (t->n_hold) rkm_buf_add(t->state == 1 ? reasoning : content, t->hold, (size_t)t->n_hold);
     t->n_hold = 0;
     if (t->state == 0) t->state = 3;

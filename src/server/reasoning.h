@@ -8,6 +8,12 @@
  * </think> is dropped. A <think> that comes after the answer has started
  * is content.
  *
+ * Harmony (gpt-oss): the reply is messages "<|channel|>NAME<|message|>
+ * TEXT<|end|>", the later ones opened by "<|start|>assistant": the
+ * analysis channel is reasoning, the final (and commentary) channels
+ * content; headers and markers are dropped. A reply that does not start
+ * with a marker is content.
+ *
  * Pure and single-threaded: one splitter per generation, owned by its
  * caller (no allocation of its own).
  */
@@ -19,13 +25,17 @@
 #include "util/buf.h"
 
 typedef struct srv_think {
-    int state;       /* 0 start, 1 reasoning, 2 after </think> (whitespace dropped), 3 content */
-    char hold[16];   /* a possible tag prefix held back */
+    int harmony;     /* gpt-oss's channels instead of <think> */
+    int state;       /* tags: 0 start, 1 reasoning, 2 after </think> (whitespace dropped), 3 content;
+                      * harmony: 0 header, 1 analysis text, 3 other text, 4 plain content */
+    char hold[160];  /* a possible tag prefix (or a harmony header) held back */
     int n_hold;
 } srv_think;
 
 /* inside: the prompt ends inside a <think> block. */
 void srv_think_init(srv_think *t, int inside);
+/* A splitter of gpt-oss's harmony channels. */
+void srv_think_init_harmony(srv_think *t);
 /* Feeds n bytes; appends what is decided to reasoning and content. */
 void srv_think_push(srv_think *t, const char *s, size_t n, rkm_buf *reasoning, rkm_buf *content);
 /* End of the reply: whatever is held goes where it was heading. */
