@@ -397,11 +397,13 @@ static long long mapping_rss(const char *suffix)
  * tokens all over a 50k vocabulary leaves the table out of the process's
  * memory, and the memory plan does not count it. Tied ones (Gemma 4: the
  * LM head) stay counted. */
-static void test_embd_lookup(const char *shared)
+/* The tiny preset with GPT-2's 50k vocabulary, synthesized, converted
+ * into TMPDIR/NAME.rkmojo and opened; NULL (checked) on failure. */
+static rkm_model *open_gpt2_vocab_model(const char *shared, const char *name)
 {
     char gguf[1024], dir[1024];
-    snprintf(gguf, sizeof gguf, "%s/bigv.gguf", test_tmpdir());
-    snprintf(dir, sizeof dir, "%s/bigv.rkmojo", test_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/%s.gguf", test_tmpdir(), name);
+    snprintf(dir, sizeof dir, "%s/%s.rkmojo", test_tmpdir(), name);
     CHECK(test_rkmojo("/dev/null", "synth --preset tiny --set n_layer=2 --vocab-from %s/vocab/ggml-vocab-gpt-2.gguf "
                       "-o %s --quiet && %s convert %s %s --quiet", shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
     rkm_model_params mp;
@@ -409,6 +411,12 @@ static void test_embd_lookup(const char *shared)
     mp.n_threads = 2;
     rkm_model *m = rkm_model_open(dir, &mp);
     CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    return m;
+}
+
+static void test_embd_lookup(const char *shared)
+{
+    rkm_model *m = open_gpt2_vocab_model(shared, "bigv");
     if (!m) return;
     const rkm_tensor_view *te = rkm_model_dir_tensor(m->md, "token_embd.weight");
     uint64_t eb = rkm_model_dir_lookup_embd_bytes(m->md);
@@ -424,7 +432,7 @@ static void test_embd_lookup(const char *shared)
     CHECK(rb <= sizeof row);
     uint8_t want[256];
     char rpath[1100];
-    snprintf(rpath, sizeof rpath, "%s/resident.bin", dir);
+    snprintf(rpath, sizeof rpath, "%s/resident.bin", m->md->path);
     FILE *rf = fopen(rpath, "rb"); /* not through the mapping: touching it would map the page in */
     CHECK(rf && fseek(rf, (long)(te->offset + 1000 * rb), SEEK_SET) == 0 && fread(want, 1, rb, rf) == rb);
     if (rf) fclose(rf);
@@ -451,6 +459,9 @@ static void test_embd_lookup(const char *shared)
     rkm_session_free(s);
     rkm_model_close(m);
     /* tied (Gemma 4's LM head is token_embd): resident, counted */
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
     rkm_model *g = rkm_model_open(gdir, &mp);
     CHECK(g && !g->embd_pread && rkm_model_dir_lookup_embd_bytes(g->md) == 0);
     if (g) {
@@ -576,16 +587,7 @@ static const char *constrained(rkm_model *m, const char *gbnf, float temp, uint6
  * a JSON schema gives schema-valid JSON at any temperature. */
 static void test_grammar(const char *shared)
 {
-    char gguf[1024], dir[1024];
-    snprintf(gguf, sizeof gguf, "%s/gram.gguf", test_tmpdir());
-    snprintf(dir, sizeof dir, "%s/gram.rkmojo", test_tmpdir());
-    CHECK(test_rkmojo("/dev/null", "synth --preset tiny --set n_layer=2 --vocab-from %s/vocab/ggml-vocab-gpt-2.gguf "
-                      "-o %s --quiet && %s convert %s %s --quiet", shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
-    rkm_model_params mp;
-    rkm_model_params_default(&mp);
-    mp.n_threads = 2;
-    rkm_model *m = rkm_model_open(dir, &mp);
-    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    rkm_model *m = open_gpt2_vocab_model(shared, "gram");
     if (!m) return;
     text_acc *t = malloc(sizeof *t);
     int ended;

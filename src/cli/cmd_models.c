@@ -45,13 +45,6 @@ static void fmt_ago(double mtime, char *buf, size_t cap)
     else snprintf(buf, cap, "%.0f days ago", d / 86400);
 }
 
-static void fmt_params(uint64_t n, char *buf, size_t cap)
-{
-    if (n >= 1000000000ull) snprintf(buf, cap, "%.1fB", (double)n / 1e9);
-    else if (n >= 1000000ull) snprintf(buf, cap, "%.1fM", (double)n / 1e6);
-    else snprintf(buf, cap, "%.1fK", (double)n / 1e3);
-}
-
 /* Parses [--models-dir DIR] and n_pos positional arguments into pos. */
 static int parse(const char *name, const char *usage, int argc, char **argv, const char **dir, const char **pos,
                  int n_pos)
@@ -68,6 +61,17 @@ static int parse(const char *name, const char *usage, int argc, char **argv, con
     if (argc - first != n_pos) return rkm_opts_error(&cmd, n_pos ? "give the model's name" : "no arguments expected");
     for (int i = 0; i < n_pos; i++) pos[i] = argv[first + i];
     return RKM_OPTS_CONTINUE;
+}
+
+/* The model NAME of the models directory (mi->path: the caller frees);
+ * 0, or 1 after a message. */
+static int find_model(const char *cmd, const char *dir, const char *name, srv_model_info *mi)
+{
+    srv_models *ms = srv_models_new(NULL, dir);
+    int rc = !ms || srv_models_find(ms, name, mi);
+    if (rc) fprintf(stderr, "rkmojo %s: %s (in %s)\n", cmd, ms ? rkm_last_error() : "out of memory", dir);
+    srv_models_free(ms);
+    return rc;
 }
 
 int rkm_cmd_list(int argc, char **argv)
@@ -111,23 +115,17 @@ int rkm_cmd_show(int argc, char **argv)
     if (rc != RKM_OPTS_CONTINUE) return rc;
     char buf[4096];
     dir = models_dir(dir, buf, sizeof buf);
-    srv_models *ms = srv_models_new(NULL, dir);
     srv_model_info mi;
-    if (!ms || srv_models_find(ms, name, &mi)) {
-        fprintf(stderr, "rkmojo show: %s (in %s)\n", ms ? rkm_last_error() : "out of memory", dir);
-        srv_models_free(ms);
-        return 1;
-    }
+    if (find_model("show", dir, name, &mi)) return 1;
     rkm_model_dir *md = rkm_model_dir_open(mi.path);
     if (!md) {
         fprintf(stderr, "rkmojo show: %s\n", rkm_last_error());
         free(mi.path);
-        srv_models_free(ms);
         return 1;
     }
     const rkm_hparams *hp = &md->hp;
     char ps[32], size[32];
-    fmt_params(mi.n_params, ps, sizeof ps);
+    srv_fmt_params(mi.n_params, ps, sizeof ps);
     fmt_size(mi.bytes, size, sizeof size);
     printf("  Model\n");
     printf("    %-20s %s\n", "architecture", hp->arch_name);
@@ -150,7 +148,6 @@ int rkm_cmd_show(int argc, char **argv)
     printf("\n  Chat template\n    %s\n", md->chat_template_file ? md->chat_template_file : "none (a built-in one by architecture)");
     rkm_model_dir_close(md);
     free(mi.path);
-    srv_models_free(ms);
     return 0;
 }
 
@@ -173,14 +170,8 @@ int rkm_cmd_rm(int argc, char **argv)
         fprintf(stderr, "rkmojo rm: '%s' is not a model name\n", name);
         return 2;
     }
-    srv_models *ms = srv_models_new(NULL, dir);
     srv_model_info mi;
-    if (!ms || srv_models_find(ms, name, &mi)) {
-        fprintf(stderr, "rkmojo rm: %s (in %s)\n", ms ? rkm_last_error() : "out of memory", dir);
-        srv_models_free(ms);
-        return 1;
-    }
-    srv_models_free(ms);
+    if (find_model("rm", dir, name, &mi)) return 1;
     /* the manifest goes first: an interrupted removal leaves no model that
      * looks whole */
     char *man = rkm_path_join(mi.path, "manifest.json");

@@ -226,7 +226,7 @@ int srv_models_list(srv_models *ms, srv_model_info **out)
     return *out ? n : RKM_ENOMEM;
 }
 
-static void fmt_params(uint64_t n, char *buf, size_t cap)
+void srv_fmt_params(uint64_t n, char *buf, size_t cap)
 {
     if (n >= 1000000000ull) snprintf(buf, cap, "%.1fB", (double)n / 1e9);
     else if (n >= 1000000ull) snprintf(buf, cap, "%.1fM", (double)n / 1e6);
@@ -237,7 +237,7 @@ void srv_model_details(cJSON *o, const srv_model_info *mi)
 {
     cJSON *d = cJSON_AddObjectToObject(o, "details");
     char ps[32];
-    fmt_params(mi->n_params, ps, sizeof ps);
+    srv_fmt_params(mi->n_params, ps, sizeof ps);
     cJSON_AddStringToObject(d, "parent_model", "");
     cJSON_AddStringToObject(d, "format", "rkmojo");
     cJSON_AddStringToObject(d, "family", mi->arch);

@@ -142,6 +142,8 @@ char *srv_models_openai_one_json(srv_models *ms, const char *id);
 char *srv_models_tags_json(srv_models *ms);
 char *srv_models_show_json(srv_models *ms, const char *name, const char *chat_template);
 void srv_model_details(cJSON *o, const srv_model_info *mi);
+/* A parameter count as Ollama shows it: "20.9B", "1.1M", "512.0K". */
+void srv_fmt_params(uint64_t n, char *buf, size_t cap);
 
 /* ------------------------------------------------------- prompt cache */
 
