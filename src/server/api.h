@@ -65,6 +65,7 @@ typedef struct srv_request {
     char **inputs;            /* embeddings: texts */
     int embed_base64;         /* openai encoding_format "base64" */
     int echo;                 /* openai completion echo */
+    char *suffix;             /* openai completion: fill in the middle between prompt and this, or NULL */
     char *grammar;            /* GBNF generation keeps to (structured outputs), or NULL */
     int dimensions;           /* embeddings: the first N values, renormalised (0: all) */
     int legacy_embedding;     /* Ollama /api/embeddings: {"embedding": [...]} of one prompt */

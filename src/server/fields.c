@@ -33,6 +33,7 @@ void srv_request_free(srv_request *r)
     free(r->inputs);
     free(r->grammar);
     free(r->reasoning_effort);
+    free(r->suffix);
     memset(r, 0, sizeof *r);
 }
 

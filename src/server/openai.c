@@ -206,6 +206,7 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
         }
         if (!(r->prompt = strdup(p->valuestring))) goto oom;
         if (srv_get_bool(root, "echo", &r->echo, err, errcap)) return -1;
+        if (srv_get_string(root, "suffix", &r->suffix, err, errcap)) return -1;
     }
 
     double v;

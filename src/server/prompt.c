@@ -10,6 +10,8 @@
 #include "server/prompt.h"
 #include "server/reasoning.h"
 
+#include "runtime/tokens.h"
+#include "text/tokenizer.h"
 #include "util/common.h"
 
 /* Renders messages (sys_override replaces any system message, as Ollama's
@@ -57,10 +59,48 @@ static int tokenize(const rkm_model *m, const char *text, int add_bos, int parse
     return 0;
 }
 
+/* Fill in the middle, as llama.cpp's infill: [BOS] FIM_PRE prefix FIM_SUF
+ * suffix FIM_MID, for a vocabulary that has the three tokens. */
+static int fim_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids, char *err, size_t errcap)
+{
+    const rkm_tokenizer *t = rkm_model_tokenizer(m);
+    int pre = t ? rkm_tokenizer_special(t, RKM_TOK_FIM_PRE) : -1, suf = t ? rkm_tokenizer_special(t, RKM_TOK_FIM_SUF) : -1,
+        mid = t ? rkm_tokenizer_special(t, RKM_TOK_FIM_MID) : -1;
+    if (pre < 0 || suf < 0 || mid < 0) {
+        snprintf(err, errcap, "'suffix': the model's vocabulary has no fill-in-the-middle tokens");
+        return RKM_EINVAL;
+    }
+    int32_t *a = NULL, *b = NULL;
+    int na = 0, nb = 0, rc = tokenize(m, rq->prompt ? rq->prompt : "", 0, 0, &a, &na, err, errcap);
+    if (!rc) rc = tokenize(m, rq->suffix, 0, 0, &b, &nb, err, errcap);
+    int bos = rkm_tokenizer_add_bos(t) ? rkm_token_bos(m) : -1;
+    int32_t *out = rc ? NULL : malloc(sizeof(int32_t) * (size_t)(na + nb + 4));
+    if (!rc && !out) rc = RKM_ENOMEM, snprintf(err, errcap, "out of memory");
+    if (!rc) {
+        int k = 0;
+        if (bos >= 0) out[k++] = bos;
+        out[k++] = pre;
+        memcpy(out + k, a, sizeof(int32_t) * (size_t)na), k += na;
+        out[k++] = suf;
+        memcpy(out + k, b, sizeof(int32_t) * (size_t)nb), k += nb;
+        out[k++] = mid;
+        *ids = out;
+        *n_ids = k;
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
 int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids, int *think_inside,
                       char *err, size_t errcap)
 {
     *think_inside = 0;
+    if (rq->kind == SRV_OPENAI_COMPLETION && rq->suffix) {
+        *ids = NULL;
+        *n_ids = 0;
+        return fim_tokens(m, rq, ids, n_ids, err, errcap);
+    }
     *ids = NULL;
     *n_ids = 0;
     char *text = NULL;
