@@ -95,9 +95,10 @@ int rkm_budget_plan(const rkm_model_dir *md, uint64_t budget_bytes, int n_ctx, c
 
 const char *rkm_budget_describe(const rkm_budget *b, char *buf, size_t cap)
 {
-    char s[10][32], embd[64] = "";
+    char s[10][32], embd[96] = "";
     if (b->embd_file_bytes)
-        snprintf(embd, sizeof embd, " (token embeddings %s read per token)", rkm_fmt_bytes(b->embd_file_bytes, s[9], 32));
+        snprintf(embd, sizeof embd, " (token embeddings %s not held: a row read per token)",
+                 rkm_fmt_bytes(b->embd_file_bytes, s[9], 32));
     snprintf(buf, cap,
              "budget %s: resident %s%s, kv %s, scratch %s, overhead %s, expert cache %d slots/layer x %s = %s "
              "(all experts: %s), total %s",
