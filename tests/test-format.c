@@ -647,34 +647,17 @@ static void test_gpt_oss_bad_files(void)
 
 /* ------------------------------------------------ recommended sampling */
 
-/* A copy of GGUF `in` with extra general.sampling.* keys. */
-static int gguf_with_sampling(const char *in, const char *out)
+static void add_sampling_keys(rkm_gguf_writer *w)
 {
-    rkm_gguf *g = rkm_gguf_open(in);
-    if (!g) return -1;
-    rkm_gguf_writer *w = rkm_gguf_writer_new();
-    for (int i = 0; i < rkm_gguf_n_kv(g); i++) rkm_gguf_writer_copy_kv(w, g, i);
     rkm_gguf_writer_set_f32(w, "general.sampling.temp", 0.7f);
     rkm_gguf_writer_set_i32(w, "general.sampling.top_k", 20);
     rkm_gguf_writer_set_f32(w, "general.sampling.top_p", 0.8f);
     rkm_gguf_writer_set_f32(w, "general.sampling.penalty_repeat", 1.1f);
     rkm_gguf_writer_set_i32(w, "general.sampling.penalty_last_n", 32);
-    for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
-        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
-        rkm_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne);
-    }
-    int rc = rkm_gguf_writer_begin(w, out);
-    for (int i = 0; !rc && i < rkm_gguf_n_tensors(g); i++) {
-        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
-        uint8_t *b = read_tensor(g, t);
-        rc = b ? rkm_gguf_writer_write_data(w, b, t->nbytes) : -1;
-        free(b);
-    }
-    if (!rc) rc = rkm_gguf_writer_finish(w);
-    rkm_gguf_writer_free(w);
-    rkm_gguf_close(g);
-    return rc;
 }
+
+/* A copy of GGUF `in` with extra general.sampling.* keys. */
+static int gguf_with_sampling(const char *in, const char *out) { return gguf_edit(in, out, NULL, NULL, add_sampling_keys); }
 
 /* What the converted model recommends, as the runtime lays it over the defaults. */
 static int model_sampling(const char *dir, rkm_sampler_params *sp)

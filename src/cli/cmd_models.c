@@ -45,9 +45,10 @@ static void fmt_ago(double mtime, char *buf, size_t cap)
     else snprintf(buf, cap, "%.0f days ago", d / 86400);
 }
 
-/* Parses [--models-dir DIR] and n_pos positional arguments into pos. */
-static int parse(const char *name, const char *usage, int argc, char **argv, const char **dir, const char **pos,
-                 int n_pos)
+/* Parses [--models-dir DIR] and n_pos positional arguments into pos;
+ * *dir becomes the models directory (models_dir, buf for the default). */
+static int parse(const char *name, const char *usage, int argc, char **argv, const char **dir, char *buf, size_t cap,
+                 const char **pos, int n_pos)
 {
     const rkm_opt opts[] = {
         {"models-dir", 0, RKM_OPT_STR, dir, .arg = "DIR",
@@ -60,6 +61,7 @@ static int parse(const char *name, const char *usage, int argc, char **argv, con
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     if (argc - first != n_pos) return rkm_opts_error(&cmd, n_pos ? "give the model's name" : "no arguments expected");
     for (int i = 0; i < n_pos; i++) pos[i] = argv[first + i];
+    *dir = models_dir(*dir, buf, cap);
     return RKM_OPTS_CONTINUE;
 }
 
@@ -77,10 +79,9 @@ static int find_model(const char *cmd, const char *dir, const char *name, srv_mo
 int rkm_cmd_list(int argc, char **argv)
 {
     const char *dir = NULL;
-    int rc = parse("list", "usage: rkmojo list [--models-dir DIR]\n\n", argc, argv, &dir, NULL, 0);
-    if (rc != RKM_OPTS_CONTINUE) return rc;
     char buf[4096];
-    dir = models_dir(dir, buf, sizeof buf);
+    int rc = parse("list", "usage: rkmojo list [--models-dir DIR]\n\n", argc, argv, &dir, buf, sizeof buf, NULL, 0);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
     struct stat st;
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "rkmojo list: %s is not a directory (set --models-dir or $RKMOJO_MODELS)\n", dir);
@@ -111,10 +112,9 @@ int rkm_cmd_list(int argc, char **argv)
 int rkm_cmd_show(int argc, char **argv)
 {
     const char *dir = NULL, *name = NULL;
-    int rc = parse("show", "usage: rkmojo show NAME [--models-dir DIR]\n\n", argc, argv, &dir, &name, 1);
-    if (rc != RKM_OPTS_CONTINUE) return rc;
     char buf[4096];
-    dir = models_dir(dir, buf, sizeof buf);
+    int rc = parse("show", "usage: rkmojo show NAME [--models-dir DIR]\n\n", argc, argv, &dir, buf, sizeof buf, &name, 1);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
     srv_model_info mi;
     if (find_model("show", dir, name, &mi)) return 1;
     rkm_model_dir *md = rkm_model_dir_open(mi.path);
@@ -162,10 +162,9 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 int rkm_cmd_rm(int argc, char **argv)
 {
     const char *dir = NULL, *name = NULL;
-    int rc = parse("rm", "usage: rkmojo rm NAME [--models-dir DIR]\n\n", argc, argv, &dir, &name, 1);
-    if (rc != RKM_OPTS_CONTINUE) return rc;
     char buf[4096];
-    dir = models_dir(dir, buf, sizeof buf);
+    int rc = parse("rm", "usage: rkmojo rm NAME [--models-dir DIR]\n\n", argc, argv, &dir, buf, sizeof buf, &name, 1);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
     if (!srv_model_name_ok(name)) {
         fprintf(stderr, "rkmojo rm: '%s' is not a model name\n", name);
         return 2;

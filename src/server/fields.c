@@ -15,6 +15,7 @@
 #include "server/fields.h"
 
 #include "text/grammar.h"
+#include "text/json_schema.h"
 #include "util/common.h"
 
 void srv_request_free(srv_request *r)
@@ -41,21 +42,10 @@ void srv_request_free(srv_request *r)
 
 int srv_set_grammar(srv_request *r, const cJSON *schema, int object, char *err, size_t errcap)
 {
-    char *gb = NULL;
-    if (object) {
-        gb = rkm_json_schema_grammar(NULL, 0);
-    } else {
-        char *js = cJSON_PrintUnformatted(schema);
-        gb = js ? rkm_json_schema_grammar(js, strlen(js)) : NULL;
-        if (!gb && js) {
-            snprintf(err, errcap, "%s", rkm_last_error());
-            cJSON_free(js);
-            return -1;
-        }
-        cJSON_free(js);
-    }
+    /* the request's own cJSON goes to the compiler as it is */
+    char *gb = object ? strdup(rkm_json_object_gbnf()) : rkm_json_schema_to_gbnf(schema);
     if (!gb) {
-        snprintf(err, errcap, "out of memory");
+        snprintf(err, errcap, "%s", object ? "out of memory" : rkm_last_error());
         return -1;
     }
     free(r->grammar);
