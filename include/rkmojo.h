@@ -340,7 +340,10 @@ char *rkm_chat_prompt(const rkm_model *m, const rkm_chat_message *msgs, int n_ms
                       int add_generation_prompt, int *add_bos);
 /* The same with more template variables: vars_json, a JSON object whose
  * members the template sees (e.g. {"enable_thinking": false,
- * "reasoning_effort": "high"}); NULL: none. */
+ * "reasoning_effort": "high", "tools": [...]}); NULL: none. A "messages"
+ * member replaces msgs: messages as the template reads them, with the
+ * fields rkm_chat_message has no room for (an assistant's "tool_calls", a
+ * tool result's "tool_call_id" and "name"); pass msgs NULL, n_msgs 0. */
 char *rkm_chat_prompt_vars(const rkm_model *m, const rkm_chat_message *msgs, int n_msgs,
                            int add_generation_prompt, int *add_bos, const char *vars_json);
 

@@ -181,6 +181,70 @@ static void think_case(const char *in, int inside, const char *want_r, const cha
     }
 }
 
+/* tools, tool_choice and the tool fields of messages, both APIs */
+static void test_tools(void)
+{
+    srv_request r;
+    char err[256];
+    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}},"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"now\"}},"
+             "\"parallel_tool_calls\":false,\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},"
+             "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+             "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"sunny\"}]}",
+             tools);
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT, body, &r, err), 0);
+    CHECK_EQ_INT(cJSON_GetArraySize(r.tools), 2);
+    CHECK_EQ_INT(r.tool_choice, SRV_TOOLS_NAMED);
+    CHECK_STR_EQ(r.tool_name, "now");
+    CHECK_EQ_INT(r.parallel_tool_calls, 0);
+    /* a tool without parameters gets an empty object schema */
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(r.tools, 1), "function"), "parameters");
+    CHECK(cJSON_IsObject(p));
+    /* the earlier call's arguments reach the template as an object; the
+     * result's function name is found from its tool_call_id */
+    const cJSON *c = cJSON_GetArrayItem(r.msgs[1].tool_calls, 0);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+    CHECK_STR_EQ(cJSON_GetObjectItemCaseSensitive(c, "id")->valuestring, "c1");
+    CHECK_STR_EQ(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f, "arguments"), "city")->valuestring, "Paris");
+    CHECK_STR_EQ(r.msgs[1].content, "");
+    CHECK_STR_EQ(r.msgs[2].tool_call_id, "c1");
+    CHECK_STR_EQ(r.msgs[2].name, "get_weather");
+    srv_request_free(&r);
+    /* Ollama: arguments as an object, tool_name on the result */
+    CHECK_EQ_INT(parse(SRV_OLLAMA_CHAT,
+                       "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"messages\":["
+                       "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]},"
+                       "{\"role\":\"tool\",\"content\":\"2\",\"tool_name\":\"f\"}]}",
+                       &r, err),
+                 0);
+    CHECK_EQ_INT(r.tool_choice, SRV_TOOLS_AUTO);
+    CHECK_EQ_INT(r.parallel_tool_calls, 1);
+    CHECK_STR_EQ(r.msgs[1].name, "f");
+    CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(r.msgs[0].tool_calls, 0), "id") != NULL);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],\"tool_choice\":\"none\"}", &r, err), 0);
+    CHECK_EQ_INT(r.tool_choice, SRV_TOOLS_NONE);
+    srv_request_free(&r);
+    /* bad input: a 400 naming what is wrong */
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", "tools");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"retrieval\"}]}", "tools[0]");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"a b\"}}]}", "name");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"a\"}},{\"function\":{\"name\":\"a\"}}]}", "twice");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"a\",\"parameters\":3}}]}", "parameters");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "needs 'tools'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"always\"}", "tool_choice");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"a\"}}],"
+               "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}}}", "not in 'tools'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", "assistant");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[{\"function\":{}}]}]}", "tool_calls[0]");
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":7}}]}]}", "arguments");
+}
+
 static void test_think(void)
 {
     think_case("<think>abc</think>\n\nAnswer", 0, "abc", "Answer");
@@ -347,6 +411,7 @@ int main(void)
     test_names_durations();
     test_textout();
     test_format();
+    test_tools();
     test_think();
     return test_done();
 }

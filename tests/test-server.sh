@@ -306,6 +306,9 @@ TMPL
 # gpt-oss's published template (harmony): the analysis channel is reasoning
 cp -r "$T/models/tiny.rkmojo" "$T/models/harmony.rkmojo"
 cp tests/js/chat-templates/gpt-oss.jinja "$T/models/harmony.rkmojo/chat_template.jinja"
+# a copy with Qwen2.5's template, which renders tools and tool calls
+cp -r "$T/models/tiny.rkmojo" "$T/models/tooler.rkmojo"
+cp tests/js/chat-templates/qwen2.5.jinja "$T/models/tooler.rkmojo/chat_template.jinja"
 start R --models-dir "$T/models" --ctx 512
 G='"grammar":"root ::= [a-z]{2,6} \" \" [a-z]{2,6} \"</think>\" \"\\n\" [a-z]{1,5}"'
 M='"messages":[{"role":"user","content":"Think first."}]'
@@ -337,6 +340,27 @@ check "suffix: prefix and suffix between the three FIM tokens ($np = $na + $nb +
 check "suffix on a vocabulary without FIM tokens -> 400" \
   'postr /v1/completions "{\"model\":\"tiny\",\"prompt\":\"a\",\"suffix\":\"b\"}" | jget error.message | grep -q "fill-in-the-middle"'
 check "bad think value -> 400" '[ "$(code "$URL/api/chat" -d "{\"model\":\"thinker\",$M,\"think\":\"max\"}")" = 400 ]'
+
+echo "# tools"
+# the prompt of a conversation with tools, an earlier call (OpenAI's
+# arguments string) and its result, as @huggingface/jinja renders the same
+# template with the arguments as an object (what transformers passes)
+TOOLS='"tools":[{"type":"function","function":{"name":"get_weather","description":"The weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]'
+TM='"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}]'
+postr /apply-template "{\"model\":\"tooler\",$TM,$TOOLS}" | jget prompt >"$T/tpl.rkmojo"
+(cd tests/js && node -e '
+const { Template } = require("@huggingface/jinja"), fs = require("fs");
+const tools = [{type: "function", function: {name: "get_weather", description: "The weather in a city",
+  parameters: {type: "object", properties: {city: {type: "string"}}, required: ["city"]}}}];
+const messages = [{role: "user", content: "Weather in Paris?"},
+  {role: "assistant", content: "", tool_calls: [{id: "c1", type: "function", function: {name: "get_weather", arguments: {city: "Paris"}}}]},
+  {role: "tool", tool_call_id: "c1", name: "get_weather", content: "sunny"}];
+console.log(new Template(fs.readFileSync("chat-templates/qwen2.5.jinja", "utf8")).render({messages, tools, add_generation_prompt: true}));
+') >"$T/tpl.ref" 2>&1
+check "apply-template: tools and an earlier call rendered as @huggingface/jinja renders them" \
+  'grep -q "<tools>" "$T/tpl.ref" && cmp -s "$T/tpl.rkmojo" "$T/tpl.ref"'
+check "tool_choice none: no tools in the prompt" \
+  '! postr /apply-template "{\"model\":\"tooler\",$TM,$TOOLS,\"tool_choice\":\"none\"}" | jget prompt | grep -q "<tools>"'
 
 stopsrv "$PID"
 

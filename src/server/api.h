@@ -37,9 +37,15 @@ enum srv_kind {
 #define SRV_MAX_STOP_BYTES 256
 
 typedef struct srv_msg {
-    char *role;    /* "system", "user", "assistant", "tool" */
-    char *content; /* UTF-8 text (text parts of an array content joined) */
+    char *role;         /* "system", "user", "assistant", "tool" */
+    char *content;      /* UTF-8 text (text parts of an array content joined) */
+    cJSON *tool_calls;  /* assistant: [{id, type, function: {name, arguments (an object)}}] as templates read them, or NULL */
+    char *tool_call_id; /* tool: the call this result answers, or NULL */
+    char *name;         /* tool: the function's name (given, or found from tool_call_id), or NULL */
 } srv_msg;
+
+/* tool_choice */
+enum srv_tool_choice { SRV_TOOLS_AUTO = 0, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 typedef struct srv_request {
     int kind;                 /* enum srv_kind */
@@ -71,6 +77,10 @@ typedef struct srv_request {
     int legacy_embedding;     /* Ollama /api/embeddings: {"embedding": [...]} of one prompt */
     int think;                /* -1 unset, 0 off, 1 on: enable_thinking for the template; reasoning split off unless 0 */
     char *reasoning_effort;   /* "low" / "medium" / "high" for templates that take it (gpt-oss), or NULL */
+    cJSON *tools;             /* chat: the tools, [{type: "function", function: {name, description, parameters}}], or NULL */
+    int tool_choice;          /* enum srv_tool_choice */
+    char *tool_name;          /* SRV_TOOLS_NAMED: the function */
+    int parallel_tool_calls;  /* more than one call in a reply (default 1) */
     int logprobs;             /* report each generated token's log-probability */
     int top_logprobs;         /* ... and the n most likely alternatives (0..20) */
 } srv_request;

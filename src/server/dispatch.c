@@ -26,6 +26,7 @@ int srv_parse_request(int kind, const char *body, size_t len, srv_request *out, 
     out->max_tokens = -1;
     out->cache_prompt = 1;
     out->think = -1;
+    out->parallel_tool_calls = 1;
     /* The one set of defaults for both APIs; the worker overlays the fields
      * a request set on the loaded model's defaults (srv_request_sampler). */
     rkm_sampler_params_default(&out->sp);

@@ -639,7 +639,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     int32_t *toks = NULL;
     int n = 0;
     int inside = 0;
-    int rc = srv_prompt_tokens(e->model, rq, &toks, &n, &inside, err, sizeof err);
+    int rc = srv_prompt_tokens(e->model, rq, NULL, &toks, &n, &inside, err, sizeof err);
     /* a thinking model's reply: its <think> block becomes the reasoning
      * (unless thinking was switched off) */
     const char *tmpl = rkm_model_chat_template(e->model);
@@ -767,6 +767,28 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning);
     cJSON_Delete(g.lp);
     free(g.text);
+}
+
+/* ---------------------------------------------------------- template */
+
+/* POST /apply-template (llama.cpp's): the prompt a chat request renders to,
+ * {"prompt": "..."}, without generating. */
+static void run_template(srv_engine *e, srv_job *j)
+{
+    char err[512];
+    int add_bos;
+    char *text = srv_prompt_text(e->model, &j->req, &add_bos, err, sizeof err);
+    if (!text) {
+        job_fail(j, 400, err);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    char *body = srv_json_print(o);
+    if (body) srv_job_emit(j, body, strlen(body));
+    srv_job_finish(j, body ? 200 : 500);
+    free(body);
 }
 
 /* ---------------------------------------------------------- embed */
@@ -897,6 +919,8 @@ static void run_job(srv_engine *e, srv_job *j)
         srv_job_finish(j, body ? 200 : 500);
     } else if (j->type == SRV_JOB_EMBED) {
         run_embed(e, j, &mi, t0, t_load);
+    } else if (j->type == SRV_JOB_TEMPLATE) {
+        run_template(e, j);
     } else {
         run_generate(e, j, &mi, t0, t_load);
     }

@@ -25,7 +25,12 @@ void srv_request_free(srv_request *r)
     for (int i = 0; i < r->n_msgs; i++) {
         free(r->msgs[i].role);
         free(r->msgs[i].content);
+        cJSON_Delete(r->msgs[i].tool_calls);
+        free(r->msgs[i].tool_call_id);
+        free(r->msgs[i].name);
     }
+    cJSON_Delete(r->tools);
+    free(r->tool_name);
     free(r->msgs);
     free(r->prompt);
     free(r->system);

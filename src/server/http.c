@@ -291,6 +291,7 @@ static const route routes[] = {
     {"POST", "/api/generate", SRV_OLLAMA_GENERATE, SRV_JOB_GENERATE},
     {"POST", "/api/embed", SRV_OLLAMA_EMBED, SRV_JOB_EMBED},
     {"POST", "/api/embeddings", SRV_OLLAMA_EMBED, SRV_JOB_EMBED},
+    {"POST", "/apply-template", SRV_OPENAI_CHAT, SRV_JOB_TEMPLATE},
     {"GET", "/v1/models", -1, 0},
     {"GET", "/api/tags", -1, 0},
     {"GET", "/api/ps", -1, 0},

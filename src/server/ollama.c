@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "server/fields.h"
+#include "server/tools.h"
 #include "util/common.h"
 
 #define OLL_MAX_MSGS 4096
@@ -101,6 +102,7 @@ static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t e
             return -1;
         }
         if (!d->content && !(d->content = strdup(""))) goto oom;
+        if (srv_get_msg_tools(r, d, m, err, errcap)) return -1;
         const cJSON *img = cJSON_GetObjectItemCaseSensitive(m, "images");
         if (cJSON_IsArray(img) && cJSON_GetArraySize(img) > 0) {
             snprintf(err, errcap, "images are not supported");
@@ -171,11 +173,7 @@ int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
     if (r->kind == SRV_OLLAMA_CHAT) {
         if (parse_messages(r, cJSON_GetObjectItemCaseSensitive(root, "messages"), err, errcap))
             return -1;
-        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
-        if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
-            snprintf(err, errcap, "tools are not supported");
-            return -1;
-        }
+        if (srv_get_tools(r, root, err, errcap)) return -1;
     } else {
         if (srv_get_string(root, "prompt", &r->prompt, err, errcap)) return -1;
         if (srv_get_string(root, "system", &r->system, err, errcap)) return -1;

@@ -10,6 +10,7 @@
 #include "server/openai.h"
 
 #include "server/fields.h"
+#include "server/tools.h"
 #include "util/base64.h"
 #include "util/common.h"
 
@@ -103,6 +104,7 @@ static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t e
         r->n_msgs++;
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (text_of_content(content, &dst->content, err, errcap)) return -1;
+        if (srv_get_msg_tools(r, dst, m, err, errcap)) return -1;
     }
     return 0;
 }
@@ -192,11 +194,7 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
             snprintf(err, errcap, "'messages' must not be empty");
             return -1;
         }
-        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
-        if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
-            snprintf(err, errcap, "tools are not supported");
-            return -1;
-        }
+        if (srv_get_tools(r, root, err, errcap)) return -1;
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;

@@ -9,29 +9,43 @@
  */
 #include "server/prompt.h"
 #include "server/reasoning.h"
+#include "server/tools.h"
 
 #include "runtime/tokens.h"
 #include "text/tokenizer.h"
 #include "util/common.h"
 
 /* Renders messages (sys_override replaces any system message, as Ollama's
- * generate "system" does). NULL + rkm_err on failure. */
+ * generate "system" does) with the template variables v (its own
+ * members, then "messages" as templates read them: role, content, and
+ * tool_calls / tool_call_id / name where the request has them). NULL +
+ * rkm_err on failure. */
 static char *render(const rkm_model *m, const srv_msg *msgs, int n, const char *sys_override,
-                    int *add_bos, const char *vars)
+                    int *add_bos, cJSON *v)
 {
-    rkm_chat_message *cm = calloc((size_t)n + 1, sizeof *cm);
-    if (!cm) {
+    cJSON *list = cJSON_AddArrayToObject(v, "messages");
+    int ok = list != NULL;
+    if (ok && sys_override) {
+        cJSON *o = cJSON_CreateObject();
+        ok = cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "role", "system") &&
+             cJSON_AddStringToObject(o, "content", sys_override);
+    }
+    for (int i = 0; ok && i < n; i++) {
+        if (sys_override && !strcmp(msgs[i].role, "system")) continue;
+        cJSON *o = cJSON_CreateObject();
+        ok = cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "role", msgs[i].role) &&
+             cJSON_AddStringToObject(o, "content", msgs[i].content);
+        if (ok && msgs[i].tool_calls) ok = cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(msgs[i].tool_calls, 1));
+        if (ok && msgs[i].tool_call_id) ok = cJSON_AddStringToObject(o, "tool_call_id", msgs[i].tool_call_id) != NULL;
+        if (ok && msgs[i].name) ok = cJSON_AddStringToObject(o, "name", msgs[i].name) != NULL;
+    }
+    char *vars = ok ? cJSON_PrintUnformatted(v) : NULL;
+    if (!vars) {
         rkm_err(RKM_ENOMEM, "out of memory");
         return NULL;
     }
-    int k = 0;
-    if (sys_override) cm[k++] = (rkm_chat_message){"system", sys_override};
-    for (int i = 0; i < n; i++) {
-        if (sys_override && !strcmp(msgs[i].role, "system")) continue;
-        cm[k++] = (rkm_chat_message){msgs[i].role, msgs[i].content};
-    }
-    char *out = rkm_chat_prompt_vars(m, cm, k, 1, add_bos, vars);
-    free(cm);
+    char *out = rkm_chat_prompt_vars(m, NULL, 0, 1, add_bos, vars);
+    cJSON_free(vars);
     return out;
 }
 
@@ -92,42 +106,53 @@ static int fim_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, 
     return rc;
 }
 
-int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids, int *think_inside,
-                      char *err, size_t errcap)
+char *srv_prompt_text(const rkm_model *m, const srv_request *rq, int *add_bos, char *err, size_t errcap)
 {
-    *think_inside = 0;
-    if (rq->kind == SRV_OPENAI_COMPLETION && rq->suffix) {
-        *ids = NULL;
-        *n_ids = 0;
-        return fim_tokens(m, rq, ids, n_ids, err, errcap);
-    }
-    *ids = NULL;
-    *n_ids = 0;
     char *text = NULL;
-    int add_bos = 1;
-    /* the template's switches: enable_thinking, reasoning_effort */
+    *add_bos = 1;
+    /* the template's switches (enable_thinking, reasoning_effort) and the tools */
     cJSON *v = cJSON_CreateObject();
-    if (v && rq->think >= 0) cJSON_AddBoolToObject(v, "enable_thinking", rq->think);
-    if (v && rq->reasoning_effort) cJSON_AddStringToObject(v, "reasoning_effort", rq->reasoning_effort);
-    char *vars = v ? cJSON_PrintUnformatted(v) : NULL;
-    cJSON_Delete(v);
-    if (!vars) {
+    if (!v) {
         snprintf(err, errcap, "out of memory");
-        return RKM_ENOMEM;
+        return NULL;
     }
+    if (rq->think >= 0) cJSON_AddBoolToObject(v, "enable_thinking", rq->think);
+    if (rq->reasoning_effort) cJSON_AddStringToObject(v, "reasoning_effort", rq->reasoning_effort);
+    if (srv_tools_active(rq)) cJSON_AddItemToObject(v, "tools", cJSON_Duplicate(rq->tools, 1));
     if (rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT) {
-        text = render(m, rq->msgs, rq->n_msgs, NULL, &add_bos, vars);
+        text = render(m, rq->msgs, rq->n_msgs, NULL, add_bos, v);
     } else if (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw) {
-        srv_msg user = {(char *)"user", rq->prompt ? rq->prompt : (char *)""};
-        text = render(m, &user, 1, rq->system, &add_bos, vars);
+        srv_msg user = {.role = (char *)"user", .content = rq->prompt ? rq->prompt : (char *)""};
+        text = render(m, &user, 1, rq->system, add_bos, v);
     } else {
         text = strdup(rq->prompt ? rq->prompt : "");
-        add_bos = !text || !starts_with_bos(m, text);
+        *add_bos = !text || !starts_with_bos(m, text);
     }
-    cJSON_free(vars);
-    if (!text) {
-        snprintf(err, errcap, "chat template: %s", rkm_last_error());
-        return RKM_EINVAL;
+    cJSON_Delete(v);
+    if (!text) snprintf(err, errcap, "chat template: %s", rkm_last_error());
+    return text;
+}
+
+int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, const char *prefill, int32_t **ids, int *n_ids,
+                      int *think_inside, char *err, size_t errcap)
+{
+    *think_inside = 0;
+    *ids = NULL;
+    *n_ids = 0;
+    if (rq->kind == SRV_OPENAI_COMPLETION && rq->suffix) return fim_tokens(m, rq, ids, n_ids, err, errcap);
+    int add_bos = 1;
+    char *text = srv_prompt_text(m, rq, &add_bos, err, errcap);
+    if (!text) return RKM_EINVAL;
+    if (prefill && *prefill) { /* the start of the reply, written for the model */
+        size_t a = strlen(text), b = strlen(prefill);
+        char *t = realloc(text, a + b + 1);
+        if (!t) {
+            free(text);
+            snprintf(err, errcap, "out of memory");
+            return RKM_ENOMEM;
+        }
+        memcpy(t + a, prefill, b + 1);
+        text = t;
     }
     if (!(rq->kind == SRV_OPENAI_COMPLETION || (rq->kind == SRV_OLLAMA_GENERATE && rq->raw)))
         *think_inside = srv_think_prompt_inside(text);

@@ -9,11 +9,16 @@
 #include "rkmojo.h"
 #include "server/api.h"
 
-/* Prompt tokens of a generation request (malloc'd *ids); *think_inside:
- * the rendered prompt ends inside a <think> block. 0, or a negative code
- * with a message for the client in err (status 400). */
-int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, int32_t **ids, int *n_ids, int *think_inside,
-                      char *err, size_t errcap);
+/* The prompt text of a generation request (malloc'd): the chat template
+ * with the request's messages, tools and switches, or the raw prompt;
+ * *add_bos: the tokenizer should add BOS. NULL + a message in err. */
+char *srv_prompt_text(const rkm_model *m, const srv_request *rq, int *add_bos, char *err, size_t errcap);
+/* Prompt tokens of a generation request (malloc'd *ids), with prefill (the
+ * start of the reply written for the model, or NULL) after the template's
+ * text; *think_inside: the rendered prompt ends inside a <think> block. 0,
+ * or a negative code with a message for the client in err (status 400). */
+int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, const char *prefill, int32_t **ids, int *n_ids,
+                      int *think_inside, char *err, size_t errcap);
 /* Plain text with BOS, no special tokens (embeddings). */
 int srv_text_tokens(const rkm_model *m, const char *text, int32_t **ids, int *n_ids, char *err,
                     size_t errcap);

@@ -57,7 +57,7 @@ int srv_run(const srv_config *c, volatile int *stop);
 
 /* ------------------------------------------------------------- jobs */
 
-enum srv_job_type { SRV_JOB_GENERATE = 0, SRV_JOB_EMBED, SRV_JOB_LOAD, SRV_JOB_UNLOAD };
+enum srv_job_type { SRV_JOB_GENERATE = 0, SRV_JOB_EMBED, SRV_JOB_TEMPLATE, SRV_JOB_LOAD, SRV_JOB_UNLOAD };
 
 typedef struct srv_job {
     int type;                   /* enum srv_job_type */

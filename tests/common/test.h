@@ -44,6 +44,13 @@ extern int test_checks;
         CHECK_MSG(va_ == vb_, "%lld != %lld", va_, vb_);                      \
     } while (0)
 
+#define CHECK_STR_EQ(a, b)                                                    \
+    do {                                                                      \
+        const char *sa_ = (a), *sb_ = (b);                                    \
+        CHECK_MSG(sa_ && sb_ && !strcmp(sa_, sb_), "\"%s\" != \"%s\"",        \
+                  sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                \
+    } while (0)
+
 #define CHECK_NEAR(a, b, tol)                                                 \
     do {                                                                      \
         double va_ = (double)(a), vb_ = (double)(b);                          \
