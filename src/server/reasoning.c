@@ -41,7 +41,10 @@ static void step_harmony(srv_think *t, char c, rkm_buf *reasoning, rkm_buf *cont
         if ((size_t)t->n_hold >= ml && !memcmp(t->hold + t->n_hold - ml, h_message, ml)) {
             t->hold[t->n_hold] = 0;
             const char *ch = strstr(t->hold, h_channel);
-            t->state = ch && !strncmp(ch + sizeof h_channel - 1, "analysis", 8) ? 1 : 3;
+            /* a message to a recipient (" to=functions.NAME") is a tool
+             * call: the tool-call parser (toolcall.h) reads it, not us */
+            t->state = strstr(t->hold, " to=") || !strncmp(t->hold, "to=", 3) ? 5
+                       : ch && !strncmp(ch + sizeof h_channel - 1, "analysis", 8) ? 1 : 3;
             t->n_hold = 0;
         } else if (t->n_hold == (int)sizeof t->hold - 1) { /* no header after all */
             rkm_buf_add(content, t->hold, (size_t)t->n_hold);
@@ -51,9 +54,9 @@ static void step_harmony(srv_think *t, char c, rkm_buf *reasoning, rkm_buf *cont
         return;
     }
     /* a message's text up to <|end|> */
-    rkm_buf *out = t->state == 1 ? reasoning : content;
+    rkm_buf *out = t->state == 1 ? reasoning : t->state == 5 ? NULL : content;
     while (t->n_hold && memcmp(t->hold, h_end, (size_t)t->n_hold)) {
-        rkm_buf_addc(out, t->hold[0]);
+        if (out) rkm_buf_addc(out, t->hold[0]);
         memmove(t->hold, t->hold + 1, (size_t)--t->n_hold);
     }
     if (t->n_hold == (int)sizeof h_end - 1) {
@@ -123,7 +126,7 @@ void srv_think_finish(srv_think *t, rkm_buf *reasoning, rkm_buf *content)
 {
     /* a harmony header never finished says nothing */
     if (t->harmony && t->state == 0) t->n_hold = 0;
-    if (t->n_hold) rkm_buf_add(t->state == 1 ? reasoning : content, t->hold, (size_t)t->n_hold);
+    if (t->n_hold && t->state != 5) rkm_buf_add(t->state == 1 ? reasoning : content, t->hold, (size_t)t->n_hold);
     t->n_hold = 0;
     if (t->state == 0) t->state = 3;
 }

@@ -11,8 +11,9 @@
  * Harmony (gpt-oss): the reply is messages "<|channel|>NAME<|message|>
  * TEXT<|end|>", the later ones opened by "<|start|>assistant": the
  * analysis channel is reasoning, the final (and commentary) channels
- * content; headers and markers are dropped. A reply that does not start
- * with a marker is content.
+ * content; headers and markers are dropped, and so is a message to a
+ * recipient ("to=functions.NAME": a tool call, server/toolcall.h's). A
+ * reply that does not start with a marker is content.
  *
  * Pure and single-threaded: one splitter per generation, owned by its
  * caller (no allocation of its own).
@@ -27,7 +28,8 @@
 typedef struct srv_think {
     int harmony;     /* gpt-oss's channels instead of <think> */
     int state;       /* tags: 0 start, 1 reasoning, 2 after </think> (whitespace dropped), 3 content;
-                      * harmony: 0 header, 1 analysis text, 3 other text, 4 plain content */
+                      * harmony: 0 header, 1 analysis text, 3 other text, 4 plain content,
+                      * 5 a message to a recipient (a tool call: dropped) */
     char hold[160];  /* a possible tag prefix (or a harmony header) held back */
     int n_hold;
 } srv_think;
