@@ -364,6 +364,33 @@ check "tool_choice none: no tools in the prompt" \
 
 stopsrv "$PID"
 
+# tool calls from random weights, held by the grammar of tool_choice
+# required / named: the openai, ollama and LangChain clients
+start TL --models-dir "$T/models" --ctx 2048
+if [ -d tests/js/node_modules/@langchain/openai ]; then
+  node tests/js/server-tools.mjs "$URL" tooler >"$T/tools.out" 2>&1
+  rc=$?
+  cat "$T/tools.out" | cut -c1-240
+  check "tool calls through the openai, ollama and LangChain clients" '[ $rc = 0 ]'
+else
+  bad "LangChain packages missing (cd tests/js && npm ci)"
+fi
+# auto: a call the model writes itself (a grammar stands in for a trained
+# model), streamed token by token, between text
+AG='"grammar":"root ::= \"Sure.\" \"<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": {\\\"city\\\": \\\"\" [a-z]{2,6} \"\\\"}}\\n</tool_call>\""'
+r=$(postr /v1/chat/completions "{\"model\":\"tooler\",$TM,$TOOLS,$AG,\"temperature\":0,\"max_tokens\":80,\"stream\":true}")
+sc=$(echo "$r" | sed -n 's/^data: //p' | grep -v DONE | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let c="",t=[],f;for(const l of s.split("\n").filter(Boolean)){const ch=JSON.parse(l).choices[0];if(!ch)continue;c+=ch.delta?.content||"";t.push(...(ch.delta?.tool_calls||[]));f=ch.finish_reason||f}console.log(c+"|"+t.map(x=>x.function.name+x.function.arguments).join(";")+"|"+f)})')
+check "auto: the model's own call parsed from the stream ($sc)" 'echo "$sc" | grep -Eq "^Sure\.\|get_weather\{\"city\":\"[a-z]{2,6}\"\}\|tool_calls$"'
+# gpt-oss (harmony): a required call is the commentary message to functions.NAME
+BT='"tools":[{"type":"function","function":{"name":"get_weather","description":"The weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}]'
+r=$(postr /v1/chat/completions "{\"model\":\"harmony\",$TM,$BT,\"tool_choice\":\"required\",\"temperature\":0,\"max_tokens\":300}")
+check "harmony: a required call ($(echo "$r" | jget choices.0.message.tool_calls.0.function.arguments))" \
+  '[ "$(echo "$r" | jget choices.0.message.tool_calls.0.function.name)" = get_weather ] && [ "$(echo "$r" | jget choices.0.finish_reason)" = tool_calls ]'
+check "tool_choice required with a response_format -> 400" \
+  '[ "$(code "$URL/v1/chat/completions" -d "{\"model\":\"tooler\",$TM,$TOOLS,\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}")" = 400 ]'
+
+stopsrv "$PID"
+
 if [ "$fails" -gt 0 ]; then
   for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
 fi

@@ -112,6 +112,10 @@ typedef struct srv_result {
     const cJSON *lp;
     int lp_from, lp_to;
     const char *reasoning;    /* the reasoning (a <think> block) split from text, or NULL; in a chunk, its delta */
+    /* tool calls: entries [tc_from, tc_to) of tool_calls go with this
+     * response or chunk; each {id, type, function: {name, arguments (an object)}} */
+    const cJSON *tool_calls;
+    int tc_from, tc_to;
 } srv_result;
 
 /* Error bodies in each API's shape; status picks the OpenAI "type". */

@@ -30,6 +30,8 @@
 
 #include "server/prompt.h"
 #include "server/reasoning.h"
+#include "server/toolcall.h"
+#include "server/tools.h"
 #include "server/server.h"
 #include "text/unicode.h"
 #include "util/common.h"
@@ -464,6 +466,11 @@ typedef struct gen_ctx {
     srv_think think;
     rkm_buf rsn, cnt; /* the splitter's output of one piece */
     rkm_buf reasoning; /* non-streaming: all of it */
+    int tools;        /* the reply's tool calls are parsed out (tp) */
+    srv_toolp tp;
+    rkm_buf tcnt;     /* the tool parser's content of one piece */
+    cJSON *calls;     /* the calls so far */
+    int calls_sent;   /* calls already in a stream chunk */
     cJSON *lp;        /* logprobs entries (rq->logprobs) */
     int lp_sent;      /* entries already in a stream chunk */
     int text_chars;   /* code points of the tokens so far (text_offset) */
@@ -532,16 +539,22 @@ static int add_logprob(gen_ctx *g, int32_t id)
 static int emit_text(gen_ctx *g, const char *r, const char *s)
 {
     size_t n = strlen(s), nr = r ? strlen(r) : 0;
-    if (!n && !nr) return 0;
+    int nc = g->calls ? cJSON_GetArraySize(g->calls) : 0;
+    if (!n && !nr && nc == g->calls_sent) return 0;
     if (g->j->req.stream) {
         g->res.lp_from = g->lp_sent; /* the tokens whose text this is (at least) */
         g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
         g->res.reasoning = nr ? r : NULL;
+        g->res.tool_calls = g->calls;
+        g->res.tc_from = g->calls_sent;
+        g->res.tc_to = nc;
         char *c = srv_fmt_chunk(&g->j->req, &g->res, s, 0);
         g->res.reasoning = NULL;
+        g->res.tc_from = g->res.tc_to = nc;
         int rc = c ? srv_job_emit(g->j, c, strlen(c)) : RKM_ENOMEM;
         free(c);
         g->lp_sent = g->res.lp_to;
+        g->calls_sent = nc;
         return rc;
     }
     if (nr) {
@@ -561,16 +574,31 @@ static int emit_text(gen_ctx *g, const char *r, const char *s)
 }
 
 /* Generated text (after stop strings): through the <think> splitter when
- * the reply has reasoning to split off; last: the end of the reply. */
+ * the reply has reasoning to split off, then through the tool-call parser
+ * when the request has tools (harmony's parser reads the raw text: its
+ * calls are messages the splitter drops); last: the end of the reply. */
 static int add_text(gen_ctx *g, const char *s, int last)
 {
-    if (!g->split) return emit_text(g, NULL, s);
+    if (!g->split && !g->tools) return emit_text(g, NULL, s);
     rkm_buf_clear(&g->rsn);
     rkm_buf_clear(&g->cnt);
-    srv_think_push(&g->think, s, strlen(s), &g->rsn, &g->cnt);
-    if (last) srv_think_finish(&g->think, &g->rsn, &g->cnt);
+    if (g->split) {
+        srv_think_push(&g->think, s, strlen(s), &g->rsn, &g->cnt);
+        if (last) srv_think_finish(&g->think, &g->rsn, &g->cnt);
+    } else {
+        rkm_buf_adds(&g->cnt, s);
+    }
     if (!rkm_buf_ok(&g->rsn) || !rkm_buf_ok(&g->cnt)) return RKM_ENOMEM;
-    return emit_text(g, g->rsn.data ? g->rsn.data : "", g->cnt.data ? g->cnt.data : "");
+    const char *content = g->cnt.data ? g->cnt.data : "";
+    if (g->tools) {
+        int harmony = g->tp.fmt == SRV_TF_HARMONY;
+        rkm_buf_clear(&g->tcnt);
+        if (srv_toolp_push(&g->tp, harmony ? s : content, strlen(harmony ? s : content), &g->tcnt, g->calls) ||
+            (last && srv_toolp_finish(&g->tp, &g->tcnt, g->calls)))
+            return RKM_ENOMEM;
+        if (!harmony || !g->split) content = g->tcnt.data ? g->tcnt.data : "";
+    }
+    return emit_text(g, g->rsn.data ? g->rsn.data : "", content);
 }
 
 static int on_token(int32_t id, void *user)
@@ -639,37 +667,61 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     int32_t *toks = NULL;
     int n = 0;
     int inside = 0;
-    int rc = srv_prompt_tokens(e->model, rq, NULL, &toks, &n, &inside, err, sizeof err);
-    /* a thinking model's reply: its <think> block becomes the reasoning
-     * (unless thinking was switched off) */
     const char *tmpl = rkm_model_chat_template(e->model);
     int chat = rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT || (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw);
+    /* tool_choice required or named: a grammar holds the reply to calls,
+     * started by the format's prefill */
+    const char *prefill = NULL;
+    char *tool_gbnf = NULL;
+    int forced = chat && srv_tools_active(rq) && rq->tool_choice >= SRV_TOOLS_REQUIRED;
+    if (forced) {
+        if (rq->grammar) {
+            job_fail(j, 400, "'tool_choice' required or named cannot be combined with a grammar or a response format");
+            return;
+        }
+        tool_gbnf = srv_tool_grammar(srv_tool_format(tmpl), rq->tools, rq->tool_choice == SRV_TOOLS_NAMED ? rq->tool_name : NULL,
+                                     rq->parallel_tool_calls, &prefill);
+        if (!tool_gbnf) {
+            snprintf(err, sizeof err, "tools: %s", rkm_last_error());
+            job_fail(j, 400, err);
+            return;
+        }
+    }
+    int rc = srv_prompt_tokens(e->model, rq, prefill, &toks, &n, &inside, err, sizeof err);
+    /* a thinking model's reply: its <think> block becomes the reasoning
+     * (unless thinking was switched off, or the reply is held to calls) */
     int harmony = tmpl && strstr(tmpl, "<|channel|>"); /* gpt-oss */
-    g.split = rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
+    g.split = !forced && rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
     if (harmony) srv_think_init_harmony(&g.think);
     else srv_think_init(&g.think, inside);
     if (rc) {
+        free(tool_gbnf);
         job_fail(j, 400, err);
         return;
     }
     if (n == 0 || n >= e->n_ctx) {
         snprintf(err, sizeof err, "the prompt is %d tokens; the context holds %d", n, e->n_ctx);
         free(toks);
+        free(tool_gbnf);
         job_fail(j, 400, err);
         return;
     }
     if ((rc = ensure_session(e, err, sizeof err))) {
         free(toks);
+        free(tool_gbnf);
         job_fail(j, 500, err);
         return;
     }
     if ((rc = session_set_sampler(e->model, e->sess, rq, err, sizeof err))) {
         free(toks);
+        free(tool_gbnf);
         job_fail(j, 400, err);
         return;
     }
     /* structured outputs: the request's grammar, or none */
-    if ((rc = rkm_session_set_grammar(e->sess, rq->grammar))) {
+    rc = rkm_session_set_grammar(e->sess, tool_gbnf ? tool_gbnf : rq->grammar);
+    free(tool_gbnf);
+    if (rc) {
         snprintf(err, sizeof err, "%s", rkm_last_error());
         free(toks);
         job_fail(j, 400, err);
@@ -679,6 +731,26 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         free(toks);
         job_fail(j, 500, "out of memory");
         return;
+    }
+    /* tools: the calls in the reply, in the format of the model's family */
+    g.tools = chat && srv_tools_active(rq);
+    if (g.tools) {
+        char base[32];
+        make_id(base, sizeof base - 1, "call_");
+        base[21] = 0; /* call_ + 16 hex */
+        strcat(base, "_");
+        srv_toolp_init(&g.tp, srv_tool_format(tmpl), rq->tools, base);
+        if (!(g.calls = cJSON_CreateArray())) {
+            free(toks);
+            rkm_textout_free(g.to);
+            job_fail(j, 500, "out of memory");
+            return;
+        }
+        /* the prefill is the reply's start: the parser reads it first */
+        if (prefill && *prefill) {
+            rkm_buf_clear(&g.tcnt);
+            srv_toolp_push(&g.tp, prefill, strlen(prefill), &g.tcnt, g.calls);
+        }
     }
     rkm_session_stats_reset(e->sess);
 
@@ -729,7 +801,9 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
         rkm_textout_free(g.to);
         cJSON_Delete(g.lp);
-        rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning);
+        rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning), rkm_buf_free(&g.tcnt);
+        srv_toolp_free(&g.tp);
+        cJSON_Delete(g.calls);
         free(g.text);
         if (rc == RKM_ECANCELED) {
             srv_metrics_event(SRV_EV_CANCELED);
@@ -746,6 +820,11 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     rkm_textout_free(g.to);
 
     g.res.finish = g.stop_hit || g.n_gen < g.n_max ? "stop" : "length";
+    int n_calls = g.calls ? cJSON_GetArraySize(g.calls) : 0;
+    if (n_calls && !strcmp(g.res.finish, "stop")) g.res.finish = "tool_calls";
+    g.res.tool_calls = g.calls;
+    g.res.tc_from = rq->stream ? g.calls_sent : 0; /* the calls not yet sent */
+    g.res.tc_to = n_calls;
     g.res.n_prompt = n;
     g.res.n_cached = cached;
     g.res.n_gen = g.n_gen;
@@ -764,7 +843,9 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         job_fail(j, 500, "out of memory");
     }
     free(body);
-    rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning);
+    rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning), rkm_buf_free(&g.tcnt);
+    srv_toolp_free(&g.tp);
+    cJSON_Delete(g.calls);
     cJSON_Delete(g.lp);
     free(g.text);
 }

@@ -220,6 +220,19 @@ static void add_text(cJSON *o, const srv_request *rq, const srv_result *r, const
         cJSON_AddStringToObject(m, "role", "assistant");
         cJSON_AddStringToObject(m, "content", text);
         if (r->reasoning) cJSON_AddStringToObject(m, "thinking", r->reasoning);
+        if (r->tool_calls && r->tc_to > r->tc_from) { /* [{function: {index, name, arguments}}] */
+            cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
+            for (int i = r->tc_from; i < r->tc_to; i++) {
+                const cJSON *c = cJSON_GetArrayItem(r->tool_calls, i);
+                const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+                cJSON *o2 = cJSON_CreateObject(), *f2 = cJSON_AddObjectToObject(o2, "function");
+                cJSON_AddItemToArray(arr, o2);
+                cJSON_AddItemToObject(o2, "id", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "id"), 0));
+                cJSON_AddNumberToObject(f2, "index", i);
+                cJSON_AddItemToObject(f2, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, "name"), 0));
+                cJSON_AddItemToObject(f2, "arguments", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, "arguments"), 1));
+            }
+        }
     } else {
         cJSON_AddStringToObject(o, "response", text);
         if (r->reasoning) cJSON_AddStringToObject(o, "thinking", r->reasoning);
@@ -242,7 +255,8 @@ static void add_logprobs(cJSON *o, const srv_request *rq, const srv_result *r)
 static void add_final(cJSON *o, const srv_result *r)
 {
     cJSON_AddBoolToObject(o, "done", 1);
-    cJSON_AddStringToObject(o, "done_reason", r->finish ? r->finish : "stop");
+    /* Ollama says "stop" after tool calls too */
+    cJSON_AddStringToObject(o, "done_reason", r->finish && strcmp(r->finish, "tool_calls") ? r->finish : "stop");
     cJSON_AddNumberToObject(o, "total_duration", ns(r->t_total_s));
     cJSON_AddNumberToObject(o, "load_duration", ns(r->t_load_s));
     cJSON_AddNumberToObject(o, "prompt_eval_count", r->n_prompt);

@@ -341,6 +341,27 @@ static void add_logprobs(cJSON *c, const srv_request *rq, const srv_result *r)
     }
 }
 
+/* OpenAI's tool_calls: arguments as a JSON string; in a stream each
+ * delta names its call's index. */
+static void add_tool_calls(cJSON *m, const srv_result *r, int stream)
+{
+    cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
+    for (int i = r->tc_from; i < r->tc_to; i++) {
+        const cJSON *c = cJSON_GetArrayItem(r->tool_calls, i);
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        cJSON *o = cJSON_CreateObject(), *f2;
+        cJSON_AddItemToArray(arr, o);
+        if (stream) cJSON_AddNumberToObject(o, "index", i);
+        cJSON_AddItemToObject(o, "id", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "id"), 0));
+        cJSON_AddStringToObject(o, "type", "function");
+        f2 = cJSON_AddObjectToObject(o, "function");
+        cJSON_AddItemToObject(f2, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, "name"), 0));
+        char *a = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(f, "arguments"));
+        cJSON_AddStringToObject(f2, "arguments", a ? a : "{}");
+        cJSON_free(a);
+    }
+}
+
 /* A response or chunk with one choice: the message (chat) or delta (chat
  * stream) or text, and the finish reason (NULL: not finished yet). */
 static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream, const char *text,
@@ -358,9 +379,13 @@ static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, stream ? "delta" : "message");
         if (role) cJSON_AddStringToObject(m, "role", "assistant");
-        /* a reasoning delta goes alone unless answer text came with it */
-        if (text && !(stream && r->reasoning && !text[0])) cJSON_AddStringToObject(m, "content", text);
+        int calls = r->tool_calls && r->tc_to > r->tc_from;
+        /* a reasoning or tool-call delta goes alone unless answer text came
+         * with it; a reply of calls alone has content null */
+        if (!stream && calls && (!text || !text[0])) cJSON_AddNullToObject(m, "content");
+        else if (text && !(stream && (r->reasoning || calls) && !text[0])) cJSON_AddStringToObject(m, "content", text);
         if (r->reasoning) cJSON_AddStringToObject(m, "reasoning_content", r->reasoning);
+        if (calls) add_tool_calls(m, r, stream);
     } else {
         cJSON_AddStringToObject(c, "text", text ? text : "");
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/json_schema.h"
 #include "util/common.h"
 
 /* ------------------------------------------------------------- formats */
@@ -327,7 +328,10 @@ static cJSON *gemma_args(const char *s, const char *e)
 static int deepseek_call(const char *s, const char *e, const char *id_base, int *n_calls, cJSON *calls)
 {
     const char *sep = find(s, e, DS_SEP);
-    if (!sep) return 0;
+    if (!sep) { /* NAME{...}: a call written under a grammar (srv_tool_grammar) */
+        const char *br = find(s, e, "{");
+        return br && add_call(calls, s, (size_t)(br - s), json_object(br, e, NULL), id_base, n_calls);
+    }
     const char *a = s, *ae = sep, *b = sep + strlen(DS_SEP), *be = e;
     trim(&a, &ae);
     if (ae - a == 8 && !memcmp(a, "function", 8)) { /* V3 / R1: function<sep>NAME\n```json\n{...}\n``` */
@@ -422,10 +426,11 @@ int srv_tool_parse_body(int fmt, int marker, const char *body, size_t n, const c
     }
     case SRV_TF_HARMONY: { /* NAME[ <|constrain|>json]<|message|>ARGS */
         const char *ne = s;
-        while (ne < e && !is_ws(*ne) && *ne != '<') ne++;
+        while (ne < e && !is_ws(*ne) && *ne != '<' && *ne != '{') ne++;
         const char *m = find(ne, e, "<|message|>");
-        if (!m) return 0;
-        const char *a = m + strlen("<|message|>"), *ae = e;
+        /* NAME{...} without the header's end: a call written under a grammar */
+        const char *a = m ? m + strlen("<|message|>") : ne, *ae = e;
+        if (!m && (ne == e || *ne != '{')) return 0;
         trim(&a, &ae);
         ok = add_call(calls, s, (size_t)(ne - s), a == ae ? cJSON_CreateObject() : json_object(a, ae, NULL), id_base,
                       n_calls);
@@ -442,6 +447,71 @@ int srv_tool_parse_body(int fmt, int marker, const char *body, size_t n, const c
         return 0;
     }
     return 1;
+}
+
+/* ------------------------------------------------------------- grammar */
+
+char *srv_tool_grammar(int fmt, const cJSON *tools, const char *only, int parallel, const char **prefill)
+{
+    /* per format: the reply written for the model, how a call is
+     * spelled around its arguments, and how calls follow each other */
+    static const struct {
+        const char *prefill;
+        const char *before, *key, *after; /* before NAME key ARGS after; key NULL: no JSON wrapper */
+        const char *root;                  /* in terms of alt; "%s" single, "%s" several */
+        const char *root_many;
+    } g[SRV_TF_COUNT] = {
+        [SRV_TF_TAGS] = {"", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "root ::= alt\n",
+                         "root ::= alt (\"\\n\" alt)*\n"},
+        [SRV_TF_LLAMA3] = {"", "{\"name\": \"", "\", \"parameters\": ", "}", "root ::= alt\n", "root ::= alt (\"; \" alt)*\n"},
+        [SRV_TF_MISTRAL] = {"[TOOL_CALLS]", "{\"name\": \"", "\", \"arguments\": ", "}", "root ::= \"[\" alt \"]\"\n",
+                            "root ::= \"[\" alt (\", \" alt)* \"]\"\n"},
+        [SRV_TF_DEEPSEEK] = {DS_CALLS_BEGIN DS_CALL_BEGIN, "", NULL, "", "root ::= alt\n", "root ::= alt\n"},
+        [SRV_TF_GEMMA4] = {"<|tool_call>call:", "", NULL, "", "root ::= alt\n", "root ::= alt\n"},
+        [SRV_TF_HARMONY] = {"<|channel|>commentary to=functions.", "", NULL, "", "root ::= alt\n", "root ::= alt\n"},
+    };
+    if (fmt < 0 || fmt >= SRV_TF_COUNT) fmt = SRV_TF_TAGS;
+    int n = cJSON_GetArraySize(tools), k = 0;
+    const char **before = calloc((size_t)n + 1, sizeof *before), **after = calloc((size_t)n + 1, sizeof *after);
+    const cJSON **schemas = calloc((size_t)n + 1, sizeof *schemas);
+    char **owned = calloc((size_t)n + 1, sizeof *owned);
+    char *out = NULL;
+    if (!before || !after || !schemas || !owned) goto done;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const char *name = cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring;
+        if (only && strcmp(only, name)) continue;
+        size_t len = strlen(g[fmt].before) + strlen(name) + (g[fmt].key ? strlen(g[fmt].key) : 0) + 1;
+        if (!(owned[k] = malloc(len))) goto done;
+        snprintf(owned[k], len, "%s%s%s", g[fmt].before, name, g[fmt].key ? g[fmt].key : "");
+        before[k] = owned[k];
+        after[k] = g[fmt].after;
+        schemas[k] = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+        k++;
+    }
+    if (!k) {
+        rkm_err(RKM_EINVAL, "no such tool");
+        goto done;
+    }
+    char *alts = rkm_json_schema_alts_gbnf(k, before, schemas, after);
+    if (alts) {
+        const char *root = parallel && g[fmt].key ? g[fmt].root_many : g[fmt].root;
+        size_t a = strlen(root), b = strlen(alts);
+        if ((out = malloc(a + b + 1))) {
+            memcpy(out, root, a);
+            memcpy(out + a, alts, b + 1);
+        }
+        free(alts);
+    }
+    *prefill = g[fmt].prefill;
+done:
+    for (int i = 0; owned && i < k; i++) free(owned[i]);
+    free(owned);
+    free(before);
+    free(after);
+    free(schemas);
+    return out;
 }
 
 /* -------------------------------------------------------------- parser */

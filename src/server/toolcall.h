@@ -79,6 +79,15 @@ int srv_toolp_push(srv_toolp *p, const char *s, size_t n, rkm_buf *content, cJSO
 int srv_toolp_finish(srv_toolp *p, rkm_buf *content, cJSON *calls);
 void srv_toolp_free(srv_toolp *p);
 
+/* The GBNF that holds a reply to tool calls of format fmt (tool_choice
+ * required, or named: only, else NULL), one call or, with parallel,
+ * several; the arguments follow each tool's parameter schema.
+ * *prefill: text the reply starts with, written into the prompt (markers
+ * that are control tokens, which a grammar cannot produce). Malloc'd, or
+ * NULL with the reason (an unsupported schema keyword, named) in
+ * rkm_last_error(). */
+char *srv_tool_grammar(int fmt, const cJSON *tools, const char *only, int parallel, const char **prefill);
+
 /* One call's body in format fmt (the text between its markers) -> calls;
  * 1 parsed, 0 not a call. For tests and the parser itself. */
 int srv_tool_parse_body(int fmt, int marker, const char *body, size_t n, const cJSON *tools, const char *id_base,

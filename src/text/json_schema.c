@@ -443,6 +443,37 @@ static int visit(ctx *c, const cJSON *s, const char *where)
     return c->err ? -1 : r;
 }
 
+char *rkm_json_schema_alts_gbnf(int n, const char *const *before, const cJSON *const *schemas, const char *const *after)
+{
+    ctx c = {.rules = RKM_BUF_INIT};
+    rkm_buf alt = RKM_BUF_INIT;
+    rkm_buf_adds(&alt, "alt ::=");
+    for (int i = 0; i < n && !c.err; i++) {
+        /* each schema's $refs resolve in that schema */
+        for (int k = 0; k < c.n_refs; k++) free(c.refs[k].ref);
+        c.n_refs = 0;
+        c.root = schemas[i];
+        int r = visit(&c, schemas[i], "#");
+        if (r < 0 || c.err) break;
+        rkm_buf_adds(&alt, i ? " | " : " ");
+        if (before && before[i] && *before[i]) literal(&alt, before[i]), rkm_buf_addc(&alt, ' ');
+        rkm_buf_addf(&alt, "s%d", r);
+        if (after && after[i] && *after[i]) rkm_buf_addc(&alt, ' '), literal(&alt, after[i]);
+    }
+    char *out = NULL;
+    if (!c.err) {
+        rkm_buf_addc(&alt, '\n');
+        rkm_buf_add(&alt, c.rules.data, c.rules.len);
+        rkm_buf_adds(&alt, fixed_rules);
+        out = rkm_buf_ok(&alt) && rkm_buf_ok(&c.rules) ? rkm_buf_take(&alt) : NULL;
+        if (!out) rkm_err(RKM_ENOMEM, "json_schema: out of memory");
+    }
+    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
+    rkm_buf_free(&c.rules);
+    rkm_buf_free(&alt);
+    return out;
+}
+
 char *rkm_json_schema_to_gbnf(const cJSON *schema)
 {
     ctx c = {.root = schema, .rules = RKM_BUF_INIT};

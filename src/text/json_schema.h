@@ -28,6 +28,13 @@ struct cJSON;
 /* GBNF for the schema (root rule "root"), malloc'd; NULL with the message
  * in rkm_last_error(). */
 char *rkm_json_schema_to_gbnf(const struct cJSON *schema);
+/* GBNF rules for n alternatives "before[i] <JSON of schemas[i]> after[i]"
+ * (literal texts, NULL or "" for none) as the rule "alt", with every rule
+ * it needs but no "root": the caller writes root in terms of alt (tool
+ * calls: one or several). Malloc'd; NULL with the message (naming the
+ * unsupported keyword) in rkm_last_error(). */
+char *rkm_json_schema_alts_gbnf(int n, const char *const *before, const struct cJSON *const *schemas,
+                                const char *const *after);
 /* GBNF for any JSON object (OpenAI json_object, Ollama "json"). */
 const char *rkm_json_object_gbnf(void);
 
