@@ -68,6 +68,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISAFLAGS) -MMD -MP -c $< -o $@
 
+# the chat page is included by the assembler (.incbin), which -MMD does not see
+$(BUILD)/src/server/webui.o: src/server/webui.html
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^

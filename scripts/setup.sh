@@ -4,7 +4,7 @@
 # liburing, PCRE2), clang for the fuzzers, the aarch64 cross toolchain with the
 # arm64 libraries (multiarch) and qemu-user for the ARM tests, and the npm
 # reference packages of tests/js (with llama.cpp's prebuilt library on
-# x86-64). Safe to run again.
+# x86-64), and Chromium for the chat page's test. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +12,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 host_pkgs="build-essential clang jq libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev libpcre2-dev
-           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time"
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time chromium"
 # Node.js and npm: Debian's packages unless a node/npm is already installed
 command -v node > /dev/null && command -v npm > /dev/null || host_pkgs="$host_pkgs nodejs npm"
 arm_pkgs="libcjson-dev:arm64 libmicrohttpd-dev:arm64 liburing-dev:arm64 libpcre2-dev:arm64"
@@ -31,7 +31,12 @@ fi
 # llama.cpp's prebuilt library (an optional package: x86-64 glibc only)
 need_llama=0
 [ "$(uname -m)" = x86_64 ] && [ ! -d tests/js/node_modules/@node-llama-cpp/linux-x64 ] && need_llama=1
-if [ ! -d tests/js/node_modules/@huggingface/jinja ] || [ ! -d tests/js/node_modules/openai ] || [ $need_llama = 1 ]; then
+# every dependency of tests/js/package.json present?
+need_npm=$need_llama
+for d in $(node -e 'console.log(Object.keys(require("./tests/js/package.json").dependencies).join(" "))'); do
+  [ -d "tests/js/node_modules/$d" ] || need_npm=1
+done
+if [ $need_npm = 1 ]; then
   echo "setup: installing the npm reference packages (tests/js)"
   (cd tests/js && npm install --no-audit --no-fund --loglevel=error)
 fi

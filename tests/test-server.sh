@@ -391,6 +391,22 @@ check "tool_choice required with a response_format -> 400" \
 
 stopsrv "$PID"
 
+echo "# chat page"
+start W --models-dir "$T/models" --ctx 2048 --slow-ms 20
+check "GET / without text/html: the one-line answer scripts probe" '[ "$(curl -s "$URL/")" = "rkmojo is running" ]'
+check "GET / for a browser: the page, with a content security policy" \
+  'curl -s -D "$T/w.h" -H "Accept: text/html" "$URL/" | grep -q "<title>rkmojo</title>" && grep -qi "^content-security-policy: default-src .none." "$T/w.h"'
+if command -v chromium >/dev/null && [ -d tests/js/node_modules/puppeteer-core ]; then
+  node tests/js/webui.mjs "$URL" tiny "$T/webui.png" >"$T/webui.out" 2>&1
+  rc=$?
+  cut -c1-240 "$T/webui.out"
+  check "the chat page in headless Chromium" '[ $rc = 0 ]'
+else
+  bad "chromium or puppeteer-core missing (scripts/setup.sh installs them)"
+fi
+
+stopsrv "$PID"
+
 if [ "$fails" -gt 0 ]; then
   for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
 fi

@@ -322,7 +322,26 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
         free(m);
         return ok;
     }
-    if (!strcmp(url, "/")) return send_buf(c, url, 200, "text/plain", "rkmojo is running\n", 0);
+    if (!strcmp(url, "/")) {
+        /* a browser gets the chat page; scripts probing the server the line */
+        const char *acc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+        if (!acc || !strstr(acc, "text/html")) return send_buf(c, url, 200, "text/plain", "rkmojo is running\n", 0);
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(srv_webui_html), (void *)srv_webui_html,
+                                                                 MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+        /* the page loads nothing from elsewhere and talks only to this server */
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                                "frame-ancestors 'none'");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        srv_metrics_request(url, 200);
+        return ok;
+    }
     if (!strcmp(url, "/v1/models")) return send_json(c, url, 200, srv_models_openai_json(srv_engine_models(e)));
     if (!strncmp(url, "/v1/models/", 11)) {
         char *body = srv_models_openai_one_json(srv_engine_models(e), url + 11);

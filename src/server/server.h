@@ -102,6 +102,8 @@ int srv_engine_queue_depth(srv_engine *e);
 /* 1 while a job runs. */
 int srv_engine_busy(srv_engine *e);
 const srv_config *srv_engine_config(srv_engine *e);
+/* The chat page served at / (webui.c): HTML, NUL-terminated. */
+extern const char srv_webui_html[];
 struct srv_models *srv_engine_models(srv_engine *e);
 /* JSON for /api/ps (malloc'd). */
 char *srv_engine_ps_json(srv_engine *e);
