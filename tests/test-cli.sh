@@ -91,7 +91,7 @@ expect 1 "cannot open" run -m "$T/none" -p hi
 
 # every subcommand: --help and -h print the usage on stdout, status 0; an
 # unknown option is status 2
-for c in synth convert inspect tokenize detokenize run perplexity chat demo bench trace-sim template serve doctor; do
+for c in synth convert inspect tokenize detokenize run perplexity chat demo bench trace-sim template serve doctor ps; do
   for h in --help -h; do
     if $R $c $h > "$T/out" 2> "$T/err" && [ ! -s "$T/err" ] && grep -q "^usage: rkmojo $c" "$T/out"; then :
     else fail "$c $h: $(head -c 200 "$T/out" "$T/err")"; fi
@@ -121,6 +121,27 @@ if $R run -m "$M" -p "Once upon a time" --temp 0 -n 2 -q --trace-out "$T/t.bin" 
 else
   fail "run --trace-out: $(cat "$T/err")"
 fi
+
+# chat: commands never reach the model, multi-line messages, /save and
+# /load; a conversation file that is not one is refused, nothing lost
+printf '%s\n' '/set temperature 0' '/set num_predict 3' '/set system Be brief.' 'hello' '/bogus' '"""' 'line one' 'line two' '"""' \
+  'a \' 'b' '/save '"$T/c.json" '/load '"$T/a.gguf" '/show' '/clear' '/show' '/load '"$T/c.json" '/show' '/bye' 'never sent' |
+  $R chat -m "$M" -q > "$T/chat.out" 2> "$T/chat.err"
+users=$(node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1])).messages;console.log(JSON.stringify([m[0].role,m[0].content,m.filter(x=>x.role=="user").map(x=>x.content),m.filter(x=>x.role=="assistant").length]))' "$T/c.json" 2>&1)
+[ "$users" = '["system","Be brief.",["hello","line one\nline two","a \nb"],3]' ] && ok "chat: commands not sent, multi-line messages saved" || fail "chat /save: $users"
+grep -q "unknown command /bogus" "$T/chat.err" && grep -q "not a conversation" "$T/chat.err" && ok "chat: an unknown command and a bad /load file are refused" \
+  || fail "chat messages: $(cat "$T/chat.err")"
+[ "$(grep -c '^conversation: 3 turns' "$T/chat.out")" = 2 ] && grep -q '^conversation: 0 turns' "$T/chat.out" && grep -q '^temperature 0,' "$T/chat.out" \
+  && ok "chat: /clear forgets, /load restores, /set applies" || fail "chat /show: $(cat "$T/chat.out")"
+# on a terminal: libedit's line editing, history kept in ~/.rkmojo/history
+if command -v script > /dev/null; then
+  mkdir -p "$T/home"
+  printf 'hello\n/bye\n' | HOME=$T/home timeout 120 script -qec "$R chat -m $M -n 2 --temp 0 -q" /dev/null > "$T/tty.out" 2>&1
+  grep -q '^hello$' "$T/home/.rkmojo/history" 2> /dev/null && grep -q '>>> ' "$T/tty.out" \
+    && ok "chat on a terminal: prompt and history file" || fail "chat tty: $(head -c 300 "$T/tty.out")"
+fi
+expect 1 "rkmojo chat: no server at http://127.0.0.1:1" chat --url 127.0.0.1:1
+expect 1 "rkmojo ps: no server at http://127.0.0.1:1" ps --url http://127.0.0.1:1/
 
 # demo parses its options, then runs synth and convert in the same process
 $R demo --dir "$T/demo" -n2 --temp=0 > "$T/out" 2> "$T/err" && grep -q "The text above is noise" "$T/out" \

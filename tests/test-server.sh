@@ -405,6 +405,14 @@ else
   bad "chromium or puppeteer-core missing (scripts/setup.sh installs them)"
 fi
 
+echo "# the CLI as a client"
+printf '%s\n' '/set temperature 0' '/set num_predict 5' 'Hello there' "/save $T/remote.json" | "$BIN" chat --url "$URL" -m tiny >"$T/rc.out" 2>"$T/rc.err"
+got=$(node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1])).messages;console.log(m[1].content)' "$T/remote.json" 2>&1)
+want=$(postr /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"Hello there"}],"temperature":0,"max_tokens":5}' | jget choices.0.message.content)
+check "chat --url: the server's greedy answer, streamed and kept ('$got')" '[ -n "$want" ] && [ "$got" = "$want" ] && grep -q "tok/s" "$T/rc.err"'
+"$BIN" ps --url "$URL" >"$T/ps.out" 2>&1
+check "ps lists the loaded model" 'grep -q "^NAME" "$T/ps.out" && grep -q "^tiny:latest " "$T/ps.out"'
+
 stopsrv "$PID"
 
 if [ "$fails" -gt 0 ]; then

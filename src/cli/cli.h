@@ -12,6 +12,7 @@ int rkm_cmd_inspect(int argc, char **argv);
 int rkm_cmd_list(int argc, char **argv);
 int rkm_cmd_show(int argc, char **argv);
 int rkm_cmd_rm(int argc, char **argv);
+int rkm_cmd_ps(int argc, char **argv);
 int rkm_cmd_tokenize(int argc, char **argv);
 int rkm_cmd_detokenize(int argc, char **argv);
 int rkm_cmd_run(int argc, char **argv);

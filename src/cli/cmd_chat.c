@@ -1,14 +1,23 @@
 /*
- * cmd_chat.c - `rkmojo chat`: interactive multi-turn chat with the model's
- * template. Each turn the whole conversation is rendered and tokenized;
- * the longest prefix shared with the tokens already in the KV cache is
- * kept, so only the new tokens are prefilled. When the conversation no
- * longer fits the context, the oldest turns (after the system message)
- * are dropped.
+ * cmd_chat.c - `rkmojo chat`: an interactive conversation, with a model
+ * opened here (-m DIR) or with a running `rkmojo serve` (--url: its
+ * OpenAI API, streamed).
  *
- * Ctrl-C while the model answers cancels that answer (the SIGINT handler
- * calls rkm_session_cancel, an atomic store); at the prompt it only prints
- * a hint. Ctrl-D or /exit quits, /reset forgets the conversation.
+ * The prompt: line editing and history (libedit, ~/.rkmojo/history) on a
+ * terminal, plain lines otherwise; a block between lines of """ (or lines
+ * ending in \) is one multi-line message. Lines starting with / are
+ * commands, never sent to the model: /help, /set (sampling, the system
+ * message), /show, /clear, /save FILE and /load FILE (the conversation as
+ * JSON, {"messages": [...]}), /bye.
+ *
+ * Local: each turn the whole conversation is rendered and tokenized; the
+ * longest prefix shared with the KV cache is kept, so only new tokens are
+ * prefilled; when the conversation no longer fits, the oldest turns
+ * (after the system message) are dropped.
+ *
+ * Ctrl-C while the model answers stops that answer (the SIGINT handler
+ * sets a flag and calls rkm_session_cancel, an atomic store; the remote
+ * transfer polls the flag); at the prompt Ctrl-D quits.
  * Threads: the main thread plus the signal handler.
  */
 #include <errno.h>
@@ -16,17 +25,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <editline/readline.h>
 
 #include "cli/chat_format.h"
 #include "cli/cli.h"
 #include "cli/gen_common.h"
+#include "cli/http_client.h"
 #include "runtime/tokens.h"
 #include "util/common.h"
 #include "util/knobs.h"
 
 static rkm_session *volatile g_session;
-static volatile sig_atomic_t g_interrupted;
+static volatile int g_interrupted;
 
 static void on_sigint(int sig)
 {
@@ -35,13 +49,23 @@ static void on_sigint(int sig)
     if (g_session) rkm_session_cancel(g_session);
 }
 
+/* ------------------------------------------------------- conversation */
+
 typedef struct {
     rkm_chat_message *v;
-    char **owned; /* strings we allocated (parallel to v) */
+    char **owned; /* the strings (parallel to v) */
     int n, cap;
 } conv;
 
-static int conv_add(conv *c, const char *role, const char *text)
+static const char *role_name(const char *r)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(roles); i++)
+        if (!strcmp(r, roles[i])) return roles[i];
+    return NULL;
+}
+
+static int conv_insert(conv *c, int at, const char *role, const char *text)
 {
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
@@ -55,12 +79,16 @@ static int conv_add(conv *c, const char *role, const char *text)
     }
     char *dup = strdup(text);
     if (!dup) return -1;
-    c->owned[c->n] = dup;
-    c->v[c->n].role = role;
-    c->v[c->n].content = dup;
+    memmove(c->v + at + 1, c->v + at, sizeof *c->v * (size_t)(c->n - at));
+    memmove(c->owned + at + 1, c->owned + at, sizeof *c->owned * (size_t)(c->n - at));
+    c->owned[at] = dup;
+    c->v[at].role = role_name(role);
+    c->v[at].content = dup;
     c->n++;
     return 0;
 }
+
+static int conv_add(conv *c, const char *role, const char *text) { return conv_insert(c, c->n, role, text); }
 
 static void conv_drop(conv *c, int i)
 {
@@ -70,6 +98,12 @@ static void conv_drop(conv *c, int i)
     c->n--;
 }
 
+static void conv_clear(conv *c, int keep_system)
+{
+    for (int i = c->n - 1; i >= 0; i--)
+        if (!keep_system || strcmp(c->v[i].role, "system")) conv_drop(c, i);
+}
+
 static void conv_free(conv *c)
 {
     for (int i = 0; i < c->n; i++) free(c->owned[i]);
@@ -77,133 +111,517 @@ static void conv_free(conv *c)
     free(c->owned);
 }
 
-/* Tokens of the rendered conversation (malloc'd), count or < 0. */
-static int render_ids(const rkm_model *m, conv *c, int32_t **ids)
+/* The system message becomes text ("" removes it). */
+static int conv_set_system(conv *c, const char *text)
 {
-    return rkm_chat_tokens(m, c->v, c->n, 1, ids);
+    if (c->n && !strcmp(c->v[0].role, "system")) conv_drop(c, 0);
+    return *text ? conv_insert(c, 0, "system", text) : 0;
 }
 
+static int conv_save(const conv *c, const char *path)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "messages");
+    for (int i = 0; i < c->n; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", c->v[i].role);
+        cJSON_AddStringToObject(m, "content", c->v[i].content);
+        cJSON_AddItemToArray(a, m);
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    FILE *f = s ? fopen(path, "w") : NULL;
+    int ok = f && fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f)) ok = 0;
+    free(s);
+    return ok ? 0 : -1;
+}
+
+/* Replaces c with the file's messages; the file is checked whole first. */
+static int conv_load(conv *c, const char *path, char *err, size_t errcap)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    text = malloc(1 << 24);
+    if (text) n = fread(text, 1, (1 << 24) - 1, f);
+    fclose(f);
+    if (!text) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    text[n] = 0;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "messages"), *m;
+    int ok = cJSON_IsArray(a);
+    cJSON_ArrayForEach(m, a) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role"), *t = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsString(r) || !role_name(r->valuestring) || !cJSON_IsString(t)) ok = 0;
+    }
+    if (!ok) {
+        snprintf(err, errcap, "%s: not a conversation ({\"messages\": [{\"role\", \"content\"}, ...]})", path);
+        cJSON_Delete(o);
+        return -1;
+    }
+    conv_clear(c, 0);
+    cJSON_ArrayForEach(m, a) conv_add(c, cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
+                                      cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+    cJSON_Delete(o);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- input */
+
+typedef struct {
+    int tty;
+    char history[1024]; /* the history file, "" when none */
+} input;
+
+static void input_init(input *in)
+{
+    in->tty = isatty(0) && isatty(1);
+    in->history[0] = 0;
+    if (!in->tty) return;
+    const char *home = getenv("HOME");
+    if (home && *home) {
+        char dir[900];
+        snprintf(dir, sizeof dir, "%s/.rkmojo", home);
+        mkdir(dir, 0700);
+        snprintf(in->history, sizeof in->history, "%s/history", dir);
+        using_history();
+        read_history(in->history);
+    }
+}
+
+/* One line (malloc'd, without its newline), or NULL at the end. */
+static char *read_one(input *in, const char *prompt)
+{
+    if (in->tty) {
+        char *l = readline(prompt);
+        return l;
+    }
+    char *l = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&l, &cap, stdin);
+    if (n < 0) {
+        free(l);
+        return NULL;
+    }
+    l[strcspn(l, "\r\n")] = 0;
+    return l;
+}
+
+/* One message: a line, a """ block, or lines continued with \. */
+static char *read_message(input *in)
+{
+    char *l = read_one(in, ">>> ");
+    if (!l) return NULL;
+    rkm_buf b = RKM_BUF_INIT;
+    if (!strncmp(l, "\"\"\"", 3)) { /* """ ... """ */
+        const char *rest = l + 3;
+        char *end = strstr(rest, "\"\"\"");
+        if (end) { /* all on one line */
+            rkm_buf_add(&b, rest, (size_t)(end - rest));
+        } else {
+            rkm_buf_adds(&b, rest);
+            int first = !*rest;
+            for (;;) {
+                char *m = read_one(in, "... ");
+                if (!m) break;
+                char *e = strstr(m, "\"\"\"");
+                size_t len = e ? (size_t)(e - m) : strlen(m);
+                if (!e || len) { /* a closing line of """ alone adds nothing */
+                    if (!first) rkm_buf_addc(&b, '\n');
+                    rkm_buf_add(&b, m, len);
+                    first = 0;
+                }
+                free(m);
+                if (e) break;
+            }
+        }
+    } else {
+        rkm_buf_adds(&b, l);
+        while (b.len && b.data[b.len - 1] == '\\') {
+            b.data[--b.len] = '\n';
+            b.len++;
+            char *m = read_one(in, "... ");
+            if (!m) break;
+            rkm_buf_adds(&b, m);
+            free(m);
+        }
+    }
+    free(l);
+    char *s = rkm_buf_take(&b);
+    rkm_buf_free(&b);
+    if (s && in->tty && *s) {
+        add_history(s);
+        if (in->history[0]) write_history(in->history);
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------ settings */
+
+typedef struct {
+    rkm_sampler_params sp;
+    int n_predict;
+} chat_settings;
+
+static void print_settings(const chat_settings *st, const conv *c)
+{
+    printf("temperature %g, top_k %d, top_p %g, min_p %g, repeat_penalty %g, seed %llu, num_predict %d\n",
+           st->sp.temperature, st->sp.top_k, st->sp.top_p, st->sp.min_p, st->sp.repeat_penalty,
+           (unsigned long long)st->sp.seed, st->n_predict);
+    printf("system: %s\n", c->n && !strcmp(c->v[0].role, "system") ? c->v[0].content : "(none)");
+    int turns = 0;
+    for (int i = 0; i < c->n; i++) turns += !strcmp(c->v[i].role, "user");
+    printf("conversation: %d turns\n", turns);
+}
+
+static const char help_text[] =
+    "  /set temperature|top_k|top_p|min_p|repeat_penalty|seed|num_predict VALUE\n"
+    "  /set system TEXT   the system message (/set system with no text removes it)\n"
+    "  /show              the settings and the conversation's length\n"
+    "  /clear             forget the conversation (the system message stays)\n"
+    "  /save FILE         write the conversation as JSON; /load FILE reads one back\n"
+    "  /bye               quit (also /exit, Ctrl-D)\n"
+    "  \"\"\" starts and ends a multi-line message; a line ending in \\ continues it.\n"
+    "  Ctrl-C stops an answer.\n";
+
+/* A /command. Returns 1 to quit, 0 otherwise (messages on stdout/stderr). */
+static int command(const char *line, chat_settings *st, conv *c, int *reset)
+{
+    char cmd[32] = "", arg[64] = "";
+    int used = 0;
+    sscanf(line, "/%31s%n", cmd, &used);
+    const char *rest = line + used;
+    while (*rest == ' ') rest++;
+    if (!strcmp(cmd, "bye") || !strcmp(cmd, "exit") || !strcmp(cmd, "quit")) return 1;
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "?")) {
+        fputs(help_text, stdout);
+    } else if (!strcmp(cmd, "show")) {
+        print_settings(st, c);
+    } else if (!strcmp(cmd, "clear") || !strcmp(cmd, "reset")) {
+        conv_clear(c, 1);
+        *reset = 1;
+        printf("(conversation cleared)\n");
+    } else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
+        char err[600];
+        if (!*rest) fprintf(stderr, "usage: /%s FILE\n", cmd);
+        else if (cmd[0] == 's' && conv_save(c, rest)) fprintf(stderr, "cannot write %s: %s\n", rest, strerror(errno));
+        else if (cmd[0] == 'l' && conv_load(c, rest, err, sizeof err)) fprintf(stderr, "%s\n", err);
+        else {
+            if (cmd[0] == 'l') *reset = 1;
+            printf("(%s %s: %d messages)\n", cmd[0] == 's' ? "saved to" : "loaded from", rest, c->n);
+        }
+    } else if (!strcmp(cmd, "set")) {
+        int k = 0;
+        sscanf(rest, "%63s%n", arg, &k);
+        const char *val = rest + k;
+        while (*val == ' ') val++;
+        char *end = NULL;
+        double v = strtod(val, &end);
+        int num_ok = *val && end && !*end;
+        if (!strcmp(arg, "system")) {
+            if (conv_set_system(c, val)) fprintf(stderr, "out of memory\n");
+            *reset = 1;
+        } else if (!num_ok) {
+            fprintf(stderr, "usage: /set temperature|top_k|top_p|min_p|repeat_penalty|seed|num_predict VALUE, or /set system TEXT\n");
+            return 0;
+        } else if (!strcmp(arg, "temperature") && v >= 0 && v <= 100) {
+            st->sp.temperature = (float)v;
+        } else if (!strcmp(arg, "top_k") && v >= 0) {
+            st->sp.top_k = (int)v;
+        } else if (!strcmp(arg, "top_p") && v >= 0 && v <= 1) {
+            st->sp.top_p = (float)v;
+        } else if (!strcmp(arg, "min_p") && v >= 0 && v <= 1) {
+            st->sp.min_p = (float)v;
+        } else if (!strcmp(arg, "repeat_penalty") && v > 0) {
+            st->sp.repeat_penalty = (float)v;
+        } else if (!strcmp(arg, "seed") && v >= 0) {
+            st->sp.seed = (uint64_t)v;
+        } else if (!strcmp(arg, "num_predict") && v >= -1 && v <= (1 << 30)) {
+            st->n_predict = (int)v;
+        } else {
+            fprintf(stderr, "/set %s: unknown setting or value out of range\n", arg);
+            return 0;
+        }
+        printf("(set %s)\n", arg);
+    } else {
+        fprintf(stderr, "unknown command /%s (/help lists them)\n", cmd);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- local */
+
 static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id); }
+
+/* The model's answer to the conversation, streamed to stdout; appended
+ * to c. */
+static void answer_local(rkm_model *m, rkm_session *s, conv *c, const chat_settings *st, int quiet)
+{
+    int32_t *ids = NULL;
+    int n_sys = c->n && !strcmp(c->v[0].role, "system");
+    int n = rkm_chat_tokens(m, c->v, c->n, 1, &ids);
+    /* drop the oldest turns while the prompt plus an answer would not fit */
+    int cap = rkm_session_n_ctx(s), want = st->n_predict < 0 ? cap / 4 : RKM_MIN(st->n_predict, cap / 4);
+    while (n > 0 && c->n - n_sys > 1 && n + want > cap) {
+        conv_drop(c, n_sys);
+        free(ids);
+        ids = NULL;
+        n = rkm_chat_tokens(m, c->v, c->n, 1, &ids);
+    }
+    if (n <= 0) {
+        fprintf(stderr, "rkmojo chat: %s\n", n < 0 ? rkm_last_error() : "empty prompt");
+        free(ids);
+        conv_drop(c, c->n - 1);
+        return;
+    }
+    /* keep the KV rows of the longest common prefix */
+    int held;
+    const int32_t *have = rkm_session_tokens(s, &held);
+    int common = 0;
+    while (common < held && common < n && have[common] == ids[common]) common++;
+    if (common == n) common--; /* re-evaluate the last token to get logits */
+    if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
+    rkm_session_stats_reset(s);
+    rkm_session_set_sampler(s, &st->sp);
+    int rc = rkm_session_truncate(s, common);
+    if (!rc) rc = rkm_session_eval(s, ids + common, n - common, NULL);
+    free(ids);
+    if (rc) {
+        fprintf(stderr, "\nrkmojo chat: %s\n", rc == RKM_ECANCELED ? "stopped" : rkm_last_error());
+        conv_drop(c, c->n - 1);
+        if (rc != RKM_ECANCELED) rkm_session_truncate(s, 0);
+        return;
+    }
+    rkm_text_out out;
+    rkm_text_out_init(&out, m, stdout, NULL, 0);
+    out.keep_all = 1;
+    rc = rkm_session_generate(s, st->n_predict < 0 ? cap : st->n_predict, on_token, &out);
+    rkm_text_out_finish(&out);
+    printf("\n");
+    if (rc == RKM_ECANCELED) fprintf(stderr, "(stopped)\n");
+    else if (rc) fprintf(stderr, "rkmojo chat: %s\n", rkm_last_error());
+    conv_add(c, "assistant", out.all.data ? out.all.data : "");
+    rkm_text_out_free(&out);
+    if (!quiet) {
+        rkm_stats stt;
+        rkm_session_stats(s, &stt);
+        rkm_print_footer(stderr, &stt);
+    }
+}
+
+/* --------------------------------------------------------------- remote */
+
+typedef struct {
+    rkm_buf line;    /* a partial SSE line */
+    rkm_buf reply;   /* the answer's text */
+    rkm_buf errbody; /* a non-stream body (an error) */
+    int in_reasoning, tty;
+    char error[512];
+    int n_tokens;
+} sse;
+
+static void sse_line(sse *x, const char *l)
+{
+    if (strncmp(l, "data: ", 6)) {
+        rkm_buf_adds(&x->errbody, l);
+        return;
+    }
+    if (!strcmp(l + 6, "[DONE]")) return;
+    cJSON *o = cJSON_Parse(l + 6);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    if (e) {
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+        snprintf(x->error, sizeof x->error, "%s", cJSON_IsString(msg) ? msg->valuestring : "error");
+    }
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "usage");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+    if (cJSON_IsNumber(ct)) x->n_tokens = ct->valueint;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "delta");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "reasoning_content");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "content");
+    if (cJSON_IsString(r) && r->valuestring[0]) { /* reasoning, dimmed on a terminal */
+        if (!x->in_reasoning && x->tty) fputs("\x1b[2m", stdout);
+        x->in_reasoning = 1;
+        fputs(r->valuestring, stdout);
+    }
+    if (cJSON_IsString(t) && t->valuestring[0]) {
+        if (x->in_reasoning) fputs(x->tty ? "\x1b[0m\n" : "\n", stdout);
+        x->in_reasoning = 0;
+        fputs(t->valuestring, stdout);
+        rkm_buf_adds(&x->reply, t->valuestring);
+    }
+    fflush(stdout);
+    cJSON_Delete(o);
+}
+
+static int on_sse(const char *p, size_t n, void *user)
+{
+    sse *x = user;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '\n') {
+            rkm_buf_addc(&x->line, p[i]);
+            continue;
+        }
+        if (x->line.len) sse_line(x, x->line.data);
+        rkm_buf_clear(&x->line);
+    }
+    return g_interrupted;
+}
+
+static void answer_remote(const char *base, const char *key, const char *model, conv *c, const chat_settings *st)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (model) cJSON_AddStringToObject(o, "model", model);
+    cJSON *a = cJSON_AddArrayToObject(o, "messages");
+    for (int i = 0; i < c->n; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", c->v[i].role);
+        cJSON_AddStringToObject(m, "content", c->v[i].content);
+        cJSON_AddItemToArray(a, m);
+    }
+    cJSON_AddBoolToObject(o, "stream", 1);
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(o, "stream_options"), "include_usage", cJSON_CreateTrue());
+    cJSON_AddNumberToObject(o, "temperature", st->sp.temperature);
+    cJSON_AddNumberToObject(o, "top_k", st->sp.top_k);
+    cJSON_AddNumberToObject(o, "top_p", st->sp.top_p);
+    cJSON_AddNumberToObject(o, "min_p", st->sp.min_p);
+    cJSON_AddNumberToObject(o, "repeat_penalty", st->sp.repeat_penalty);
+    cJSON_AddNumberToObject(o, "seed", (double)(st->sp.seed & ((1ull << 53) - 1)));
+    if (st->n_predict >= 0) cJSON_AddNumberToObject(o, "max_tokens", st->n_predict);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    sse x = {.line = RKM_BUF_INIT, .reply = RKM_BUF_INIT, .errbody = RKM_BUF_INIT, .tty = isatty(1)};
+    char err[600];
+    long status = 0;
+    double t0 = rkm_now();
+    int rc = body ? rkm_http_post(base, "/v1/chat/completions", key, body, on_sse, &x, &g_interrupted, &status, err, sizeof err) : -1;
+    free(body);
+    if (x.line.len) sse_line(&x, x.line.data);
+    if (x.in_reasoning && x.tty) fputs("\x1b[0m", stdout);
+    printf("\n");
+    fflush(stdout);
+    if (rc) {
+        fprintf(stderr, "rkmojo chat: %s\n", body ? err : "out of memory");
+    } else if (status != 200) {
+        cJSON *e = cJSON_Parse(x.errbody.data ? x.errbody.data : "");
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "error"), "message");
+        fprintf(stderr, "rkmojo chat: the server says %ld: %s\n", status, cJSON_IsString(msg) ? msg->valuestring : "(no message)");
+        cJSON_Delete(e);
+    } else if (x.error[0]) {
+        fprintf(stderr, "rkmojo chat: %s\n", x.error);
+    }
+    if (g_interrupted) fprintf(stderr, "(stopped)\n");
+    if (rc || status != 200) {
+        conv_drop(c, c->n - 1); /* the question goes with the failed answer */
+    } else {
+        conv_add(c, "assistant", x.reply.data ? x.reply.data : "");
+        double dt = rkm_now() - t0;
+        if (x.n_tokens > 0) fprintf(stderr, "%d tokens, %.1f tok/s\n", x.n_tokens, x.n_tokens / RKM_MAX(dt, 1e-9));
+    }
+    rkm_buf_free(&x.line);
+    rkm_buf_free(&x.reply);
+    rkm_buf_free(&x.errbody);
+}
+
+/* ------------------------------------------------------------- command */
 
 int rkm_cmd_chat(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 1);
-    const char *system = NULL;
+    const char *system = NULL, *url = NULL, *api_key = NULL;
     int n_predict = 1024;
     const rkm_opt opts[] = {
         {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message"},
-        {"n-predict", 'n', RKM_OPT_INT, &n_predict, -1, 1 << 30, "N", .help = "most tokens per answer (default 1024)"},
+        {"n-predict", 'n', RKM_OPT_INT, &n_predict, -1, 1 << 30, "N", .help = "most tokens per answer (default 1024; -1: no limit)"},
+        {"url", 0, RKM_OPT_STR, &url, .arg = "URL",
+         .help = "chat with a running `rkmojo serve` (e.g. http://127.0.0.1:8080; -m then names its model)"},
+        {"api-key", 0, RKM_OPT_STR, &api_key, .arg = "KEY", .help = "the server's API key (--url; default $RKMOJO_API_KEY)"},
         {0},
     };
     const rkm_opts_cmd cmd = {
-        "chat", "usage: rkmojo chat -m MODEL [--system TEXT] [-n MAX_TOKENS_PER_ANSWER] [options]\n\n",
-        "In the chat: /reset forgets the conversation, /exit (or Ctrl-D) quits,\n"
-        "Ctrl-C stops the current answer.\n",
+        "chat", "usage: rkmojo chat -m MODEL [--system TEXT] [-n MAX_TOKENS_PER_ANSWER] [options]\n"
+                "       rkmojo chat --url URL [-m NAME] [--api-key KEY] [options]\n\n",
+        "In the chat: /help lists the commands (/set, /show, /clear, /save, /load,\n"
+        "/bye); \"\"\" starts and ends a multi-line message; Ctrl-C stops an answer,\n"
+        "Ctrl-D quits.\n",
         {opts, o.model_opts, o.session_opts, o.sampling_opts}, 0,
     };
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
-    rkm_model *m;
-    rkm_session *s;
-    int rc = rkm_gen_open(&o, &m, &s);
-    if (rc) return rc;
-    if (!rkm_model_tokenizer(m)) {
-        fprintf(stderr, "rkmojo chat: the model has no tokenizer\n");
-        rkm_session_free(s);
-        rkm_model_close(m);
-        return 1;
+    rkm_model *m = NULL;
+    rkm_session *s = NULL;
+    chat_settings st = {.sp = o.sp.sampler, .n_predict = n_predict};
+    const char *base = NULL;
+    if (!api_key) api_key = getenv("RKMOJO_API_KEY");
+    if (url) {
+        base = rkm_http_base(url);
+        char *body = NULL, err[600];
+        long status = 0;
+        if (rkm_http_get(base, "/health", NULL, &body, &status, err, sizeof err) || status != 200) {
+            fprintf(stderr, "rkmojo chat: no server at %s (%s)\n", base, body ? "bad /health" : err);
+            free(body);
+            return 1;
+        }
+        free(body);
+        if (!o.seed_given) st.sp.seed = (uint64_t)rkm_now() * 1000003u;
+    } else {
+        int rc = rkm_gen_open(&o, &m, &s);
+        if (rc) return rc;
+        if (!rkm_model_tokenizer(m)) {
+            fprintf(stderr, "rkmojo chat: the model has no tokenizer\n");
+            rkm_session_free(s);
+            rkm_model_close(m);
+            return 1;
+        }
+        st.sp = o.sp.sampler; /* with the model's defaults (rkm_gen_open) */
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C interrupts the prompt's read */
+    sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    g_session = s;
-    int tty = isatty(0);
+    input in;
+    input_init(&in);
     conv c = {0};
     if (system) conv_add(&c, "system", system);
-    int n_sys = c.n;
-    if (tty)
-        fprintf(stderr, "rkmojo chat (%s). /reset forgets, /exit or Ctrl-D quits, Ctrl-C stops an answer.\n",
-                rkm_model_arch(m));
-    char line[16384];
+    if (in.tty)
+        fprintf(stderr, "rkmojo chat (%s). /help for commands, Ctrl-C stops an answer, Ctrl-D quits.\n",
+                url ? base : rkm_model_arch(m));
     for (;;) {
-        if (tty) {
-            printf("\n> ");
+        signal(SIGINT, in.tty ? SIG_DFL : SIG_IGN); /* at the prompt: Ctrl-C ends the program */
+        char *line = read_message(&in);
+        if (!line) break;
+        if (!line[0]) {
+            free(line);
+            continue;
+        }
+        if (line[0] == '/') {
+            int reset = 0, quit = command(line, &st, &c, &reset);
             fflush(stdout);
+            free(line);
+            if (quit) break;
+            if (reset && s) rkm_session_truncate(s, 0);
+            continue;
         }
+        int added = conv_add(&c, "user", line);
+        free(line);
+        if (added) break;
         g_interrupted = 0;
-        if (!fgets(line, sizeof line, stdin)) {
-            if (errno == EINTR && g_interrupted) {
-                clearerr(stdin);
-                fprintf(stderr, "\n(Ctrl-D or /exit quits)\n");
-                continue;
-            }
-            break;
-        }
-        line[strcspn(line, "\r\n")] = 0;
-        if (!line[0]) continue;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!strcmp(line, "/reset")) {
-            while (c.n > n_sys) conv_drop(&c, c.n - 1);
-            rkm_session_truncate(s, 0);
-            fprintf(stderr, "(conversation cleared)\n");
-            continue;
-        }
-        if (conv_add(&c, "user", line)) break;
-        int32_t *ids = NULL;
-        int n = render_ids(m, &c, &ids);
-        /* drop the oldest turns while the prompt plus an answer would not fit */
-        int cap = rkm_session_n_ctx(s);
-        while (n > 0 && c.n - n_sys > 1) {
-            if (n + RKM_MIN(n_predict, cap / 4) <= cap) break;
-            conv_drop(&c, n_sys);
-            free(ids);
-            ids = NULL;
-            n = render_ids(m, &c, &ids);
-        }
-        if (n <= 0) {
-            fprintf(stderr, "rkmojo chat: %s\n", n < 0 ? rkm_last_error() : "empty prompt");
-            free(ids);
-            conv_drop(&c, c.n - 1);
-            continue;
-        }
-        /* keep the KV rows of the longest common prefix */
-        int held;
-        const int32_t *have = rkm_session_tokens(s, &held);
-        int common = 0;
-        while (common < held && common < n && have[common] == ids[common]) common++;
-        if (common == n) common--; /* re-evaluate the last token to get logits */
-        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
-        rkm_session_stats_reset(s);
-        rc = rkm_session_truncate(s, common);
-        if (!rc) rc = rkm_session_eval(s, ids + common, n - common, NULL);
-        free(ids);
-        if (rc) {
-            fprintf(stderr, "\nrkmojo chat: %s\n", rkm_last_error());
-            conv_drop(&c, c.n - 1);
-            if (rc == RKM_ECANCELED) continue;
-            rkm_session_truncate(s, 0);
-            continue;
-        }
-        rkm_text_out out;
-        rkm_text_out_init(&out, m, stdout, NULL, 0);
-        out.keep_all = 1;
-        rc = rkm_session_generate(s, n_predict, on_token, &out);
-        rkm_text_out_finish(&out);
-        printf("\n");
-        if (rc == RKM_ECANCELED) fprintf(stderr, "(stopped)\n");
-        else if (rc) fprintf(stderr, "rkmojo chat: %s\n", rkm_last_error());
-        conv_add(&c, "assistant", out.all.data ? out.all.data : "");
-        rkm_text_out_free(&out);
-        if (!o.quiet) {
-            rkm_stats st;
-            rkm_session_stats(s, &st);
-            rkm_print_footer(stderr, &st);
-        }
+        sigaction(SIGINT, &sa, NULL);
+        g_session = s;
+        if (url) answer_remote(base, api_key, o.model, &c, &st);
+        else answer_local(m, s, &c, &st, o.quiet);
+        fflush(stdout);
+        g_session = NULL;
     }
-    g_session = NULL;
     conv_free(&c);
     rkm_session_free(s);
     rkm_model_close(m);

@@ -1,8 +1,10 @@
-/* cmd_models.c - `rkmojo list`, `rkmojo show NAME`, `rkmojo rm NAME`: the
+/* cmd_models.c - `rkmojo list`, `rkmojo show NAME`, `rkmojo rm NAME`, `rkmojo ps`: the
  * models of a models directory (one NAME.rkmojo directory each, as
  * `rkmojo serve --models-dir` serves them), the way `ollama list / show /
  * rm` present theirs. The directory is --models-dir, else $RKMOJO_MODELS,
- * else ~/.rkmojo/models. The listing is the server's (server/models.c). */
+ * else ~/.rkmojo/models. The listing is the server's (server/models.c).
+ * `rkmojo ps` asks a running server which models it holds. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/http_client.h"
 #include "cli/opts.h"
 #include "format/model_dir.h"
 #include "server/fields.h"
@@ -184,5 +187,60 @@ int rkm_cmd_rm(int argc, char **argv)
     }
     printf("deleted '%s'\n", mi.name);
     free(mi.path);
+    return 0;
+}
+
+/* `rkmojo ps`: the models a running server holds (its /api/ps), as
+ * `ollama ps` prints them. */
+int rkm_cmd_ps(int argc, char **argv)
+{
+    const char *url = NULL, *key = getenv("RKMOJO_API_KEY");
+    const rkm_opt opts[] = {
+        {"url", 0, RKM_OPT_STR, &url, .arg = "URL", .help = "the server (default: $RKMOJO_HOST, else http://127.0.0.1:8080)"},
+        {"api-key", 0, RKM_OPT_STR, &key, .arg = "KEY", .help = "its API key (default $RKMOJO_API_KEY)"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {"ps", "usage: rkmojo ps [--url URL] [--api-key KEY]\n\n", NULL, {opts}, 0};
+    int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
+    if (parsed != RKM_OPTS_CONTINUE) return parsed;
+    const char *base = rkm_http_base(url);
+    char *body = NULL, err[600];
+    long status = 0;
+    if (rkm_http_get(base, "/api/ps", key, &body, &status, err, sizeof err)) {
+        fprintf(stderr, "rkmojo ps: no server at %s (%s)\n", base, err);
+        return 1;
+    }
+    cJSON *o = cJSON_Parse(body ? body : "");
+    free(body);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "models"), *m;
+    if (status != 200 || !cJSON_IsArray(ms)) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+        if (cJSON_IsObject(e)) e = cJSON_GetObjectItemCaseSensitive(e, "message");
+        fprintf(stderr, "rkmojo ps: %s answered %ld%s%s\n", base, status, cJSON_IsString(e) ? ": " : "",
+                cJSON_IsString(e) ? e->valuestring : "");
+        cJSON_Delete(o);
+        return 1;
+    }
+    printf("%-32s %-18s %-10s %s\n", "NAME", "ID", "SIZE", "UNTIL");
+    cJSON_ArrayForEach(m, ms) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(m, "name"), *d = cJSON_GetObjectItemCaseSensitive(m, "digest");
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(m, "size"), *ex = cJSON_GetObjectItemCaseSensitive(m, "expires_at");
+        char size[32] = "?", until[64] = "forever";
+        if (cJSON_IsNumber(sz)) fmt_size((uint64_t)sz->valuedouble, size, sizeof size);
+        /* Ollama writes a far-future time for "forever" */
+        if (cJSON_IsString(ex) && strncmp(ex->valuestring, "2318", 4)) {
+            struct tm tm;
+            memset(&tm, 0, sizeof tm);
+            if (strptime(ex->valuestring, "%Y-%m-%dT%H:%M:%S", &tm)) {
+                double left = difftime(timegm(&tm), time(NULL));
+                if (left < 90) snprintf(until, sizeof until, "%s", left < 0 ? "now" : "under a minute");
+                else if (left < 5400) snprintf(until, sizeof until, "%.0f minutes from now", left / 60);
+                else snprintf(until, sizeof until, "%.0f hours from now", left / 3600);
+            }
+        }
+        printf("%-32s %-18s %-10s %s\n", cJSON_IsString(n) ? n->valuestring : "?", cJSON_IsString(d) ? d->valuestring : "",
+               size, until);
+    }
+    cJSON_Delete(o);
     return 0;
 }
