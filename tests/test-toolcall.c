@@ -11,9 +11,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "rkmojo.h"
+#include "text/grammar.h"
+
 static const char *tools_json =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
-    "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"},\"zip\":{\"type\":\"string\"}}}}}]";
+    "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"},\"zip\":{\"type\":\"string\"}},"
+    "\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\"}}}]";
 
 /* The reply fed in pieces of the given sizes (0: whole; -1: every byte;
  * k > 0: two pieces cut at k). Returns "content|name(args);name(args)". */
@@ -171,10 +175,70 @@ static void test_detect(void)
     }
 }
 
+/* tool_choice required: each family's grammar takes a call in its own
+ * spelling (after the prefill), the parser reads it back from prefill +
+ * reply, and the grammar refuses arguments the schema does not allow */
+static void test_grammar(void)
+{
+    static const struct {
+        int fmt;
+        const char *reply; /* what a model may write under the grammar */
+        const char *bad;   /* what it may not */
+    } cases[] = {
+        {SRV_TF_TAGS, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3"},
+        {SRV_TF_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 2}}", "{\"name\": \"other"},
+        {SRV_TF_MISTRAL, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}]", "[{\"name\": \"get_weather\", \"arguments\": {\"days\": \"2\""},
+        {SRV_TF_DEEPSEEK, "get_weather{\"city\": \"Paris\", \"days\": 2}", "get_weather{\"town"},
+        {SRV_TF_GEMMA4, "get_weather{\"city\": \"Paris\", \"days\": 2}", "get_weather{city"},
+        {SRV_TF_HARMONY, "get_weather{\"city\": \"Paris\", \"days\": 2}", "get_weather {"},
+    };
+    cJSON *tools = cJSON_Parse(tools_json);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *prefill = NULL;
+        char *gb = srv_tool_grammar(cases[i].fmt, tools, NULL, 1, &prefill);
+        CHECK_MSG(gb != NULL, "%s: %s", srv_tool_format_name(cases[i].fmt), rkm_last_error());
+        rkm_grammar *g = gb ? rkm_grammar_parse(gb, NULL) : NULL;
+        CHECK_MSG(g != NULL, "%s: the grammar does not parse: %s", srv_tool_format_name(cases[i].fmt), rkm_last_error());
+        if (!g) {
+            free(gb);
+            continue;
+        }
+        rkm_gstate *st = rkm_gstate_new(g);
+        CHECK_MSG(rkm_gstate_accept(st, cases[i].reply, strlen(cases[i].reply)) == 0 && rkm_gstate_done(st),
+                  "%s: the grammar refuses %s", srv_tool_format_name(cases[i].fmt), cases[i].reply);
+        rkm_gstate_free(st);
+        st = rkm_gstate_new(g);
+        CHECK_MSG(rkm_gstate_accept(st, cases[i].bad, strlen(cases[i].bad)) != 0, "%s: the grammar takes %s",
+                  srv_tool_format_name(cases[i].fmt), cases[i].bad);
+        rkm_gstate_free(st);
+        rkm_grammar_free(g);
+        free(gb);
+        char full[512];
+        snprintf(full, sizeof full, "%s%s", prefill, cases[i].reply);
+        char *got = run(cases[i].fmt, full, 0, tools);
+        /* (harmony's content output, the prefill's header, is not used) */
+        const char *want = "|get_weather({\"city\":\"Paris\",\"days\":2})", *bar = strrchr(got, '|');
+        CHECK_MSG(bar && !strcmp(cases[i].fmt == SRV_TF_HARMONY ? bar : got, want), "%s: %s parsed as %s", srv_tool_format_name(cases[i].fmt), full, got);
+        free(got);
+    }
+    /* named: only that tool; a keyword the compiler lacks is named */
+    const char *prefill;
+    char *gb = srv_tool_grammar(SRV_TF_TAGS, tools, "get_weather", 0, &prefill);
+    CHECK(gb && !strstr(gb, "get_time"));
+    free(gb);
+    cJSON *bad = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                             "\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":3}}}}}]");
+    CHECK(srv_tool_grammar(SRV_TF_TAGS, bad, NULL, 1, &prefill) == NULL && strstr(rkm_last_error(), "minimum"));
+    cJSON_Delete(bad);
+    cJSON_Delete(tools);
+}
+
 int main(void)
 {
     test_tags();
     test_others();
     test_detect();
+    test_grammar();
     return test_done();
 }
