@@ -10,6 +10,7 @@
 #include "server/api.h"
 #include "server/reasoning.h"
 #include "server/fields.h"
+#include "server/websafe.h"
 #include "common/test.h"
 
 /* The request left every sampler field at rkm_sampler_params_default's. */
@@ -245,6 +246,47 @@ static void test_tools(void)
     expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":7}}]}]}", "arguments");
 }
 
+/* Host, Origin and body-type rules (websafe.h) */
+static void test_websafe(void)
+{
+    /* loopback bind: loopback names only, unless allowed */
+    CHECK(srv_host_allowed("127.0.0.1", NULL, "127.0.0.1:8080"));
+    CHECK(srv_host_allowed("127.0.0.1", NULL, "localhost:8080"));
+    CHECK(srv_host_allowed("127.0.0.1", NULL, "LOCALHOST."));
+    CHECK(srv_host_allowed("127.0.0.1", NULL, "app.localhost:3000"));
+    CHECK(srv_host_allowed("::1", NULL, "[::1]:8080"));
+    CHECK(srv_host_allowed("127.0.0.1", NULL, "127.0.0.2"));
+    CHECK(!srv_host_allowed("127.0.0.1", NULL, "evil.example:8080")); /* DNS rebinding */
+    CHECK(!srv_host_allowed("127.0.0.1", NULL, "127.0.0.1.evil.example"));
+    CHECK(!srv_host_allowed("127.0.0.1", NULL, "localhost.evil.example"));
+    CHECK(!srv_host_allowed("127.0.0.1", NULL, NULL));
+    CHECK(srv_host_allowed("127.0.0.1", "box.lan, other", "BOX.lan:8080"));
+    CHECK(!srv_host_allowed("127.0.0.1", "box.lan", "box.lan.evil"));
+    CHECK(srv_host_allowed("127.0.0.1", "*", "anything"));
+    /* bound elsewhere: any name, unless a list is given */
+    CHECK(srv_host_allowed("0.0.0.0", NULL, "192.168.1.9:8080"));
+    CHECK(srv_host_allowed("0.0.0.0", NULL, NULL));
+    CHECK(!srv_host_allowed("0.0.0.0", "box.lan", "192.168.1.9:8080"));
+    CHECK(srv_host_allowed("0.0.0.0", "box.lan", "localhost"));
+    /* origins: none (not a browser), the page's own, loopback pages, listed */
+    CHECK(srv_origin_allowed(NULL, NULL, "127.0.0.1:8080"));
+    CHECK(srv_origin_allowed(NULL, "http://127.0.0.1:8080", "127.0.0.1:8080"));
+    CHECK(srv_origin_allowed(NULL, "http://localhost:3000", "127.0.0.1:8080"));
+    CHECK(srv_origin_allowed(NULL, "https://box.lan:8443", "box.lan:8443"));
+    CHECK(!srv_origin_allowed(NULL, "https://evil.example", "127.0.0.1:8080"));
+    CHECK(!srv_origin_allowed(NULL, "null", "127.0.0.1:8080"));
+    CHECK(!srv_origin_allowed(NULL, "file://", "127.0.0.1:8080"));
+    CHECK(!srv_origin_allowed(NULL, "http://localhost.evil.example", "127.0.0.1:8080"));
+    CHECK(srv_origin_allowed("https://ui.example:3000", "https://UI.example:3000", "127.0.0.1:8080"));
+    CHECK(!srv_origin_allowed("https://ui.example:3000", "https://ui.example:3001", "127.0.0.1:8080"));
+    CHECK(srv_origin_allowed("*", "https://evil.example", "127.0.0.1:8080"));
+    CHECK(srv_content_type_json("application/json"));
+    CHECK(srv_content_type_json("Application/JSON; charset=utf-8"));
+    CHECK(!srv_content_type_json("text/plain"));
+    CHECK(!srv_content_type_json("application/jsonp"));
+    CHECK(!srv_content_type_json(NULL));
+}
+
 static void test_think(void)
 {
     think_case("<think>abc</think>\n\nAnswer", 0, "abc", "Answer");
@@ -412,6 +454,7 @@ int main(void)
     test_textout();
     test_format();
     test_tools();
+    test_websafe();
     test_think();
     return test_done();
 }

@@ -391,6 +391,35 @@ check "tool_choice required with a response_format -> 400" \
 
 stopsrv "$PID"
 
+echo "# web pages"
+# DNS rebinding, foreign origins, CORS preflight before authentication,
+# and the body type a page must send
+start S --models-dir "$T/models" --api-key "$KEY" --allow-origin http://ui.example:3000 --allow-host box.lan
+P=${URL##*:}
+hdr() { curl -s -o "$T/h.body" -D - "$@" | tr -d '\r'; }
+check "a foreign Host (DNS rebinding) -> 403, even on /health" \
+  '[ "$(code -H "Host: evil.example:$P" "$URL/health")" = 403 ] && [ "$(code -H "Host: evil.example:$P" -H "Authorization: Bearer $KEY" "$URL/v1/models")" = 403 ]'
+check "localhost and --allow-host names are answered" \
+  '[ "$(code -H "Host: localhost:$P" "$URL/health")" = 200 ] && [ "$(code -H "Host: box.lan:$P" "$URL/health")" = 200 ]'
+check "a page from a foreign origin -> 403 naming it" \
+  '[ "$(code -H "Origin: https://evil.example" -H "Authorization: Bearer $KEY" "$URL/v1/models")" = 403 ] &&
+   curl -s -H "Origin: https://evil.example" "$URL/v1/models" | grep -q "origin .https://evil.example. is not allowed"'
+h=$(hdr -X OPTIONS -H "Origin: http://ui.example:3000" -H "Access-Control-Request-Method: POST" \
+  -H "Access-Control-Request-Headers: authorization, content-type" "$URL/v1/chat/completions")
+check "CORS preflight from an allowed origin: 204 before authentication" \
+  'echo "$h" | grep -q "^HTTP/1.1 204" && echo "$h" | grep -qi "^access-control-allow-origin: http://ui.example:3000$" &&
+   echo "$h" | grep -qi "^access-control-allow-headers:.*authorization" && echo "$h" | grep -qi "^access-control-allow-methods:.*POST"'
+check "CORS preflight from a foreign origin -> 403" \
+  '[ "$(code -X OPTIONS -H "Origin: https://evil.example" -H "Access-Control-Request-Method: POST" "$URL/v1/chat/completions")" = 403 ]'
+h=$(hdr -H "Origin: http://ui.example:3000" -H "Authorization: Bearer $KEY" "$URL/v1/models")
+check "an allowed origin's request carries Access-Control-Allow-Origin" \
+  'echo "$h" | grep -q "^HTTP/1.1 200" && echo "$h" | grep -qi "^access-control-allow-origin: http://ui.example:3000$" && echo "$h" | grep -qi "^vary: origin"'
+check "a page's text/plain POST (no preflight) -> 415" \
+  '[ "$(code -H "Origin: http://ui.example:3000" -H "Authorization: Bearer $KEY" -H "Content-Type: text/plain" "$URL/v1/chat/completions" -d "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1}")" = 415 ]'
+check "curl -d without Origin still works" \
+  '[ "$(code -H "Authorization: Bearer $KEY" "$URL/api/generate" -d "{\"model\":\"tiny\",\"prompt\":\"x\",\"stream\":false,\"options\":{\"num_predict\":1}}")" = 200 ]'
+stopsrv "$PID"
+
 echo "# chat page"
 start W --models-dir "$T/models" --ctx 2048 --slow-ms 20
 check "GET / without text/html: the one-line answer scripts probe" '[ "$(curl -s "$URL/")" = "rkmojo is running" ]'

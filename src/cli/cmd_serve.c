@@ -33,6 +33,8 @@ int rkm_cmd_serve(int argc, char **argv)
     srv_config c;
     srv_config_default(&c);
     c.api_key = rkm_knob(RKM_KNOB_API_KEY);
+    c.allow_hosts = rkm_knob(RKM_KNOB_ALLOW_HOSTS);
+    c.allow_origins = rkm_knob(RKM_KNOB_ALLOW_ORIGINS);
     /* the model options are those of run (gen_common.c), copied into c */
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
@@ -43,6 +45,10 @@ int rkm_cmd_serve(int argc, char **argv)
         {"port", 0, RKM_OPT_INT, &c.port, 0, 65535, "N", .help = "TCP port (default 8080; 0 picks a free one)"},
         {"api-key", 0, RKM_OPT_STR, &c.api_key, .arg = "KEY",
          .help = "require 'Authorization: Bearer KEY' (or $RKMOJO_API_KEY)"},
+        {"allow-host", 0, RKM_OPT_STR, &c.allow_hosts, .arg = "NAMES",
+         .help = "Host names to answer besides localhost (comma list; * any; default: loopback names only when bound to loopback)"},
+        {"allow-origin", 0, RKM_OPT_STR, &c.allow_origins, .arg = "ORIGINS",
+         .help = "browser origins that may call the API (comma list of scheme://host[:port]; * any; default: this server's and loopback pages)"},
         {"idle-unload", 0, RKM_OPT_CALL, &c.idle_unload_s, .arg = "DUR", .fn = duration_opt,
          .values = "a duration (90s, 30m, 2h, 7d or seconds)", .help = "unload a model idle this long (default 30m; 0 never)"},
         {"queue", 0, RKM_OPT_INT, &c.queue_max, 1, 100000, "N", .help = "requests that may wait (default 16); more get 503"},

@@ -32,6 +32,7 @@
  * formatting (api.h) build regardless.
  */
 #include "server/server.h"
+#include "server/websafe.h"
 #include "util/buf.h"
 #include "util/common.h"
 
@@ -86,6 +87,23 @@ static int client_gone(struct MHD_Connection *c)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* The running server's configuration, for the response helpers (one
+ * server per process; set before the daemon starts, read-only after). */
+static const srv_config *g_cfg;
+
+/* CORS: a response to a browser page the origin policy allows names that
+ * origin (websafe.h); a refused origin never gets this far. */
+static void add_cors(struct MHD_Response *r, struct MHD_Connection *c)
+{
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin || !g_cfg) return;
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!srv_origin_allowed(g_cfg->allow_origins, origin, host)) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After");
+}
+
 static enum MHD_Result send_buf(struct MHD_Connection *c, const char *endpoint, int status,
                                 const char *ctype, const char *body, int retry_after)
 {
@@ -99,6 +117,7 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, const char *endpoint, 
         MHD_add_response_header(r, "Retry-After", ra);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    add_cors(r, c);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     srv_metrics_request(endpoint, status);
@@ -269,6 +288,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         MHD_add_response_header(r, "Content-Type", "application/x-ndjson");
     }
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_cors(r, c);
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     srv_metrics_request(url, 200);
@@ -337,6 +357,7 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
                                 "frame-ancestors 'none'");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
+        add_cors(r, c);
         enum MHD_Result ok = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);
         srv_metrics_request(url, 200);
@@ -397,7 +418,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
     if (!cs->seen) {
         cs->seen = 1;
-        /* Decided before reading any body: a refused request costs nothing. */
+        /* Decided before reading any body: a refused request costs nothing.
+         * First what keeps web pages out (websafe.h), then CORS preflight
+         * (before authentication: browsers send it without credentials). */
+        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+        char msg[400];
+        if (!srv_host_allowed(cfg->host, cfg->allow_hosts, host)) {
+            cs->responded = 1;
+            snprintf(msg, sizeof msg, "host '%.200s' is not allowed (rkmojo serve --allow-host)", host ? host : "");
+            return send_error(c, url, 403, msg, 0);
+        }
+        if (!srv_origin_allowed(cfg->allow_origins, origin, host)) {
+            cs->responded = 1;
+            snprintf(msg, sizeof msg, "origin '%.200s' is not allowed (rkmojo serve --allow-origin)", origin);
+            return send_error(c, url, 403, msg, 0);
+        }
+        if (!strcmp(method, "OPTIONS")) {
+            cs->responded = 1;
+            if (!path_known) return send_error(c, url, 404, "no such endpoint", 0);
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Allow", "GET, HEAD, POST, DELETE, OPTIONS");
+            if (origin) {
+                add_cors(r, c);
+                MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
+                MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, Accept");
+                MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            }
+            enum MHD_Result ok = MHD_queue_response(c, 204, r);
+            MHD_destroy_response(r);
+            srv_metrics_request(url, 204);
+            return ok;
+        }
+        /* a page may only send what needs a preflight: JSON */
+        if (origin && !strcmp(method, "POST") &&
+            !srv_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"))) {
+            cs->responded = 1;
+            return send_error(c, url, 415, "Content-Type must be application/json", 0);
+        }
         if (strcmp(url, "/health") && strcmp(url, "/") && !authorized(c, cfg->api_key)) {
             cs->responded = 1;
             return send_error(c, url, 401, "missing or invalid API key (Authorization: Bearer)", 0);
@@ -455,6 +514,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 int srv_run(const srv_config *cfg, volatile int *stop)
 {
+    g_cfg = cfg;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |

@@ -275,6 +275,7 @@ oom:
 char *srv_openai_error(int status, const char *msg)
 {
     const char *type = status == 401   ? "authentication_error"
+                       : status == 403 ? "permission_error"
                        : status == 404 ? "not_found_error"
                        : status == 429 || status == 503 ? "server_overloaded"
                        : status >= 500 ? "server_error"

@@ -40,6 +40,8 @@ typedef struct srv_config {
     int expert_cache_slots, cache_policy, prefetch, io_threads, backend;
     int cache_scope, lazy_experts;
     const char *api_key;         /* NULL: no authentication */
+    const char *allow_hosts;     /* Host names answered besides the default (websafe.h), comma list, or NULL */
+    const char *allow_origins;   /* browser origins allowed besides the default (websafe.h), or NULL */
     double idle_unload_s;        /* unload a model idle this long; <= 0 never */
     int queue_max;               /* waiting requests before 503 */
     size_t body_max_bytes;       /* request body cap */

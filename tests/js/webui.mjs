@@ -105,6 +105,27 @@ try {
   check(r.tool === '\u2192 get_weather({"city":"Paris"})', 'the tool call is shown', r.tool);
   check(r.img === 0 && !r.pwned && r.userText.includes('<img src=x'), 'message text is shown as text, never run as HTML', r);
   await page.screenshot({ path: shot });
+
+  // CORS in a real browser: a page at another loopback origin may call the
+  // API (its preflight and reply carry the headers), a page with an
+  // opaque origin may not read it
+  const other = await browser.newPage();
+  const port = new URL(base).port;
+  await other.goto(`http://localhost:${port}/health`, { waitUntil: 'load' }); // a document without the page's CSP
+  const cross = await other.evaluate(async (u) => {
+    try {
+      const r = await fetch(u + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }) });
+      return r.status;
+    } catch (e) { return 'blocked: ' + e.message; }
+  }, base);
+  check(cross === 200, 'a page at a loopback origin calls the API through CORS', cross);
+  await other.goto('about:blank');
+  const opaque = await other.evaluate(async (u) => {
+    try { const r = await fetch(u + '/v1/models'); return 'read ' + r.status; } catch (e) { return 'blocked'; }
+  }, base);
+  check(opaque === 'blocked', 'a page with an opaque origin cannot read the API', opaque);
+  await other.close();
   check(fs.statSync(shot).size > 5000, 'a screenshot', fs.statSync(shot).size);
   check(errors.length === 0, 'no errors in the page', errors);
 } finally {
