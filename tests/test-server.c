@@ -287,6 +287,18 @@ static void test_websafe(void)
     CHECK(!srv_content_type_json(NULL));
 }
 
+/* an error quoting invalid UTF-8 is still valid JSON */
+static void test_error_utf8(void)
+{
+    for (int k = 0; k < SRV_KIND_COUNT; k++) {
+        char *e = srv_fmt_error(k, 404, "model 'a\xff\xc3(b' not found");
+        cJSON *o = e ? cJSON_Parse(e) : NULL;
+        CHECK_MSG(o != NULL && strstr(e, "a\xEF\xBF\xBD\xEF\xBF\xBD(b"), "%s", e ? e : "(null)");
+        cJSON_Delete(o);
+        free(e);
+    }
+}
+
 static void test_think(void)
 {
     think_case("<think>abc</think>\n\nAnswer", 0, "abc", "Answer");
@@ -455,6 +467,7 @@ int main(void)
     test_format();
     test_tools();
     test_websafe();
+    test_error_utf8();
     test_think();
     return test_done();
 }

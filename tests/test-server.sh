@@ -76,6 +76,9 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 start A --models-dir "$T/models" --api-key "$KEY" --max-body 65536 --ctx 256 \
   --prompt-cache-dir "$T/pcache"
 A=$PID
+check "the key given with --api-key is hidden from ps" '! tr "\0" " " </proc/$A/cmdline | grep -q "$KEY"'
+check "an empty --api-key is refused" \
+  '"$BIN" serve -m "$T/models/tiny.rkmojo" --api-key "" 2>&1 | grep -q "api-key is empty"'
 check "no model loaded before the first request" \
   '[ "$(curl -s "$URL/health" | jget model_loaded)" = "" ]'
 
@@ -391,6 +394,26 @@ check "tool_choice required with a response_format -> 400" \
 
 stopsrv "$PID"
 
+echo "# a key from a file"
+printf '%s\n' "$KEY" >"$T/key"
+start K -m "$T/models/tiny.rkmojo" --api-key-file "$T/key"
+check "--api-key-file: 401 without the key, 200 with it" \
+  '[ "$(code "$URL/v1/models")" = 401 ] && [ "$(code -H "Authorization: Bearer $KEY" "$URL/v1/models")" = 200 ]'
+
+echo "# request smuggling"
+# two Content-Length headers, or one with chunked: refused before the body
+raw() { # raw REQUEST: the status line of the answer
+  exec 3<>"/dev/tcp/127.0.0.1/${URL##*:}"
+  printf '%b' "$1" >&3
+  timeout 10 head -n 1 <&3 | tr -d '\r'
+  exec 3>&-
+}
+st=$(raw 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer '"$KEY"'\r\nContent-Length: 2\r\nContent-Length: 40\r\nConnection: close\r\n\r\n{}')
+check "two Content-Length headers -> 400 ($st)" '[ "$st" = "HTTP/1.1 400 Bad Request" ]'
+st=$(raw 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n')
+check "Content-Length with chunked -> 400 ($st)" '[ "$st" = "HTTP/1.1 400 Bad Request" ]'
+stopsrv "$PID"
+
 echo "# web pages"
 # DNS rebinding, foreign origins, CORS preflight before authentication,
 # and the body type a page must send
@@ -433,6 +456,25 @@ if command -v chromium >/dev/null && [ -d tests/js/node_modules/puppeteer-core ]
 else
   bad "chromium or puppeteer-core missing (scripts/setup.sh installs them)"
 fi
+
+echo "# replies with no text"
+# max_tokens 0 and an immediate end of generation (a grammar of the empty
+# text), streamed and not, in both APIs: 200 with an empty reply
+for b in '"max_tokens":0' '"max_tokens":0,"stream":true' '"grammar":"root ::= \"\"","max_tokens":4' \
+         '"grammar":"root ::= \"\"","stream":true,"logprobs":true'; do
+  r=$(postr /v1/chat/completions "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$b}")
+  if echo "$b" | grep -q stream; then
+    f=$(echo "$r" | sed -n 's/^data: //p' | grep -v DONE | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let c="",f;for(const l of s.split("\n").filter(Boolean)){const ch=JSON.parse(l).choices[0];if(!ch)continue;c+=ch.delta?.content||"";f=ch.finish_reason||f}console.log(JSON.stringify(c)+" "+f)})')
+  else
+    f="$(echo "$r" | jget choices.0.message.content | sed 's/^$/""/') $(echo "$r" | jget choices.0.finish_reason)"
+  fi
+  check "openai $b: an empty reply ($f)" 'echo "$f" | grep -Eq "^\"\" (length|stop)$"'
+done
+r=$(postr /v1/completions '{"model":"tiny","prompt":"x","max_tokens":0,"echo":true}')
+check "completions max_tokens 0 with echo: the prompt back" '[ "$(echo "$r" | jget choices.0.text)" = x ]'
+r=$(postr /api/generate '{"model":"tiny","prompt":"x","options":{"num_predict":0},"stream":false}')
+check "ollama num_predict 0: an empty response" '[ "$(echo "$r" | jget response)" = "" ] && [ "$(echo "$r" | jget done)" = true ]'
+check "the server is still up" '[ "$(code "$URL/health")" = 200 ]'
 
 echo "# the CLI as a client"
 printf '%s\n' '/set temperature 0' '/set num_predict 5' 'Hello there' "/save $T/remote.json" | "$BIN" chat --url "$URL" -m tiny >"$T/rc.out" 2>"$T/rc.err"

@@ -6,6 +6,7 @@
  * Threads: the main thread waits in srv_run; the signal handler only sets
  * a flag.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,15 @@ int rkm_cmd_serve(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
     uint64_t body_max = c.body_max_bytes;
+    const char *key_opt = NULL, *key_file = NULL;
+    static char key_buf[512];
     const rkm_opt opts[] = {
         {"models-dir", 0, RKM_OPT_STR, &c.models_dir, .arg = "DIR", .help = "serve every model directory under DIR, by name"},
         {"host", 0, RKM_OPT_STR, &c.host, .arg = "ADDR", .help = "bind address (default 127.0.0.1: this machine only)"},
         {"port", 0, RKM_OPT_INT, &c.port, 0, 65535, "N", .help = "TCP port (default 8080; 0 picks a free one)"},
-        {"api-key", 0, RKM_OPT_STR, &c.api_key, .arg = "KEY",
-         .help = "require 'Authorization: Bearer KEY' (or $RKMOJO_API_KEY)"},
+        {"api-key", 0, RKM_OPT_STR, &key_opt, .arg = "KEY",
+         .help = "require 'Authorization: Bearer KEY' (other users may see it in ps: prefer $RKMOJO_API_KEY or --api-key-file)"},
+        {"api-key-file", 0, RKM_OPT_STR, &key_file, .arg = "PATH", .help = "read the key from the first line of PATH"},
         {"allow-host", 0, RKM_OPT_STR, &c.allow_hosts, .arg = "NAMES",
          .help = "Host names to answer besides localhost (comma list; * any; default: loopback names only when bound to loopback)"},
         {"allow-origin", 0, RKM_OPT_STR, &c.allow_origins, .arg = "ORIGINS",
@@ -90,6 +94,34 @@ int rkm_cmd_serve(int argc, char **argv)
     c.lazy_experts = o.mp.lazy_experts;
     if (!c.model_path == !c.models_dir)
         return rkm_opts_error(&cmd, "give exactly one of -m MODEL or --models-dir DIR");
+    /* the key: --api-key, --api-key-file, else $RKMOJO_API_KEY (empty there: none) */
+    if (key_opt && key_file) return rkm_opts_error(&cmd, "give --api-key or --api-key-file, not both");
+    if (key_opt) {
+        if (!*key_opt) return rkm_opts_error(&cmd, "--api-key is empty (leave it out to serve without a key)");
+        snprintf(key_buf, sizeof key_buf, "%s", key_opt);
+        /* hide it from ps as soon as we can (it was visible until now) */
+        for (int i = 1; i < argc; i++) {
+            size_t n = strlen(argv[i]);
+            if (key_opt >= argv[i] && key_opt < argv[i] + n + 1) memset((char *)key_opt, 'x', strlen(key_opt));
+        }
+        fprintf(stderr, "rkmojo serve: note: a key on the command line can be read by other users (ps, /proc); "
+                        "prefer $RKMOJO_API_KEY or --api-key-file\n");
+        c.api_key = key_buf;
+    } else if (key_file) {
+        FILE *f = fopen(key_file, "r");
+        if (!f) {
+            fprintf(stderr, "rkmojo serve: --api-key-file %s: %s\n", key_file, strerror(errno));
+            return 2;
+        }
+        if (!fgets(key_buf, sizeof key_buf, f)) key_buf[0] = 0;
+        fclose(f);
+        key_buf[strcspn(key_buf, "\r\n")] = 0;
+        if (!key_buf[0]) {
+            fprintf(stderr, "rkmojo serve: --api-key-file %s: the first line is empty\n", key_file);
+            return 2;
+        }
+        c.api_key = key_buf;
+    }
     if (c.api_key && !*c.api_key) c.api_key = NULL;
     if (strcmp(c.host, "127.0.0.1") && strcmp(c.host, "::1") && !c.api_key)
         fprintf(stderr, "rkmojo serve: warning: listening on %s without --api-key\n", c.host);

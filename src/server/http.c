@@ -61,6 +61,7 @@ void srv_config_default(srv_config *c)
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -391,6 +392,17 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
     return send_error(c, url, 404, "not found", 0);
 }
 
+/* Counts the Content-Length and Transfer-Encoding headers (request
+ * smuggling: two lengths, or a length with chunked, are refused). */
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    int *n = cls;
+    (void)kind, (void)value;
+    if (!strcasecmp(key, "Content-Length")) n[0]++;
+    if (!strcasecmp(key, "Transfer-Encoding")) n[1]++;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -424,6 +436,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
         char msg[400];
+        int framing[2] = {0, 0};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, framing);
+        if (framing[0] > 1 || (framing[0] && framing[1]) || framing[1] > 1) {
+            cs->responded = 1;
+            return send_error(c, url, 400, "ambiguous body length (two Content-Length headers, or one with Transfer-Encoding)", 0);
+        }
         if (!srv_host_allowed(cfg->host, cfg->allow_hosts, host)) {
             cs->responded = 1;
             snprintf(msg, sizeof msg, "host '%.200s' is not allowed (rkmojo serve --allow-host)", host ? host : "");
