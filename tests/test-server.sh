@@ -167,6 +167,8 @@ check "metrics count cached prompt tokens" \
 
 stopsrv "$A"
 check "state saved at shutdown" 'ls "$T/pcache/tiny/"*.kv >/dev/null 2>&1 && ls "$T/pcache/tiny/"*.tok >/dev/null 2>&1'
+check "saved states are the owner's only (files 600, directory 700)" \
+  '[ "$(stat -c %a "$T/pcache/tiny")" = 700 ] && [ -z "$(find "$T/pcache/tiny" -type f ! -perm 600)" ]'
 
 start A2 --models-dir "$T/models" --api-key "$KEY" --ctx 256 --prompt-cache-dir "$T/pcache"
 r3=$(post /v1/chat/completions "$TURN2}")
@@ -214,6 +216,13 @@ start A4b -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --pro
 check "a lower cap evicts the least recently used state" \
   '[ "$(ls "$T/pc2/tiny/"*.kv)" = "$newest" ] && [ "$(ls "$T/pc2/tiny/"*.tok | wc -l)" = 1 ]'
 stopsrv "$PID"
+# a save that fails (here: the state outgrew the cap) keeps the entry it
+# would have replaced
+start A4c -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --prompt-cache-max "$(wc -c <"$newest")"
+r=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi."},{"role":"assistant","content":"Hello."},{"role":"user","content":"More, please."}],"temperature":0,"max_tokens":8}')
+stopsrv "$PID"
+check "a failed save keeps the entry it extends" '[ "$(ls "$T/pc2/tiny/"*.kv)" = "$newest" ] && [ "$(ls "$T/pc2/tiny/"*.tok | wc -l)" = 1 ]'
+check "and says why" 'grep -q "exceeds the cap" "$T/A4c.log"'
 sleep 2.2 # the records are now older than 1 s
 start A5 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --prompt-cache-ttl 1s
 check "expired states deleted at start" '[ "$(ls "$T/pc2/tiny/" | wc -l)" = 0 ] || [ ! -d "$T/pc2/tiny" ]'

@@ -473,7 +473,8 @@ int rkm_session_save(const rkm_session *s, const char *path)
     }
     uint64_t h = rkm_hash(b.p, b.n);
     put(&b, &h, 8);
-    int rc = b.oom ? rkm_err(RKM_ENOMEM, "session save: out of memory") : rkm_write_file_atomic(path, b.p, b.n);
+    /* a session holds a conversation: readable by its owner only */
+    int rc = b.oom ? rkm_err(RKM_ENOMEM, "session save: out of memory") : rkm_write_file_atomic_mode(path, b.p, b.n, 0600);
     free(b.p);
     return rc;
 }

@@ -19,6 +19,10 @@
  * A .tok lets the server pick the best entry without reading the big .kv
  * files. After a load the restored tokens must equal the record's, so a .kv
  * replaced without its .tok (crash between the two renames) is detected.
+ * Files are the owner's only (0600, the directory 0700): they hold
+ * conversations. A state that extends an entry is written under a new id
+ * and replaces the entry only once both files are in place, so a failed
+ * save (a full disk, the size cap) leaves the entry as it was.
  * At open: records that are expired (default 7 days), broken, or without
  * their .kv, and .kv files without a record, are deleted. At open and after
  * each store the least recently used entries go until the total is under
@@ -139,7 +143,7 @@ static int write_record(const srv_pcache *pc, const pc_entry *en)
     uint64_t h = rkm_hash(d, len - 8);
     memcpy(d + len - 8, &h, 8);
     char *p = entry_path(pc, en->id, "tok");
-    int rc = p ? rkm_write_file_atomic(p, d, len) : rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = p ? rkm_write_file_atomic_mode(p, d, len, 0600) : rkm_err(RKM_ENOMEM, "out of memory");
     free(p);
     free(d);
     return rc;
@@ -163,6 +167,7 @@ static void enforce(srv_pcache *pc, const char *keep_id);
 srv_pcache *srv_pcache_open(const char *dir, uint64_t max_bytes, double ttl_s)
 {
     if (rkm_mkdir_p(dir)) return NULL;
+    chmod(dir, 0700); /* the states hold conversations */
     srv_pcache *pc = calloc(1, sizeof *pc);
     if (!pc || !(pc->dir = strdup(dir))) {
         free(pc);
@@ -336,12 +341,11 @@ int srv_pcache_store(srv_pcache *pc, const char *id, rkm_session *s, char id_out
     if (idx >= 0 && (pc->e[idx].n_tokens > n ||
                      memcmp(pc->e[idx].tokens, t, sizeof(int32_t) * (size_t)pc->e[idx].n_tokens)))
         idx = -1;
+    /* New files under a new id: the entry it extends stays whole until
+     * they are written, and stays if writing them fails. */
     pc_entry en;
     memset(&en, 0, sizeof en);
-    if (idx >= 0)
-        memcpy(en.id, pc->e[idx].id, 17);
-    else
-        new_id(pc, en.id);
+    new_id(pc, en.id);
     en.n_tokens = n;
     en.created = (int64_t)time(NULL);
     en.used = now_ns();
@@ -362,11 +366,11 @@ int srv_pcache_store(srv_pcache *pc, const char *id, rkm_session *s, char id_out
     if (!rc) rc = write_record(pc, &en);
     if (rc) {
         free(en.tokens);
-        if (idx >= 0) drop(pc, idx); /* its .kv may already be the new one */
-        else remove_files(pc, en.id);
+        remove_files(pc, en.id);
         return rc;
     }
     if (idx >= 0) {
+        remove_files(pc, pc->e[idx].id);
         free(pc->e[idx].tokens);
         pc->e[idx] = en;
     } else if (push(pc, &en)) {

@@ -72,8 +72,11 @@ int rkm_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *what);
  * the range). RKM_EUNSUPPORTED if the file system refuses (then read
  * buffered); short reads are RKM_EFORMAT as in rkm_pread_all. */
 int rkm_pread_direct(int dfd, void *buf, size_t n, uint64_t off, const char *what);
-/* Writes data to path atomically: temp file in the same dir, fsync, rename. */
+/* Writes data to path atomically: a new temp file in the same directory
+ * (O_EXCL | O_NOFOLLOW), fsync, rename, fsync of the directory. Mode 0644;
+ * the _mode form takes the file's mode (0600 for private state). */
 int rkm_write_file_atomic(const char *path, const void *data, size_t n);
+int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode);
 /* mkdir -p. */
 int rkm_mkdir_p(const char *path);
 /* path joining into a malloc'd string. */

@@ -7,6 +7,7 @@
 #include "util/knobs.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -167,13 +168,20 @@ int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *
     return 0;
 }
 
-int rkm_write_file_atomic(const char *path, const void *data, size_t n)
+int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode)
 {
+    static _Atomic unsigned counter;
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
+    char *tmp = malloc(plen + 48);
     if (!tmp) return rkm_err(RKM_ENOMEM, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a fresh name, created here (O_EXCL) and never through a link: a
+     * planted file or symlink in a shared directory is not written through */
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        snprintf(tmp, plen + 48, "%s.tmp%d.%u", path, (int)getpid(), counter++);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         int rc = rkm_err(RKM_EIO, "%s: %s", tmp, strerror(errno));
         free(tmp);
@@ -185,7 +193,25 @@ int rkm_write_file_atomic(const char *path, const void *data, size_t n)
     if (rc == 0 && rename(tmp, path) != 0) rc = rkm_err(RKM_EIO, "rename %s: %s", path, strerror(errno));
     if (rc != 0) unlink(tmp);
     free(tmp);
+    if (rc == 0) { /* the rename itself survives a crash once the directory is synced */
+        char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (dir) {
+            if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+            int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            free(dir);
+        }
+    }
     return rc;
+}
+
+int rkm_write_file_atomic(const char *path, const void *data, size_t n)
+{
+    return rkm_write_file_atomic_mode(path, data, n, 0644);
 }
 
 int rkm_mkdir_p(const char *path)
