@@ -610,6 +610,9 @@ static void add_short_pattern(rkm_gguf_writer *w)
 }
 
 static void add_bad_yarn(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.rope.scaling.yarn_beta_fast", 0.5f); }
+static void add_nan_base(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.rope.freq_base", NAN); }
+static void add_nan_eps(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.attention.layer_norm_rms_epsilon", NAN); }
+static void add_inf_base(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.rope.freq_base", INFINITY); }
 
 /* A gpt-oss file with a sink tensor of the wrong length, a sliding-window
  * pattern that does not match the layer count or inconsistent YaRN
@@ -636,6 +639,9 @@ static void test_gpt_oss_bad_files(void)
         {NULL, "blk.1.attn_sinks.weight", NULL, "blk.1.attn_sinks.weight"},
         {NULL, NULL, add_short_pattern, "sliding_window_pattern must have one bool per layer"},
         {"gpt-oss.rope.scaling.yarn_beta_fast", NULL, add_bad_yarn, "beta_fast 0.5 must exceed beta_slow 1"},
+        {"gpt-oss.rope.freq_base", NULL, add_nan_base, "RoPE base nan"},
+        {"gpt-oss.rope.freq_base", NULL, add_inf_base, "RoPE base inf"},
+        {"gpt-oss.attention.layer_norm_rms_epsilon", NULL, add_nan_eps, "norm epsilon nan"},
     };
     for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
         CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);

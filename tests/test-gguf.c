@@ -313,9 +313,70 @@ static void test_types(void)
     free(data);
 }
 
+/* A GGUF by hand: n f32 tensors of 16 values (64 bytes) named t<i>,
+ * tensor i at offsets[i] (multiples of the alignment, 32). */
+static uint8_t *hand_gguf(int n, const uint64_t *offsets, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 64, k = 0;
+    uint64_t end = 0;
+    for (int i = 0; i < n; i++) end = offsets[i] + 64 > end ? offsets[i] + 64 : end;
+    uint8_t *b = calloc(1, cap + end + 32);
+    memcpy(b, "GGUF", 4), k = 4;
+    put_u32(b + k, 3), k += 4;
+    uint64_t nt = (uint64_t)n, nkv = 0;
+    memcpy(b + k, &nt, 8), k += 8;
+    memcpy(b + k, &nkv, 8), k += 8;
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        uint64_t l = (uint64_t)snprintf(name, sizeof name, "t%d", i), ne = 16;
+        memcpy(b + k, &l, 8), k += 8;
+        memcpy(b + k, name, l), k += l;
+        put_u32(b + k, 1), k += 4;
+        memcpy(b + k, &ne, 8), k += 8;
+        put_u32(b + k, 0), k += 4; /* f32 */
+        memcpy(b + k, &offsets[i], 8), k += 8;
+    }
+    k = (k + 31) / 32 * 32;
+    *len = k + end;
+    return b;
+}
+
+/* Tensors that share bytes are refused; a file with 100k entries opens
+ * (the name checks and lookups are linear: a quadratic check would take
+ * minutes here) and its last tensor is found by name. */
+static void test_layout(void)
+{
+    size_t n;
+    uint64_t ok[2] = {0, 64}, overlap[2] = {0, 32}, same[3] = {128, 0, 128};
+    uint8_t *b = hand_gguf(2, ok, &n);
+    rkm_gguf *g = rkm_gguf_open_mem(b, n);
+    CHECK_MSG(g != NULL, "%s", rkm_last_error());
+    rkm_gguf_close(g);
+    free(b);
+    b = hand_gguf(2, overlap, &n);
+    CHECK(rkm_gguf_open_mem(b, n) == NULL && strstr(rkm_last_error(), "overlap"));
+    free(b);
+    b = hand_gguf(3, same, &n);
+    CHECK(rkm_gguf_open_mem(b, n) == NULL && strstr(rkm_last_error(), "'t0' and 't2' overlap"));
+    free(b);
+    const int big = 100000;
+    uint64_t *offs = malloc(sizeof *offs * (size_t)big);
+    for (int i = 0; i < big; i++) offs[i] = (uint64_t)(big - 1 - i) * 64; /* written in reverse */
+    b = hand_gguf(big, offs, &n);
+    g = rkm_gguf_open_mem(b, n);
+    CHECK_MSG(g != NULL, "%s", rkm_last_error());
+    const rkm_gguf_tensor *t = g ? rkm_gguf_tensor_find(g, "t99999") : NULL;
+    CHECK(t != NULL && t->ne[0] == 16);
+    CHECK(g && rkm_gguf_tensor_find(g, "t100000") == NULL);
+    rkm_gguf_close(g);
+    free(b);
+    free(offs);
+}
+
 int main(void)
 {
     test_round_trip();
+    test_layout();
     test_alignment();
     test_broken();
     test_types();

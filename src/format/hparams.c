@@ -126,9 +126,11 @@ int rkm_hparams_validate(const rkm_hparams *hp)
         return BAD("unknown expert gating %d", hp->expert_gating);
     if (hp->act < RKM_ACT_SILU || hp->act > RKM_ACT_SWIGLU_OAI) return BAD("unknown activation %d", hp->act);
     if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer) return BAD("bad n_layer_dense_lead");
-    if (!(hp->rms_eps > 0 && hp->rms_eps < 1)) return BAD("rms_eps out of range");
-    if (!(hp->rope_theta > 0) || (hp->sliding_window > 0 && !(hp->rope_theta_swa > 0)))
-        return BAD("rope theta out of range");
+    if (!(hp->rms_eps > 0 && hp->rms_eps < 1)) return BAD("the norm epsilon %g is out of range (0, 1)", (double)hp->rms_eps);
+    if (!(hp->rope_theta > 0 && isfinite(hp->rope_theta)) ||
+        (hp->sliding_window > 0 && !(hp->rope_theta_swa > 0 && isfinite(hp->rope_theta_swa))))
+        return BAD("the RoPE base %g (sliding layers %g) is not a positive number", (double)hp->rope_theta,
+                   (double)hp->rope_theta_swa);
     if (hp->rope_dim < 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
         return BAD("rope_dim %d invalid for head_dim %d", hp->rope_dim, hp->head_dim);
     if (hp->rope_dim_swa < 0 || (hp->head_dim_swa && hp->rope_dim_swa > hp->head_dim_swa) || hp->rope_dim_swa % 2)
@@ -153,7 +155,12 @@ int rkm_hparams_validate(const rkm_hparams *hp)
             return BAD("YaRN: ext_factor %g or log multiplier %g out of range", (double)hp->yarn_ext_factor,
                        (double)hp->yarn_log_mul);
     }
-    if (!(hp->embed_scale > 0) || !isfinite(hp->final_softcap) || hp->final_softcap < 0) return BAD("bad scalars");
+    if (!(hp->embed_scale > 0 && isfinite(hp->embed_scale)) || !isfinite(hp->final_softcap) || hp->final_softcap < 0 ||
+        !isfinite(hp->attn_softcap) || hp->attn_softcap < 0)
+        return BAD("a soft cap or the embedding scale is not a finite non-negative number");
+    if (!isfinite(hp->yarn_ext_factor) || !isfinite(hp->yarn_beta_fast) || !isfinite(hp->yarn_beta_slow) ||
+        !isfinite(hp->yarn_log_mul))
+        return BAD("a YaRN parameter is not a finite number");
     return 0;
 }
 
@@ -248,10 +255,12 @@ static void opt_int(const rkm_gguf *g, const char *k, int *out)
     if (rkm_gguf_get_int(g, k, &v) == 0 && v >= 0 && v <= INT32_MAX) *out = (int)v;
 }
 
+/* A value that is not finite (NaN, inf, or too large for a float) is kept
+ * as it is: rkm_hparams_validate refuses it with a message. */
 static void opt_float(const rkm_gguf *g, const char *k, float *out)
 {
     double v;
-    if (rkm_gguf_get_float(g, k, &v) == 0 && isfinite(v)) *out = (float)v;
+    if (rkm_gguf_get_float(g, k, &v) == 0) *out = (float)v;
 }
 
 static int *int_field(rkm_hparams *hp, const char *name)
