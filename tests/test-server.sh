@@ -424,6 +424,16 @@ st=$(raw 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type:
 check "Content-Length with chunked -> 400 ($st)" '[ "$st" = "HTTP/1.1 400 Bad Request" ]'
 stopsrv "$PID"
 
+echo "# slow clients"
+# 60 connections from 127.0.0.2 dribbling header lines for 5 s, a normal
+# client on 127.0.0.1 meanwhile (tests/js/slow-clients.mjs)
+start SL -m "$T/models/tiny.rkmojo" --header-timeout 2 --max-conn-per-addr 16
+node tests/js/slow-clients.mjs "$URL" 60 5 16 >"$T/slow.out" 2>&1
+rc=$?
+cat "$T/slow.out"
+check "slow clients are cut, one address is capped, others keep being answered" '[ $rc = 0 ]'
+stopsrv "$PID"
+
 echo "# web pages"
 # DNS rebinding, foreign origins, CORS preflight before authentication,
 # and the body type a page must send

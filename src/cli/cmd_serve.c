@@ -41,6 +41,7 @@ int rkm_cmd_serve(int argc, char **argv)
     rkm_gen_opts_init(&o, 0);
     uint64_t body_max = c.body_max_bytes;
     const char *key_opt = NULL, *key_file = NULL;
+    float header_s = (float)c.header_timeout_s;
     static char key_buf[512];
     const rkm_opt opts[] = {
         {"models-dir", 0, RKM_OPT_STR, &c.models_dir, .arg = "DIR", .help = "serve every model directory under DIR, by name"},
@@ -59,6 +60,10 @@ int rkm_cmd_serve(int argc, char **argv)
         {"max-body", 0, RKM_OPT_SIZE, &body_max, 1, 1e15, "SIZE", .help = "request body cap (default 8M)"},
         {"http-timeout", 0, RKM_OPT_INT, &c.http_timeout_s, 1, 86400, "SECONDS",
          .help = "close connections idle this long (default 120)"},
+        {"header-timeout", 0, RKM_OPT_FLOAT, &header_s, 0, 86400, "SECONDS",
+         .help = "a request's head must arrive within this (default 30; 0: no deadline)"},
+        {"max-conn-per-addr", 0, RKM_OPT_INT, &c.max_conn_per_addr, 0, 100000, "N",
+         .help = "open connections one client address may hold (default 32; 0: no cap); more get 503"},
         {"prompt-cache-dir", 0, RKM_OPT_STR, &c.prompt_cache_dir, .arg = "DIR",
          .help = "keep session KV states on disk (restored after restart)"},
         {"prompt-cache-max", 0, RKM_OPT_SIZE, &c.prompt_cache_max_bytes, 0, 1e18, "SIZE",
@@ -82,6 +87,7 @@ int rkm_cmd_serve(int argc, char **argv)
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     c.model_path = o.model;
     c.body_max_bytes = (size_t)body_max;
+    c.header_timeout_s = header_s;
     c.n_threads = o.mp.n_threads;
     c.n_ctx = o.sp.n_ctx;
     c.mem_budget_bytes = o.mp.mem_budget_bytes;

@@ -31,6 +31,7 @@
  * gets a srv_run that reports RKM_EUNSUPPORTED, while parsing and
  * formatting (api.h) build regardless.
  */
+#include "server/gate.h"
 #include "server/server.h"
 #include "server/websafe.h"
 #include "util/buf.h"
@@ -51,6 +52,8 @@ void srv_config_default(srv_config *c)
     c->prompt_cache_max_bytes = 4ull << 30;
     c->prompt_cache_ttl_s = 7 * 86400;
     c->http_timeout_s = 120;
+    c->max_conn_per_addr = 32;
+    c->header_timeout_s = 30;
     c->prefetch = -1;
 }
 
@@ -91,6 +94,27 @@ static int client_gone(struct MHD_Connection *c)
 /* The running server's configuration, for the response helpers (one
  * server per process; set before the daemon starts, read-only after). */
 static const srv_config *g_cfg;
+/* Its connection gate (gate.h): per-address caps and head deadlines. */
+static srv_gate *g_gate;
+
+static srv_gate_conn *gate_conn(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = fd && ad ? srv_gate_open(g_gate, fd->connect_fd, ad->client_addr) : NULL;
+    } else {
+        srv_gate_close(g_gate, *socket_context);
+        *socket_context = NULL;
+    }
+}
 
 /* CORS: a response to a browser page the origin policy allows names that
  * origin (websafe.h); a refused origin never gets this far. */
@@ -433,6 +457,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* Decided before reading any body: a refused request costs nothing.
          * First what keeps web pages out (websafe.h), then CORS preflight
          * (before authentication: browsers send it without credentials). */
+        if (srv_gate_head(g_gate, gate_conn(c))) { /* over its address's connection cap */
+            cs->responded = 1;
+            static const char busy[] = "{\"error\":\"too many connections from your address\"}";
+            struct MHD_Response *r = MHD_create_response_from_buffer(sizeof busy - 1, (void *)busy, MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            MHD_add_response_header(r, "Retry-After", "1");
+            MHD_add_response_header(r, "Connection", "close");
+            enum MHD_Result ok = MHD_queue_response(c, 503, r);
+            MHD_destroy_response(r);
+            srv_metrics_request(url, 503);
+            return ok;
+        }
         const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
         char msg[400];
@@ -518,6 +555,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     conn_state *cs = *con_cls;
+    srv_gate_idle(g_gate, gate_conn(c)); /* the next request's head is due from now */
     if (!cs) return;
     rkm_buf_free(&cs->body);
     free(cs);
@@ -554,14 +592,22 @@ int srv_run(const srv_config *cfg, volatile int *stop)
     srv_metrics_init();
     srv_engine *e = srv_engine_new(cfg);
     if (!e) return rkm_err_prefix(RKM_ENOMEM, "server");
+    g_gate = srv_gate_new(cfg->max_conn_per_addr, cfg->header_timeout_s);
+    if (!g_gate) {
+        srv_engine_free(e);
+        return rkm_err(RKM_ENOMEM, "server: out of memory");
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, e, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024), MHD_OPTION_END);
     if (!d) {
         srv_engine_free(e);
+        srv_gate_free(g_gate);
+        g_gate = NULL;
         return rkm_err(RKM_EIO, "cannot listen on %s:%d (in use? not a local address?)", cfg->host,
                        cfg->port);
     }
@@ -581,6 +627,8 @@ int srv_run(const srv_config *cfg, volatile int *stop)
     srv_engine_stop(e);      /* running and queued jobs end; waiting handlers return */
     MHD_stop_daemon(d);      /* joins the connection threads */
     srv_engine_free(e);      /* prompt cache saved, model closed (by the worker) */
+    srv_gate_free(g_gate);   /* its watchdog, after the last connection */
+    g_gate = NULL;
     return 0;
 }
 

@@ -50,6 +50,8 @@ typedef struct srv_config {
     double prompt_cache_ttl_s;
     int slow_ms;                 /* test knob: sleep per generated token */
     int http_timeout_s;          /* idle connection timeout (keep-alive, slow clients) */
+    int max_conn_per_addr;       /* open connections one client address may hold (0: no cap) */
+    double header_timeout_s;     /* a request head must arrive within this (0: no deadline) */
     const char *port_file;       /* write the bound port here (tests) */
 } srv_config;
 
