@@ -434,6 +434,21 @@ cat "$T/slow.out"
 check "slow clients are cut, one address is capped, others keep being answered" '[ $rc = 0 ]'
 stopsrv "$PID"
 
+echo "# limits per request"
+start LIM -m "$T/models/tiny.rkmojo" --max-request-tokens 64 --max-inputs 3 --max-request-time 1s --slow-ms 50
+check "more inputs than --max-inputs -> 400 naming it" \
+  'postr /v1/embeddings "{\"input\":[\"a\",\"b\",\"c\",\"d\"]}" | jget error.message | grep -q -- "--max-inputs"'
+long=$(printf 'word %.0s' $(seq 40))
+check "inputs over --max-request-tokens -> 400 naming it" \
+  'postr /api/embed "{\"model\":\"tiny\",\"input\":[\"$long\",\"$long\"]}" | jget error | grep -q -- "--max-request-tokens"'
+check "a prompt over --max-request-tokens -> 400" \
+  'postr /v1/completions "{\"prompt\":\"$long $long\",\"max_tokens\":4}" | jget error.message | grep -q -- "--max-request-tokens"'
+r=$(postr /v1/completions '{"prompt":"Hi","max_tokens":500,"ignore_eos":true}')
+n=$(echo "$r" | jget usage.completion_tokens)
+check "a reply stops at --max-request-time, finish_reason length ($n tokens at 50 ms each)" \
+  '[ "$n" -ge 1 ] && [ "$n" -lt 40 ] && [ "$(echo "$r" | jget choices.0.finish_reason)" = length ]'
+stopsrv "$PID"
+
 echo "# web pages"
 # DNS rebinding, foreign origins, CORS preflight before authentication,
 # and the body type a page must send

@@ -471,6 +471,8 @@ typedef struct gen_ctx {
     rkm_buf tcnt;     /* the tool parser's content of one piece */
     cJSON *calls;     /* the calls so far */
     int calls_sent;   /* calls already in a stream chunk */
+    double deadline;  /* rkm_now() past which generation stops (--max-request-time), or 0 */
+    int timed_out;
     cJSON *lp;        /* logprobs entries (rq->logprobs) */
     int lp_sent;      /* entries already in a stream chunk */
     int text_chars;   /* code points of the tokens so far (text_offset) */
@@ -623,6 +625,10 @@ static int on_token(int32_t id, void *user)
         return 1;
     }
     if (g->e->cfg.slow_ms > 0) usleep((useconds_t)g->e->cfg.slow_ms * 1000);
+    if (g->deadline > 0 && rkm_now() > g->deadline) { /* --max-request-time: the reply ends here */
+        g->timed_out = 1;
+        return 1;
+    }
     return g->n_gen >= g->n_max;
 }
 
@@ -695,6 +701,14 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     if (harmony) srv_think_init_harmony(&g.think);
     else srv_think_init(&g.think, inside);
     if (rc) {
+        free(tool_gbnf);
+        job_fail(j, 400, err);
+        return;
+    }
+    if (e->cfg.max_request_tokens > 0 && n >= e->cfg.max_request_tokens) {
+        snprintf(err, sizeof err, "the prompt is %d tokens; this server takes at most %d a request (--max-request-tokens)", n,
+                 e->cfg.max_request_tokens);
+        free(toks);
         free(tool_gbnf);
         job_fail(j, 400, err);
         return;
@@ -776,7 +790,9 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     double t_prompt = rkm_now() - tp0;
     free(toks);
     int room = e->n_ctx - rkm_session_n_past(e->sess);
+    if (e->cfg.max_request_tokens > 0) room = RKM_MIN(room, e->cfg.max_request_tokens - n);
     g.n_max = rq->max_tokens < 0 ? room : RKM_MIN(rq->max_tokens, room);
+    g.deadline = e->cfg.max_request_s > 0 ? t0 + e->cfg.max_request_s : 0;
     g.t_gen0 = rkm_now();
     if (!rc && g.n_max > 0 && !atomic_load(&j->canceled)) {
         if (rq->ignore_eos)
@@ -819,7 +835,10 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     if (rkm_textout_flush(g.to, &tail, &n_tail) < 0 || add_text(&g, tail, 1)) g.oom = 1;
     rkm_textout_free(g.to);
 
-    g.res.finish = g.stop_hit || g.n_gen < g.n_max ? "stop" : "length";
+    g.res.finish = !g.timed_out && (g.stop_hit || g.n_gen < g.n_max) ? "stop" : "length";
+    if (g.timed_out)
+        fprintf(stderr, "rkmojo serve: a reply stopped at its time limit (%g s, --max-request-time) after %d tokens\n",
+                e->cfg.max_request_s, g.n_gen);
     int n_calls = g.calls ? cJSON_GetArraySize(g.calls) : 0;
     if (n_calls && !strcmp(g.res.finish, "stop")) g.res.finish = "tool_calls";
     g.res.tool_calls = g.calls;
@@ -896,6 +915,15 @@ static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, doubl
         job_fail(j, 500, "out of memory");
         return;
     }
+    /* the request's size first (tokenizing is cheap): over a limit, nothing is computed */
+    if (rq->n_inputs > e->cfg.max_inputs) {
+        snprintf(err, sizeof err, "%d inputs; this server takes at most %d a request (--max-inputs)", rq->n_inputs,
+                 e->cfg.max_inputs);
+        free(vecs);
+        job_fail(j, 400, err);
+        return;
+    }
+    int64_t total = 0;
     for (int i = 0; i < rq->n_inputs; i++) {
         int32_t *toks = NULL;
         int n = 0;
@@ -904,9 +932,33 @@ static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, doubl
             job_fail(j, 400, err);
             return;
         }
+        free(toks);
         if (n == 0 || n > e->n_ctx) {
             snprintf(err, sizeof err, "input %d is %d tokens; the context holds %d", i, n, e->n_ctx);
-            free(toks);
+            free(vecs);
+            job_fail(j, 400, err);
+            return;
+        }
+        total += n;
+    }
+    if (e->cfg.max_request_tokens > 0 && total > e->cfg.max_request_tokens) {
+        snprintf(err, sizeof err, "the inputs are %lld tokens; this server takes at most %d a request (--max-request-tokens)",
+                 (long long)total, e->cfg.max_request_tokens);
+        free(vecs);
+        job_fail(j, 400, err);
+        return;
+    }
+    for (int i = 0; i < rq->n_inputs; i++) {
+        if (e->cfg.max_request_s > 0 && rkm_now() - t0 > e->cfg.max_request_s) {
+            snprintf(err, sizeof err, "the request ran past its time limit of %g s (--max-request-time) after %d of %d inputs",
+                     e->cfg.max_request_s, i, rq->n_inputs);
+            free(vecs);
+            job_fail(j, 503, err);
+            return;
+        }
+        int32_t *toks = NULL;
+        int n = 0;
+        if (srv_text_tokens(e->model, rq->inputs[i], &toks, &n, err, sizeof err)) {
             free(vecs);
             job_fail(j, 400, err);
             return;

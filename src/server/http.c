@@ -53,6 +53,9 @@ void srv_config_default(srv_config *c)
     c->prompt_cache_ttl_s = 7 * 86400;
     c->http_timeout_s = 120;
     c->max_conn_per_addr = 32;
+    c->max_request_tokens = 131072;
+    c->max_inputs = 2048;
+    c->max_request_s = 1800;
     c->header_timeout_s = 30;
     c->prefetch = -1;
 }

@@ -17,7 +17,7 @@
 #include "util/common.h"
 
 #define OLL_MAX_MSGS 4096
-#define OLL_MAX_INPUTS 2048
+#define OLL_MAX_INPUTS (1 << 20) /* the server's --max-inputs decides */
 
 /* Ollama's option names and ranges for the sampler; unset ones keep
  * rkm_sampler_params_default's values. */

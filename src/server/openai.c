@@ -15,7 +15,7 @@
 #include "util/common.h"
 
 #define OAI_MAX_MSGS 4096
-#define OAI_MAX_INPUTS 2048
+#define OAI_MAX_INPUTS (1 << 20) /* the server's --max-inputs decides */
 
 static int text_of_content(const cJSON *c, char **out, char *err, size_t errcap)
 {

@@ -51,6 +51,9 @@ typedef struct srv_config {
     int slow_ms;                 /* test knob: sleep per generated token */
     int http_timeout_s;          /* idle connection timeout (keep-alive, slow clients) */
     int max_conn_per_addr;       /* open connections one client address may hold (0: no cap) */
+    int max_request_tokens;      /* tokens one request may process: prompt + generated, or all inputs (0: no cap) */
+    int max_inputs;              /* embedding inputs per request */
+    double max_request_s;        /* wall time of one request's work (0: no limit) */
     double header_timeout_s;     /* a request head must arrive within this (0: no deadline) */
     const char *port_file;       /* write the bound port here (tests) */
 } srv_config;
