@@ -4,6 +4,7 @@
 # against llama.cpp's goldens, llama.cpp itself on every family, the npm
 # reference comparisons, the server tests), then the C unit tests, the
 # fuzz corpora and the server tests again under AddressSanitizer + UBSan,
+# the fuzz corpora under clang's UBSan (float-cast-overflow included),
 # then the unit tests and a tiny generation on aarch64 under qemu. Tests
 # run in parallel (one per core); each part ends with the ten slowest.
 #
@@ -35,6 +36,8 @@ step "tests (tier $tier)"
 RKM_TEST_TIER=$tier make WERROR=1 test || status=1
 step "tests under ASan + UBSan"
 make -j"$jobs" WERROR=1 asan || status=1
+step "fuzz corpora under clang's UBSan"
+make -j"$jobs" ubsan || status=1
 step "aarch64 under qemu"
 make -j"$jobs" WERROR=1 test-arm || status=1
 step "done: $([ $status -eq 0 ] && echo passed || echo FAILED)"

@@ -561,7 +561,9 @@ int64_t rkm_gguf_arr_int(const rkm_gguf *g, int i, uint64_t j)
     kv_t tmp;
     int t = arr_elem(g, i, j, &tmp);
     if (t < 0) return 0;
-    if (t == RKM_GGUF_FLOAT32 || t == RKM_GGUF_FLOAT64) return (int64_t)tmp.v.f;
+    /* a float that is no int64 (NaN, inf, out of range) reads as 0, which
+     * every integer field refuses */
+    if (t == RKM_GGUF_FLOAT32 || t == RKM_GGUF_FLOAT64) return tmp.v.f > -9.2e18 && tmp.v.f < 9.2e18 ? (int64_t)tmp.v.f : 0;
     return is_signed(t) ? tmp.v.i : (int64_t)tmp.v.u;
 }
 

@@ -7,6 +7,7 @@
  */
 #include "format/hparams.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 
@@ -260,7 +261,8 @@ static void opt_int(const rkm_gguf *g, const char *k, int *out)
 static void opt_float(const rkm_gguf *g, const char *k, float *out)
 {
     double v;
-    if (rkm_gguf_get_float(g, k, &v) == 0) *out = (float)v;
+    /* beyond float range (a cast would be undefined): infinity, refused */
+    if (rkm_gguf_get_float(g, k, &v) == 0) *out = !isfinite(v) || fabs(v) <= FLT_MAX ? (float)v : (float)copysign(INFINITY, v);
 }
 
 static int *int_field(rkm_hparams *hp, const char *name)

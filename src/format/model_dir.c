@@ -10,6 +10,8 @@
  */
 #include "format/model_dir.h"
 
+#include <float.h>
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +63,10 @@ static int hparams_from_json(const cJSON *o, rkm_hparams *hp)
             *(int *)p = cJSON_IsTrue(v);
         } else {
             if (!cJSON_IsNumber(v)) return rkm_err(RKM_EFORMAT, "manifest: hparams.%s must be a number", f->name);
-            if (f->kind == RKM_HP_FLOAT) *(float *)p = (float)v->valuedouble;
+            if (f->kind == RKM_HP_FLOAT) {
+                if (!(fabs(v->valuedouble) <= FLT_MAX)) return rkm_err(RKM_EFORMAT, "manifest: %s is not a float", f->name);
+                *(float *)p = (float)v->valuedouble;
+            }
             else {
                 if (v->valuedouble < -1e9 || v->valuedouble > 1e9 || v->valuedouble != (double)(int)v->valuedouble)
                     return rkm_err(RKM_EFORMAT, "manifest: hparams.%s is not a valid integer", f->name);
@@ -77,7 +82,8 @@ static int hparams_from_json(const cJSON *o, rkm_hparams *hp)
         return rkm_err(RKM_EFORMAT, "manifest: n_head_kv and swa_layer need one entry per layer");
     for (int i = 0; i < hp->n_layer; i++) {
         const cJSON *k = cJSON_GetArrayItem(kv, i), *s = cJSON_GetArrayItem(swa, i);
-        if (!cJSON_IsNumber(k) || !cJSON_IsBool(s)) return rkm_err(RKM_EFORMAT, "manifest: bad per-layer entry");
+        if (!cJSON_IsNumber(k) || !cJSON_IsBool(s) || !(k->valuedouble >= 0 && k->valuedouble <= 65536))
+            return rkm_err(RKM_EFORMAT, "manifest: bad per-layer entry");
         hp->n_head_kv[i] = (int)k->valuedouble;
         hp->swa_layer[i] = (uint8_t)cJSON_IsTrue(s);
     }
