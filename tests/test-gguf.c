@@ -7,12 +7,15 @@
  * every truncation, lengths past the end) are refused with a message,
  * never a crash. Every tensor type rkmojo reads opens; unknown types and
  * rows that are not a multiple of the type's block are refused with a
- * message naming the tensor and the type.
+ * message naming the tensor and the type. Tensors sharing bytes are
+ * refused, and 100k-entry files open at once (linear name checks); the
+ * same for the safetensors reader, with its duplicate names.
  */
 #include <stdint.h>
 
 #include "common/test.h"
 #include "format/gguf.h"
+#include "format/safetensors.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 
@@ -373,9 +376,57 @@ static void test_layout(void)
     free(offs);
 }
 
+/* A safetensors file by hand: header JSON (its tensors written by the
+ * caller), then 8 * n_data zero bytes. */
+static uint8_t *hand_st(const char *json, size_t n_data, size_t *len)
+{
+    size_t hn = strlen(json);
+    uint8_t *b = calloc(1, 8 + hn + n_data);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hn >> (8 * i));
+    memcpy(b + 8, json, hn);
+    *len = 8 + hn + n_data;
+    return b;
+}
+
+/* safetensors: duplicate names and shared bytes refused; 100k entries
+ * open at once and are found by name */
+static void test_safetensors(void)
+{
+    size_t n;
+    uint8_t *b = hand_st("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, &n);
+    rkm_safetensors *st = rkm_safetensors_open_mem(b, n);
+    CHECK_MSG(st && rkm_safetensors_find(st, "b") && rkm_safetensors_find(st, "b")->nbytes == 8, "%s", rkm_last_error());
+    rkm_safetensors_close(st);
+    free(b);
+    b = hand_st("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, &n);
+    CHECK(rkm_safetensors_open_mem(b, n) == NULL && strstr(rkm_last_error(), "duplicate tensor 'a'"));
+    free(b);
+    b = hand_st("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 16, &n);
+    CHECK(rkm_safetensors_open_mem(b, n) == NULL && strstr(rkm_last_error(), "overlap"));
+    free(b);
+    const int big = 100000;
+    char *json = malloc((size_t)big * 80 + 16), *p = json;
+    *p++ = '{';
+    for (int i = 0; i < big; i++)
+        p += sprintf(p, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 8 * i,
+                     8 * i + 8);
+    *p++ = '}';
+    *p = 0;
+    b = hand_st(json, (size_t)big * 8, &n);
+    st = rkm_safetensors_open_mem(b, n);
+    CHECK_MSG(st && rkm_safetensors_n_tensors(st) == big && rkm_safetensors_find(st, "t99999"), "%s", rkm_last_error());
+    rkm_safetensors_close(st);
+    free(b);
+    free(json);
+}
+
 int main(void)
 {
     test_round_trip();
+    test_safetensors();
     test_layout();
     test_alignment();
     test_broken();

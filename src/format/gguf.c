@@ -23,6 +23,7 @@
 #include "kernels/quant.h"
 #include "util/buf.h"
 #include "util/common.h"
+#include "util/name_index.h"
 
 #define GGUF_DEFAULT_ALIGN 32
 #define GGUF_MAX_KEY 65536
@@ -57,35 +58,13 @@ struct rkm_gguf {
     int n_tensors;
     rkm_gguf_tensor *tensors;
     char *path;
-    /* name -> index tables (open addressing, -1 empty): lookups and the
-     * duplicate checks stay linear in the file, whatever its counts */
-    int *kv_tab, *t_tab;
-    uint32_t kv_cap, t_cap; /* powers of two, at least twice the count */
+    /* name -> index: lookups and the duplicate checks stay linear in the
+     * file, whatever its counts */
+    rkm_name_index kv_ix, t_ix;
 };
 
-/* A table of 2n..4n slots, all empty; NULL when out of memory. */
-static int *tab_new(uint64_t n, uint32_t *cap)
-{
-    uint32_t c = 16;
-    while (c < 2 * n) c <<= 1;
-    int *t = malloc(sizeof(int) * c);
-    if (t) memset(t, 0xff, sizeof(int) * c);
-    *cap = c;
-    return t;
-}
-
-static const char *kv_name(const rkm_gguf *g, int i) { return g->kv[i].key; }
-static const char *t_name(const rkm_gguf *g, int i) { return g->tensors[i].name; }
-
-/* The slot of name in tab: its entry's index there, or the empty slot it
- * would take. */
-static uint32_t tab_slot(const rkm_gguf *g, const int *tab, uint32_t cap, const char *name,
-                         const char *(*name_of)(const rkm_gguf *, int))
-{
-    uint32_t m = cap - 1, h = (uint32_t)rkm_hash(name, strlen(name)) & m;
-    while (tab[h] >= 0 && strcmp(name_of(g, tab[h]), name)) h = (h + 1) & m;
-    return h;
-}
+static const char *kv_name(const void *ctx, int i) { return ((const rkm_gguf *)ctx)->kv[i].key; }
+static const char *t_name(const void *ctx, int i) { return ((const rkm_gguf *)ctx)->tensors[i].name; }
 
 /* ------------------------------------------------------------ cursor */
 
@@ -282,9 +261,7 @@ static int parse(rkm_gguf *g, const char *what)
     }
     g->kv = calloc(n_kv ? n_kv : 1, sizeof(kv_t));
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof(rkm_gguf_tensor));
-    g->kv_tab = tab_new(n_kv, &g->kv_cap);
-    g->t_tab = tab_new(n_tensors, &g->t_cap);
-    if (!g->kv || !g->tensors || !g->kv_tab || !g->t_tab) {
+    if (!g->kv || !g->tensors || rkm_name_index_init(&g->kv_ix, n_kv) || rkm_name_index_init(&g->t_ix, n_tensors)) {
         rc = rkm_err(RKM_ENOMEM, "out of memory");
         goto out;
     }
@@ -297,12 +274,10 @@ static int parse(rkm_gguf *g, const char *what)
         if ((rc = cur_u32(c, &t))) goto out;
         kv->type = (int)t;
         if ((rc = read_value(c, kv))) goto out;
-        uint32_t slot = tab_slot(g, g->kv_tab, g->kv_cap, kv->key, kv_name);
-        if (g->kv_tab[slot] >= 0) {
+        if (rkm_name_index_add(&g->kv_ix, kv->key, (int)i, kv_name, g) >= 0) {
             rc = rkm_err(RKM_EFORMAT, "%s: duplicate key '%s'", what, kv->key);
             goto out;
         }
-        g->kv_tab[slot] = (int)i;
         if (!strcmp(kv->key, "general.alignment")) {
             if (kv->type != RKM_GGUF_UINT32 || kv->v.u == 0 || (kv->v.u & (kv->v.u - 1)) || kv->v.u > 65536) {
                 rc = rkm_err(RKM_EFORMAT, "%s: bad general.alignment", what);
@@ -348,12 +323,10 @@ static int parse(rkm_gguf *g, const char *what)
             goto out;
         }
         t->nbytes = row * (nel / (uint64_t)t->ne[0]);
-        uint32_t slot = tab_slot(g, g->t_tab, g->t_cap, t->name, t_name);
-        if (g->t_tab[slot] >= 0) {
+        if (rkm_name_index_add(&g->t_ix, t->name, (int)i, t_name, g) >= 0) {
             rc = rkm_err(RKM_EFORMAT, "%s: duplicate tensor '%s'", what, t->name);
             goto out;
         }
-        g->t_tab[slot] = (int)i;
     }
     g->data_off = RKM_ALIGN_UP(c->pos, g->alignment);
     for (int i = 0; i < g->n_tensors; i++) {
@@ -455,8 +428,8 @@ void rkm_gguf_close(rkm_gguf *g)
     free(g->kv);
     for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
-    free(g->kv_tab);
-    free(g->t_tab);
+    rkm_name_index_free(&g->kv_ix);
+    rkm_name_index_free(&g->t_ix);
     if (g->fd >= 0) close(g->fd);
     if (g->dfd >= 0) close(g->dfd);
     free(g->path);
@@ -471,9 +444,7 @@ const char *rkm_gguf_key(const rkm_gguf *g, int i) { return i >= 0 && i < g->n_k
 
 int rkm_gguf_find(const rkm_gguf *g, const char *key)
 {
-    if (!g->kv_tab || !key) return -1;
-    uint32_t slot = tab_slot(g, g->kv_tab, g->kv_cap, key, kv_name);
-    return g->kv_tab[slot];
+    return rkm_name_index_find(&g->kv_ix, key, kv_name, g);
 }
 
 int rkm_gguf_vtype(const rkm_gguf *g, int i) { return i >= 0 && i < g->n_kv ? g->kv[i].type : -1; }
@@ -585,9 +556,8 @@ const rkm_gguf_tensor *rkm_gguf_tensor_at(const rkm_gguf *g, int i)
 
 const rkm_gguf_tensor *rkm_gguf_tensor_find(const rkm_gguf *g, const char *name)
 {
-    if (!g->t_tab || !name) return NULL;
-    uint32_t slot = tab_slot(g, g->t_tab, g->t_cap, name, t_name);
-    return g->t_tab[slot] >= 0 ? &g->tensors[g->t_tab[slot]] : NULL;
+    int i = rkm_name_index_find(&g->t_ix, name, t_name, g);
+    return i >= 0 ? &g->tensors[i] : NULL;
 }
 
 int rkm_gguf_read(const rkm_gguf *g, const rkm_gguf_tensor *t, uint64_t off, void *buf, size_t n)

@@ -14,6 +14,7 @@
 
 #include "kernels/quant.h"
 #include "util/common.h"
+#include "util/name_index.h"
 
 #define ST_MAX_HEADER (100u << 20)
 
@@ -25,7 +26,17 @@ struct rkm_safetensors {
     char *path;
     int n;
     rkm_st_tensor *t;
+    rkm_name_index ix; /* name -> index: lookups and the duplicate check stay linear */
 };
+
+static const char *st_name(const void *ctx, int i) { return ((const rkm_safetensors *)ctx)->t[i].name; }
+
+static int by_offset(const void *x, const void *y, void *ctx)
+{
+    const rkm_st_tensor *t = ctx;
+    uint64_t a = t[*(const int *)x].offset, b = t[*(const int *)y].offset;
+    return a < b ? -1 : a > b;
+}
 
 static int dtype_info(const char *d, int *type, int *esize)
 {
@@ -75,7 +86,7 @@ static int parse_header(rkm_safetensors *s)
     uint64_t data_start = 8 + hn, data_size = s->size - data_start;
     int cap = cJSON_GetArraySize(root);
     s->t = calloc((size_t)cap + 1, sizeof *s->t);
-    if (!s->t) {
+    if (!s->t || rkm_name_index_init(&s->ix, (size_t)cap)) {
         cJSON_Delete(root);
         return rkm_err(RKM_ENOMEM, "out of memory");
     }
@@ -85,6 +96,10 @@ static int parse_header(rkm_safetensors *s)
         t->name = strdup(it->string);
         if (!t->name) { rc = rkm_err(RKM_ENOMEM, "out of memory"); break; }
         s->n++;
+        if (rkm_name_index_add(&s->ix, t->name, s->n - 1, st_name, s) >= 0) {
+            rc = rkm_err(RKM_EFORMAT, "%s: duplicate tensor '%s'", what, t->name);
+            break;
+        }
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
         const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
@@ -131,6 +146,19 @@ static int parse_header(rkm_safetensors *s)
         }
         t->offset = data_start + bo;
         t->nbytes = eo - bo;
+    }
+    /* no two tensors share bytes (sorted by offset: n log n) */
+    int *ord = !rc && s->n > 1 ? malloc(sizeof(int) * (size_t)s->n) : NULL;
+    if (!rc && s->n > 1 && !ord) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    if (ord) {
+        for (int i = 0; i < s->n; i++) ord[i] = i;
+        qsort_r(ord, (size_t)s->n, sizeof *ord, by_offset, s->t);
+        for (int i = 0; i + 1 < s->n && !rc; i++) {
+            const rkm_st_tensor *a = &s->t[ord[i]], *b = &s->t[ord[i + 1]];
+            if (a->nbytes && b->nbytes && a->offset + a->nbytes > b->offset)
+                rc = rkm_err(RKM_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", what, a->name, b->name);
+        }
+        free(ord);
     }
 done:
     cJSON_Delete(root);
@@ -180,6 +208,7 @@ void rkm_safetensors_close(rkm_safetensors *s)
     if (!s) return;
     for (int i = 0; i < s->n; i++) free(s->t[i].name);
     free(s->t);
+    rkm_name_index_free(&s->ix);
     if (s->fd >= 0) close(s->fd);
     if (s->dfd >= 0) close(s->dfd);
     free(s->path);
@@ -192,9 +221,8 @@ const char *rkm_safetensors_path(const rkm_safetensors *s) { return s->path; }
 
 const rkm_st_tensor *rkm_safetensors_find(const rkm_safetensors *s, const char *name)
 {
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->t[i].name, name)) return &s->t[i];
-    return NULL;
+    int i = rkm_name_index_find(&s->ix, name, st_name, s);
+    return i >= 0 ? &s->t[i] : NULL;
 }
 
 int rkm_safetensors_read(const rkm_safetensors *s, const rkm_st_tensor *t, uint64_t off, void *buf, size_t n)
