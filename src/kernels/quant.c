@@ -216,6 +216,22 @@ int64_t rkm_row_find_nonfinite(int type, const void *row, int64_t n)
 
 /* ------------------------------------------------------------ quantize */
 
+/* A quant of the 32-value types with an offset (q4_0, q4_1, q5_0, q5_1): v + 0.5
+ * truncated, as ggml's casts do on its range, limited to [0, top]; a NaN
+ * (a block of infinities) gives 0 instead of ggml's undefined cast. */
+static inline int offset_quant(float v, int top)
+{
+    return v >= (float)top ? top : v > 0.0f ? (int)v : 0;
+}
+
+/* roundf(v) as q8_0's int8, as ggml on finite input; a NaN (from a block
+ * with infinities) gives 0 instead of an undefined cast. */
+static inline int8_t q8_quant(float v)
+{
+    v = roundf(v);
+    return (int8_t)(v >= 127.0f ? 127 : v <= -128.0f ? -128 : v == v ? (int)v : 0);
+}
+
 void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n)
 {
     for (int64_t b = 0; b < n / RKM_QK8_0; b++) {
@@ -225,7 +241,7 @@ void rkm_quantize_row_q8_0(const float *x, rkm_block_q8_0 *y, int64_t n)
         const float d = amax / 127.0f;
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = rkm_f32_to_f16(d);
-        for (int j = 0; j < RKM_QK8_0; j++) y[b].qs[j] = (int8_t)roundf(xb[j] * id);
+        for (int j = 0; j < RKM_QK8_0; j++) y[b].qs[j] = q8_quant(xb[j] * id);
     }
 }
 
@@ -246,24 +262,12 @@ void rkm_quantize_row_q4_0(const float *x, rkm_block_q4_0 *y, int64_t n)
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = rkm_f32_to_f16(d);
         for (int j = 0; j < RKM_QK4_0 / 2; j++) {
-            float v0 = xb[j] * id + 8.5f, v1 = xb[j + RKM_QK4_0 / 2] * id + 8.5f;
-            int q0 = (int)v0, q1 = (int)v1;
-            if (q0 > 15) q0 = 15;
-            if (q1 > 15) q1 = 15;
-            if (q0 < 0) q0 = 0;
-            if (q1 < 0) q1 = 0;
+            const int q0 = offset_quant(xb[j] * id + 8.5f, 15), q1 = offset_quant(xb[j + RKM_QK4_0 / 2] * id + 8.5f, 15);
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
 }
 
-/* A quant of the 32-value types with an offset (q4_1, q5_0, q5_1): v + 0.5
- * truncated, as ggml's casts do on its range, limited to [0, top]; a NaN
- * (a block of infinities) gives 0 instead of ggml's undefined cast. */
-static inline int offset_quant(float v, int top)
-{
-    return v >= (float)top ? top : v > 0.0f ? (int)v : 0;
-}
 
 /* The low nibbles of q[0..15] and q[16..31] into qs, the fifth bits into
  * the little-endian 32-bit qh (bit j of value j), as ggml's q5 layouts. */
