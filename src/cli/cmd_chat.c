@@ -118,15 +118,23 @@ static int conv_set_system(conv *c, const char *text)
     return *text ? conv_insert(c, 0, "system", text) : 0;
 }
 
-static int conv_save(const conv *c, const char *path)
+/* Adds the conversation to o as "messages": [{role, content}, ...] (the
+ * saved file's shape and the OpenAI request's). */
+static void conv_to_json(const conv *c, cJSON *o)
 {
-    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "messages");
+    cJSON *a = cJSON_AddArrayToObject(o, "messages");
     for (int i = 0; i < c->n; i++) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", c->v[i].role);
         cJSON_AddStringToObject(m, "content", c->v[i].content);
         cJSON_AddItemToArray(a, m);
     }
+}
+
+static int conv_save(const conv *c, const char *path)
+{
+    cJSON *o = cJSON_CreateObject();
+    conv_to_json(c, o);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     FILE *f = s ? fopen(path, "w") : NULL;
@@ -480,13 +488,7 @@ static void answer_remote(const char *base, const char *key, const char *model, 
 {
     cJSON *o = cJSON_CreateObject();
     if (model) cJSON_AddStringToObject(o, "model", model);
-    cJSON *a = cJSON_AddArrayToObject(o, "messages");
-    for (int i = 0; i < c->n; i++) {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", c->v[i].role);
-        cJSON_AddStringToObject(m, "content", c->v[i].content);
-        cJSON_AddItemToArray(a, m);
-    }
+    conv_to_json(c, o);
     cJSON_AddBoolToObject(o, "stream", 1);
     cJSON_AddItemToObject(cJSON_AddObjectToObject(o, "stream_options"), "include_usage", cJSON_CreateTrue());
     cJSON_AddNumberToObject(o, "temperature", st->sp.temperature);

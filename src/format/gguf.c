@@ -24,6 +24,7 @@
 #include "util/buf.h"
 #include "util/common.h"
 #include "util/name_index.h"
+#include "util/ranges.h"
 
 #define GGUF_DEFAULT_ALIGN 32
 #define GGUF_MAX_KEY 65536
@@ -224,11 +225,11 @@ static int read_value(cursor *c, kv_t *kv)
     return 0;
 }
 
-static int by_offset(const void *x, const void *y, void *ctx)
+static void t_range(const void *ctx, int i, uint64_t *off, uint64_t *len)
 {
-    const rkm_gguf_tensor *t = ctx;
-    uint64_t a = t[*(const int *)x].offset, b = t[*(const int *)y].offset;
-    return a < b ? -1 : a > b;
+    const rkm_gguf_tensor *t = &((const rkm_gguf *)ctx)->tensors[i];
+    *off = t->offset;
+    *len = t->nbytes;
 }
 
 static int parse(rkm_gguf *g, const char *what)
@@ -340,22 +341,13 @@ static int parse(rkm_gguf *g, const char *what)
         }
         t->offset += g->data_off;
     }
-    /* no two tensors share bytes (sorted by offset: n log n) */
-    if (g->n_tensors > 1) {
-        int *ord = malloc(sizeof(int) * (size_t)g->n_tensors);
-        if (!ord) {
-            rc = rkm_err(RKM_ENOMEM, "out of memory");
-            goto out;
-        }
-        for (int i = 0; i < g->n_tensors; i++) ord[i] = i;
-        qsort_r(ord, (size_t)g->n_tensors, sizeof *ord, by_offset, g->tensors);
-        for (int i = 0; i + 1 < g->n_tensors && !rc; i++) {
-            const rkm_gguf_tensor *a = &g->tensors[ord[i]], *b = &g->tensors[ord[i + 1]];
-            if (a->offset + a->nbytes > b->offset)
-                rc = rkm_err(RKM_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", what, a->name, b->name);
-        }
-        free(ord);
-        if (rc) goto out;
+    /* no two tensors share bytes */
+    int ta, tb, ov = rkm_ranges_overlap(g->n_tensors, t_range, g, &ta, &tb);
+    if (ov) {
+        rc = ov < 0 ? rkm_err(RKM_ENOMEM, "out of memory")
+                    : rkm_err(RKM_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", what, g->tensors[ta].name,
+                              g->tensors[tb].name);
+        goto out;
     }
     rc = 0;
 out:

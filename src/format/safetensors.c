@@ -15,6 +15,7 @@
 #include "kernels/quant.h"
 #include "util/common.h"
 #include "util/name_index.h"
+#include "util/ranges.h"
 
 #define ST_MAX_HEADER (100u << 20)
 
@@ -31,11 +32,11 @@ struct rkm_safetensors {
 
 static const char *st_name(const void *ctx, int i) { return ((const rkm_safetensors *)ctx)->t[i].name; }
 
-static int by_offset(const void *x, const void *y, void *ctx)
+static void st_range(const void *ctx, int i, uint64_t *off, uint64_t *len)
 {
-    const rkm_st_tensor *t = ctx;
-    uint64_t a = t[*(const int *)x].offset, b = t[*(const int *)y].offset;
-    return a < b ? -1 : a > b;
+    const rkm_st_tensor *t = &((const rkm_safetensors *)ctx)->t[i];
+    *off = t->offset;
+    *len = t->nbytes;
 }
 
 static int dtype_info(const char *d, int *type, int *esize)
@@ -147,19 +148,10 @@ static int parse_header(rkm_safetensors *s)
         t->offset = data_start + bo;
         t->nbytes = eo - bo;
     }
-    /* no two tensors share bytes (sorted by offset: n log n) */
-    int *ord = !rc && s->n > 1 ? malloc(sizeof(int) * (size_t)s->n) : NULL;
-    if (!rc && s->n > 1 && !ord) rc = rkm_err(RKM_ENOMEM, "out of memory");
-    if (ord) {
-        for (int i = 0; i < s->n; i++) ord[i] = i;
-        qsort_r(ord, (size_t)s->n, sizeof *ord, by_offset, s->t);
-        for (int i = 0; i + 1 < s->n && !rc; i++) {
-            const rkm_st_tensor *a = &s->t[ord[i]], *b = &s->t[ord[i + 1]];
-            if (a->nbytes && b->nbytes && a->offset + a->nbytes > b->offset)
-                rc = rkm_err(RKM_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", what, a->name, b->name);
-        }
-        free(ord);
-    }
+    /* no two tensors share bytes */
+    int ta, tb, ov = rc ? 0 : rkm_ranges_overlap(s->n, st_range, s, &ta, &tb);
+    if (ov < 0) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    else if (ov) rc = rkm_err(RKM_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", what, s->t[ta].name, s->t[tb].name);
 done:
     cJSON_Delete(root);
     return rc;

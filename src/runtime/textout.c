@@ -63,20 +63,6 @@ void rkm_textout_free(rkm_textout *t)
     free(t);
 }
 
-/* Appends s[0..n) to b with every invalid sequence as U+FFFD. */
-static void add_sanitized(rkm_buf *b, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        size_t ok = rkm_utf8_valid_prefix(s + i, n - i);
-        rkm_buf_add(b, s + i, ok);
-        i += ok;
-        if (i < n) { /* one U+FFFD per byte that starts no valid sequence */
-            rkm_buf_adds(b, REPLACEMENT);
-            i++;
-        }
-    }
-}
-
 /* Moves n fresh bytes into pend (sanitized up to the last complete
  * character), then emits into out what can no longer be part of a stop
  * string. Returns 1 on a stop, 0, or RKM_ENOMEM. */
@@ -92,7 +78,7 @@ static int feed(rkm_textout *t, const char *s, size_t n)
     t->pend.len = done;
     if (raw.len) {
         size_t whole = rkm_utf8_complete_prefix(raw.data, raw.len);
-        add_sanitized(&t->pend, raw.data, whole);
+        rkm_utf8_sanitize(&t->pend, raw.data, whole);
         rkm_buf_add(&t->pend, raw.data + whole, raw.len - whole);
     }
     if (!rkm_buf_ok(&raw)) t->pend.oom = 1;

@@ -12,6 +12,7 @@
 #include "server/ollama.h"
 #include "server/openai.h"
 #include "text/unicode.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 int srv_is_openai(int kind)
@@ -83,28 +84,23 @@ int srv_parse_model_name(const char *body, size_t len, char **name, char *err, s
 }
 
 /* A message that may quote the request (a model name, a role) as valid
- * UTF-8: an invalid byte becomes U+FFFD, so the JSON stays valid. */
-static void clean_utf8(const char *msg, char *out, size_t cap)
+ * UTF-8: an invalid byte becomes U+FFFD, so the JSON stays valid.
+ * Malloc'd, or NULL when out of memory. */
+static char *clean_utf8(const char *msg)
 {
-    size_t n = strlen(msg), o = 0;
-    for (size_t i = 0; i < n && o + 4 < cap;) {
-        size_t v = rkm_utf8_valid_prefix(msg + i, n - i);
-        if (v == 0) {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-            continue;
-        }
-        while (v > 0 && o + 4 < cap) out[o++] = msg[i++], v--;
-    }
-    out[o] = 0;
+    rkm_buf b = RKM_BUF_INIT;
+    rkm_utf8_sanitize(&b, msg, strlen(msg));
+    char *s = rkm_buf_ok(&b) ? rkm_buf_take(&b) : NULL;
+    rkm_buf_free(&b);
+    return s;
 }
 
 char *srv_fmt_error(int kind, int status, const char *msg)
 {
-    char clean[1024];
-    clean_utf8(msg, clean, sizeof clean);
-    return srv_is_openai(kind) ? srv_openai_error(status, clean) : srv_ollama_error(clean);
+    char *clean = clean_utf8(msg);
+    char *out = !clean ? NULL : srv_is_openai(kind) ? srv_openai_error(status, clean) : srv_ollama_error(clean);
+    free(clean);
+    return out;
 }
 
 char *srv_fmt_result(const srv_request *rq, const srv_result *r)
@@ -125,9 +121,10 @@ char *srv_fmt_stream_end(const srv_request *rq, const srv_result *r)
 
 char *srv_fmt_stream_error(const srv_request *rq, const char *msg)
 {
-    char clean[1024];
-    clean_utf8(msg, clean, sizeof clean);
-    return srv_is_openai(rq->kind) ? srv_openai_stream_error(clean) : srv_ollama_stream_error(clean);
+    char *clean = clean_utf8(msg);
+    char *out = !clean ? NULL : srv_is_openai(rq->kind) ? srv_openai_stream_error(clean) : srv_ollama_stream_error(clean);
+    free(clean);
+    return out;
 }
 
 char *srv_fmt_embeddings(const srv_request *rq, const char *model, const float *vecs, int n,

@@ -751,8 +751,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     if (g.tools) {
         char base[32];
         make_id(base, sizeof base - 1, "call_");
-        base[21] = 0; /* call_ + 16 hex */
-        strcat(base, "_");
+        strcat(base, "_"); /* call_<16 hex>_<n> */
         srv_toolp_init(&g.tp, srv_tool_format(tmpl), rq->tools, base);
         if (!(g.calls = cJSON_CreateArray())) {
             free(toks);

@@ -132,6 +132,16 @@ static void add_cors(struct MHD_Response *r, struct MHD_Connection *c)
     MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After");
 }
 
+/* Every response goes out here: its CORS headers, queued, counted. */
+static enum MHD_Result queue(struct MHD_Connection *c, const char *endpoint, int status, struct MHD_Response *r)
+{
+    add_cors(r, c);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    srv_metrics_request(endpoint, status);
+    return ok;
+}
+
 static enum MHD_Result send_buf(struct MHD_Connection *c, const char *endpoint, int status,
                                 const char *ctype, const char *body, int retry_after)
 {
@@ -145,11 +155,7 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, const char *endpoint, 
         MHD_add_response_header(r, "Retry-After", ra);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    add_cors(r, c);
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    srv_metrics_request(endpoint, status);
-    return ok;
+    return queue(c, endpoint, status, r);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, const char *endpoint, int status,
@@ -316,11 +322,7 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         MHD_add_response_header(r, "Content-Type", "application/x-ndjson");
     }
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    add_cors(r, c);
-    enum MHD_Result ok = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    srv_metrics_request(url, 200);
-    return ok;
+    return queue(c, url, 200, r);
 }
 
 /* ----------------------------------------------------------- routes */
@@ -385,11 +387,7 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
                                 "frame-ancestors 'none'");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
-        add_cors(r, c);
-        enum MHD_Result ok = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        srv_metrics_request(url, 200);
-        return ok;
+        return queue(c, url, 200, r);
     }
     if (!strcmp(url, "/v1/models")) return send_json(c, url, 200, srv_models_openai_json(srv_engine_models(e)));
     if (!strncmp(url, "/v1/models/", 11)) {
@@ -468,10 +466,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             MHD_add_response_header(r, "Content-Type", "application/json");
             MHD_add_response_header(r, "Retry-After", "1");
             MHD_add_response_header(r, "Connection", "close");
-            enum MHD_Result ok = MHD_queue_response(c, 503, r);
-            MHD_destroy_response(r);
-            srv_metrics_request(url, 503);
-            return ok;
+            return queue(c, url, 503, r);
         }
         const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
@@ -499,15 +494,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!r) return MHD_NO;
             MHD_add_response_header(r, "Allow", "GET, HEAD, POST, DELETE, OPTIONS");
             if (origin) {
-                add_cors(r, c);
                 MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
                 MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, Accept");
                 MHD_add_response_header(r, "Access-Control-Max-Age", "600");
             }
-            enum MHD_Result ok = MHD_queue_response(c, 204, r);
-            MHD_destroy_response(r);
-            srv_metrics_request(url, 204);
-            return ok;
+            return queue(c, url, 204, r);
         }
         /* a page may only send what needs a preflight: JSON */
         if (origin && !strcmp(method, "POST") &&

@@ -4,6 +4,7 @@
  * Pure and single-threaded: a parser per generation; no globals.
  */
 #include "server/toolcall.h"
+#include "server/tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,22 +66,7 @@ static void trim(const char **s, const char **e)
 
 static const char *find(const char *s, const char *e, const char *needle)
 {
-    size_t n = strlen(needle);
-    for (const char *p = s; p + n <= e; p++)
-        if (*p == *needle && !memcmp(p, needle, n)) return p;
-    return NULL;
-}
-
-static int name_ok(const char *s, size_t n)
-{
-    if (n == 0 || n > 64) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '.' || c == ':'))
-            return 0;
-    }
-    return 1;
+    return memmem(s, (size_t)(e - s), needle, strlen(needle));
 }
 
 /* A JSON object from [s, e) (a JSON string holding an object counts too);
@@ -106,7 +92,7 @@ static cJSON *json_object(const char *s, const char *e, const char **end)
 static int add_call(cJSON *calls, const char *name, size_t n, cJSON *args, const char *id_base, int *n_calls)
 {
     char nm[65], id[48];
-    if (!name_ok(name, n) || !cJSON_IsObject(args)) {
+    if (!srv_tool_name_ok(name, n) || !cJSON_IsObject(args)) {
         cJSON_Delete(args);
         return 0;
     }
@@ -185,7 +171,7 @@ static int xml_call(const char *s, const char *e, const cJSON *tools, const char
     if (!gt) return 0;
     char name[65];
     size_t nn = (size_t)(gt - s);
-    if (!name_ok(s, nn)) return 0;
+    if (!srv_tool_name_ok(s, nn)) return 0;
     memcpy(name, s, nn);
     name[nn] = 0;
     const char *fend = find(gt, e, "</function>");
@@ -219,7 +205,7 @@ static int glm_call(const char *s, const char *e, const cJSON *tools, const char
     while (ne < e && !is_ws(*ne) && *ne != '<') ne++;
     char name[65];
     size_t nn = (size_t)(ne - s);
-    if (!name_ok(s, nn)) return 0;
+    if (!srv_tool_name_ok(s, nn)) return 0;
     memcpy(name, s, nn);
     name[nn] = 0;
     cJSON *args = cJSON_CreateObject();

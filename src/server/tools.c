@@ -11,16 +11,13 @@
 
 #define SRV_MAX_TOOLS 256
 
-/* Function names go into grammars and replies: OpenAI's rule
- * ([A-Za-z0-9_-]{1,64}), with '.' and ':' as some tool sets use. */
-static int name_ok(const char *s)
+int srv_tool_name_ok(const char *s, size_t n)
 {
-    size_t n = strlen(s);
     if (n == 0 || n > 64) return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.' || c == ':'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.' || c == ':'))
             return 0;
     }
     return 1;
@@ -57,7 +54,7 @@ static cJSON *tool_of(const cJSON *t, int i, char *err, size_t errcap)
         snprintf(err, errcap, "tools[%d].function must be an object with a string 'name'", i);
         return NULL;
     }
-    if (!name_ok(n->valuestring)) {
+    if (!srv_tool_name_ok(n->valuestring, strlen(n->valuestring))) {
         snprintf(err, errcap, "tools[%d].function.name '%.64s' must be 1 to 64 letters, digits, '_', '-', '.' or ':'", i,
                  n->valuestring);
         return NULL;

@@ -24,6 +24,10 @@
 int srv_get_tools(srv_request *r, const cJSON *root, char *err, size_t errcap);
 /* The tool fields of message m (already r->msgs[r->n_msgs - 1] = d). */
 int srv_get_msg_tools(srv_request *r, srv_msg *d, const cJSON *m, char *err, size_t errcap);
+/* Is s[0..n) a function name rkmojo takes? OpenAI's rule
+ * ([A-Za-z0-9_-]{1,64}) with '.' and ':', as some tool sets use: names go
+ * into grammars and replies. */
+int srv_tool_name_ok(const char *s, size_t n);
 /* Does the request give the template tools (tools present, choice not none)? */
 int srv_tools_active(const srv_request *r);
 /* The tool named name in r->tools (its "function" object), or NULL. */

@@ -7,6 +7,7 @@
  * front because tokenizer input is mostly ASCII.
  */
 #include "text/unicode.h"
+#include "util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -424,3 +425,16 @@ int rkm_unicode_is_case_ignorable(uint32_t cp)
 int rkm_unicode_is_mn(uint32_t cp) { return cp >= 0x300 && range_find(rkm_ucd_mn, rkm_ucd_n_mn, cp) != NULL; }
 
 int rkm_unicode_assigned(uint32_t cp) { return range_find(rkm_ucd_assigned, rkm_ucd_n_assigned, cp) != NULL; }
+
+void rkm_utf8_sanitize(rkm_buf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t ok = rkm_utf8_valid_prefix(s + i, n - i);
+        rkm_buf_add(b, s + i, ok);
+        i += ok;
+        if (i < n) { /* one U+FFFD per byte that starts no valid sequence */
+            rkm_buf_add(b, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+}

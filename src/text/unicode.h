@@ -84,6 +84,10 @@ int rkm_utf8_decode(const char *s, size_t n, uint32_t *cp);
 int rkm_utf8_encode(uint32_t cp, char *out);
 /* Byte offset of the first invalid sequence, or n if all of s is valid. */
 size_t rkm_utf8_valid_prefix(const char *s, size_t n);
+/* Appends s[0..n) to b with one U+FFFD for each byte that starts no valid
+ * sequence (struct rkm_buf: util/buf.h). */
+struct rkm_buf;
+void rkm_utf8_sanitize(struct rkm_buf *b, const char *s, size_t n);
 /* Length of the sequence a lead byte announces (1..4), 0 for a byte that
  * cannot start a sequence. */
 int rkm_utf8_seq_len(unsigned char lead);
