@@ -91,14 +91,18 @@ typedef struct rkm_model_params {
     int io_backend;              /* expert reads: 0 io_uring where allowed, else
                                     pread; 1 pread; 2 io_uring */
     const char *trace_out;       /* routing trace file (trace-sim), or NULL */
+    int verify_resident;         /* resident weights' checksums: 0 checked at open
+                                    (a mismatch fails it), 1 checked by a thread
+                                    after open (evals fail once one differs),
+                                    2 never (rkm_model_check) */
 } rkm_model_params;
 
 /* Every field zero: the defaults above. Reads nothing from the
  * environment: the params are the whole truth. */
 void rkm_model_params_default(rkm_model_params *p);
 /* Applies the environment knobs of model scope (RKM_BACKEND, RKM_NPU_DENSE,
- * RKM_PACK, RKM_LAZY_EXPERTS, RKM_VERIFY, RKM_PREFAULT, RKM_IO_BACKEND,
- * RKM_TRACE_OUT;
+ * RKM_PACK, RKM_LAZY_EXPERTS, RKM_VERIFY, RKM_VERIFY_RESIDENT, RKM_PREFAULT,
+ * RKM_IO_BACKEND, RKM_TRACE_OUT;
  * `rkmojo doctor --env` lists them) to fields still at their defaults, as
  * the CLI and the server do. RKM_EINVAL naming the knob for a bad value. */
 int rkm_model_params_from_knobs(rkm_model_params *p);
@@ -106,6 +110,20 @@ int rkm_model_params_from_knobs(rkm_model_params *p);
 /* Opens a .rkmojo directory. NULL on failure, reason in rkm_last_error(). */
 rkm_model *rkm_model_open(const char *dir, const rkm_model_params *p);
 void rkm_model_close(rkm_model *m);
+
+/* 0 while the model's weights are sound; RKM_ECHECKSUM once the
+ * background check (verify_resident 1) found a resident tensor whose bytes
+ * differ from its checksum, RKM_EIO once resident.bin shrank under the
+ * running model. Every eval fails with the same error from then on: load
+ * the model again. The message is in rkm_last_error(). */
+int rkm_model_check(const rkm_model *m);
+/* 1 when the model's files on disk were replaced, rewritten or removed
+ * since it was opened (open it again to use what is there now; the
+ * message names the file), else 0. A few stat calls. */
+int rkm_model_files_changed(const rkm_model *m);
+/* 1 once the resident weights' checksums have all been checked (at open,
+ * or by the background check), else 0. */
+int rkm_model_verified(const rkm_model *m);
 
 /* The backend the model's matmuls run on and why, in one line
  * ("rknn: rk3588 ..." or "cpu: <reason>"). */

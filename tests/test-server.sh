@@ -10,6 +10,8 @@
 #     state file is rejected (no crash, same text)
 #   - cancellation when the client disconnects, /health while generating,
 #     the queue bound (503 + Retry-After)
+#   - model files truncated, restored and converted again under a running
+#     server: an error, then the new files are loaded
 # Exit 0 pass, 1 fail, 77 skip. No timed assertions: waits poll with
 # generous limits, checks look at counts and content.
 set -u
@@ -519,6 +521,27 @@ check "chat --url: the server's greedy answer, streamed and kept ('$got')" '[ -n
 "$BIN" ps --url "$URL" >"$T/ps.out" 2>&1
 check "ps lists the loaded model" 'grep -q "^NAME" "$T/ps.out" && grep -q "^tiny:latest " "$T/ps.out"'
 
+stopsrv "$PID"
+
+# ---------------------------------------------------------------- server C
+echo "# model files changed under the server"
+mkdir -p "$T/files"
+cp -r "$T/models/tiny.rkmojo" "$T/files/tiny.rkmojo"
+start C -m "$T/files/tiny.rkmojo" --ctx 256
+greedy() { postr /v1/chat/completions '{"model":"tiny","messages":[{"role":"user","content":"Files"}],"temperature":0,"max_tokens":8}'; }
+a1=$(greedy | jget choices.0.message.content)
+truncate -s 4096 "$T/files/tiny.rkmojo/resident.bin"
+r=$(curl -s -w ' %{http_code}' -H 'Content-Type: application/json' "$URL/v1/chat/completions" \
+  -d '{"model":"tiny","messages":[{"role":"user","content":"Files"}],"temperature":0,"max_tokens":8}')
+check "resident.bin truncated under the server: a 500 naming the file ($(echo "$r" | head -c 160))" \
+  'echo "$r" | grep -q " 500$" && echo "$r" | grep -q "resident.bin"'
+check "... and the server is still up" '[ "$(code "$URL/health")" = 200 ]'
+cp "$T/models/tiny.rkmojo/resident.bin" "$T/files/tiny.rkmojo/resident.bin"
+a2=$(greedy | jget choices.0.message.content)
+check "the file restored: the model is loaded again, same greedy text ('$a2')" '[ -n "$a1" ] && [ "$a2" = "$a1" ]'
+"$BIN" synth --preset tiny -o "$T/t9.gguf" --seed 9 --quiet && "$BIN" convert "$T/t9.gguf" "$T/files/tiny.rkmojo" --quiet
+a3=$(greedy | jget choices.0.message.content)
+check "converted again in place: the new weights answer ('$a3')" '[ -n "$a3" ] && [ "$a3" != "$a1" ] && [ "$(grep -c "loading it again" "$T/C.log")" -ge 2 ]'
 stopsrv "$PID"
 
 if [ "$fails" -gt 0 ]; then

@@ -710,6 +710,7 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
         rkm_source_close(s);
         return rkm_err(RKM_ENOMEM, "out of memory");
     }
+    md->resident_fd = md->map_guard = -1;
     md->hp = s->hp;
     md->source = strdup(s->desc ? s->desc : input);
     md->quant = strdup(q);

@@ -23,6 +23,7 @@
 
 #include "kernels/quant.h"
 #include "util/common.h"
+#include "util/mapguard.h"
 
 /* ------------------------------------------------ hparams <-> JSON table */
 
@@ -360,6 +361,7 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
     }
     md->path = strdup(dir ? dir : ".");
     md->resident_fd = -1;
+    md->map_guard = -1;
     cJSON *root = cJSON_ParseWithLength(json, n);
     if (!root) {
         rkm_err(RKM_EFORMAT, "manifest.json is not valid JSON");
@@ -393,7 +395,7 @@ rkm_model_dir *rkm_model_dir_load_manifest(const char *dir)
     return md;
 }
 
-static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size)
+static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size, rkm_file_stamp *stamp)
 {
     char *p = rkm_path_join(md->path, rel);
     if (!p) return rkm_err(RKM_ENOMEM, "out of memory");
@@ -403,24 +405,28 @@ static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size)
         free(p);
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (rkm_stamp_fd(fd, stamp) != 0) {
         rkm_err(RKM_EIO, "%s: %s", p, strerror(errno));
         close(fd);
         free(p);
         return -1;
     }
-    *size = (uint64_t)st.st_size;
+    *size = stamp->size;
     free(p);
     return fd;
 }
 
 rkm_model_dir *rkm_model_dir_open(const char *dir)
 {
+    rkm_file_stamp man;
+    char *mp = rkm_path_join(dir, "manifest.json");
+    int stamped = mp && rkm_stamp_path(mp, &man) == 0; /* before reading: a later change shows */
+    free(mp);
     rkm_model_dir *md = rkm_model_dir_load_manifest(dir);
     if (!md) return NULL;
+    if (stamped) md->manifest_stamp = man;
     uint64_t size;
-    int fd = open_rel(md, "resident.bin", &size);
+    int fd = open_rel(md, "resident.bin", &size, &md->resident_stamp);
     if (fd < 0) goto fail;
     if (size != md->resident_bytes) {
         rkm_err(RKM_EFORMAT, "%s/resident.bin is %llu bytes, the manifest says %llu (truncated?)", dir,
@@ -437,12 +443,13 @@ rkm_model_dir *rkm_model_dir_open(const char *dir)
             goto fail;
         }
         md->map_bytes = size;
+        md->map_guard = rkm_mapguard_add(md->map, size); /* a truncated file: an error, not SIGBUS */
     }
     md->resident_fd = fd; /* rows of lookup-only tables are read with pread */
     for (int i = 0; i < md->n_tensors; i++) md->tensors[i].data = (const uint8_t *)md->map + md->tensors[i].offset;
     for (int i = 0; i < md->n_expert_layers; i++) {
         rkm_expert_layer *el = &md->experts[i];
-        el->fd = open_rel(md, el->file, &size);
+        el->fd = open_rel(md, el->file, &size, &el->stamp);
         if (el->fd < 0) goto fail;
         uint64_t need = (uint64_t)el->n_expert * el->blob_stride;
         if (size < need) {
@@ -460,6 +467,7 @@ fail:
 void rkm_model_dir_close(rkm_model_dir *md)
 {
     if (!md) return;
+    rkm_mapguard_remove(md->map_guard);
     if (md->map) munmap(md->map, md->map_bytes);
     if (md->resident_fd >= 0) close(md->resident_fd);
     for (int i = 0; i < md->n_tensors; i++) free(md->tensors[i].name);
@@ -477,6 +485,36 @@ void rkm_model_dir_close(rkm_model_dir *md)
     free(md->tokenizer_config_file);
     free(md->chat_template_file);
     free(md);
+}
+
+static int stamp_differs(const rkm_model_dir *md, const char *rel, const rkm_file_stamp *was)
+{
+    char *p = rkm_path_join(md->path, rel);
+    rkm_file_stamp now;
+    int gone = !p || rkm_stamp_path(p, &now) != 0;
+    int differs = gone || now.dev != was->dev || now.ino != was->ino || now.size != was->size ||
+                  now.mtime_ns != was->mtime_ns;
+    if (differs)
+        rkm_err(RKM_EIO, "%s %s since the model was loaded", p ? p : rel,
+                gone ? "is gone" : now.ino != was->ino || now.dev != was->dev ? "was replaced" : "was rewritten");
+    free(p);
+    return differs;
+}
+
+int rkm_model_dir_changed(const rkm_model_dir *md)
+{
+    if (stamp_differs(md, "manifest.json", &md->manifest_stamp)) return 1;
+    if (stamp_differs(md, "resident.bin", &md->resident_stamp)) return 1;
+    for (int i = 0; i < md->n_expert_layers; i++)
+        if (md->experts[i].fd >= 0 && stamp_differs(md, md->experts[i].file, &md->experts[i].stamp)) return 1;
+    return 0;
+}
+
+int rkm_model_dir_mapping_ok(const rkm_model_dir *md)
+{
+    if (!rkm_mapguard_faults(md->map_guard)) return 0;
+    return rkm_err(RKM_EIO, "%s/resident.bin shrank while the model was in use (reads past its end gave zeros): "
+                   "the results are wrong; load the model again", md->path);
 }
 
 const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "format/hparams.h"
+#include "util/common.h"
 
 #define RKM_FORMAT_VERSION 1
 #define RKM_RESIDENT_ALIGN 64
@@ -57,6 +58,7 @@ typedef struct rkm_expert_layer {
     rkm_expert_part part[RKM_PART_COUNT];
     uint64_t *checksums;   /* n_expert XXH3-64 of the blob_bytes */
     int fd;                /* -1 until opened */
+    rkm_file_stamp stamp;  /* the file as opened */
 } rkm_expert_layer;
 
 /* The sampling settings the model's authors recommend (GGUF
@@ -105,6 +107,8 @@ typedef struct rkm_model_dir {
     void *map;                 /* resident.bin mapping */
     uint64_t map_bytes;
     int resident_fd;           /* resident.bin, open while mapped; -1 */
+    int map_guard;             /* util/mapguard.h slot of the mapping, -1 */
+    rkm_file_stamp manifest_stamp, resident_stamp; /* as opened */
 } rkm_model_dir;
 
 /* Manifest only (no mapping), for inspect and tests. */
@@ -134,6 +138,15 @@ int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf,
 /* Checks every checksum; on failure the message names the first bad tensor
  * or expert (layer, index). */
 int rkm_model_dir_verify(const rkm_model_dir *md);
+
+/* Are the files on disk still the ones open? 0 when they are; 1 when
+ * manifest.json, resident.bin or an expert file was replaced, rewritten
+ * in place or removed (rkm_last_error() names it). A few stat calls. */
+int rkm_model_dir_changed(const rkm_model_dir *md);
+/* 0 while the mapping of resident.bin is whole; RKM_EIO (with the message)
+ * once the file shrank under it: reads past its new end gave zeros
+ * (util/mapguard.h), so whatever used them is wrong. */
+int rkm_model_dir_mapping_ok(const rkm_model_dir *md);
 
 /* Writes manifest.json for md atomically (temp, fsync, rename). */
 int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir);

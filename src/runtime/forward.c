@@ -160,6 +160,7 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
         if (ids[r] < 0 || ids[r] >= hp->n_vocab)
             return rkm_err(RKM_EINVAL, "token id %d out of range (vocabulary %d)", ids[r], hp->n_vocab);
 
+    if ((rc = rkm_model_check(m))) return rc;
     pthread_mutex_lock(&m->lock);
     size_t rb = rkm_type_row_bytes(m->tok_embd_type, E);
     float es = hp->embed_scale > 0 ? hp->embed_scale : 1.0f;
@@ -198,6 +199,7 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
     trace(s, hp->n_layer, "final_norm", s->cur, rows, E);
     memcpy(s->embd, s->cur + (size_t)(rows - 1) * E, sizeof(float) * (size_t)E);
     if (logits) lm_head(s, s->cur, rows, logits);
+    if ((rc = rkm_model_check(m))) goto out; /* weights damaged under us: the results are wrong */
     memcpy(s->tokens + pos0, ids, sizeof(int32_t) * (size_t)n);
     s->n_past = pos0 + n;
 out:

@@ -76,6 +76,9 @@ int rkm_model_params_from_knobs(rkm_model_params *p)
     if (w == 1) p->lazy_experts = 1;
     if ((w = knob_word(RKM_KNOB_VERIFY, verify, 3)) == -2) return RKM_EINVAL;
     if (w >= 0 && p->verify == 0) p->verify = w;
+    static const char *const verify_res[] = {"load", "background", "never"};
+    if ((w = knob_word(RKM_KNOB_VERIFY_RESIDENT, verify_res, 3)) == -2) return RKM_EINVAL;
+    if (w >= 0 && p->verify_resident == 0) p->verify_resident = w;
     if ((w = knob_word(RKM_KNOB_PREFAULT, on_off, 2)) == -2) return RKM_EINVAL;
     if (w >= 0 && p->prefault == 0) p->prefault = w == 1 ? 2 : 1;
     if ((w = knob_word(RKM_KNOB_IO_BACKEND, io, 3)) == -2) return RKM_EINVAL;
@@ -371,6 +374,60 @@ static uint64_t model_identity(const rkm_model_dir *md)
     return id;
 }
 
+/* Checks every resident tensor's checksum, reading resident.bin with pread
+ * (the page cache: the mapping, and the lookup-only embeddings, stay out
+ * of the process) in pieces, stopping early when *stop is set. 0, 1 when
+ * stopped, or an error with the message in msg. */
+static int check_resident(const rkm_model_dir *md, atomic_int *stop, char *msg, size_t cap)
+{
+    size_t piece = (size_t)8 << 20;
+    uint8_t *buf = malloc(piece);
+    if (!buf) return snprintf(msg, cap, "out of memory"), RKM_ENOMEM;
+    int rc = 0;
+    for (int i = 0; !rc && i < md->n_tensors; i++) {
+        const rkm_tensor_view *t = &md->tensors[i];
+        rkm_hasher *h = rkm_hasher_new();
+        if (!h) {
+            rc = RKM_ENOMEM;
+            snprintf(msg, cap, "out of memory");
+            break;
+        }
+        for (uint64_t o = 0; !rc && o < t->nbytes; o += piece) {
+            size_t n = (size_t)RKM_MIN((uint64_t)piece, t->nbytes - o);
+            if (stop && atomic_load(stop)) rc = 1;
+            else if ((rc = rkm_model_dir_pread(md, t->offset + o, buf, n))) snprintf(msg, cap, "%s", rkm_last_error());
+            else rkm_hasher_update(h, buf, n);
+        }
+        if (!rc && rkm_hasher_digest(h) != t->checksum) {
+            rc = RKM_ECHECKSUM;
+            snprintf(msg, cap, "%s/resident.bin: tensor '%s' does not match its checksum (the file is damaged: "
+                     "convert the model again)", md->path, t->name);
+        }
+        rkm_hasher_free(h);
+    }
+    free(buf);
+    return rc;
+}
+
+static void *verifier_main(void *arg)
+{
+    rkm_model *m = arg;
+    int rc = check_resident(m->md, &m->verify_stop, m->bad_msg, sizeof m->bad_msg);
+    if (rc < 0) atomic_store_explicit(&m->bad, rc, memory_order_release);
+    else if (rc == 0) atomic_store(&m->verify_done, 1);
+    return NULL;
+}
+
+int rkm_model_check(const rkm_model *m)
+{
+    int bad = atomic_load_explicit(&m->bad, memory_order_acquire);
+    if (bad) return rkm_err(bad, "%s", m->bad_msg);
+    return rkm_model_dir_mapping_ok(m->md);
+}
+
+int rkm_model_files_changed(const rkm_model *m) { return rkm_model_dir_changed(m->md); }
+int rkm_model_verified(const rkm_model *m) { return atomic_load(&m->verify_done); }
+
 /* Expert slots per layer: explicit, or planned from the memory budget
  * (budget.h: resident weights, one session's KV (plan_n_ctx tokens, else
  * the default size) and scratch, then slots), or 0 (every expert stays resident). < 0: error
@@ -444,6 +501,16 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             rkm_err_prefix(RKM_EFORMAT, "%s", dir);
             goto fail;
         }
+    if (params->verify_resident == 0) { /* before packing reads the same pages */
+        double t0 = rkm_now();
+        int rc = check_resident(m->md, NULL, m->bad_msg, sizeof m->bad_msg);
+        if (rc) {
+            rkm_err(rc, "%s", m->bad_msg);
+            goto fail;
+        }
+        atomic_store(&m->verify_done, 1);
+        m->verify_s = rkm_now() - t0;
+    }
     m->model_id = model_identity(m->md);
     /* pack 1 keeps the file's layout, 2 packs only the resident matrices
      * (A/B measurements) */
@@ -496,6 +563,13 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         if (!m->cache) goto fail;
     }
     if (rkm_model_text_load(m->md, dir, m->hp.n_vocab, &m->tok, &m->chat_template)) goto fail;
+    if (params->verify_resident == 1) {
+        if (pthread_create(&m->verifier, NULL, verifier_main, m) != 0) {
+            rkm_err(RKM_ENOMEM, "model: cannot start the check of the resident weights");
+            goto fail;
+        }
+        m->verifier_started = 1;
+    }
     return m;
 fail:
     rkm_model_close(m);
@@ -505,6 +579,10 @@ fail:
 void rkm_model_close(rkm_model *m)
 {
     if (!m) return;
+    if (m->verifier_started) {
+        atomic_store(&m->verify_stop, 1);
+        pthread_join(m->verifier, NULL);
+    }
     rkm_model_text_free(m->tok, m->chat_template);
     rkm_expert_cache_free(m->cache);
     rkm_backend_free(m->backend);

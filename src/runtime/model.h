@@ -117,6 +117,14 @@ struct rkm_model {
     rkm_pool *pool;
     rkm_expert_cache *cache;
     struct rkm_backend *backend;   /* where the expert matmuls run (backend/backend.h) */
+    /* the background check of the resident weights' checksums
+     * (verify_resident 1): its thread writes bad_msg, then sets bad
+     * (release); readers load bad (acquire) before bad_msg */
+    pthread_t verifier;
+    int verifier_started;
+    atomic_int verify_stop, verify_done, bad;
+    char bad_msg[512];
+    double verify_s;               /* seconds the check at open took */
 };
 
 /* KV rows of one layer: f16, head-major [n_kv][cap][hd], so one head's

@@ -317,7 +317,15 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
                         size_t errcap)
 {
     *t_load = 0;
-    if (e->model && !strcmp(e->loaded.path, mi->path)) return 0;
+    if (e->model && !strcmp(e->loaded.path, mi->path)) {
+        /* files replaced or rewritten since the load (a new conversion),
+         * resident.bin truncated under the mapping, or the background
+         * check found a damaged tensor: load what is there now; the live
+         * state belongs to the old weights and is not saved */
+        if (!rkm_model_files_changed(e->model) && !rkm_model_check(e->model)) return 0;
+        fprintf(stderr, "rkmojo serve: %s: %s; loading it again\n", mi->name, rkm_last_error());
+        free_session(e);
+    }
     double t0 = rkm_now();
     unload_model(e); /* one model at a time */
     rkm_model_params mp;

@@ -79,6 +79,16 @@ int rkm_write_file_atomic(const char *path, const void *data, size_t n);
 int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode);
 /* mkdir -p. */
 int rkm_mkdir_p(const char *path);
+/* Which file a path or descriptor is, and which version of it: a file
+ * replaced (another inode) or rewritten in place (size, mtime) stamps
+ * differently. */
+typedef struct rkm_file_stamp {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
+} rkm_file_stamp;
+/* 0, or -1 with errno set. */
+int rkm_stamp_fd(int fd, rkm_file_stamp *st);
+int rkm_stamp_path(const char *path, rkm_file_stamp *st);
 /* path joining into a malloc'd string. */
 char *rkm_path_join(const char *dir, const char *name);
 /* Human-readable bytes ("1.23 GiB") into buf. */

@@ -283,3 +283,27 @@ int64_t rkm_parse_bytes(const char *s)
     if (r > 9.0e18) return -1;
     return (int64_t)r;
 }
+
+static void stamp_of(const struct stat *s, rkm_file_stamp *st)
+{
+    st->dev = (uint64_t)s->st_dev;
+    st->ino = (uint64_t)s->st_ino;
+    st->size = (uint64_t)s->st_size;
+    st->mtime_ns = (int64_t)s->st_mtim.tv_sec * 1000000000 + s->st_mtim.tv_nsec;
+}
+
+int rkm_stamp_fd(int fd, rkm_file_stamp *st)
+{
+    struct stat s;
+    if (fstat(fd, &s) != 0) return -1;
+    stamp_of(&s, st);
+    return 0;
+}
+
+int rkm_stamp_path(const char *path, rkm_file_stamp *st)
+{
+    struct stat s;
+    if (stat(path, &s) != 0) return -1;
+    stamp_of(&s, st);
+    return 0;
+}

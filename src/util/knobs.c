@@ -45,6 +45,9 @@ static const rkm_knob_info table[RKM_KNOB_COUNT] = {
                                "1: with every expert resident, read each on first use, not all from open"},
     [RKM_KNOB_VERIFY] = {"RKM_VERIFY", RKM_KNOB_MODEL, "always|first|never", "always",
                          "checksum every expert read, only the first of each expert, or none (measurements)"},
+    [RKM_KNOB_VERIFY_RESIDENT] = {"RKM_VERIFY_RESIDENT", RKM_KNOB_MODEL, "load|background|never", "load",
+                                  "checksum the resident weights as the model opens, in a thread after it opens "
+                                  "(requests fail once one differs), or not at all"},
     [RKM_KNOB_PREFAULT] = {"RKM_PREFAULT", RKM_KNOB_MODEL, "0|1", "1 with a budget",
                            "populate expert-cache slot pages ahead of the reads"},
     [RKM_KNOB_IO_BACKEND] = {"RKM_IO_BACKEND", RKM_KNOB_MODEL, "pread|uring", "io_uring where allowed",
