@@ -84,6 +84,13 @@ $(BUILD)/rkmojo: $(CLI_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# test-faults interposes the allocator and the file I/O calls of the library
+# (tests/test-faults.c) by wrapping them at link time.
+comma := ,
+FAULT_WRAP := $(addprefix -Wl$(comma)--wrap=,malloc calloc realloc free strdup strndup posix_memalign \
+  mmap munmap open pread pwrite fsync rename)
+$(BUILD)/tests/test-faults: LDFLAGS += $(FAULT_WRAP)
+
 # Emulated librknnrt.so for the NPU backend's tests (tests/rknn/README.md):
 # a plain shared library from tests/rknn/*.c that tests dlopen through
 # RKM_RKNN_LIB. It links nothing of librkmojo and is built without $(SAN)

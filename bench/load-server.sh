@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# load-server.sh - a small load run of `rkmojo serve` on loopback: N
-# concurrent streaming chat clients (default 8) for DURATION seconds
-# (default 60), each sending requests back to back. Reports requests,
-# errors, generated tokens, throughput, p50/p99 time to first token (queue
-# wait included: one generation runs at a time) and the server's RSS before
-# and after.
+# load-server.sh - load and soak runs of `rkmojo serve` on loopback: N
+# concurrent streaming clients (default 8) for DURATION seconds (default
+# 60), each holding multi-turn conversations (up to TURNS turns, then a new
+# one), back to back. One request in 7 is cancelled after its first token;
+# one in 5 goes through Ollama's /api/chat, the rest through OpenAI's
+# /v1/chat/completions. A 503 (queue full) waits its Retry-After and is
+# counted apart. With PCACHE=1 the server keeps a prompt-cache directory
+# (the interleaved conversations make it store and load states).
+#
+# Every SAMPLE seconds (default 10) a line records the server's RSS, its
+# open descriptors, the prompt-cache files and bytes, and the requests so
+# far; the last line is a JSON summary: requests, errors, rejected,
+# cancelled, tokens, throughput, p50/p99 time to first token (queue wait
+# included), and the first, last and largest RSS, descriptor and file
+# counts. It measures; it does not judge (tests/test-soak.sh does).
 #
 # usage: bench/load-server.sh [MODEL.rkmojo]
-#   env: BUILD (build), CLIENTS (8), DURATION (60), MAX_TOKENS (64)
+#   env: BUILD (build), CLIENTS (8), DURATION (60), MAX_TOKENS (64),
+#        TURNS (4), SAMPLE (10), PCACHE (0), PCACHE_MAX (the server's
+#        default), CTX (1024)
 # Without MODEL a synthetic tiny model is generated. Needs node (>= 18).
 set -eu
 cd "$(dirname "$0")/.."
@@ -16,9 +27,20 @@ BIN=$PWD/$BUILD/rkmojo
 CLIENTS=${CLIENTS:-8}
 DURATION=${DURATION:-60}
 MAX_TOKENS=${MAX_TOKENS:-64}
+TURNS=${TURNS:-4}
+SAMPLE=${SAMPLE:-10}
+PCACHE=${PCACHE:-0}
+PCACHE_MAX=${PCACHE_MAX:-}
+CTX=${CTX:-1024}
 T=$(mktemp -d)
 SRV=
-cleanup() { [ -n "$SRV" ] && kill "$SRV" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
+SAMPLER=
+cleanup() {
+  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+  [ -n "$SRV" ] && kill "$SRV" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$T"
+}
 trap cleanup EXIT
 
 MODEL=${1:-}
@@ -28,66 +50,134 @@ if [ -z "$MODEL" ]; then
   MODEL=$T/tiny.rkmojo
 fi
 
-"$BIN" serve -m "$MODEL" --port 0 --port-file "$T/port" --queue $((CLIENTS * 2)) >"$T/server.log" 2>&1 &
+args=(-m "$MODEL" --port 0 --port-file "$T/port" --queue $((CLIENTS * 2)) --ctx "$CTX")
+[ "$PCACHE" = 1 ] && args+=(--prompt-cache-dir "$T/pcache")
+[ -n "$PCACHE_MAX" ] && args+=(--prompt-cache-max "$PCACHE_MAX")
+"$BIN" serve "${args[@]}" >"$T/server.log" 2>&1 &
 SRV=$!
 for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 URL=http://127.0.0.1:$(cat "$T/port")
-rss() { awk '/^VmRSS/ {print $2 * 1024}' "/proc/$SRV/status"; }
 # one warm-up request loads the model
-curl -s "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' >/dev/null
-RSS0=$(rss)
+curl -s "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' >/dev/null
+
+# sampler: seconds rss_bytes fds pcache_files pcache_bytes
+sample() {
+  local rss fds files bytes
+  rss=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$SRV/status" 2>/dev/null || echo 0)
+  fds=$(ls "/proc/$SRV/fd" 2>/dev/null | wc -l)
+  files=0; bytes=0
+  if [ -d "$T/pcache" ]; then
+    files=$(find "$T/pcache" -type f | wc -l)
+    bytes=$(du -sb "$T/pcache" | cut -f1)
+  fi
+  echo "$1 $rss $fds $files $bytes"
+}
+t0=$(date +%s)
+( while kill -0 "$SRV" 2>/dev/null; do sample $(($(date +%s) - t0)) >>"$T/samples"; sleep "$SAMPLE"; done ) &
+SAMPLER=$!
 
 cat >"$T/client.mjs" <<'EOF'
-const [url, clients, duration, maxTokens] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
+const [url, clients, duration, maxTokens, turns] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
 const end = Date.now() + duration * 1000;
 const ttft = [];
-let requests = 0, errors = 0, tokens = 0;
-const prompts = ['Tell me a story.', 'List some prime numbers.', 'Describe the sea.', 'What is a tree?'];
-async function one(i) {
+let requests = 0, errors = 0, rejected = 0, cancelled = 0, tokens = 0, n = 0;
+const errs = [];
+const topics = ['Tell me a story.', 'List some prime numbers.', 'Describe the sea.', 'What is a tree?',
+  'Explain rain.', 'Name three colours.', 'Why is the sky blue?', 'Count to ten.'];
+const fail = (m) => { errors++; if (errs.length < 5) errs.push(m); };
+// one streamed turn; returns the reply text, or null
+async function turn(api, messages, cancel) {
   const t0 = performance.now();
-  let first = -1;
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({
-      messages: [{ role: 'user', content: prompts[i % prompts.length] }],
-      max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, temperature: 0.7,
-    }),
+  const ctl = new AbortController();
+  const ollama = api === 'ollama';
+  const body = ollama
+    ? { model: 'm', messages, stream: true, options: { num_predict: maxTokens, temperature: 0.7 } }
+    : { model: 'm', messages, max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, temperature: 0.7 };
+  const res = await fetch(`${url}${ollama ? '/api/chat' : '/v1/chat/completions'}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: ctl.signal,
   });
-  if (res.status !== 200) { errors++; await res.text(); return; }
-  const dec = new TextDecoder();
-  let buf = '', done = false;
-  for await (const chunk of res.body) {
-    buf += dec.decode(chunk, { stream: true });
-    let k;
-    while ((k = buf.indexOf('\n\n')) >= 0) {
-      const ev = buf.slice(0, k); buf = buf.slice(k + 2);
-      if (!ev.startsWith('data: ')) continue;
-      const data = ev.slice(6);
-      if (data === '[DONE]') { done = true; continue; }
-      const o = JSON.parse(data);
-      if (o.error) { errors++; return; }
-      if (first < 0 && o.choices?.[0]?.delta?.content) first = performance.now() - t0;
-      if (o.usage) tokens += o.usage.completion_tokens;
-    }
+  if (res.status === 503) {
+    rejected++;
+    await res.text();
+    await new Promise((r) => setTimeout(r, 1000 * Math.min(5, Number(res.headers.get('retry-after')) || 1)));
+    return null;
   }
-  if (!done) { errors++; return; }
+  if (res.status !== 200) { fail(`status ${res.status}: ${(await res.text()).slice(0, 200)}`); return null; }
+  const dec = new TextDecoder();
+  let buf = '', done = false, text = '', first = -1;
+  try {
+    for await (const chunk of res.body) {
+      buf += dec.decode(chunk, { stream: true });
+      const sep = ollama ? '\n' : '\n\n';
+      let k;
+      while ((k = buf.indexOf(sep)) >= 0) {
+        const ev = buf.slice(0, k); buf = buf.slice(k + sep.length);
+        let data = ev;
+        if (!ollama) { if (!ev.startsWith('data: ')) continue; data = ev.slice(6); }
+        if (!data.trim()) continue;
+        if (data === '[DONE]') { done = true; continue; }
+        const o = JSON.parse(data);
+        if (o.error) { fail(`error event: ${JSON.stringify(o.error).slice(0, 200)}`); return null; }
+        const piece = ollama ? o.message?.content : o.choices?.[0]?.delta?.content;
+        if (piece) {
+          text += piece;
+          if (first < 0) {
+            first = performance.now() - t0;
+            if (cancel) { ctl.abort(); cancelled++; return null; }
+          }
+        }
+        if (ollama && o.done) { done = true; tokens += o.eval_count || 0; }
+        if (o.usage) tokens += o.usage.completion_tokens;
+      }
+    }
+  } catch (e) {
+    if (cancel && ctl.signal.aborted) return null;
+    throw e;
+  }
+  if (!done) { fail('stream ended without its end'); return null; }
   requests++;
   if (first >= 0) ttft.push(first);
+  return text;
 }
-async function loop(i) { while (Date.now() < end) { try { await one(i); } catch { errors++; } } }
+async function loop(i) {
+  let messages = [];
+  while (Date.now() < end) {
+    if (messages.length >= 2 * turns) messages = [];
+    const k = n++;
+    const user = messages.length ? `And then? (${k})` : topics[(i + k) % topics.length];
+    try {
+      const reply = await turn(k % 5 === 4 ? 'ollama' : 'openai', [...messages, { role: 'user', content: user }], k % 7 === 6);
+      if (reply !== null) messages.push({ role: 'user', content: user }, { role: 'assistant', content: reply });
+    } catch (e) { fail(`exception: ${e.message}`); }
+  }
+}
 const t0 = performance.now();
 await Promise.all(Array.from({ length: clients }, (_, i) => loop(i)));
 const secs = (performance.now() - t0) / 1000;
 ttft.sort((a, b) => a - b);
 const pct = (p) => (ttft.length ? ttft[Math.min(ttft.length - 1, Math.floor(p * ttft.length))] : NaN);
-console.log(JSON.stringify({ clients, seconds: +secs.toFixed(1), requests, errors, tokens,
-  tokens_per_s: +(tokens / secs).toFixed(1), ttft_p50_ms: +pct(0.5).toFixed(1), ttft_p99_ms: +pct(0.99).toFixed(1) }));
+console.log(JSON.stringify({ clients, seconds: +secs.toFixed(1), requests, errors, rejected, cancelled, tokens,
+  tokens_per_s: +(tokens / secs).toFixed(1), ttft_p50_ms: +pct(0.5).toFixed(1), ttft_p99_ms: +pct(0.99).toFixed(1),
+  first_errors: errs }));
 EOF
 
-RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS")
-RSS1=$(rss)
+RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS" "$TURNS")
+sleep 1
+sample $(($(date +%s) - t0)) >>"$T/samples"
+kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; SAMPLER=
+ALIVE=$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")
 echo "model: $MODEL"
-echo "result: $RESULT"
-echo "server RSS: before $((RSS0 / 1048576)) MiB, after $((RSS1 / 1048576)) MiB"
-curl -s "$URL/metrics" | grep -E '^rkmojo_(decode|prefill)_tokens_per_second|^rkmojo_rejected_total|^rkmojo_canceled_total'
+echo "# seconds rss_MiB fds pcache_files pcache_MiB"
+awk '{printf "%7d %8.1f %4d %5d %8.2f\n", $1, $2 / 1048576, $3, $4, $5 / 1048576}' "$T/samples"
+curl -s "$URL/metrics" | grep -E '^rkmojo_(decode|prefill)_tokens_per_second|^rkmojo_rejected_total|^rkmojo_canceled_total' || true
+node -e '
+const r = JSON.parse(process.argv[1]);
+const s = require("fs").readFileSync(process.argv[2], "utf8").trim().split("\n").map((l) => l.split(" ").map(Number));
+const col = (i) => s.map((x) => x[i]);
+const max = (a) => Math.max(...a);
+Object.assign(r, { health: Number(process.argv[3]), samples: s.length,
+  rss_first_mib: +(s[0][1] / 1048576).toFixed(1), rss_last_mib: +(s[s.length - 1][1] / 1048576).toFixed(1),
+  rss_max_mib: +(max(col(1)) / 1048576).toFixed(1), fds_first: s[0][2], fds_last: s[s.length - 1][2], fds_max: max(col(2)),
+  pcache_files_max: max(col(3)), pcache_files_last: s[s.length - 1][3] });
+console.log(JSON.stringify(r));' "$RESULT" "$T/samples" "$ALIVE"

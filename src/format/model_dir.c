@@ -295,7 +295,10 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
     if ((rc = get_u64(res, "bytes", &md->resident_bytes))) return rc;
     md->n_tensors = cJSON_GetArraySize(tens);
     md->tensors = calloc((size_t)md->n_tensors + 1, sizeof *md->tensors);
-    if (!md->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (!md->tensors) {
+        md->n_tensors = 0;
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
     for (int i = 0; i < md->n_tensors; i++) {
         const cJSON *t = cJSON_GetArrayItem(tens, i);
         rkm_tensor_view *tv = &md->tensors[i];
@@ -316,7 +319,10 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(ex, "layers");
     md->n_expert_layers = cJSON_IsArray(layers) ? cJSON_GetArraySize(layers) : 0;
     md->experts = calloc((size_t)md->n_expert_layers + 1, sizeof *md->experts);
-    if (!md->experts) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (!md->experts) {
+        md->n_expert_layers = 0;
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
     for (int i = 0; i < md->n_expert_layers; i++) md->experts[i].fd = -1;
     for (int i = 0; i < md->n_expert_layers; i++) {
         if ((rc = parse_layer(cJSON_GetArrayItem(layers, i), &md->experts[i], &md->hp))) return rc;
@@ -359,9 +365,13 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
         rkm_err(RKM_ENOMEM, "out of memory");
         return NULL;
     }
-    md->path = strdup(dir ? dir : ".");
     md->resident_fd = -1;
     md->map_guard = -1;
+    if (!(md->path = strdup(dir ? dir : "."))) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        rkm_model_dir_close(md);
+        return NULL;
+    }
     cJSON *root = cJSON_ParseWithLength(json, n);
     if (!root) {
         rkm_err(RKM_EFORMAT, "manifest.json is not valid JSON");
@@ -380,8 +390,12 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
 rkm_model_dir *rkm_model_dir_load_manifest(const char *dir)
 {
     char *mp = rkm_path_join(dir, "manifest.json");
+    if (!mp) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
     size_t n;
-    char *json = mp ? rkm_read_file(mp, &n) : NULL;
+    char *json = rkm_read_file(mp, &n);
     if (!json) {
         if (rkm_last_error()[0] && strstr(rkm_last_error(), "No such file"))
             rkm_err(RKM_ENOENT, "%s is not a complete .rkmojo model (no manifest.json; an interrupted conversion?)", dir);

@@ -169,8 +169,11 @@ static rkm_safetensors *finish_open(rkm_safetensors *s)
 rkm_safetensors *rkm_safetensors_open(const char *path)
 {
     rkm_safetensors *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->path = strdup(path);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        rkm_err(RKM_ENOMEM, "safetensors: out of memory");
+        return NULL;
+    }
     s->dfd = -1;
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -187,7 +190,10 @@ rkm_safetensors *rkm_safetensors_open(const char *path)
 rkm_safetensors *rkm_safetensors_open_mem(const void *data, size_t n)
 {
     rkm_safetensors *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) {
+        rkm_err(RKM_ENOMEM, "safetensors: out of memory");
+        return NULL;
+    }
     s->fd = -1;
     s->dfd = -1;
     s->mem = data;

@@ -278,7 +278,14 @@ int srv_pcache_load(srv_pcache *pc, int idx, rkm_session *s, char id_out[17])
     char *p = entry_path(pc, en->id, "kv");
     int rc = p ? rkm_session_load(s, p) : rkm_err(RKM_ENOMEM, "out of memory");
     if (rc == 0) utimensat(AT_FDCWD, p, NULL, 0); /* recency survives a restart */
+    /* a read error or no memory says nothing about the file: it stays */
+    struct stat st;
+    int transient = (rc == RKM_EIO || rc == RKM_ENOMEM) && p && stat(p, &st) == 0;
     free(p);
+    if (transient) {
+        rkm_session_truncate(s, 0);
+        return rkm_err_prefix(rc, "prompt cache entry %s not loaded", en->id);
+    }
     if (rc == 0) {
         int n;
         const int32_t *t = rkm_session_tokens(s, &n);

@@ -109,10 +109,10 @@ static int seq_add(parser *ps, seq *s, gelem e)
 
 static int new_rule(parser *ps, const char *name, size_t len)
 {
-    if (grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) return -(ps->err = RKM_ENOMEM);
+    if (grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof *ps->rules)) return ps->err = RKM_ENOMEM;
     prule *r = &ps->rules[ps->n_rules];
     memset(r, 0, sizeof *r);
-    if (name && !(r->name = strndup(name, len))) return -(ps->err = rkm_err(RKM_ENOMEM, "grammar: out of memory"));
+    if (name && !(r->name = strndup(name, len))) return ps->err = rkm_err(RKM_ENOMEM, "grammar: out of memory");
     return ps->n_rules++;
 }
 
@@ -213,7 +213,7 @@ static int repeat(parser *ps, seq *s, int from, int m, int n)
     int k = s->n - from;
     gelem *item = malloc(sizeof(gelem) * (size_t)(k ? k : 1));
     if (!item) return ps->err = rkm_err(RKM_ENOMEM, "grammar: out of memory");
-    memcpy(item, s->e + from, sizeof(gelem) * (size_t)k);
+    if (k) memcpy(item, s->e + from, sizeof(gelem) * (size_t)k); /* an empty item ("" *) has no elements */
     s->n = from;
     int rc = 0;
     for (int i = 0; i < m && !rc; i++)
@@ -224,7 +224,7 @@ static int repeat(parser *ps, seq *s, int from, int m, int n)
         for (int i = 0; i < opt && !rc; i++) {
             int rr = new_rule(ps, NULL, 0);
             if (rr < 0) {
-                rc = -rr;
+                rc = rr;
                 break;
             }
             seq *a = add_alt(ps, rr);
