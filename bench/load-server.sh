@@ -36,9 +36,9 @@ T=$(mktemp -d)
 SRV=
 SAMPLER=
 cleanup() {
-  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-  [ -n "$SRV" ] && kill "$SRV" 2>/dev/null
-  wait 2>/dev/null
+  if [ -n "$SAMPLER" ]; then kill "$SAMPLER" 2>/dev/null || true; fi
+  if [ -n "$SRV" ]; then kill "$SRV" 2>/dev/null || true; fi
+  wait 2>/dev/null || true
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -68,8 +68,8 @@ sample() {
   fds=$(ls "/proc/$SRV/fd" 2>/dev/null | wc -l)
   files=0; bytes=0
   if [ -d "$T/pcache" ]; then
-    files=$(find "$T/pcache" -type f | wc -l)
-    bytes=$(du -sb "$T/pcache" | cut -f1)
+    files=$(find "$T/pcache" -type f 2>/dev/null | wc -l)
+    bytes=$(du -sb "$T/pcache" 2>/dev/null | cut -f1)
   fi
   echo "$1 $rss $fds $files $bytes"
 }

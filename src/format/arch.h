@@ -51,7 +51,10 @@ enum rkm_act {
 /* How router logits become the top-k weights. */
 enum rkm_gating {
     RKM_GATING_SOFTMAX = 0,    /* softmax over all experts, top-k of the probabilities */
-    RKM_GATING_SOFTMAX_WEIGHT  /* top-k of the logits, softmax over those k (gpt-oss) */
+    RKM_GATING_SOFTMAX_WEIGHT, /* top-k of the logits, softmax over those k (gpt-oss) */
+    RKM_GATING_SIGMOID         /* sigmoid scores; chosen by score + the per-expert selection
+                                  bias (ffn exp_probs_b), weighed by the unbiased score
+                                  (DeepSeek-V3, GLM-4.5) */
 };
 
 /* What a tensor is for, whatever its name in a given file format. */
@@ -97,6 +100,7 @@ enum rkm_tensor_role {
     RKM_TENSOR_FFN_GATE_EXPS_BIAS, /* per-expert biases [n_ff_exp or n_embd, n_expert], resident */
     RKM_TENSOR_FFN_UP_EXPS_BIAS,
     RKM_TENSOR_FFN_DOWN_EXPS_BIAS,
+    RKM_TENSOR_FFN_EXP_PROBS_B,    /* per-expert bias added to the scores for selection only */
     RKM_TENSOR_ROLE_COUNT
 };
 

@@ -28,6 +28,7 @@ static const rkm_hparams_field hp_fields[] = {
     HF(final_softcap), HF(embed_scale), HB(tied_output), HB(v_from_k_full), HB(v_norm), HB(gemma4_norms),
     HIO(rope_scaling), HFO(rope_freq_scale), HIO(rope_orig_ctx), HFO(rope_attn_factor), HFO(yarn_ext_factor),
     HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
+    HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -91,6 +92,7 @@ void rkm_hparams_init(rkm_hparams *hp, int arch)
     hp->yarn_attn_factor = 1.0f;
     hp->yarn_beta_fast = 32.0f;
     hp->yarn_beta_slow = 1.0f;
+    hp->expert_weights_scale = 1.0f;
     const rkm_arch_info *a = rkm_arch_info_of(arch);
     for (int i = 0; a && i < RKM_ARCH_MAX_DEFAULTS && a->defaults[i].field; i++)
         RKM_ASSERT(set_num(hp, a->defaults[i].field, a->defaults[i].value) == 0); /* test-format checks the table */
@@ -123,8 +125,21 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     } else if (hp->n_ff < 1) {
         return BAD("dense FFN width %d out of range", hp->n_ff);
     }
-    if (hp->expert_gating < RKM_GATING_SOFTMAX || hp->expert_gating > RKM_GATING_SOFTMAX_WEIGHT)
+    if (hp->expert_gating < RKM_GATING_SOFTMAX || hp->expert_gating > RKM_GATING_SIGMOID)
         return BAD("unknown expert gating %d", hp->expert_gating);
+    if (!(hp->expert_weights_scale > 0 && isfinite(hp->expert_weights_scale)))
+        return BAD("the routed weights' scale %g is not a positive number", (double)hp->expert_weights_scale);
+    if (hp->n_expert_group > 1) {
+        if (hp->n_expert <= 0 || hp->n_expert % hp->n_expert_group)
+            return BAD("%d expert groups do not divide %d experts", hp->n_expert_group, hp->n_expert);
+        if (hp->n_group_used < 1 || hp->n_group_used > hp->n_expert_group)
+            return BAD("%d groups used of %d expert groups", hp->n_group_used, hp->n_expert_group);
+        if (hp->n_expert_used > hp->n_group_used * (hp->n_expert / hp->n_expert_group))
+            return BAD("top-k %d exceeds the %d experts of the %d groups used", hp->n_expert_used,
+                       hp->n_group_used * (hp->n_expert / hp->n_expert_group), hp->n_group_used);
+    } else if (hp->n_expert_group < 0 || hp->n_group_used < 0) {
+        return BAD("negative expert group counts");
+    }
     if (hp->act < RKM_ACT_SILU || hp->act > RKM_ACT_SWIGLU_OAI) return BAD("unknown activation %d", hp->act);
     if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer) return BAD("bad n_layer_dense_lead");
     if (!(hp->rms_eps > 0 && hp->rms_eps < 1)) return BAD("the norm epsilon %g is out of range (0, 1)", (double)hp->rms_eps);
@@ -348,6 +363,16 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     if (hp->n_expert > 0 && hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff;
     int b;
     if (rkm_gguf_get_bool(g, K("expert_norm_topk"), &b) == 0) hp->expert_norm_topk = b;
+    opt_float(g, K("expert_weights_scale"), &hp->expert_weights_scale);
+    opt_int(g, K("n_expert_group"), &hp->n_expert_group);
+    opt_int(g, K("n_group_used"), &hp->n_group_used);
+    /* llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax of the top-k */
+    int gf = 0;
+    opt_int(g, K("expert_gating_func"), &gf);
+    if (gf == 1) hp->expert_gating = RKM_GATING_SOFTMAX;
+    else if (gf == 2) hp->expert_gating = RKM_GATING_SIGMOID;
+    else if (gf == 3) hp->expert_gating = RKM_GATING_SOFTMAX_WEIGHT;
+    else if (gf != 0) return rkm_err(RKM_EUNSUPPORTED, "%s %d is not supported", K("expert_gating_func"), gf);
     opt_float(g, K("rms_eps"), &hp->rms_eps);
     opt_float(g, K("rope_theta"), &hp->rope_theta);
     hp->rope_theta_swa = hp->rope_theta;

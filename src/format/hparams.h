@@ -46,7 +46,11 @@ typedef struct rkm_hparams {
     int n_ff_shexp;           /* shared expert width (qwen2moe), 0 if none */
     int n_layer_dense_lead;   /* leading layers with a dense FFN instead of experts */
     int expert_norm_topk;     /* renormalise top-k weights to sum 1 */
-    int expert_gating;        /* 0 softmax over all then top-k */
+    int expert_gating;        /* enum rkm_gating */
+    float expert_weights_scale; /* the top-k weights are multiplied by this (routed scaling; 1) */
+    int n_expert_group;       /* experts in this many equal groups; top-k only from the
+                                 n_group_used groups whose two best scores sum highest (0: none) */
+    int n_group_used;
     int shexp_gate;           /* shared expert scaled by sigmoid(gate . x) (qwen2moe) */
     int act;                  /* enum rkm_act */
     float rms_eps;

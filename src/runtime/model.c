@@ -167,6 +167,7 @@ static const struct {
     FV(ATTN_OUT_BIAS, bo),            FV(ATTN_SINKS, sinks),
     FV(FFN_GATE_INP_BIAS, router_b),  FV(FFN_GATE_EXPS_BIAS, exp_gate_b),
     FV(FFN_UP_EXPS_BIAS, exp_up_b),   FV(FFN_DOWN_EXPS_BIAS, exp_down_b),
+    FV(FFN_EXP_PROBS_B, exp_probs_b),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 

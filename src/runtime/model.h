@@ -68,6 +68,7 @@ typedef struct rkm_layer {
     const float *post_ffw_norm_1, *pre_ffw_norm_2, *post_ffw_norm_2, *post_ffw_norm; /* gemma4 */
     rkm_mat router;                /* (n_embd -> n_expert), f32 usually */
     const float *router_b;         /* gpt-oss (n_expert) */
+    const float *exp_probs_b;      /* selection bias of sigmoid gating (n_expert), or NULL */
     const float *exp_gate_b, *exp_up_b; /* gpt-oss per-expert biases (n_ff_exp x n_expert) */
     const float *exp_down_b;       /* (n_embd x n_expert) */
     const float *router_scale;     /* gemma4 (n_embd) */
@@ -234,6 +235,9 @@ int rkm_moe_forward(rkm_session *s, int il, const float *x, const float *rin, in
  * the first expert-cache request; experts = the routed experts on x, summed
  * into out. A route must be followed by experts on the same session. */
 int rkm_moe_route(rkm_session *s, int il, const float *rin, int n);
+/* One row's top-k (sel, w: k each) from its router logits, as hp gates
+ * them (moe.c); returns the router margin. */
+float rkm_moe_route_row(const rkm_hparams *hp, const rkm_layer *L, float *logits, int *sel, float *w, int flip);
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate

@@ -32,33 +32,72 @@ static int part_type(const rkm_model *m, const rkm_expert_part *p)
     return m->pack_experts ? rkm_pack_type(p->type, p->ne[1]) : p->type;
 }
 
-/* The top-k of one row's router logits as the architecture weighs them:
- * softmax over all, top-k of the probabilities (ties: lower id), then
- * renormalisation and per-expert scales; or (gpt-oss) top-k of the logits
- * and a softmax over those k. Returns the row's router margin: the k-th
- * selection's probability minus the best one left out, probabilities
- * being the softmax over all experts either way (+inf when every expert
- * is selected). flip: the runner-up takes the k-th selection's place (a
- * debugging knob, see rkm_session_router_flip). */
-static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, int *sel, float *w, int flip)
+/* The top-k of one row's router logits as the architecture weighs them
+ * (hp->expert_gating):
+ *   softmax         softmax over all, top-k of the probabilities
+ *   softmax_weight  top-k of the logits, a softmax over those k (gpt-oss)
+ *   sigmoid         sigmoid scores; top-k of score + L->exp_probs_b (the
+ *                   selection bias), weighed by the unbiased scores
+ * With expert groups, only the n_group_used groups whose two best
+ * selection keys sum highest take part. Then renormalisation
+ * (expert_norm_topk, the sum clamped as llama.cpp does), the routed scale
+ * and per-expert scales. Ties go to the lower id (lower group).
+ *
+ * Returns the row's router margin: the k-th selection's key minus the
+ * best key left out, keys being the softmax over all experts for the
+ * softmax gatings and the biased scores for sigmoid (+inf when every
+ * expert that may be chosen is). flip: the runner-up takes the k-th
+ * selection's place (a debugging knob, see rkm_session_router_flip).
+ * logits is overwritten. */
+float rkm_moe_route_row(const rkm_hparams *hp, const rkm_layer *L, float *logits, int *sel, float *w, int flip)
 {
-    const rkm_hparams *hp = &m->hp;
     int ne = hp->n_expert, k = hp->n_expert_used;
-    int by_logit = hp->expert_gating == RKM_GATING_SOFTMAX_WEIGHT;
-    float raw[RKM_MAX_EXPERTS];
+    int gating = hp->expert_gating;
+    float raw[RKM_MAX_EXPERTS], key[RKM_MAX_EXPERTS];
     if (L->router_b)
         for (int e = 0; e < ne; e++) logits[e] += L->router_b[e];
-    if (by_logit) memcpy(raw, logits, sizeof(float) * (size_t)ne);
-    rkm_softmax(logits, ne);
-    const float *key = by_logit ? raw : logits;
+    if (gating == RKM_GATING_SIGMOID) {
+        for (int e = 0; e < ne; e++) logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+        for (int e = 0; e < ne; e++) key[e] = logits[e] + (L->exp_probs_b ? L->exp_probs_b[e] : 0.0f);
+    } else {
+        if (gating == RKM_GATING_SOFTMAX_WEIGHT) memcpy(raw, logits, sizeof(float) * (size_t)ne);
+        rkm_softmax(logits, ne);
+        memcpy(key, gating == RKM_GATING_SOFTMAX_WEIGHT ? raw : logits, sizeof(float) * (size_t)ne);
+    }
+    /* groups: keep the n_group_used best by the sum of their two best keys */
+    int ng = hp->n_expert_group, n_open = ne;
+    uint8_t shut[RKM_MAX_EXPERTS] = {0};
+    if (ng > 1) {
+        int per = ne / ng;
+        float gs[RKM_MAX_EXPERTS];
+        int keep[RKM_MAX_EXPERTS] = {0};
+        for (int g = 0; g < ng; g++) {
+            float b1 = -INFINITY, b2 = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                if (key[e] > b1) b2 = b1, b1 = key[e];
+                else if (key[e] > b2) b2 = key[e];
+            }
+            gs[g] = per > 1 ? b1 + b2 : b1;
+        }
+        for (int j = 0; j < hp->n_group_used; j++) {
+            int best = -1;
+            for (int g = 0; g < ng; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best] = 1;
+        }
+        for (int g = 0; g < ng; g++)
+            if (!keep[g])
+                for (int e = g * per; e < (g + 1) * per; e++) shut[e] = 1;
+        n_open = hp->n_group_used * per;
+    }
     /* the k best, then the runner-up (the (k+1)-th) when there is one */
     int runner = -1;
-    for (int j = 0; j <= k && j < ne; j++) {
+    for (int j = 0; j <= k && j < n_open; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
             for (int t = 0; t < j; t++) taken |= sel[t] == e;
-            if (taken) continue;
+            if (taken || shut[e]) continue;
             if (best < 0 || key[e] > key[best]) best = e;
         }
         if (j == k) {
@@ -69,10 +108,10 @@ static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, in
     }
     float margin = INFINITY;
     if (runner >= 0) {
-        margin = logits[sel[k - 1]] - logits[runner];
+        margin = gating == RKM_GATING_SIGMOID ? key[sel[k - 1]] - key[runner] : logits[sel[k - 1]] - logits[runner];
         if (flip) sel[k - 1] = runner;
     }
-    if (by_logit) {
+    if (gating == RKM_GATING_SOFTMAX_WEIGHT) {
         for (int j = 0; j < k; j++) w[j] = raw[sel[j]];
         rkm_softmax(w, k);
     } else {
@@ -84,6 +123,8 @@ static float route_row(const rkm_model *m, const rkm_layer *L, float *logits, in
         if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
         for (int j = 0; j < k; j++) w[j] /= sum;
     }
+    if (hp->expert_weights_scale != 1.0f)
+        for (int j = 0; j < k; j++) w[j] *= hp->expert_weights_scale;
     if (L->expert_scale)
         for (int j = 0; j < k; j++) w[j] *= L->expert_scale[sel[j]];
     return margin;
@@ -98,21 +139,11 @@ static void prefetch_next(rkm_session *s, int il, const float *rin)
     int nl = il + 1;
     while (nl < m->hp.n_layer && !m->layers[nl].el) nl++;
     if (nl >= m->hp.n_layer) return;
-    int ne = m->hp.n_expert, k = m->hp.n_expert_used;
-    float lg[RKM_MAX_EXPERTS];
+    float lg[RKM_MAX_EXPERTS], w[RKM_MAX_EXPERTS];
+    int ids[RKM_MAX_EXPERTS];
     rkm_matmul_mat(m->pool, &m->layers[nl].router, rin, 1, lg);
-    if (m->layers[nl].router_b)
-        for (int e = 0; e < ne; e++) lg[e] += m->layers[nl].router_b[e];
-    int ids[RKM_MAX_EXPERTS], n_ids = 0;
-    for (int j = 0; j < k; j++) {
-        int b = -1;
-        for (int e = 0; e < ne; e++)
-            if (lg[e] > -INFINITY && (b < 0 || lg[e] > lg[b])) b = e;
-        if (b < 0) break; /* NaN logits: fewer hints */
-        ids[n_ids++] = b;
-        lg[b] = -INFINITY;
-    }
-    if (n_ids) rkm_expert_cache_prefetch(m->cache, nl, ids, n_ids);
+    rkm_moe_route_row(&m->hp, &m->layers[nl], lg, ids, w, 0); /* the gating's own choice */
+    rkm_expert_cache_prefetch(m->cache, nl, ids, m->hp.n_expert_used);
 }
 
 int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
@@ -126,7 +157,7 @@ int rkm_moe_route(rkm_session *s, int il, const float *rin, int n)
     rkm_matmul_mat(m->pool, &L->router, rin, n, s->router);
     for (int r = 0; r < n; r++) {
         int pos = s->n_past + r; /* rkm_forward_chunk moves n_past after the chunk */
-        float mg = route_row(m, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k,
+        float mg = rkm_moe_route_row(&m->hp, L, s->router + (size_t)r * ne, s->sel + (size_t)r * k, s->selw + (size_t)r * k,
                              il == s->flip_layer && pos == s->flip_pos);
         if (s->route_margin) s->route_margin[(size_t)pos * hp->n_layer + il] = mg;
         s->margin[r] = mg;
