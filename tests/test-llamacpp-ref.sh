@@ -94,6 +94,7 @@ presets=(
   "qwen3-dense+yarn|$small --set n_ff=256 --set rope_scaling=yarn --set rope_freq_scale=0.25 --set rope_orig_ctx=64"
   "llama-dense+linear|$small --set n_ff=256 --set rope_scaling=linear --set rope_freq_scale=0.5"
   "gpt-oss-20b|$small --set n_head=8 --set n_head_kv=2 --set n_ff_exp=128 --set sliding_window=16"
+  "glm-4.5-air|$small --set n_head=4 --set n_head_kv=2 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_ff=256"
 )
 # an entry NAME+VARIANT is preset NAME with the variant's options (RoPE
 # scaling: YaRN with its ramp over the first pairs, linear)

@@ -40,6 +40,7 @@ static const preset presets[] = {
     {"qwen3-dense", RKM_ARCH_QWEN3, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 1e6f},
     {"gpt-oss-20b", RKM_ARCH_GPT_OSS, 24, 2880, 64, 8, 64, 32, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"gpt-oss-120b", RKM_ARCH_GPT_OSS, 36, 2880, 64, 8, 64, 128, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
+    {"glm-4.5-air", RKM_ARCH_GLM4MOE, 46, 4096, 96, 8, 128, 128, 8, 1408, 10944, 1408, 151552, 131072, 1e6f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -87,6 +88,13 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         }
     }
     if (p->arch == RKM_ARCH_QWEN2MOE) hp->n_ff = p->n_ff_shexp;
+    if (p->arch == RKM_ARCH_GLM4MOE) {
+        /* zai-org/GLM-4.5-Air: one leading dense layer, half the head
+         * rotated (partial_rotary_factor 0.5), one shared expert */
+        hp->n_layer_dense_lead = 1;
+        hp->rope_dim = hp->rope_dim_swa = p->head_dim / 2;
+        hp->rms_eps = 1e-5f;
+    }
     if (p->arch == RKM_ARCH_GPT_OSS) {
         /* a 128-token window on every other layer (the first slides), YaRN
          * x32 over a 4096-token original context, as published */
@@ -308,6 +316,16 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_u32(w, FKEY("n_expert_used"), (uint32_t)hp->n_expert_used);
         if (!ff_is_expert_width(hp)) rkm_gguf_writer_set_u32(w, FKEY("n_ff_exp"), (uint32_t)hp->n_ff_exp);
         if (hp->n_ff_shexp) rkm_gguf_writer_set_u32(w, FKEY("n_ff_shexp"), (uint32_t)hp->n_ff_shexp);
+        if (hp->n_layer_dense_lead)
+            rkm_gguf_writer_set_u32(w, FKEY("n_layer_dense_lead"), (uint32_t)hp->n_layer_dense_lead);
+        if (hp->expert_gating == RKM_GATING_SIGMOID) { /* as llama.cpp's converter writes GLM-4.5 */
+            rkm_gguf_writer_set_u32(w, FKEY("expert_gating_func"), 2);
+            rkm_gguf_writer_set_u32(w, KEY("expert_shared_count"),
+                                    (uint32_t)(hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0));
+            rkm_gguf_writer_set_f32(w, FKEY("expert_weights_scale"), hp->expert_weights_scale);
+            rkm_gguf_writer_set_bool(w, FKEY("expert_norm_topk"), hp->expert_norm_topk);
+            rkm_gguf_writer_set_u32(w, KEY("nextn_predict_layers"), 0);
+        }
     }
 #undef FKEY
 #undef KEY

@@ -205,6 +205,49 @@ static const rkm_tensor_info gpt_oss_tensors[] = {
      SHAPE2(EMBD, EXPERT), LAYER(MOE), INIT(BIAS), .gain = 10.0f},
 };
 
+/* GLM-4.5 (transformers' Glm4Moe): llama's attention names with q/k/v
+ * biases and optional per-head q/k norms (GLM-4.5, not Air), partial NeoX
+ * rotary; the FFN norm is GGUF's post_attention_norm; leading dense
+ * layers; a router with a selection bias (sigmoid gating); one shared
+ * expert (HF shared_experts.), ungated. */
+static const rkm_tensor_info glm4moe_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
+     LAYER(ALL)},
+    {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),
+     WHEN(QKV_BIAS), INIT(BIAS)},
+    {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),
+     WHEN(QKV_BIAS), INIT(BIAS)},
+    {RKM_TENSOR_ATTN_V_BIAS, "blk.%d.attn_v.bias", NULL, {L_ "self_attn.v_proj.bias"}, SHAPE1(V), LAYER(ALL),
+     WHEN(QKV_BIAS), INIT(BIAS)},
+    {RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, {L_ "self_attn.q_norm.weight"}, SHAPE1(QK_NORM_Q),
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},
+    {RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, {L_ "self_attn.k_norm.weight"}, SHAPE1(QK_NORM_K),
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},
+    {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {L_ "mlp.gate_proj.weight"}, SHAPE2(EMBD, FF),
+     LAYER(DENSE)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {L_ "mlp.up_proj.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD),
+     LAYER(DENSE)},
+    ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+                 "mlp.experts.%d.down_proj.weight"),
+    {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {L_ "mlp.gate.e_score_correction_bias"},
+     SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS), .gain = 5.0f},
+    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ "mlp.shared_experts.gate_proj.weight"},
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},
+    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {L_ "mlp.shared_experts.up_proj.weight"},
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},
+    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {L_ "mlp.shared_experts.down_proj.weight"},
+     SHAPE2(FF_SHEXP, EMBD), LAYER(MOE), WHEN(SHEXP)},
+};
+
 /* ---------------------------------------------------- architectures */
 
 #define TENSORS(t) .tensors = t, .n_tensors = (int)RKM_ARRAY_LEN(t)
@@ -239,6 +282,13 @@ static const rkm_arch_info archs[] = {
      .defaults = {{"rope_neox", 1}, {"has_qkv_bias", 1}, {"act", RKM_ACT_SWIGLU_OAI},
                   {"expert_gating", RKM_GATING_SOFTMAX_WEIGHT}},
      .keys = {{"n_expert", "expert_count", "num_local_experts"}}, TENSORS(gpt_oss_tensors)},
+    /* llama.cpp: LLM_ARCH_GLM4_MOE; NeoX rotary over partial_rotary_factor
+     * of the head */
+    {RKM_ARCH_GLM4MOE, "glm4moe", "glm4moe", 0, {"glm4_moe"}, {"Glm4MoeForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"has_qkv_bias", 1}, {"expert_gating", RKM_GATING_SIGMOID}, {"expert_norm_topk", 1}},
+     .keys = {{"n_expert", "expert_count", "n_routed_experts"}, {"n_layer_dense_lead", "leading_dense_block_count",
+                                                                  "first_k_dense_replace"}},
+     TENSORS(glm4moe_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most

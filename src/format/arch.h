@@ -33,6 +33,7 @@ enum rkm_arch {
     RKM_ARCH_OLMOE,
     RKM_ARCH_GEMMA4,
     RKM_ARCH_GPT_OSS,  /* gpt-oss: sinks, alternating sliding layers, biased experts */
+    RKM_ARCH_GLM4MOE,  /* GLM-4.5 / 4.5-Air / 4.6: sigmoid routing, shared expert, dense lead */
     RKM_ARCH_COUNT
 };
 

@@ -361,6 +361,22 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     /* architectures whose experts' width is feed_forward_length (mixtral,
      * olmoe) have no expert_feed_forward_length */
     if (hp->n_expert > 0 && hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff;
+    /* shared experts counted in experts' widths (GLM-4.5, DeepSeek) */
+    int n_shared = 0;
+    snprintf(k, sizeof k, "%s.expert_shared_count", ga);
+    opt_int(g, k, &n_shared);
+    if (hp->n_ff_shexp == 0 && n_shared > 0) {
+        if (n_shared > 64) return rkm_err(RKM_EFORMAT, "%s %d out of range", k, n_shared);
+        hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+    }
+    /* the next-token-prediction blocks that follow the model's own
+     * (GLM-4.5, DeepSeek-V3) are not part of it */
+    int nextn = 0;
+    snprintf(k, sizeof k, "%s.nextn_predict_layers", ga);
+    opt_int(g, k, &nextn);
+    if (nextn < 0 || nextn >= hp->n_layer)
+        return rkm_err(RKM_EFORMAT, "%s %d out of range for %d blocks", k, nextn, hp->n_layer);
+    hp->n_layer -= nextn;
     int b;
     if (rkm_gguf_get_bool(g, K("expert_norm_topk"), &b) == 0) hp->expert_norm_topk = b;
     opt_float(g, K("expert_weights_scale"), &hp->expert_weights_scale);
@@ -441,6 +457,8 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     hp->tied_output = role_tensor(g, arch, RKM_TENSOR_OUTPUT, -1) == NULL;
     hp->has_rope_freqs = role_tensor(g, arch, RKM_TENSOR_ROPE_FREQS, -1) != NULL;
     if (role_tensor(g, arch, RKM_TENSOR_ATTN_Q_BIAS, 0)) hp->has_qkv_bias = 1;
+    if (hp->qk_norm == RKM_QK_NORM_NONE && role_tensor(g, arch, RKM_TENSOR_ATTN_Q_NORM, 0))
+        hp->qk_norm = RKM_QK_NORM_HEAD; /* GLM-4.5 has them, GLM-4.5-Air not */
     if (arch == RKM_ARCH_GEMMA4) hp->embed_scale = sqrtf((float)hp->n_embd);
     if (hp->n_expert > 0 && hp->n_layer_dense_lead == 0) {
         /* layers without a router are dense */
