@@ -916,9 +916,85 @@ static void test_rope_scaling(void)
     CHECK(rope_gguf(&hp, neg) == RKM_EFORMAT && strstr(rkm_last_error(), "is not a factor"));
 }
 
+/* GLM-4.5's next-token-prediction block (nextn_predict_layers): the same
+ * GGUF with one more block (a copy of the last with the nextn.* tensors
+ * llama.cpp's converter writes) converts to the same files: the block is
+ * neither in n_layer nor stored. */
+static void test_nextn_skipped(void)
+{
+    const char *tmp = test_tmpdir();
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/glm.gguf", tmp);
+    snprintf(b, sizeof b, "%s/glm-nextn.gguf", tmp);
+    int rc = test_rkmojo(NULL, "synth --preset glm-4.5-air -o %s --set n_layer=2 --set n_embd=128 --set n_head=4 "
+                               "--set n_head_kv=2 --set n_ff_exp=64 --set n_ff_shexp=64 --set n_ff=128 --set n_expert=8 "
+                               "--dtype q8_0 --quiet", a);
+    CHECK_MSG(rc == 0, "synth glm-4.5-air: %d", rc);
+    rkm_gguf *g = rc ? NULL : rkm_gguf_open(a);
+    if (!g) return;
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    for (int i = 0; i < rkm_gguf_n_kv(g); i++)
+        if (strcmp(rkm_gguf_key(g, i), "glm4moe.block_count") && strcmp(rkm_gguf_key(g, i), "glm4moe.nextn_predict_layers"))
+            rkm_gguf_writer_copy_kv(w, g, i);
+    rkm_gguf_writer_set_u32(w, "glm4moe.block_count", 3);
+    rkm_gguf_writer_set_u32(w, "glm4moe.nextn_predict_layers", 1);
+    int n = rkm_gguf_n_tensors(g), n_extra = 0;
+    const rkm_gguf_tensor *src[256];
+    for (int i = 0; i < n; i++) {
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        CHECK(rkm_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne) == 0);
+        src[i] = t;
+    }
+    for (int i = 0; i < n; i++) { /* block 2 = block 1's tensors */
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        if (strncmp(t->name, "blk.1.", 6) || n + n_extra >= 250) continue;
+        char nm[128];
+        snprintf(nm, sizeof nm, "blk.2.%s", t->name + 6);
+        CHECK(rkm_gguf_writer_add_tensor(w, nm, t->type, t->n_dims, t->ne) == 0);
+        src[n + n_extra++] = t;
+    }
+    int64_t eh[2] = {256, 128}, v[1] = {128};
+    CHECK(rkm_gguf_writer_add_tensor(w, "blk.2.nextn.eh_proj.weight", RKM_TYPE_F32, 2, eh) == 0);
+    CHECK(rkm_gguf_writer_add_tensor(w, "blk.2.nextn.enorm.weight", RKM_TYPE_F32, 1, v) == 0);
+    CHECK(rkm_gguf_writer_add_tensor(w, "blk.2.nextn.hnorm.weight", RKM_TYPE_F32, 1, v) == 0);
+    CHECK(rkm_gguf_writer_begin(w, b) == 0);
+    for (int i = 0; i < n + n_extra; i++) {
+        void *d = malloc(src[i]->nbytes);
+        CHECK(d && rkm_gguf_read(g, src[i], 0, d, src[i]->nbytes) == 0);
+        CHECK(rkm_gguf_writer_write_data(w, d, src[i]->nbytes) == 0);
+        free(d);
+    }
+    float *z = calloc(256 * 128, sizeof(float));
+    CHECK(rkm_gguf_writer_write_data(w, z, sizeof(float) * 256 * 128) == 0);
+    CHECK(rkm_gguf_writer_write_data(w, z, sizeof(float) * 128) == 0);
+    CHECK(rkm_gguf_writer_write_data(w, z, sizeof(float) * 128) == 0);
+    free(z);
+    CHECK(rkm_gguf_writer_finish(w) == 0);
+    rkm_gguf_writer_free(w);
+    rkm_gguf_close(g);
+    rc = test_rkmojo(NULL, "convert %s %s/glm.rkmojo --quant keep --quiet", a, tmp);
+    if (!rc) rc = test_rkmojo(NULL, "convert %s %s/glm-nextn.rkmojo --quant keep --quiet", b, tmp);
+    CHECK_MSG(rc == 0, "convert: %d", rc);
+    char d1[700], d2[700];
+    snprintf(d1, sizeof d1, "%s/glm.rkmojo", tmp);
+    snprintf(d2, sizeof d2, "%s/glm-nextn.rkmojo", tmp);
+    rkm_model_dir *m1 = rkm_model_dir_load_manifest(d1), *m2 = rkm_model_dir_load_manifest(d2);
+    CHECK(m1 && m2);
+    if (m1 && m2) {
+        CHECK_EQ_INT(m2->hp.n_layer, 2);
+        CHECK_EQ_INT(m2->n_tensors, m1->n_tensors);
+        CHECK_EQ_INT(m2->n_expert_layers, m1->n_expert_layers);
+        for (int i = 0; i < m2->n_tensors; i++) CHECK_MSG(strncmp(m2->tensors[i].name, "blk.2.", 6), "%s stored", m2->tensors[i].name);
+    }
+    rkm_model_dir_close(m1);
+    rkm_model_dir_close(m2);
+    CHECK(test_sh("cmp -s '%s/resident.bin' '%s/resident.bin' && diff -r '%s/experts' '%s/experts' >/dev/null", d1, d2, d1, d2) == 0);
+}
+
 int main(void)
 {
     test_arch_tables();
+    test_nextn_skipped();
     test_rope_scaling();
     test_hash();
     test_writer_roundtrip();

@@ -149,10 +149,6 @@ static void skip(parser *ps, int nl)
     }
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
 
 /* One code point of a literal or class, escapes decoded. */
 static int read_char(parser *ps, uint32_t *cp)
@@ -176,7 +172,7 @@ static int read_char(parser *ps, uint32_t *cp)
         if (nd) {
             uint32_t v = 0;
             for (int i = 0; i < nd; i++, p++) {
-                int h = hexval(*p);
+                int h = rkm_hexval(*p);
                 if (h < 0) return perr(ps, "bad hex escape");
                 v = v * 16 + (uint32_t)h;
             }

@@ -184,12 +184,6 @@ static void lx_skip_ws(lexer *L) { L->i += ws_run_at(&L->t, L->i); }
 
 enum { CW_WS, CW_DIGIT, CW_WORD, CW_STR };
 
-static int hexval(int ch)
-{
-    if (is_digit(ch)) return ch - '0';
-    ch |= 32;
-    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
 
 /* @huggingface/jinja's consumeWhile: backslash escapes, and an error when
  * the run reaches the end of the input. */
@@ -220,7 +214,7 @@ static jstr *lx_consume(lexer *L, int kind, char quote)
                 int len = e == 'x' ? 2 : 4;
                 uint32_t v = 0;
                 for (int k = 0; k < len; k++) {
-                    int h = L->i + k < t->n ? hexval(t->p[L->i + k]) : -1;
+                    int h = L->i + k < t->n ? rkm_hexval(t->p[L->i + k]) : -1;
                     if (h < 0) rkm_jinja__fail(L->c, lx_pos(L, L->i), "invalid hexadecimal escape sequence");
                     v = v * 16 + (uint32_t)h;
                 }

@@ -229,8 +229,10 @@ int rkm_tok__set(rkm_tokenizer *t, int id, const char *s, size_t n, float score,
         }
     }
     if (t->model != MODEL_BPE_BYTES && n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
-        unsigned v;
-        if (sscanf(s + 3, "%2x", &v) == 1 && (type == RKM_TOKEN_BYTE || t->from_json) && t->byte_tok[v] < 0) {
+        /* two hex digits exactly ("%2x" would take a sign: <0x-4>) */
+        int hi = rkm_hexval(s[3]), lo = rkm_hexval(s[4]);
+        unsigned v = (unsigned)(hi * 16 + lo);
+        if (hi >= 0 && lo >= 0 && (type == RKM_TOKEN_BYTE || t->from_json) && t->byte_tok[v] < 0) {
             t->byte_tok[v] = id;
             if (t->from_json && type == RKM_TOKEN_NORMAL) e->type = RKM_TOKEN_BYTE;
         }

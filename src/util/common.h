@@ -79,6 +79,12 @@ int rkm_write_file_atomic(const char *path, const void *data, size_t n);
 int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode);
 /* mkdir -p. */
 int rkm_mkdir_p(const char *path);
+/* The value of a hexadecimal digit, -1 for any other character. */
+static inline int rkm_hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* Which file a path or descriptor is, and which version of it: a file
  * replaced (another inode) or rewritten in place (size, mtime) stamps
  * differently. */
