@@ -1029,6 +1029,10 @@ int main(void)
                                       "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8",
                                       "sliding_window=16", "n_ctx_train=4096", "rope_orig_ctx=512"};
     check_hf_equivalence("gpt-oss-20b", oss, (int)RKM_ARRAY_LEN(oss));
+    static const char *const glm[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                      "head_dim_swa=32", "rope_dim=16", "rope_dim_swa=16", "n_ff_exp=64", "n_ff_shexp=64",
+                                      "n_ff=96", "n_expert=8", "expert_weights_scale=2.5"};
+    check_hf_equivalence("glm-4.5-air", glm, (int)RKM_ARRAY_LEN(glm));
     test_hf_llama3_rope();
     test_gpt_oss_bad_files();
     return test_done();

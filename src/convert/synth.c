@@ -414,7 +414,19 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         if (!ff_is_expert_width(hp)) cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
     }
-    if (hp->n_ff_shexp) cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
+    if (hp->n_ff_shexp && hp->arch != RKM_ARCH_GLM4MOE)
+        cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
+    if (hp->arch == RKM_ARCH_GLM4MOE) { /* as zai-org/GLM-4.5-Air's config.json names them */
+        cJSON_AddNumberToObject(c, "n_shared_experts", hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0);
+        cJSON_AddNumberToObject(c, "first_k_dense_replace", hp->n_layer_dense_lead);
+        cJSON_AddNumberToObject(c, "partial_rotary_factor", (double)hp->rope_dim / hp->head_dim);
+        cJSON_AddNumberToObject(c, "routed_scaling_factor", hp->expert_weights_scale);
+        cJSON_AddNumberToObject(c, "n_group", hp->n_expert_group > 0 ? hp->n_expert_group : 1);
+        cJSON_AddNumberToObject(c, "topk_group", hp->n_group_used > 0 ? hp->n_group_used : 1);
+        cJSON_AddBoolToObject(c, "attention_bias", hp->has_qkv_bias);
+        cJSON_AddBoolToObject(c, "use_qk_norm", hp->qk_norm != RKM_QK_NORM_NONE);
+        cJSON_AddNumberToObject(c, "num_nextn_predict_layers", 0);
+    }
     if (hp->arch == RKM_ARCH_GPT_OSS) { /* as openai/gpt-oss-20b's config.json names them */
         cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber(hp->n_ff_exp));
         cJSON_AddNumberToObject(c, "experts_per_token", hp->n_expert_used);

@@ -269,8 +269,6 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     int n_exp = jint(c, hk(a->experts_arch ? a->experts_arch : arch, "n_expert"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert"), 0));
     arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
-    if (arch == RKM_ARCH_GLM4MOE) /* partial rotary, shared-expert count, MTP layers: not read from config.json yet */
-        return rkm_err(RKM_EUNSUPPORTED, "config.json: GLM-4.5 (glm4_moe) converts from its GGUF only for now");
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");
     if (cJSON_IsArray(mlp_only) && cJSON_GetArraySize(mlp_only) > 0)
         return rkm_err(RKM_EUNSUPPORTED, "config.json: mlp_only_layers is not supported");
@@ -300,6 +298,27 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     /* attention_bias: false does not remove the biases an arch always has (qwen2) */
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(c, hk(arch, "has_qkv_bias"));
     if (cJSON_IsBool(bias)) hp->has_qkv_bias = cJSON_IsTrue(bias) || hp->has_qkv_bias;
+    /* GLM-4.5 and DeepSeek's fields: partial rotary, shared experts
+     * counted in experts' widths, dense leading layers, sigmoid scoring with
+     * groups and a routed scale, optional q/k norms */
+    double prf = jnum(c, "partial_rotary_factor", 1.0);
+    if (!(prf > 0 && prf <= 1)) return rkm_err(RKM_EFORMAT, "config.json: partial_rotary_factor %g out of (0, 1]", prf);
+    hp->rope_dim = 2 * (int)(hp->head_dim * prf / 2 + 0.5);
+    int n_shared = jint(c, "n_shared_experts", 0);
+    if (hp->n_ff_shexp == 0 && n_shared > 0) hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+    hp->n_layer_dense_lead = jint(c, hk(arch, "n_layer_dense_lead"), 0);
+    hp->expert_weights_scale = (float)jnum(c, hk(arch, "expert_weights_scale"), 1.0);
+    hp->n_expert_group = jint(c, hk(arch, "n_expert_group"), 0);
+    hp->n_group_used = jint(c, hk(arch, "n_group_used"), 0);
+    if (hp->n_expert_group <= 1) hp->n_expert_group = hp->n_group_used = 0; /* one group: none */
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(c, "scoring_func");
+    if (cJSON_IsString(sf)) {
+        if (!strcmp(sf->valuestring, "sigmoid")) hp->expert_gating = RKM_GATING_SIGMOID;
+        else if (!strcmp(sf->valuestring, "softmax")) hp->expert_gating = RKM_GATING_SOFTMAX;
+        else return rkm_err(RKM_EUNSUPPORTED, "config.json: scoring_func '%s' is not supported", sf->valuestring);
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_qk_norm")) && hp->qk_norm == RKM_QK_NORM_NONE)
+        hp->qk_norm = RKM_QK_NORM_HEAD;
     return 0;
 }
 
@@ -571,6 +590,9 @@ static int open_hf(rkm_source *s, const char *dir)
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
             const rkm_st_tensor *st = rkm_safetensors_tensor_at(s->st[f], i);
             if (strstr(st->name, "rotary_emb.inv_freq")) continue;
+            int blk;
+            /* the next-token-prediction layers after num_hidden_layers (GLM-4.5, DeepSeek-V3) */
+            if (sscanf(st->name, "model.layers.%d.", &blk) == 1 && blk >= s->hp.n_layer) continue;
             if (s->hp.arch == RKM_ARCH_GPT_OSS && (rc = gpt_oss_expert_tensor(s, f, st)) != 1) {
                 if (rc) return rc;
                 continue;
