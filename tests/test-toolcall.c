@@ -158,7 +158,7 @@ static void test_detect(void)
         const char *file;
         int fmt;
     } files[] = {{"qwen2.5.jinja", SRV_TF_TAGS}, {"llama3.1.jinja", SRV_TF_LLAMA3}, {"mistral-tools.jinja", SRV_TF_MISTRAL},
-                 {"gpt-oss.jinja", SRV_TF_HARMONY}};
+                 {"gpt-oss.jinja", SRV_TF_HARMONY}, {"glm-4.6.jinja", SRV_TF_TAGS}, {"deepseek-v3.1.jinja", SRV_TF_DEEPSEEK}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/js/chat-templates/%s", files[i].file);
