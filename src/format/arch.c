@@ -66,6 +66,16 @@
     {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD),              \
      LAYER(DENSE)}
 
+/* llama's attention norm and projections, V always present (gpt-oss, glm4moe) */
+#define ROWS_ATTN_QKVO                                                                                                \
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
+     INIT(NORM)},                                                                                                     \
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),        \
+     LAYER(ALL)}
+
 /* experts under mlp. (qwen2moe, qwen3moe, olmoe); MOE_GATE and MOE_EXPERT
  * name the HF router and per-expert projections */
 #define ROWS_EXPERTS(router, gate, up, down)                                                                          \
@@ -171,13 +181,7 @@ static const rkm_tensor_info gemma4_tensors[] = {
  * them from safetensors by name (source.c). */
 static const rkm_tensor_info gpt_oss_tensors[] = {
     ROWS_LLAMA_GLOBAL,
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
-     INIT(NORM)},
-    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
-     LAYER(ALL)},
+    ROWS_ATTN_QKVO,
     {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),
      INIT(BIAS), .gain = 10.0f},
     {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),
@@ -212,13 +216,7 @@ static const rkm_tensor_info gpt_oss_tensors[] = {
  * expert (HF shared_experts.), ungated. */
 static const rkm_tensor_info glm4moe_tensors[] = {
     ROWS_LLAMA_GLOBAL,
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
-     INIT(NORM)},
-    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL)},
-    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
-     LAYER(ALL)},
+    ROWS_ATTN_QKVO,
     {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),
      WHEN(QKV_BIAS), INIT(BIAS)},
     {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),
