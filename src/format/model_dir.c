@@ -409,7 +409,8 @@ rkm_model_dir *rkm_model_dir_load_manifest(const char *dir)
     return md;
 }
 
-static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size, rkm_file_stamp *stamp)
+/* rel opened read-only; stamp receives the file as opened (its size too). */
+static int open_rel(const rkm_model_dir *md, const char *rel, rkm_file_stamp *stamp)
 {
     char *p = rkm_path_join(md->path, rel);
     if (!p) return rkm_err(RKM_ENOMEM, "out of memory");
@@ -425,7 +426,6 @@ static int open_rel(const rkm_model_dir *md, const char *rel, uint64_t *size, rk
         free(p);
         return -1;
     }
-    *size = stamp->size;
     free(p);
     return fd;
 }
@@ -439,8 +439,8 @@ rkm_model_dir *rkm_model_dir_open(const char *dir)
     rkm_model_dir *md = rkm_model_dir_load_manifest(dir);
     if (!md) return NULL;
     if (stamped) md->manifest_stamp = man;
-    uint64_t size;
-    int fd = open_rel(md, "resident.bin", &size, &md->resident_stamp);
+    int fd = open_rel(md, "resident.bin", &md->resident_stamp);
+    uint64_t size = md->resident_stamp.size;
     if (fd < 0) goto fail;
     if (size != md->resident_bytes) {
         rkm_err(RKM_EFORMAT, "%s/resident.bin is %llu bytes, the manifest says %llu (truncated?)", dir,
@@ -463,12 +463,12 @@ rkm_model_dir *rkm_model_dir_open(const char *dir)
     for (int i = 0; i < md->n_tensors; i++) md->tensors[i].data = (const uint8_t *)md->map + md->tensors[i].offset;
     for (int i = 0; i < md->n_expert_layers; i++) {
         rkm_expert_layer *el = &md->experts[i];
-        el->fd = open_rel(md, el->file, &size, &el->stamp);
+        el->fd = open_rel(md, el->file, &el->stamp);
         if (el->fd < 0) goto fail;
         uint64_t need = (uint64_t)el->n_expert * el->blob_stride;
-        if (size < need) {
+        if (el->stamp.size < need) {
             rkm_err(RKM_EFORMAT, "%s/%s is %llu bytes, %llu expected (truncated?)", dir, el->file,
-                    (unsigned long long)size, (unsigned long long)need);
+                    (unsigned long long)el->stamp.size, (unsigned long long)need);
             goto fail;
         }
     }
@@ -592,19 +592,41 @@ int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf,
     return 0;
 }
 
+int rkm_model_dir_verify_resident(const rkm_model_dir *md, atomic_int *stop)
+{
+    size_t piece = (size_t)8 << 20;
+    uint8_t *buf = malloc(piece);
+    if (!buf) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; !rc && i < md->n_tensors; i++) {
+        const rkm_tensor_view *t = &md->tensors[i];
+        rkm_hasher *h = rkm_hasher_new();
+        if (!h) {
+            rc = rkm_err(RKM_ENOMEM, "out of memory");
+            break;
+        }
+        for (uint64_t o = 0; !rc && o < t->nbytes; o += piece) {
+            size_t n = (size_t)RKM_MIN((uint64_t)piece, t->nbytes - o);
+            if (stop && atomic_load(stop)) rc = 1;
+            else if (!(rc = rkm_model_dir_pread(md, t->offset + o, buf, n))) rkm_hasher_update(h, buf, n);
+        }
+        if (!rc && rkm_hasher_digest(h) != t->checksum)
+            rc = rkm_err(RKM_ECHECKSUM, "%s/resident.bin: tensor '%s' does not match its checksum (the file is "
+                         "damaged: convert the model again)", md->path, t->name);
+        rkm_hasher_free(h);
+    }
+    free(buf);
+    return rc;
+}
+
 int rkm_model_dir_verify(const rkm_model_dir *md)
 {
-    for (int i = 0; i < md->n_tensors; i++) {
-        const rkm_tensor_view *t = &md->tensors[i];
-        if (!t->data) return rkm_err(RKM_EINVAL, "model is not mapped");
-        if (rkm_hash(t->data, (size_t)t->nbytes) != t->checksum)
-            return rkm_err(RKM_ECHECKSUM, "checksum mismatch in resident tensor '%s'", t->name);
-    }
+    int rc = rkm_model_dir_verify_resident(md, NULL);
+    if (rc) return rc;
     uint64_t maxb = 0;
     for (int i = 0; i < md->n_expert_layers; i++) maxb = RKM_MAX(maxb, md->experts[i].blob_stride);
     void *buf = rkm_alloc_aligned((size_t)RKM_MAX(maxb, 1), RKM_EXPERT_ALIGN);
     if (!buf) return rkm_err(RKM_ENOMEM, "out of memory");
-    int rc = 0;
     for (int i = 0; i < md->n_expert_layers && !rc; i++)
         for (int e = 0; e < md->experts[i].n_expert && !rc; e++)
             rc = rkm_model_dir_read_expert(md, md->experts[i].layer, e, buf, 1);

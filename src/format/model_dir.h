@@ -18,6 +18,7 @@
 #ifndef RKM_MODEL_DIR_H
 #define RKM_MODEL_DIR_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,6 +139,11 @@ int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf,
 /* Checks every checksum; on failure the message names the first bad tensor
  * or expert (layer, index). */
 int rkm_model_dir_verify(const rkm_model_dir *md);
+/* The resident tensors' checksums only, read with pread in pieces (the
+ * page cache: neither the mapping nor the lookup-only embeddings enter the
+ * process). 0, 1 when *stop was set (stop may be NULL), or an error whose
+ * message names the tensor. Safe on any thread. */
+int rkm_model_dir_verify_resident(const rkm_model_dir *md, atomic_int *stop);
 
 /* Are the files on disk still the ones open? 0 when they are; 1 when
  * manifest.json, resident.bin or an expert file was replaced, rewritten

@@ -375,46 +375,14 @@ static uint64_t model_identity(const rkm_model_dir *md)
     return id;
 }
 
-/* Checks every resident tensor's checksum, reading resident.bin with pread
- * (the page cache: the mapping, and the lookup-only embeddings, stay out
- * of the process) in pieces, stopping early when *stop is set. 0, 1 when
- * stopped, or an error with the message in msg. */
-static int check_resident(const rkm_model_dir *md, atomic_int *stop, char *msg, size_t cap)
-{
-    size_t piece = (size_t)8 << 20;
-    uint8_t *buf = malloc(piece);
-    if (!buf) return snprintf(msg, cap, "out of memory"), RKM_ENOMEM;
-    int rc = 0;
-    for (int i = 0; !rc && i < md->n_tensors; i++) {
-        const rkm_tensor_view *t = &md->tensors[i];
-        rkm_hasher *h = rkm_hasher_new();
-        if (!h) {
-            rc = RKM_ENOMEM;
-            snprintf(msg, cap, "out of memory");
-            break;
-        }
-        for (uint64_t o = 0; !rc && o < t->nbytes; o += piece) {
-            size_t n = (size_t)RKM_MIN((uint64_t)piece, t->nbytes - o);
-            if (stop && atomic_load(stop)) rc = 1;
-            else if ((rc = rkm_model_dir_pread(md, t->offset + o, buf, n))) snprintf(msg, cap, "%s", rkm_last_error());
-            else rkm_hasher_update(h, buf, n);
-        }
-        if (!rc && rkm_hasher_digest(h) != t->checksum) {
-            rc = RKM_ECHECKSUM;
-            snprintf(msg, cap, "%s/resident.bin: tensor '%s' does not match its checksum (the file is damaged: "
-                     "convert the model again)", md->path, t->name);
-        }
-        rkm_hasher_free(h);
-    }
-    free(buf);
-    return rc;
-}
-
 static void *verifier_main(void *arg)
 {
     rkm_model *m = arg;
-    int rc = check_resident(m->md, &m->verify_stop, m->bad_msg, sizeof m->bad_msg);
-    if (rc < 0) atomic_store_explicit(&m->bad, rc, memory_order_release);
+    int rc = rkm_model_dir_verify_resident(m->md, &m->verify_stop);
+    if (rc < 0) {
+        snprintf(m->bad_msg, sizeof m->bad_msg, "%s", rkm_last_error()); /* this thread's message */
+        atomic_store_explicit(&m->bad, rc, memory_order_release);
+    }
     else if (rc == 0) atomic_store(&m->verify_done, 1);
     return NULL;
 }
@@ -503,14 +471,8 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
             goto fail;
         }
     if (params->verify_resident == 0) { /* before packing reads the same pages */
-        double t0 = rkm_now();
-        int rc = check_resident(m->md, NULL, m->bad_msg, sizeof m->bad_msg);
-        if (rc) {
-            rkm_err(rc, "%s", m->bad_msg);
-            goto fail;
-        }
+        if (rkm_model_dir_verify_resident(m->md, NULL)) goto fail;
         atomic_store(&m->verify_done, 1);
-        m->verify_s = rkm_now() - t0;
     }
     m->model_id = model_identity(m->md);
     /* pack 1 keeps the file's layout, 2 packs only the resident matrices

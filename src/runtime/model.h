@@ -125,7 +125,6 @@ struct rkm_model {
     int verifier_started;
     atomic_int verify_stop, verify_done, bad;
     char bad_msg[512];
-    double verify_s;               /* seconds the check at open took */
 };
 
 /* KV rows of one layer: f16, head-major [n_kv][cap][hd], so one head's

@@ -36,19 +36,12 @@ struct srv_gate {
     atomic_uint_fast64_t n_cut, n_refused;
 };
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *watchdog(void *arg)
 {
     srv_gate *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
-        double now = mono();
+        double now = rkm_now();
         for (srv_gate_conn *c = g->head; c; c = c->next)
             if (c->deadline > 0 && now > c->deadline && !c->cut) {
                 /* the socket stays open (its thread closes it): no reuse race */
@@ -122,7 +115,7 @@ srv_gate_conn *srv_gate_open(srv_gate *g, int fd, const struct sockaddr *addr)
     c->over = g->per_addr > 0 && same >= g->per_addr;
     double limit = c->over ? OVER_CAP_HEAD_S : g->head_s;
     if (c->over && g->head_s > 0 && g->head_s < limit) limit = g->head_s;
-    c->deadline = limit > 0 ? mono() + limit : 0;
+    c->deadline = limit > 0 ? rkm_now() + limit : 0;
     c->next = g->head;
     if (g->head) g->head->prev = c;
     g->head = c;
@@ -145,7 +138,7 @@ void srv_gate_idle(srv_gate *g, srv_gate_conn *c)
 {
     if (!g || !c) return;
     pthread_mutex_lock(&g->mu);
-    c->deadline = g->head_s > 0 ? mono() + g->head_s : 0;
+    c->deadline = g->head_s > 0 ? rkm_now() + g->head_s : 0;
     pthread_mutex_unlock(&g->mu);
 }
 
