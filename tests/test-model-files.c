@@ -4,11 +4,13 @@
  * by the background check (evals fail once it finds the byte), a
  * resident.bin truncated while mapped (an error, not SIGBUS, in both
  * matrix layouts), and files replaced, rewritten or removed noticed by
- * rkm_model_files_changed.
+ * rkm_model_files_changed; a manifest naming a tensor twice refused.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "common/test.h"
 #include "format/model_dir.h"
@@ -167,6 +169,36 @@ static void test_changed(void)
     rkm_model_close(m);
 }
 
+/* A manifest naming a tensor twice is refused (names are looked up
+ * through an index built while parsing). */
+static void test_duplicate_tensor(void)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/manifest.json", base);
+    size_t n;
+    char *js = rkm_read_file(p, &n);
+    cJSON *root = js ? cJSON_ParseWithLength(js, n) : NULL;
+    free(js);
+    cJSON *tens = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "resident"), "tensors");
+    CHECK(cJSON_GetArraySize(tens) > 1);
+    if (cJSON_GetArraySize(tens) < 2) goto out;
+    js = cJSON_PrintUnformatted(root);
+    rkm_model_dir *md = rkm_model_dir_parse_manifest(js, strlen(js), base);
+    CHECK_MSG(md && rkm_model_dir_tensor(md, cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tens, 1), "name")->valuestring),
+              "%s", rkm_last_error());
+    rkm_model_dir_close(md);
+    free(js);
+    cJSON_AddItemToArray(tens, cJSON_Duplicate(cJSON_GetArrayItem(tens, 1), 1));
+    js = cJSON_PrintUnformatted(root);
+    md = rkm_model_dir_parse_manifest(js, strlen(js), base);
+    CHECK(md == NULL);
+    CHECK_MSG(strstr(rkm_last_error(), "listed twice"), "%s", rkm_last_error());
+    rkm_model_dir_close(md);
+    free(js);
+out:
+    cJSON_Delete(root);
+}
+
 int main(void)
 {
     const char *tmp = test_tmpdir();
@@ -179,5 +211,6 @@ int main(void)
     test_truncated(0);
     test_truncated(1); /* the file's layout: every matrix read from the mapping */
     test_changed();
+    test_duplicate_tensor();
     return test_done();
 }

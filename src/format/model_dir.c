@@ -24,6 +24,9 @@
 #include "kernels/quant.h"
 #include "util/common.h"
 #include "util/mapguard.h"
+#include "util/name_index.h"
+
+static const char *tv_name(const void *ctx, int i) { return ((const rkm_model_dir *)ctx)->tensors[i].name; }
 
 /* ------------------------------------------------ hparams <-> JSON table */
 
@@ -295,7 +298,7 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
     if ((rc = get_u64(res, "bytes", &md->resident_bytes))) return rc;
     md->n_tensors = cJSON_GetArraySize(tens);
     md->tensors = calloc((size_t)md->n_tensors + 1, sizeof *md->tensors);
-    if (!md->tensors) {
+    if (!md->tensors || rkm_name_index_init(&md->ix, (size_t)md->n_tensors)) {
         md->n_tensors = 0;
         return rkm_err(RKM_ENOMEM, "out of memory");
     }
@@ -304,6 +307,8 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
         rkm_tensor_view *tv = &md->tensors[i];
         tv->name = dup_str(t, "name");
         if (!tv->name || !*tv->name) return rkm_err(RKM_EFORMAT, "manifest: tensor %d has no name", i);
+        if (rkm_name_index_add(&md->ix, tv->name, i, tv_name, md) >= 0)
+            return rkm_err(RKM_EFORMAT, "manifest: tensor %s listed twice", tv->name);
         if ((rc = get_dtype(t, &tv->type, 0)) || (rc = get_shape(t, &tv->n_dims, tv->ne, 4)) ||
             (rc = get_u64(t, "offset", &tv->offset)) || (rc = get_u64(t, "bytes", &tv->nbytes)) ||
             (rc = get_hash(cJSON_GetObjectItemCaseSensitive(t, "xxh3"), &tv->checksum)))
@@ -486,6 +491,7 @@ void rkm_model_dir_close(rkm_model_dir *md)
     if (md->resident_fd >= 0) close(md->resident_fd);
     for (int i = 0; i < md->n_tensors; i++) free(md->tensors[i].name);
     free(md->tensors);
+    rkm_name_index_free(&md->ix);
     for (int i = 0; i < md->n_expert_layers; i++) {
         free(md->experts[i].file);
         free(md->experts[i].checksums);
@@ -533,9 +539,8 @@ int rkm_model_dir_mapping_ok(const rkm_model_dir *md)
 
 const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name)
 {
-    for (int i = 0; i < md->n_tensors; i++)
-        if (!strcmp(md->tensors[i].name, name)) return &md->tensors[i];
-    return NULL;
+    int i = rkm_name_index_find(&md->ix, name, tv_name, md);
+    return i >= 0 ? &md->tensors[i] : NULL;
 }
 
 const rkm_tensor_view *rkm_model_dir_role(const rkm_model_dir *md, int role, int il)

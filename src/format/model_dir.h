@@ -24,6 +24,7 @@
 
 #include "format/hparams.h"
 #include "util/common.h"
+#include "util/name_index.h"
 
 #define RKM_FORMAT_VERSION 1
 #define RKM_RESIDENT_ALIGN 64
@@ -110,6 +111,7 @@ typedef struct rkm_model_dir {
     int resident_fd;           /* resident.bin, open while mapped; -1 */
     int map_guard;             /* util/mapguard.h slot of the mapping, -1 */
     rkm_file_stamp manifest_stamp, resident_stamp; /* as opened */
+    rkm_name_index ix;         /* tensor name -> index (a parsed manifest) */
 } rkm_model_dir;
 
 /* Manifest only (no mapping), for inspect and tests. */
@@ -120,6 +122,7 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
 rkm_model_dir *rkm_model_dir_open(const char *dir);
 void rkm_model_dir_close(rkm_model_dir *md);
 
+/* The resident tensor named name, or NULL (a parsed manifest: O(1)). */
 const rkm_tensor_view *rkm_model_dir_tensor(const rkm_model_dir *md, const char *name);
 /* The tensor of role (arch.h) in layer il (-1: global), NULL if absent. */
 const rkm_tensor_view *rkm_model_dir_role(const rkm_model_dir *md, int role, int il);

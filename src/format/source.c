@@ -40,6 +40,15 @@ char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert)
     return strdup(buf);
 }
 
+static const char *src_name(const void *ctx, int i) { return ((const rkm_source *)ctx)->tensors[i].name; }
+
+/* Makes the tensor just added findable by name (rkm_source_find); the
+ * callers have refused duplicates already. */
+static void index_last(rkm_source *s)
+{
+    rkm_name_index_add(&s->ix, s->tensors[s->n_tensors - 1].name, s->n_tensors - 1, src_name, s);
+}
+
 /* ------------------------------------------------------------- GGUF */
 
 static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h);
@@ -54,7 +63,7 @@ static int open_gguf(rkm_source *s, const char *path)
     if (rc) return rkm_err_prefix(rc, "%s", path);
     int n = rkm_gguf_n_tensors(s->gguf);
     s->tensors = calloc((size_t)n + 1, sizeof *s->tensors);
-    if (!s->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (!s->tensors || rkm_name_index_init(&s->ix, (size_t)n + 1)) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const rkm_gguf_tensor *gt = rkm_gguf_tensor_at(s->gguf, i);
         rkm_src_tensor *t = &s->tensors[s->n_tensors++];
@@ -66,6 +75,7 @@ static int open_gguf(rkm_source *s, const char *path)
         t->handle = gt;
         s->total_bytes += gt->nbytes;
         if (!t->name) return rkm_err(RKM_ENOMEM, "out of memory");
+        index_last(s); /* the GGUF reader refused duplicate names */
     }
     const char *ct = rkm_gguf_get_str(s->gguf, "tokenizer.chat_template");
     if (ct) s->chat_template = strdup(ct);
@@ -410,8 +420,13 @@ static int add_derived(rkm_source *s, int role, float *f, int n)
         free(f);
         return rkm_err(RKM_EFORMAT, "%s is both in the checkpoint and derived from config.json", ti->gguf);
     }
-    rkm_src_tensor *t = &s->tensors[s->n_tensors++];
-    t->name = strdup(ti->gguf);
+    rkm_src_tensor *t = &s->tensors[s->n_tensors];
+    if (!(t->name = strdup(ti->gguf))) {
+        free(f);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    s->n_tensors++;
+    index_last(s);
     t->type = RKM_TYPE_F32;
     t->n_dims = 1;
     t->ne[0] = n;
@@ -485,6 +500,7 @@ static rkm_src_tensor *new_tensor(rkm_source *s, int role, int il, int type, int
         return NULL;
     }
     s->n_tensors++;
+    index_last(s);
     t->type = type;
     t->n_dims = n_dims;
     t->ne[0] = ne0;
@@ -585,7 +601,7 @@ static int open_hf(rkm_source *s, const char *dir)
     for (int f = 0; f < s->n_files; f++) total += rkm_safetensors_n_tensors(s->st[f]);
     /* + a derived rope_freqs; gpt-oss's fused gate/up tensors split in two */
     s->tensors = calloc(2 * (size_t)total + 2, sizeof *s->tensors);
-    if (!s->tensors) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (!s->tensors || rkm_name_index_init(&s->ix, 2 * (size_t)total + 2)) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int f = 0; f < s->n_files; f++) {
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
             const rkm_st_tensor *st = rkm_safetensors_tensor_at(s->st[f], i);
@@ -611,6 +627,7 @@ static int open_hf(rkm_source *s, const char *dir)
             }
             rkm_src_tensor *t = &s->tensors[s->n_tensors++];
             t->name = g;
+            index_last(s);
             t->type = st->type;
             t->n_dims = st->n_dims;
             memcpy(t->ne, st->ne, sizeof t->ne);
@@ -772,6 +789,7 @@ void rkm_source_close(rkm_source *s)
         free(s->tensors[i].inline_data);
     }
     free(s->tensors);
+    rkm_name_index_free(&s->ix);
     rkm_gguf_close(s->gguf);
     for (int i = 0; i < s->n_files; i++) rkm_safetensors_close(s->st[i]);
     free(s->st);
@@ -783,9 +801,8 @@ void rkm_source_close(rkm_source *s)
 
 const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name)
 {
-    for (int i = 0; i < s->n_tensors; i++)
-        if (!strcmp(s->tensors[i].name, name)) return &s->tensors[i];
-    return NULL;
+    int i = rkm_name_index_find(&s->ix, name, src_name, s);
+    return i >= 0 ? &s->tensors[i] : NULL;
 }
 
 const rkm_src_tensor *rkm_source_role(const rkm_source *s, int role, int il)

@@ -56,6 +56,7 @@ typedef struct rkm_source {
     char *hf_dir;
     char *chat_template; /* from GGUF tokenizer.chat_template or tokenizer_config.json; NULL if none */
     rkm_sampling_hint sampling; /* GGUF general.sampling.* or generation_config.json; set 0 if none */
+    rkm_name_index ix;  /* tensor name -> index, for rkm_source_find */
 } rkm_source;
 
 rkm_source *rkm_source_open(const char *path);
