@@ -320,11 +320,11 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
             rkm_gguf_writer_set_u32(w, FKEY("n_layer_dense_lead"), (uint32_t)hp->n_layer_dense_lead);
         if (hp->expert_gating == RKM_GATING_SIGMOID) { /* as llama.cpp's converter writes GLM-4.5 */
             rkm_gguf_writer_set_u32(w, FKEY("expert_gating_func"), 2);
-            rkm_gguf_writer_set_u32(w, KEY("expert_shared_count"),
+            rkm_gguf_writer_set_u32(w, FKEY("n_shared_experts"),
                                     (uint32_t)(hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0));
             rkm_gguf_writer_set_f32(w, FKEY("expert_weights_scale"), hp->expert_weights_scale);
             rkm_gguf_writer_set_bool(w, FKEY("expert_norm_topk"), hp->expert_norm_topk);
-            rkm_gguf_writer_set_u32(w, KEY("nextn_predict_layers"), 0);
+            rkm_gguf_writer_set_u32(w, FKEY("nextn_predict_layers"), 0);
         }
     }
 #undef FKEY
@@ -417,7 +417,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     if (hp->n_ff_shexp && hp->arch != RKM_ARCH_GLM4MOE)
         cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
     if (hp->arch == RKM_ARCH_GLM4MOE) { /* as zai-org/GLM-4.5-Air's config.json names them */
-        cJSON_AddNumberToObject(c, "n_shared_experts", hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0);
+        cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "n_shared_experts")->hf, hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0);
         cJSON_AddNumberToObject(c, "first_k_dense_replace", hp->n_layer_dense_lead);
         cJSON_AddNumberToObject(c, "partial_rotary_factor", (double)hp->rope_dim / hp->head_dim);
         cJSON_AddNumberToObject(c, "routed_scaling_factor", hp->expert_weights_scale);
@@ -425,7 +425,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         cJSON_AddNumberToObject(c, "topk_group", hp->n_group_used > 0 ? hp->n_group_used : 1);
         cJSON_AddBoolToObject(c, "attention_bias", hp->has_qkv_bias);
         cJSON_AddBoolToObject(c, "use_qk_norm", hp->qk_norm != RKM_QK_NORM_NONE);
-        cJSON_AddNumberToObject(c, "num_nextn_predict_layers", 0);
+        cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "nextn_predict_layers")->hf, 0);
     }
     if (hp->arch == RKM_ARCH_GPT_OSS) { /* as openai/gpt-oss-20b's config.json names them */
         cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber(hp->n_ff_exp));

@@ -308,6 +308,9 @@ static const rkm_hparam_key common_keys[] = {
     {"n_expert_group", "expert_group_count", "n_group"},
     {"n_group_used", "expert_group_used_count", "topk_group"},
     {"expert_gating_func", "expert_gating_func", NULL},
+    /* counts that set fields (n_ff_shexp, n_layer) rather than being fields */
+    {"n_shared_experts", "expert_shared_count", "n_shared_experts"},
+    {"nextn_predict_layers", "nextn_predict_layers", "num_nextn_predict_layers"},
     {"rms_eps", "attention.layer_norm_rms_epsilon", "rms_norm_eps"},
     {"rope_theta", "rope.freq_base", "rope_theta"},
     {"rope_theta_swa", "rope.freq_base_swa", NULL},

@@ -363,8 +363,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     if (hp->n_expert > 0 && hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff;
     /* shared experts counted in experts' widths (GLM-4.5, DeepSeek) */
     int n_shared = 0;
-    snprintf(k, sizeof k, "%s.expert_shared_count", ga);
-    opt_int(g, k, &n_shared);
+    opt_int(g, K("n_shared_experts"), &n_shared);
     if (hp->n_ff_shexp == 0 && n_shared > 0) {
         if (n_shared > 64) return rkm_err(RKM_EFORMAT, "%s %d out of range", k, n_shared);
         hp->n_ff_shexp = n_shared * hp->n_ff_exp;
@@ -372,8 +371,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     /* the next-token-prediction blocks that follow the model's own
      * (GLM-4.5, DeepSeek-V3) are not part of it */
     int nextn = 0;
-    snprintf(k, sizeof k, "%s.nextn_predict_layers", ga);
-    opt_int(g, k, &nextn);
+    opt_int(g, K("nextn_predict_layers"), &nextn);
     if (nextn < 0 || nextn >= hp->n_layer)
         return rkm_err(RKM_EFORMAT, "%s %d out of range for %d blocks", k, nextn, hp->n_layer);
     hp->n_layer -= nextn;

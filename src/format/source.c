@@ -314,7 +314,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     double prf = jnum(c, "partial_rotary_factor", 1.0);
     if (!(prf > 0 && prf <= 1)) return rkm_err(RKM_EFORMAT, "config.json: partial_rotary_factor %g out of (0, 1]", prf);
     hp->rope_dim = 2 * (int)(hp->head_dim * prf / 2 + 0.5);
-    int n_shared = jint(c, "n_shared_experts", 0);
+    int n_shared = jint(c, hk(arch, "n_shared_experts"), 0);
     if (hp->n_ff_shexp == 0 && n_shared > 0) hp->n_ff_shexp = n_shared * hp->n_ff_exp;
     hp->n_layer_dense_lead = jint(c, hk(arch, "n_layer_dense_lead"), 0);
     hp->expert_weights_scale = (float)jnum(c, hk(arch, "expert_weights_scale"), 1.0);
