@@ -39,15 +39,9 @@
     {RKM_TENSOR_ROPE_FREQS, "rope_freqs.weight", NULL, {NULL}, SHAPE1(ROPE_PAIRS), LAYER(GLOBAL), WHEN(ROPE_FREQS),  \
      INIT(ROPE_FREQS), .flags = RKM_TF_HF_DERIVED}
 
-#define ROWS_LLAMA_ATTN                                                                                               \
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
-     INIT(NORM)},                                                                                                     \
-    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},   \
-    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},   \
-    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL),    \
-     WHEN(V_PROJ)},                                                                                                   \
-    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),        \
-     LAYER(ALL)},                                                                                                     \
+/* optional q/k/v biases and q/k norms, by the hyper-parameters (qwen2,
+ * qwen3, olmoe, glm4moe) */
+#define ROWS_ATTN_BIAS_NORM                                                                                           \
     {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),         \
      WHEN(QKV_BIAS), INIT(BIAS)},                                                                                     \
     {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),         \
@@ -57,14 +51,29 @@
     {RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, {L_ "self_attn.q_norm.weight"}, SHAPE1(QK_NORM_Q),   \
      LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},                                                                          \
     {RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, {L_ "self_attn.k_norm.weight"}, SHAPE1(QK_NORM_K),   \
-     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},                                                                          \
-    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "post_attention_layernorm.weight"}, SHAPE1(EMBD),       \
-     LAYER(ALL), INIT(NORM)},                                                                                         \
+     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)}
+
+/* the dense SwiGLU of dense models and dense-lead layers */
+#define ROWS_DENSE_FFN                                                                                                \
     {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {L_ "mlp.gate_proj.weight"}, SHAPE2(EMBD, FF),              \
      LAYER(DENSE)},                                                                                                   \
     {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {L_ "mlp.up_proj.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},     \
     {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD),              \
      LAYER(DENSE)}
+
+#define ROWS_LLAMA_ATTN                                                                                               \
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
+     INIT(NORM)},                                                                                                     \
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, {L_ "self_attn.k_proj.weight"}, SHAPE2(EMBD, K), LAYER(ALL)},   \
+    {RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, {L_ "self_attn.v_proj.weight"}, SHAPE2(EMBD, V), LAYER(ALL),    \
+     WHEN(V_PROJ)},                                                                                                   \
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),        \
+     LAYER(ALL)},                                                                                                     \
+    ROWS_ATTN_BIAS_NORM,                                                                                              \
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "post_attention_layernorm.weight"}, SHAPE1(EMBD),       \
+     LAYER(ALL), INIT(NORM)},                                                                                         \
+    ROWS_DENSE_FFN
 
 /* llama's attention norm and projections, V always present (gpt-oss, glm4moe) */
 #define ROWS_ATTN_QKVO                                                                                                \
@@ -88,16 +97,21 @@
     {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", "blk.%d.ffn_down.%d.weight", {L_ down},                 \
      SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)}
 
+/* a shared expert's projections; HF names under prefix */
+#define ROWS_SHEXP_FFN(prefix)                                                                                        \
+    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ prefix "gate_proj.weight"},               \
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
+    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {L_ prefix "up_proj.weight"},                     \
+     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
+    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {L_ prefix "down_proj.weight"},               \
+     SHAPE2(FF_SHEXP, EMBD), LAYER(MOE), WHEN(SHEXP)}
+
+/* qwen2moe's gated shared expert */
 #define ROWS_SHEXP                                                                                                    \
     {RKM_TENSOR_FFN_GATE_INP_SHEXP, "blk.%d.ffn_gate_inp_shexp.weight", NULL, {L_ "mlp.shared_expert_gate.weight"},  \
      SHAPE1(EMBD), LAYER(MOE), WHEN(SHEXP), NEED(SHEXP_GATE), INIT(ROUTER), .gain = 2.0f,                         \
      .flags = RKM_TF_HF_ROW | RKM_TF_GAIN_OVER_SQRT_EMBD},                                                            \
-    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ "mlp.shared_expert.gate_proj.weight"},     \
-     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
-    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {L_ "mlp.shared_expert.up_proj.weight"},           \
-     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},                                                                \
-    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {L_ "mlp.shared_expert.down_proj.weight"},     \
-     SHAPE2(FF_SHEXP, EMBD), LAYER(MOE), WHEN(SHEXP)}
+    ROWS_SHEXP_FFN("mlp.shared_expert.")
 
 static const rkm_tensor_info llama_tensors[] = {ROWS_LLAMA_GLOBAL, ROWS_LLAMA_ATTN};
 
@@ -217,33 +231,15 @@ static const rkm_tensor_info gpt_oss_tensors[] = {
 static const rkm_tensor_info glm4moe_tensors[] = {
     ROWS_LLAMA_GLOBAL,
     ROWS_ATTN_QKVO,
-    {RKM_TENSOR_ATTN_Q_BIAS, "blk.%d.attn_q.bias", NULL, {L_ "self_attn.q_proj.bias"}, SHAPE1(Q), LAYER(ALL),
-     WHEN(QKV_BIAS), INIT(BIAS)},
-    {RKM_TENSOR_ATTN_K_BIAS, "blk.%d.attn_k.bias", NULL, {L_ "self_attn.k_proj.bias"}, SHAPE1(K), LAYER(ALL),
-     WHEN(QKV_BIAS), INIT(BIAS)},
-    {RKM_TENSOR_ATTN_V_BIAS, "blk.%d.attn_v.bias", NULL, {L_ "self_attn.v_proj.bias"}, SHAPE1(V), LAYER(ALL),
-     WHEN(QKV_BIAS), INIT(BIAS)},
-    {RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, {L_ "self_attn.q_norm.weight"}, SHAPE1(QK_NORM_Q),
-     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},
-    {RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, {L_ "self_attn.k_norm.weight"}, SHAPE1(QK_NORM_K),
-     LAYER(ALL), WHEN(QK_NORM), INIT(NORM)},
+    ROWS_ATTN_BIAS_NORM,
     {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
      SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {L_ "mlp.gate_proj.weight"}, SHAPE2(EMBD, FF),
-     LAYER(DENSE)},
-    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {L_ "mlp.up_proj.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {L_ "mlp.down_proj.weight"}, SHAPE2(FF, EMBD),
-     LAYER(DENSE)},
+    ROWS_DENSE_FFN,
     ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
                  "mlp.experts.%d.down_proj.weight"),
     {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {L_ "mlp.gate.e_score_correction_bias"},
      SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS), .gain = 5.0f},
-    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {L_ "mlp.shared_experts.gate_proj.weight"},
-     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},
-    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {L_ "mlp.shared_experts.up_proj.weight"},
-     SHAPE2(EMBD, FF_SHEXP), LAYER(MOE), WHEN(SHEXP)},
-    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {L_ "mlp.shared_experts.down_proj.weight"},
-     SHAPE2(FF_SHEXP, EMBD), LAYER(MOE), WHEN(SHEXP)},
+    ROWS_SHEXP_FFN("mlp.shared_experts."),
 };
 
 /* ---------------------------------------------------- architectures */
