@@ -74,15 +74,23 @@ static void ref_route(const rkm_hparams *hp, const float *logit, const float *bi
     for (int j = 0; j < k; j++) w[j] = (float)(ww[j] * hp->expert_weights_scale);
 }
 
-static int check_case(const char *what, const rkm_hparams *hp, const float *logit, const float *bias)
+/* rkm_moe_route_row on a copy of logit, with bias as the layer's
+ * selection bias; returns the margin. */
+static float route(const rkm_hparams *hp, const float *logit, const float *bias, int *sel, float *w)
 {
     rkm_layer L;
     memset(&L, 0, sizeof L);
     L.exp_probs_b = bias;
-    float lg[NE], w[NE], rw[NE];
-    int sel[NE + 1], rsel[NE];
+    float lg[NE];
     memcpy(lg, logit, sizeof lg);
-    rkm_moe_route_row(hp, &L, lg, sel, w, 0);
+    return rkm_moe_route_row(hp, &L, lg, sel, w, 0);
+}
+
+static int check_case(const char *what, const rkm_hparams *hp, const float *logit, const float *bias)
+{
+    float w[NE], rw[NE];
+    int sel[NE + 1], rsel[NE];
+    route(hp, logit, bias, sel, w);
     ref_route(hp, logit, bias, rsel, rw);
     int ok = 1;
     for (int j = 0; j < hp->n_expert_used; j++) ok &= sel[j] == rsel[j] && fabsf(w[j] - rw[j]) <= 1e-6f * (1 + fabsf(rw[j]));
@@ -131,13 +139,9 @@ int main(void)
         hp.n_expert_used = 1;
         hp.expert_norm_topk = 0;
         hp.expert_weights_scale = 2.0f;
-        rkm_layer L;
-        memset(&L, 0, sizeof L);
-        L.exp_probs_b = bias;
         int sel[2];
-        float w[2], lg[NE];
-        memcpy(lg, logit, sizeof lg);
-        float margin = rkm_moe_route_row(&hp, &L, lg, sel, w, 0);
+        float w[2];
+        float margin = route(&hp, logit, bias, sel, w);
         float s5 = 1 / (1 + expf(-1.0f)), s3 = 1 / (1 + expf(-2.0f));
         CHECK_EQ_INT(sel[0], 5);
         CHECK_NEAR(w[0], 2.0f * s5, 1e-6);
@@ -155,13 +159,9 @@ int main(void)
         hp.n_group_used = 2;
         hp.n_expert_used = 2;
         hp.expert_weights_scale = 1.0f;
-        rkm_layer L;
-        memset(&L, 0, sizeof L);
-        L.exp_probs_b = bias;
         int sel[3];
-        float w[3], lg[NE];
-        memcpy(lg, logit, sizeof lg);
-        rkm_moe_route_row(&hp, &L, lg, sel, w, 0);
+        float w[3];
+        route(&hp, logit, bias, sel, w);
         CHECK_MSG(sel[0] == 2 && sel[1] == 3, "groups: chose %d %d", sel[0], sel[1]);
     }
     /* bad group counts are refused */

@@ -97,14 +97,6 @@ static int is_expert_tensor(const rkm_source *s, const char *name)
     return t && rkm_tensor_role_is_expert(t->role);
 }
 
-/* A tensor of a block past the model's own (the next-token-prediction
- * blocks of GLM-4.5 and DeepSeek-V3, nextn_predict_layers): not converted. */
-static int beyond_layers(const rkm_source *s, const char *name)
-{
-    int il;
-    return sscanf(name, "blk.%d.", &il) == 1 && il >= s->hp.n_layer;
-}
-
 /* The stored type of a tensor: the --quant choice's rules (quant_mix.c). */
 static int pick_type(const conv *c, const char *name, int src_type, int n_dims, int64_t ne0)
 {
@@ -362,7 +354,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
     if (!h) rc = rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < s->n_tensors && !rc; i++) {
         const rkm_src_tensor *t = &s->tensors[i];
-        if (is_expert_tensor(s, t->name) || beyond_layers(s, t->name)) continue;
+        if (is_expert_tensor(s, t->name)) continue;
         rkm_tensor_view *tv = &md->tensors[md->n_tensors++];
         tv->name = strdup(t->name);
         tv->n_dims = t->n_dims;

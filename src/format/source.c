@@ -49,6 +49,15 @@ static void index_last(rkm_source *s)
     rkm_name_index_add(&s->ix, s->tensors[s->n_tensors - 1].name, s->n_tensors - 1, src_name, s);
 }
 
+/* A tensor of a block past the model's own, the name's block number read
+ * with fmt ("blk.%d.", "model.layers.%d."): the next-token-prediction
+ * blocks of GLM-4.5 and DeepSeek-V3, which the source leaves out. */
+static int beyond_layers(const rkm_source *s, const char *fmt, const char *name)
+{
+    int il;
+    return sscanf(name, fmt, &il) == 1 && il >= s->hp.n_layer;
+}
+
 /* ------------------------------------------------------------- GGUF */
 
 static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h);
@@ -66,6 +75,7 @@ static int open_gguf(rkm_source *s, const char *path)
     if (!s->tensors || rkm_name_index_init(&s->ix, (size_t)n + 1)) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const rkm_gguf_tensor *gt = rkm_gguf_tensor_at(s->gguf, i);
+        if (beyond_layers(s, "blk.%d.", gt->name)) continue;
         rkm_src_tensor *t = &s->tensors[s->n_tensors++];
         t->name = strdup(gt->name);
         t->type = gt->type;
@@ -606,9 +616,7 @@ static int open_hf(rkm_source *s, const char *dir)
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
             const rkm_st_tensor *st = rkm_safetensors_tensor_at(s->st[f], i);
             if (strstr(st->name, "rotary_emb.inv_freq")) continue;
-            int blk;
-            /* the next-token-prediction layers after num_hidden_layers (GLM-4.5, DeepSeek-V3) */
-            if (sscanf(st->name, "model.layers.%d.", &blk) == 1 && blk >= s->hp.n_layer) continue;
+            if (beyond_layers(s, "model.layers.%d.", st->name)) continue;
             if (s->hp.arch == RKM_ARCH_GPT_OSS && (rc = gpt_oss_expert_tensor(s, f, st)) != 1) {
                 if (rc) return rc;
                 continue;
