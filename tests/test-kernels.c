@@ -141,14 +141,16 @@ static void mm_case_make(mm_case *c, int wtype, int64_t n_in, int64_t n_out, int
     rkm_block_q8_0 *xq = malloc(sizeof *xq * (size_t)nb);
     for (int64_t i = 0; i < m; i++) {
         const float *x = c->x + i * n_in;
-        if (wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0) rkm_quantize_row_q8_0(x, xq, n_in);
+        const int q8x = wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0 || wtype == RKM_TYPE_MXFP4; /* q8_0 activations */
+        if (q8x) rkm_quantize_row_q8_0(x, xq, n_in);
         for (int64_t r = 0; r < n_out; r++) {
             const float *w = wd + r * n_in;
             double sum = 0.0, abs_sum = 0.0;
             int64_t n_terms;
-            if (wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0) {
+            if (q8x) {
                 /* the weight's dequantized values are d_w * q exactly
-                 * (an f16 times a small integer fits a float) */
+                 * (an f16 or a power of two times a small integer fits a
+                 * float) */
                 for (int64_t b = 0; b < nb; b++) {
                     double t = 0.0, ta = 0.0;
                     for (int j = 0; j < 32; j++) {
@@ -405,15 +407,16 @@ static void test_ops(const char *variant)
 
 /* ------------------------------------------------------ packed weights */
 /* The packed layout, written from its description in kernels.h (not from
- * pack.c): where byte j (-2, -1: the fp16 scale) of row r, block b lands. */
+ * pack.c): where byte j (-sb..-1: the row's scale, sb bytes) of row r,
+ * block b lands. */
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
 {
-    int q4 = wtype == RKM_TYPE_Q4_0;
-    size_t rb = rkm_type_row_bytes(wtype, n_in), bb = q4 ? 16 * 18 : 16 * 34;
+    const size_t sb = wtype == RKM_TYPE_MXFP4 ? 1 : 2, blk = wtype == RKM_TYPE_Q8_0 ? 34 : 16 + sb;
+    size_t rb = rkm_type_row_bytes(wtype, n_in), bb = 16 * blk;
     size_t g0 = (size_t)(r / 16) * 16 * rb + (size_t)b * bb;
     size_t rr = (size_t)(r % 16);
-    if (j < 0) return g0 + 2 * rr + (size_t)(j + 2);
-    return g0 + 32 + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
+    if (j < 0) return g0 + sb * rr + (size_t)(j + (int)sb);
+    return g0 + 16 * sb + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
 }
 
 /* The packed copy of a plain matrix (rows past the last whole group plain). */
@@ -526,13 +529,15 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
-        int t = types[ti], q4 = t == RKM_TYPE_Q4_0;
+        int t = types[ti];
         CHECK(rkm_pack_type(t, 15) == t);
         CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
         CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
+        CHECK(rkm_pack_type(RKM_TYPE_IQ4_NL, 64) == RKM_TYPE_IQ4_NL);
         CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
         CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rkm_type_row_bytes(t, 96));
         CHECK(rkm_type_packed(t | RKM_TYPE_PACKED) && !rkm_type_packed(t) && !rkm_type_packed(RKM_TYPE_F16 | RKM_TYPE_PACKED));
@@ -541,19 +546,20 @@ static void test_pack_layout(void)
         mm_case_make(&c, t, n_in, n_out, 1);
         uint8_t *p = packed_copy(t, c.w, n_in, n_out);
         const uint8_t *w = c.w;
-        size_t rb = rkm_type_row_bytes(t, n_in), blk = q4 ? 18 : 34;
+        const int sb = t == RKM_TYPE_MXFP4 ? 1 : 2;
+        size_t rb = rkm_type_row_bytes(t, n_in), blk = rkm_type_block_bytes(t);
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t b = 0; b < n_in / 32; b++)
-                for (int j = -2; j < (int)blk - 2; j++) {
-                    size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j + 2);
+                for (int j = -sb; j < (int)blk - sb; j++) {
+                    size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j + sb);
                     size_t off = r < 32 ? packed_offset(t, n_in, r, b, j) : plain; /* 37 rows: 2 groups + tail */
                     bad += p[off] != w[plain];
                 }
         /* and back: unpacking restores the plain rows exactly */
         CHECK(rkm_unpack_rows(t, p, n_in, n_out) == 0);
-        CHECK_MSG(!memcmp(p, w, rb * (size_t)n_out), "%s: unpack(pack(w)) != w", q4 ? "q4_0" : "q8_0");
-        CHECK(!strcmp(rkm_type_name(t | RKM_TYPE_PACKED), q4 ? "q4_0_x16" : "q8_0_x16"));
-        CHECK(rkm_type_from_name(q4 ? "Q4_0_X16" : "q8_0_x16") == (t | RKM_TYPE_PACKED));
+        CHECK_MSG(!memcmp(p, w, rb * (size_t)n_out), "%s: unpack(pack(w)) != w", rkm_type_name(t));
+        CHECK(!strcasecmp(rkm_type_name(t | RKM_TYPE_PACKED), names[ti]));
+        CHECK(rkm_type_from_name(names[ti]) == (t | RKM_TYPE_PACKED));
         CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rb);
         free(p);
         mm_case_free(&c);
@@ -561,6 +567,7 @@ static void test_pack_layout(void)
     CHECK_MSG(bad == 0, "packed layout: %d bytes misplaced", bad);
     CHECK(rkm_pack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
     CHECK(rkm_unpack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
+    CHECK(rkm_pack_rows(RKM_TYPE_IQ4_NL, NULL, 32, 16) == RKM_EINVAL);
 }
 
 /* Packed weights in every variant: within the float64 bound, and bit for
@@ -592,7 +599,7 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4};
     const int64_t n_ins[] = {32, 96, 160, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
@@ -614,6 +621,15 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                     float *yref = malloc(ysz), *y = malloc(ysz), *yp = malloc(ysz);
                     rkm_kernels_select("ref");
                     rkm_matmul(NULL, rkm_pack_type(t, n_out), pw, n_in, n_out, c.x, m, yref, ldy);
+                    /* MXFP4 (whose plain kernels all compute the reference's
+                     * way): packing changes no result */
+                    rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy);
+                    int same = 1;
+                    if (t == RKM_TYPE_MXFP4)
+                        for (int64_t i = 0; i < m; i++)
+                            same &= !memcmp(yref + i * ldy, yp + i * ldy, sizeof(float) * (size_t)(n_out / 16 * 16));
+                    CHECK_MSG(same, "packed %s n_in=%lld n_out=%lld m=%lld: the packed reference differs from the plain one",
+                              rkm_type_name(t), (long long)n_in, (long long)n_out, (long long)m);
                     for (int v = 0; v < n_var; v++) {
                         rkm_kernels_select(variants[v]);
                         rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy); /* plain: the tail rows */

@@ -79,16 +79,17 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
                       int64_t ldy);
 
 /* ------------------------------------------- packed (interleaved) rows
- * A layout of q8_0 / q4_0 matrices for the matmuls: type RKM_TYPE_PACKED |
- * RKM_TYPE_Q8_0 (or Q4_0), quant.h. Made at load for resident matrices;
+ * A layout of q8_0 / q4_0 / MXFP4 matrices for the matmuls: type
+ * RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0, MXFP4), quant.h. Made at load for resident matrices;
  * routed experts are stored in it by `rkmojo convert` (docs/FORMAT.md), so
  * a read expert needs no repacking. Rows go in groups
  * of RKM_PACK_ROWS = 16; within a group, block b (values 32b..32b+31) of
  * the 16 rows is stored as
- *   16 fp16 scales (row order), 32 bytes, then
+ *   16 scales (row order): fp16, 32 bytes (MXFP4: exponent bytes, 16), then
  *   q4_0: 4 x 64 bytes: part h (0..3) holds, for rows 0..15, 4 bytes each:
  *         bytes 4h..4h+3 of the row's qs (low nibbles = values 4h..4h+3,
  *         high nibbles = values 16+4h..16+4h+3): 288 bytes = 16 x 18;
+ *   MXFP4: the same 4 parts of nibbles (level indices): 272 = 16 x 17;
  *   q8_0: 8 x 64 bytes: part g (0..7) holds, for rows 0..15, values
  *         4g..4g+3 (int8): 544 bytes = 16 x 34.
  * A group takes exactly the bytes of its 16 plain rows, so row r of a
@@ -103,15 +104,15 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
 #define RKM_PACK_ROWS 16
-/* The packed type of a q8_0 / q4_0 matrix with at least one whole group
+/* The packed type of a q8_0 / q4_0 / MXFP4 matrix with at least one whole group
  * (else type unchanged); the plain type of a packed one. */
 int rkm_pack_type(int type, int64_t n_out);
 int rkm_unpack_type(int type);
-/* Packs n_out plain rows of type (Q8_0 or Q4_0) in place (each whole
+/* Packs n_out plain rows of type (Q8_0, Q4_0 or MXFP4) in place (each whole
  * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
 int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 /* The inverse: packed groups back to plain rows, in place (type is the
- * plain Q8_0 / Q4_0). 0, RKM_EINVAL or RKM_ENOMEM. */
+ * plain Q8_0 / Q4_0 / MXFP4). 0, RKM_EINVAL or RKM_ENOMEM. */
 int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 
 /* ------------------------------------------------------- element ops */

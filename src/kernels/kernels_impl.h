@@ -89,7 +89,7 @@ typedef struct {
     rkm_mm_fn mm_grid;
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
-    rkm_mm_fn mm_q8_0_p, mm_q4_0_p;
+    rkm_mm_fn mm_q8_0_p, mm_q4_0_p, mm_mxfp4_p;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
@@ -129,7 +129,20 @@ extern const rkm_kernel_set rkm_kernels_dotprod;
 #define RKM_PK_Q4_0_BLOCK (RKM_PACK_ROWS * 18)
 #define RKM_PK_Q8_0_BLOCK (RKM_PACK_ROWS * 34)
 _Static_assert(RKM_PK_Q4_0_BLOCK == 32 + 4 * 64, "packed q4_0 block");
+#define RKM_PK_MXFP4_BLOCK (RKM_PACK_ROWS * 17)
 _Static_assert(RKM_PK_Q8_0_BLOCK == 32 + 8 * 64, "packed q8_0 block");
+_Static_assert(RKM_PK_MXFP4_BLOCK == 16 + 4 * 64, "packed mxfp4 block");
+
+/* The packed block's bytes for a plain type (0: not packable), and the
+ * bytes of one row's scale (its 16 scales lead the packed block). */
+static inline size_t rkm_pk_block(int type)
+{
+    return type == RKM_TYPE_Q8_0 ? RKM_PK_Q8_0_BLOCK
+           : type == RKM_TYPE_Q4_0 ? RKM_PK_Q4_0_BLOCK
+           : type == RKM_TYPE_MXFP4 ? RKM_PK_MXFP4_BLOCK
+                                    : 0;
+}
+static inline size_t rkm_pk_scale_bytes(int type) { return type == RKM_TYPE_MXFP4 ? 1 : 2; }
 
 /* The active set (after rkm_kernels_init), every entry non-NULL. */
 const rkm_kernel_set *rkm_kernels_active(void);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
 
 void rkm_quantize_act_ref(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
 {
@@ -197,11 +198,13 @@ static void mm_q4_0_ref(const rkm_mm_args *a, int64_t r0, int64_t r1)
 
 /* Packed weights (layout in kernels.h): whole 16-row groups. Every SIMD
  * set must reproduce this bit for bit: per block the exact integer dot
- * product, then one fused multiply-add with the product of the scales. */
-static void mm_packed_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+ * product, then one fused multiply-add with the product of the scales
+ * (as the plain types' references do). */
+static void mm_packed_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type)
 {
     const int64_t nb = a->n_in / 32;
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    const size_t bb = rkm_pk_block(type), hb = RKM_PACK_ROWS * rkm_pk_scale_bytes(type);
+    const int parts = type == RKM_TYPE_Q8_0 ? 8 : 4;
     for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
         const uint8_t *g = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
         for (int64_t i = 0; i < a->m; i++) {
@@ -212,16 +215,19 @@ static void mm_packed_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const in
                 for (int64_t b = 0; b < nb; b++) {
                     const uint8_t *blk = g + (size_t)b * bb;
                     const int8_t *xb = xq + b * 32;
-                    rkm_f16 d;
-                    memcpy(&d, blk + 2 * rr, 2);
+                    const float d = type == RKM_TYPE_MXFP4 ? rkm_e8m0_half(blk[rr]) : rkm_f16_le(blk + 2 * rr);
                     int32_t isum = 0;
-                    for (int h = 0; h < (q4 ? 4 : 8); h++)
+                    for (int h = 0; h < parts; h++)
                         for (int j = 0; j < 4; j++) {
-                            uint8_t v = blk[32 + 64 * h + 4 * rr + j];
-                            if (q4) isum += ((v & 15) - 8) * xb[4 * h + j] + ((v >> 4) - 8) * xb[16 + 4 * h + j];
+                            const uint8_t v = blk[hb + 64 * h + 4 * rr + j];
+                            if (type == RKM_TYPE_Q4_0)
+                                isum += ((v & 15) - 8) * xb[4 * h + j] + ((v >> 4) - 8) * xb[16 + 4 * h + j];
+                            else if (type == RKM_TYPE_MXFP4)
+                                isum += rkm_kvalues_mxfp4[v & 15] * xb[4 * h + j] +
+                                        rkm_kvalues_mxfp4[v >> 4] * xb[16 + 4 * h + j];
                             else isum += (int8_t)v * xb[4 * h + j];
                         }
-                    acc = fmaf((float)isum, rkm_f16_to_f32(d) * xd[b], acc);
+                    acc = fmaf((float)isum, d * xd[b], acc);
                 }
                 a->y[i * a->ldy + r + rr] = acc;
             }
@@ -229,8 +235,9 @@ static void mm_packed_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, const in
     }
 }
 
-static void mm_q8_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, 0); }
-static void mm_q4_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, 1); }
+static void mm_q8_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, RKM_TYPE_Q8_0); }
+static void mm_q4_0_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, RKM_TYPE_Q4_0); }
+static void mm_mxfp4_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_packed_ref(a, r0, r1, RKM_TYPE_MXFP4); }
 
 static void rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps)
 {
@@ -330,6 +337,7 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_grid = mm_grid_ref,
     .mm_q8_0_p = mm_q8_0_p_ref,
     .mm_q4_0_p = mm_q4_0_p_ref,
+    .mm_mxfp4_p = mm_mxfp4_p_ref,
     .rmsnorm = rmsnorm_ref,
     .softmax = softmax_ref,
     .swiglu = swiglu_ref,

@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -16,7 +16,7 @@
 
 int rkm_pack_type(int type, int64_t n_out)
 {
-    if ((type == RKM_TYPE_Q8_0 || type == RKM_TYPE_Q4_0) && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
+    if (rkm_pk_block(type) && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
     return type;
 }
 
@@ -58,21 +58,22 @@ static void transpose4(const uint8_t *const p[4], uint8_t *o)
 }
 #endif
 
-/* One group: src = 16 plain rows of rb bytes, dst = the packed group. */
+/* One group: src = 16 plain rows of rb bytes, dst = the packed group.
+ * A plain block is its scale (sb bytes) then its qs; the packed block
+ * the 16 scales, then the parts. */
 static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
-    const int q4 = type == RKM_TYPE_Q4_0;
-    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
+    const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
     for (int64_t b = 0; b < nb; b++) {
-        uint8_t *o = dst + (size_t)b * (q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK);
-        for (int r = 0; r < RKM_PACK_ROWS; r++) memcpy(o + 2 * r, src + (size_t)r * rb + (size_t)b * bb, 2);
+        uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
+        for (int r = 0; r < RKM_PACK_ROWS; r++) memcpy(o + sb * r, src + (size_t)r * rb + (size_t)b * bb, sb);
         for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
             const uint8_t *p[4];
-            for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + 2;
-            transpose4(p, o + 32 + 16 * qd); /* parts 0-3: words 0-3 */
-            if (!q4) {
+            for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + sb;
+            transpose4(p, o + hb + 16 * qd); /* parts 0-3: words 0-3 */
+            if (type == RKM_TYPE_Q8_0) {
                 for (int k = 0; k < 4; k++) p[k] += 16;
-                transpose4(p, o + 32 + 256 + 16 * qd); /* parts 4-7 */
+                transpose4(p, o + hb + 256 + 16 * qd); /* parts 4-7 */
             }
         }
     }
@@ -81,15 +82,14 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
 /* One group back: src = the packed group, dst = 16 plain rows. */
 static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
-    const int q4 = type == RKM_TYPE_Q4_0;
-    const size_t bb = q4 ? sizeof(rkm_block_q4_0) : sizeof(rkm_block_q8_0);
-    const int words = q4 ? 4 : 8; /* 4-byte words of a block's qs */
+    const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
+    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's qs */
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = src + (size_t)b * (q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK);
+        const uint8_t *o = src + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
-            memcpy(row, o + 2 * r, 2);
-            for (int h = 0; h < words; h++) memcpy(row + 2 + 4 * h, o + 32 + 64 * h + 4 * r, 4);
+            memcpy(row, o + sb * r, sb);
+            for (int h = 0; h < words; h++) memcpy(row + sb + 4 * h, o + hb + 64 * h + 4 * r, 4);
         }
     }
 }
@@ -100,7 +100,7 @@ typedef void (*group_fn)(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
  * temporary copy (what = "pack" / "unpack" for the messages). */
 static int regroup(int type, void *w, int64_t n_in, int64_t n_out, group_fn fn, const char *what)
 {
-    if ((type != RKM_TYPE_Q8_0 && type != RKM_TYPE_Q4_0) || n_in % 32)
+    if (!rkm_pk_block(type) || n_in % 32)
         return rkm_err(RKM_EINVAL, "%s: type %d with %lld columns cannot be packed", what, type, (long long)n_in);
     size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
     int64_t n_groups = n_out / RKM_PACK_ROWS;

@@ -33,6 +33,7 @@
 #include <math.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
 
 #define N_INLINE static inline __attribute__((always_inline))
 #define N_CAT2(a, b) a##b
@@ -337,7 +338,8 @@ N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
 
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
- * scales and 4 (q4_0) / 8 (q8_0) 64-byte parts of one 4-byte word per row;
+ * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4) / 8 (q8_0) 64-byte
+ * parts of one 4-byte word per row;
  * a q register holds one word of 4 rows (a quad), so a group is 4 quads and
  * part g multiplies activation bytes 4g..4g+3 (lane g % 4 of x0 / x1).
  * sdot: vdotq_laneq_s32 per part. Plain NEON: smull/smull2 against the 4
@@ -380,10 +382,28 @@ N_INLINE int32x4_t pk_dot(const int8x16_t w[8], int8x16_t x0, int8x16_t x1, int3
 #endif
 }
 
-/* Quad qd (rows 4qd..4qd+3) of block blk: 4 float scales, 8 weight vectors. */
-N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int q4, int8x16_t w[8])
+/* Quad qd (rows 4qd..4qd+3) of block blk: 4 float scales, 8 weight
+ * vectors (q4_0: nibbles 0..15, the -8 comes from the block's sum of x;
+ * MXFP4: the signed levels by table lookup). */
+N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int type, int8x16_t w[8])
 {
-    if (q4) {
+    if (type == RKM_TYPE_MXFP4) {
+        const int8x16_t kv = vld1q_s8(rkm_kvalues_mxfp4);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            uint8x16_t v = vld1q_u8(blk + 16 + 64 * h + 16 * qd);
+            w[h] = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(15)));
+            w[h + 4] = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+        }
+        /* 2^(e-128): (e - 1) << 23, subnormal below e = 2 */
+        uint32_t e4;
+        memcpy(&e4, blk + 4 * qd, 4);
+        const uint32x4_t e = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(e4))));
+        const uint32x4_t nrm = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
+        const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
+        return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, nrm));
+    }
+    if (type == RKM_TYPE_Q4_0) {
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) {
             uint8x16_t v = vld1q_u8(blk + 32 + 64 * h + 16 * qd);
@@ -398,10 +418,11 @@ N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int q4, int8x16
 }
 
 /* RX activation rows x the 16 rows of the group at row r. */
-N_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int q4)
+N_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int type)
 {
     const int64_t nb = a->n_in / 32;
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    const size_t bb = rkm_pk_block(type);
+    const int q4 = type == RKM_TYPE_Q4_0;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     float32x4_t acc[4][4];
     const int8_t *xq[4];
@@ -417,19 +438,12 @@ N_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int R
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * bb;
-        if (RX == 1) {
-            __builtin_prefetch(blk + PF_BYTES);
-            __builtin_prefetch(blk + PF_BYTES + 64);
-            __builtin_prefetch(blk + PF_BYTES + 128);
-            __builtin_prefetch(blk + PF_BYTES + 192);
-            __builtin_prefetch(blk + PF_BYTES + 256);
-            if (!q4)
-                for (int o = 320; o < (int)bb; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
-        }
+        if (RX == 1)
+            for (int o = 0; o < (int)bb; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
 #pragma GCC unroll 4
         for (int qd = 0; qd < 4; qd++) {
             int8x16_t w[8];
-            float32x4_t dw = pk_unpack(blk, qd, q4, w);
+            float32x4_t dw = pk_unpack(blk, qd, type, w);
 #pragma GCC unroll 4
             for (int c = 0; c < RX; c++) {
                 const int8_t *xb = xq[c] + b * 32;
@@ -446,18 +460,18 @@ N_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int R
 
 #if RKM_NEON_DOTPROD
 /* Quad qd of a packed group into il_compute's scratch layout. */
-static void pk_to_il(const uint8_t *grp, int qd, int64_t nb, char *buf, const int q4)
+static void pk_to_il(const uint8_t *grp, int qd, int64_t nb, char *buf, const int type)
 {
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    const size_t bb = rkm_pk_block(type);
     for (int64_t b = 0; b < nb; b++) {
         int8x16_t w[8];
-        vst1q_f32((float *)(buf + b * IL_BLOCK_BYTES), pk_unpack(grp + (size_t)b * bb, qd, q4, w));
+        vst1q_f32((float *)(buf + b * IL_BLOCK_BYTES), pk_unpack(grp + (size_t)b * bb, qd, type, w));
         for (int g = 0; g < 8; g++) vst1q_s8((int8_t *)(buf + b * IL_BLOCK_BYTES + 16 + 16 * g), w[g]);
     }
 }
 #endif
 
-N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type)
 {
 #if RKM_NEON_DOTPROD
     if (a->m >= IL_MIN_M) {
@@ -465,23 +479,24 @@ N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
         char *buf = rkm_kernel_scratch((size_t)nb * IL_BLOCK_BYTES);
         for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS)
             for (int qd = 0; qd < 4; qd++) {
-                pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, qd, nb, buf, q4);
+                pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, qd, nb, buf, type);
                 int64_t i = 0;
-                for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r + 4 * qd, i, 4, q4, 0);
-                for (; i < a->m; i++) il_compute(a, buf, r + 4 * qd, i, 1, q4, 0);
+                for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r + 4 * qd, i, 4, type == RKM_TYPE_Q4_0, 0);
+                for (; i < a->m; i++) il_compute(a, buf, r + 4 * qd, i, 1, type == RKM_TYPE_Q4_0, 0);
             }
         return;
     }
 #endif
     for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
         int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, q4);
-        for (; i < a->m; i++) pk_compute(a, r, i, 1, q4);
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, type);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, type);
     }
 }
 
-static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 0); }
-static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 1); }
+static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q8_0); }
+static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
+static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 
 /* ---------------------------------------------------------- f32 / f16 */
 /* float weights: kind 0 f32, 1 f16, 2 bf16 */

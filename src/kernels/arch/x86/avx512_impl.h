@@ -26,6 +26,7 @@
 
 #include "kernels/arch/x86/x86_common.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
 
 #define Z_INLINE static inline __attribute__((always_inline))
 #define PF_BYTES 4096
@@ -356,9 +357,10 @@ IL_DEFINE_MM(mm_q8_0_il, il_repack_q8_0, 128, z_q8_0_tile)
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h) is the interleaved layout above minus the
  * nibble split and the scale conversion, stored at load time: a block of
- * a 16-row group is 16 fp16 scales and 4 (q4_0) or 8 (q8_0) zmm of one
- * 4-byte word per row, read as one sequential stream. Decode (m < 6)
- * unpacks each block in registers (and/shift, or the +128 flip for q8_0)
+ * a 16-row group is 16 fp16 scales (MXFP4: 16 exponent bytes) and 4
+ * (q4_0, MXFP4) or 8 (q8_0) zmm of one 4-byte word per row, read as one
+ * sequential stream. Decode (m < 6) unpacks each block in registers
+ * (and/shift, MXFP4's table lookup, or the +128 flip for q8_0)
  * and runs the il_compute arithmetic on it; prefill unpacks a group into
  * the il scratch once and reuses il_compute, so both give exactly the
  * reference's per-row result (integer block sums, then one FMA per block
@@ -376,10 +378,32 @@ IL_DEFINE_MM(mm_q8_0_il, il_repack_q8_0, 128, z_q8_0_tile)
 #define PK_STREAMS 4
 #endif
 
-Z_INLINE void pk_unpack(const uint8_t *blk, const int q4, __m512i w[8], __m512 *dw)
+/* A packed block (type Q8_0, Q4_0 or MXFP4) as 16 float scales and 8 zmm
+ * of unsigned bytes, value + pk_bias(type): q4_0 nibbles as they are,
+ * q8_0 flipped by 128, MXFP4 levels (-12..12) looked up as level + 12. */
+Z_INLINE int pk_bias(const int type) { return type == RKM_TYPE_Q8_0 ? 128 : type == RKM_TYPE_Q4_0 ? 8 : 12; }
+
+Z_INLINE void pk_unpack(const uint8_t *blk, const int type, __m512i w[8], __m512 *dw)
 {
+    if (type == RKM_TYPE_MXFP4) {
+        /* 2^(e-128) as float bits: (e - 1) << 23, subnormal below e = 2 */
+        const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)blk));
+        const __m512i nrm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        *dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), nrm, sub));
+        const __m512i kv = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rkm_kvalues_mxfp4)),
+                                           _mm512_set1_epi8(12));
+        const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            __m512i v = _mm512_loadu_si512((const void *)(blk + 16 + 64 * h));
+            w[h] = _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4));
+            w[h + 4] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        return;
+    }
     *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    if (q4) {
+    if (type == RKM_TYPE_Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) {
@@ -397,12 +421,12 @@ Z_INLINE void pk_unpack(const uint8_t *blk, const int q4, __m512i w[8], __m512 *
 /* RX activation rows x NG groups (NG * 16 weight rows): NG > 1 reads NG
  * groups as parallel streams, which the memory system serves faster than
  * one stream per core (decode). */
-Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG, const int q4)
+Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG, const int type)
 {
     const int64_t nb = a->n_in / 32;
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK, gstride = a->w_row_bytes * IL_ROWS;
+    const size_t bb = rkm_pk_block(type), gstride = a->w_row_bytes * IL_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
-    const int bias = q4 ? 8 : 128;
+    const int bias = pk_bias(type);
     __m512 acc[4][4];
     const int8_t *xq[4];
     const float *xd[4];
@@ -431,7 +455,7 @@ Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int R
             }
             __m512i w[8];
             __m512 dw;
-            pk_unpack(blk, q4, w, &dw);
+            pk_unpack(blk, type, w, &dw);
 #pragma GCC unroll 4
             for (int c = 0; c < RX; c++) {
                 const int8_t *xb = xq[c] + b * 32;
@@ -453,47 +477,47 @@ Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int R
 }
 
 /* A packed group into the il scratch layout (float scales, unpacked zmm). */
-static void pk_to_il(const uint8_t *grp, int64_t nb, char *buf, const int q4)
+static void pk_to_il(const uint8_t *grp, int64_t nb, char *buf, const int type)
 {
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK;
+    const size_t bb = rkm_pk_block(type);
     for (int64_t b = 0; b < nb; b++) {
         __m512i w[8];
         __m512 dw;
-        pk_unpack(grp + (size_t)b * bb, q4, w, &dw);
+        pk_unpack(grp + (size_t)b * bb, type, w, &dw);
         _mm512_store_ps((float *)(buf + b * IL_BLOCK_BYTES), dw);
         __m512i *q = (__m512i *)(buf + b * IL_BLOCK_BYTES + 64);
         for (int g = 0; g < 8; g++) _mm512_store_si512(q + g, w[g]);
     }
 }
 
-Z_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+Z_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type)
 {
     const int64_t nb = a->n_in / 32;
     char *buf = a->m >= IL_MIN_M ? rkm_kernel_scratch((size_t)nb * IL_BLOCK_BYTES) : NULL;
     int64_t r = r0;
     if (buf) {
         for (; r + IL_ROWS <= r1; r += IL_ROWS) {
-            pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, nb, buf, q4);
+            pk_to_il((const uint8_t *)a->w + (size_t)r * a->w_row_bytes, nb, buf, type);
             int64_t i = 0;
-            for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, q4 ? 8 : 128);
-            for (; i < a->m; i++) il_compute(a, buf, r, i, 1, q4 ? 8 : 128);
+            for (; i + 4 <= a->m; i += 4) il_compute(a, buf, r, i, 4, pk_bias(type));
+            for (; i < a->m; i++) il_compute(a, buf, r, i, 1, pk_bias(type));
         }
         return;
     }
     if (a->m == 1) {
-        for (; r + PK_STREAMS * IL_ROWS <= r1; r += PK_STREAMS * IL_ROWS) pk_compute(a, r, 0, 1, PK_STREAMS, q4);
-        for (; r + IL_ROWS <= r1; r += IL_ROWS) pk_compute(a, r, 0, 1, 1, q4);
+        for (; r + PK_STREAMS * IL_ROWS <= r1; r += PK_STREAMS * IL_ROWS) pk_compute(a, r, 0, 1, PK_STREAMS, type);
+        for (; r + IL_ROWS <= r1; r += IL_ROWS) pk_compute(a, r, 0, 1, 1, type);
         return;
     }
     for (; r + 2 * IL_ROWS <= r1; r += 2 * IL_ROWS) {
         int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 2, q4);
-        for (; i < a->m; i++) pk_compute(a, r, i, 1, 2, q4);
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 2, type);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, 2, type);
     }
     for (; r + IL_ROWS <= r1; r += IL_ROWS) {
         int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 1, q4);
-        for (; i < a->m; i++) pk_compute(a, r, i, 1, 1, q4);
+        for (; i + 2 <= a->m; i += 2) pk_compute(a, r, i, 2, 1, type);
+        for (; i < a->m; i++) pk_compute(a, r, i, 1, 1, type);
     }
 }
 #endif

@@ -22,6 +22,7 @@
 #include "kernels/arch/x86/kquant_x86.h"
 #include "kernels/arch/x86/x86_common.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_tables.h"
 
 /* ------------------------------------------------------ quantization */
 static void quantize_act_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
@@ -308,7 +309,7 @@ DEFINE_MM(mm_bf16_avx2, fp_tile, 2)
 
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
- * scales and 4 (q4_0) / 8 (q8_0) 64-byte parts of one 4-byte word per
+ * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4) / 8 (q8_0) 64-byte parts of one 4-byte word per
  * row. A ymm holds 8 rows' words, so a group is two halves of 8 rows;
  * part g multiplies the broadcast activation bytes 4g..4g+3. q4_0:
  * nibbles (0..15) x x with vpmaddubsw, the 8 parts' 16-bit pair sums
@@ -326,11 +327,13 @@ static inline __attribute__((always_inline)) int32_t pk2_x4(const int8_t *p)
 /* NG groups (16 * NG rows) x one activation row: decode reads NG groups as
  * parallel streams, which the memory system serves faster than one. */
 static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a, int64_t r, int64_t i, const int NG,
-                                                           const int q4)
+                                                           const int type)
 {
     const int64_t nb = a->n_in / 32;
-    const size_t bb = q4 ? RKM_PK_Q4_0_BLOCK : RKM_PK_Q8_0_BLOCK, gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const size_t bb = rkm_pk_block(type), gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i kv = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rkm_kvalues_mxfp4)),
+                                       _mm256_set1_epi8(12));
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     const int8_t *xq = a->xq + i * nb * 32;
     const float *xd = a->xd + i * nb;
@@ -344,9 +347,30 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
             if (a->m == 1) /* every line of the block, 4 KiB ahead in its stream */
                 for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)blk + 4096 + l, _MM_HINT_T0);
             for (int hf = 0; hf < 2; hf++) {
-                __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
+                __m256 dw;
                 __m256i isum;
-                if (q4) {
+                if (type == RKM_TYPE_MXFP4) {
+                    /* 2^(e-128): (e - 1) << 23, subnormal below e = 2;
+                     * levels + 12 (0..24) by vpshufb, the lows' and the
+                     * highs' pair sums in 16 bits apart (4 x 2 x 24 x 128
+                     * = 24576 each: exact), - 12 * sum(x) */
+                    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 8 * hf)));
+                    const __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+                    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+                    dw = _mm256_castsi256_ps(_mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+                    __m256i slo = _mm256_setzero_si256(), shi = _mm256_setzero_si256();
+                    for (int h = 0; h < 4; h++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 64 * h + 32 * hf));
+                        slo = _mm256_add_epi16(slo, _mm256_maddubs_epi16(_mm256_shuffle_epi8(kv, _mm256_and_si256(v, m4)),
+                                                                         _mm256_set1_epi32(pk2_x4(xb + 4 * h))));
+                        shi = _mm256_add_epi16(
+                            shi, _mm256_maddubs_epi16(_mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)),
+                                                      _mm256_set1_epi32(pk2_x4(xb + 16 + 4 * h))));
+                    }
+                    isum = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(slo, ones), _mm256_madd_epi16(shi, ones)),
+                                            _mm256_set1_epi32(-12 * xs[b]));
+                } else if (type == RKM_TYPE_Q4_0) {
+                    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
                     __m256i s16 = _mm256_setzero_si256();
                     for (int h = 0; h < 4; h++) {
                         __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * h + 32 * hf));
@@ -358,6 +382,7 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
                     }
                     isum = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(-8 * xs[b]));
                 } else {
+                    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
                     isum = _mm256_setzero_si256();
                     for (int g = 0; g < 8; g++) {
                         __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * hf));
@@ -377,17 +402,18 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
     }
 }
 
-static inline __attribute__((always_inline)) void pk2_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
+static inline __attribute__((always_inline)) void pk2_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type)
 {
     int64_t r = r0;
     if (a->m == 1)
-        for (; r + 4 * RKM_PACK_ROWS <= r1; r += 4 * RKM_PACK_ROWS) pk2_rows(a, r, 0, 4, q4);
+        for (; r + 4 * RKM_PACK_ROWS <= r1; r += 4 * RKM_PACK_ROWS) pk2_rows(a, r, 0, 4, type);
     for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS)
-        for (int64_t i = 0; i < a->m; i++) pk2_rows(a, r, i, 1, q4);
+        for (int64_t i = 0; i < a->m; i++) pk2_rows(a, r, i, 1, type);
 }
 
-static void mm_q8_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, 0); }
-static void mm_q4_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, 1); }
+static void mm_q8_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_Q8_0); }
+static void mm_q4_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_Q4_0); }
+static void mm_mxfp4_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 
 /* --------------------------------------------------------- element ops */
 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps)
@@ -635,6 +661,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_grid = rkm_mm_grid_avx2,
     .mm_q8_0_p = mm_q8_0_p_avx2,
     .mm_q4_0_p = mm_q4_0_p_avx2,
+    .mm_mxfp4_p = mm_mxfp4_p_avx2,
     .rmsnorm = rmsnorm_avx2,
     .softmax = softmax_avx2,
     .swiglu = swiglu_avx2,

@@ -23,8 +23,9 @@ static void mm_q4_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
     else mm_q4_0_tiles(a, r0, r1);
 }
 
-static void mm_q8_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 0); }
-static void mm_q4_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, 1); }
+static void mm_q8_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q8_0); }
+static void mm_q4_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
+static void mm_mxfp4_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 
 const rkm_kernel_set rkm_kernels_avx512vnni = {
     .name = "avx512vnni",
@@ -32,6 +33,7 @@ const rkm_kernel_set rkm_kernels_avx512vnni = {
     .mm_q4_0 = mm_q4_0_avx512vnni,
     .mm_q8_0_p = mm_q8_0_p_avx512vnni,
     .mm_q4_0_p = mm_q4_0_p_avx512vnni,
+    .mm_mxfp4_p = mm_mxfp4_p_avx512vnni,
     .mm_q2_k = rkm_mm_q2_k_avx512vnni,
     .mm_q3_k = rkm_mm_q3_k_avx512vnni,
     .mm_q4_k = rkm_mm_q4_k_avx512vnni,
