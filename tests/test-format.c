@@ -572,8 +572,9 @@ static void test_hf_llama3_rope(void)
     cJSON_Delete(cfg);
 }
 
-/* A copy of GGUF in as out without key `drop` (NULL: none), with
- * tensor `shrink` (NULL: none) one value shorter; add(w) sets more keys. */
+/* A copy of GGUF in as out without key or tensor `drop` (NULL: none),
+ * with tensor `shrink` (NULL: none) one value shorter; add(w) sets more
+ * keys. */
 static int gguf_edit(const char *in, const char *out, const char *drop, const char *shrink, void (*add)(rkm_gguf_writer *))
 {
     rkm_gguf *g = rkm_gguf_open(in);
@@ -584,6 +585,7 @@ static int gguf_edit(const char *in, const char *out, const char *drop, const ch
     if (add) add(w);
     for (int i = 0; i < rkm_gguf_n_tensors(g); i++) {
         const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        if (drop && !strcmp(t->name, drop)) continue;
         int64_t ne[4];
         memcpy(ne, t->ne, sizeof ne);
         if (shrink && !strcmp(t->name, shrink)) ne[0]--;
@@ -592,6 +594,7 @@ static int gguf_edit(const char *in, const char *out, const char *drop, const ch
     int rc = rkm_gguf_writer_begin(w, out);
     for (int i = 0; !rc && i < rkm_gguf_n_tensors(g); i++) {
         const rkm_gguf_tensor *t = rkm_gguf_tensor_at(g, i);
+        if (drop && !strcmp(t->name, drop)) continue;
         uint8_t *b = read_tensor(g, t);
         size_t n = t->nbytes - (shrink && !strcmp(t->name, shrink) ? sizeof(float) : 0);
         rc = b ? rkm_gguf_writer_write_data(w, b, n) : -1;
@@ -642,6 +645,47 @@ static void test_gpt_oss_bad_files(void)
         {"gpt-oss.rope.freq_base", NULL, add_nan_base, "RoPE base nan"},
         {"gpt-oss.rope.freq_base", NULL, add_inf_base, "RoPE base inf"},
         {"gpt-oss.attention.layer_norm_rms_epsilon", NULL, add_nan_eps, "norm epsilon nan"},
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
+        CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
+        int rc = rkm_convert(bad, out, &c);
+        CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "case %zu: %d %s", i, rc, rkm_last_error());
+        CHECK_MSG(access(out, F_OK) != 0, "case %zu: nothing is left behind", i);
+    }
+}
+
+static void add_big_latent(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "deepseek2.attention.kv_lora_rank", 512); }
+static void add_odd_groups(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "deepseek2.expert_group_count", 3); }
+
+/* DeepSeek files the converter must refuse with a clear message: a latent
+ * rank above the hidden size, expert groups that do not divide the
+ * experts, a sigmoid router without its selection bias, a GGUF from before
+ * llama.cpp split attn_kv_b, a latent norm of the wrong length. */
+static void test_deepseek_bad_files(void)
+{
+    char gg[1024], bad[1024], out[1024], ok[1100];
+    snprintf(gg, sizeof gg, "%s/ds.gguf", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/ds-bad.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/ds-bad.rkmojo", test_tmpdir());
+    snprintf(ok, sizeof ok, "%s.ok", out);
+    static const char *const sets[] = {"n_layer=2",     "n_embd=128",       "n_head=4",          "kv_lora_rank=64",
+                                       "q_lora_rank=64", "n_ff_exp=64",     "n_ff_shexp=64",     "n_ff=96",
+                                       "n_expert=8",    "n_expert_used=2", "n_expert_group=4", "n_group_used=2",
+                                       "n_layer_dense_lead=1"};
+    rkm_synth_opts o = {.preset = "deepseek-v3", .seed = 3, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = (int)RKM_ARRAY_LEN(sets)};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts c = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(gg, ok, &c) == 0, "the unedited file converts: %s", rkm_last_error());
+    static const struct {
+        const char *drop, *shrink;
+        void (*add)(rkm_gguf_writer *);
+        const char *msg;
+    } cases[] = {
+        {"deepseek2.attention.kv_lora_rank", NULL, add_big_latent, "latent rank 512 out of range (1..hidden size 128)"},
+        {"deepseek2.expert_group_count", NULL, add_odd_groups, "3 expert groups do not divide 8 experts"},
+        {"blk.1.exp_probs_b.bias", NULL, NULL, "blk.1.exp_probs_b.bias"},
+        {"deepseek2.attention.key_length_mla", NULL, NULL, "predates llama.cpp's split attn_k_b / attn_v_b"},
+        {NULL, "blk.0.attn_kv_a_norm.weight", NULL, "blk.0.attn_kv_a_norm.weight"},
     };
     for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
         CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
@@ -1033,6 +1077,14 @@ int main(void)
                                       "head_dim_swa=32", "rope_dim=16", "rope_dim_swa=16", "n_ff_exp=64", "n_ff_shexp=64",
                                       "n_ff=96", "n_expert=8", "expert_weights_scale=2.5"};
     check_hf_equivalence("glm-4.5-air", glm, (int)RKM_ARRAY_LEN(glm));
+    static const char *const dsv2[] = {"n_layer=2", "n_embd=128", "n_head=4", "kv_lora_rank=64", "n_ff_exp=64",
+                                       "n_ff_shexp=128", "n_ff=96", "n_expert=8", "n_expert_used=2"};
+    static const char *const dsv3[] = {"n_layer=3", "n_embd=128", "n_head=4", "kv_lora_rank=64", "q_lora_rank=64",
+                                       "n_ff_exp=64", "n_ff_shexp=64", "n_ff=96", "n_expert=8", "n_expert_used=2",
+                                       "n_expert_group=4", "n_group_used=2", "n_layer_dense_lead=1"};
+    check_hf_equivalence("deepseek-v2-lite", dsv2, (int)RKM_ARRAY_LEN(dsv2));
+    check_hf_equivalence("deepseek-v3", dsv3, (int)RKM_ARRAY_LEN(dsv3));
+    test_deepseek_bad_files();
     test_hf_llama3_rope();
     test_gpt_oss_bad_files();
     return test_done();

@@ -95,6 +95,8 @@ presets=(
   "llama-dense+linear|$small --set n_ff=256 --set rope_scaling=linear --set rope_freq_scale=0.5"
   "gpt-oss-20b|$small --set n_head=8 --set n_head_kv=2 --set n_ff_exp=128 --set sliding_window=16"
   "glm-4.5-air|$small --set n_head=4 --set n_head_kv=2 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_ff=256"
+  "deepseek-v2-lite|$small --set n_head=4 --set kv_lora_rank=64 --set n_ff_exp=128 --set n_ff_shexp=256 --set n_ff=256"
+  "deepseek-v3|$small --set n_head=4 --set kv_lora_rank=64 --set q_lora_rank=96 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_ff=256 --set n_expert=32 --set n_layer_dense_lead=1"
 )
 # an entry NAME+VARIANT is preset NAME with the variant's options (RoPE
 # scaling: YaRN with its ramp over the first pairs, linear)

@@ -41,6 +41,10 @@ static const preset presets[] = {
     {"gpt-oss-20b", RKM_ARCH_GPT_OSS, 24, 2880, 64, 8, 64, 32, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"gpt-oss-120b", RKM_ARCH_GPT_OSS, 36, 2880, 64, 8, 64, 128, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"glm-4.5-air", RKM_ARCH_GLM4MOE, 46, 4096, 96, 8, 128, 128, 8, 1408, 10944, 1408, 151552, 131072, 1e6f},
+    /* latent attention: head_dim is the value head (v_head_dim); the
+     * ranks and the rest in rkm_synth_preset */
+    {"deepseek-v2-lite", RKM_ARCH_DEEPSEEK2, 27, 2048, 16, 1, 128, 64, 6, 1408, 10944, 2816, 102400, 163840, 1e4f},
+    {"deepseek-v3", RKM_ARCH_DEEPSEEK2, 61, 7168, 128, 1, 128, 256, 8, 2048, 18432, 2048, 129280, 163840, 1e4f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -94,6 +98,33 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         hp->n_layer_dense_lead = 1;
         hp->rope_dim = hp->rope_dim_swa = p->head_dim / 2;
         hp->rms_eps = 1e-5f;
+    }
+    if (p->arch == RKM_ARCH_DEEPSEEK2) {
+        /* deepseek-ai/DeepSeek-V2-Lite and DeepSeek-V3's config.json: a
+         * 512 latent, 128 + 64 query/key dims per head (64 rotated), YaRN
+         * x40 over 4096 positions; V2-Lite: no q LoRA, softmax gating, two
+         * shared experts; V3: q LoRA 1536, sigmoid gating with 8 groups
+         * (4 used) and a routed scale of 2.5, one shared expert, three
+         * dense layers */
+        int v3 = !strcmp(name, "deepseek-v3");
+        hp->kv_lora_rank = 512;
+        hp->q_lora_rank = v3 ? 1536 : 0;
+        hp->rope_dim = hp->rope_dim_swa = 64;
+        hp->head_dim_k_mla = 128 + 64;
+        hp->head_dim_v_mla = p->head_dim;
+        hp->n_layer_dense_lead = v3 ? 3 : 1;
+        hp->rms_eps = 1e-6f;
+        hp->rope_scaling = RKM_ROPE_SCALING_YARN;
+        hp->rope_freq_scale = 1.0f / 40;
+        hp->rope_orig_ctx = 4096;
+        hp->yarn_log_mul = v3 ? 1.0f : 0.707f;
+        if (v3) {
+            hp->expert_gating = RKM_GATING_SIGMOID;
+            hp->expert_norm_topk = 1;
+            hp->expert_weights_scale = 2.5f;
+            hp->n_expert_group = 8;
+            hp->n_group_used = 4;
+        }
     }
     if (p->arch == RKM_ARCH_GPT_OSS) {
         /* a 128-token window on every other layer (the first slides), YaRN
@@ -309,7 +340,10 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         if (hp->rope_attn_factor != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), hp->rope_attn_factor);
         if (hp->yarn_beta_fast != 32.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), hp->yarn_beta_fast);
         if (hp->yarn_beta_slow != 1.0f) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), hp->yarn_beta_slow);
-        if (hp->yarn_log_mul != 0) rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), hp->yarn_log_mul);
+        /* deepseek2's files hold a tenth of mscale_all_dim, as llama.cpp's converter writes it */
+        if (hp->yarn_log_mul != 0)
+            rkm_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
+                                    hp->arch == RKM_ARCH_DEEPSEEK2 ? 0.1f * hp->yarn_log_mul : hp->yarn_log_mul);
     }
     if (hp->n_expert) {
         rkm_gguf_writer_set_u32(w, FKEY("n_expert"), (uint32_t)hp->n_expert);
@@ -318,14 +352,26 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         if (hp->n_ff_shexp) rkm_gguf_writer_set_u32(w, FKEY("n_ff_shexp"), (uint32_t)hp->n_ff_shexp);
         if (hp->n_layer_dense_lead)
             rkm_gguf_writer_set_u32(w, FKEY("n_layer_dense_lead"), (uint32_t)hp->n_layer_dense_lead);
-        if (hp->expert_gating == RKM_GATING_SIGMOID) { /* as llama.cpp's converter writes GLM-4.5 */
-            rkm_gguf_writer_set_u32(w, FKEY("expert_gating_func"), 2);
+        if (hp->expert_gating == RKM_GATING_SIGMOID || hp->arch == RKM_ARCH_DEEPSEEK2) {
+            /* as llama.cpp's converter writes GLM-4.5 and DeepSeek */
+            rkm_gguf_writer_set_u32(w, FKEY("expert_gating_func"), hp->expert_gating == RKM_GATING_SIGMOID ? 2 : 1);
             rkm_gguf_writer_set_u32(w, FKEY("n_shared_experts"),
                                     (uint32_t)(hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0));
             rkm_gguf_writer_set_f32(w, FKEY("expert_weights_scale"), hp->expert_weights_scale);
             rkm_gguf_writer_set_bool(w, FKEY("expert_norm_topk"), hp->expert_norm_topk);
             rkm_gguf_writer_set_u32(w, FKEY("nextn_predict_layers"), 0);
         }
+        if (hp->n_expert_group > 1) {
+            rkm_gguf_writer_set_u32(w, FKEY("n_expert_group"), (uint32_t)hp->n_expert_group);
+            rkm_gguf_writer_set_u32(w, FKEY("n_group_used"), (uint32_t)hp->n_group_used);
+        }
+    }
+    if (hp->kv_lora_rank > 0) { /* latent attention, as llama.cpp's converter writes it */
+        /* 0 without the q LoRA: llama.cpp wants the key unless the depth is V2-Lite's */
+        rkm_gguf_writer_set_u32(w, FKEY("q_lora_rank"), (uint32_t)hp->q_lora_rank);
+        rkm_gguf_writer_set_u32(w, FKEY("kv_lora_rank"), (uint32_t)hp->kv_lora_rank);
+        rkm_gguf_writer_set_u32(w, FKEY("head_dim_k_mla"), (uint32_t)hp->head_dim_k_mla);
+        rkm_gguf_writer_set_u32(w, FKEY("head_dim_v_mla"), (uint32_t)hp->head_dim_v_mla);
     }
 #undef FKEY
 #undef KEY
@@ -414,8 +460,28 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         if (!ff_is_expert_width(hp)) cJSON_AddNumberToObject(c, "moe_intermediate_size", hp->n_ff_exp);
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
     }
-    if (hp->n_ff_shexp && hp->arch != RKM_ARCH_GLM4MOE)
+    if (hp->n_ff_shexp && hp->arch != RKM_ARCH_GLM4MOE && hp->arch != RKM_ARCH_DEEPSEEK2)
         cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
+    if (hp->arch == RKM_ARCH_DEEPSEEK2) { /* as deepseek-ai/DeepSeek-V3's config.json names them */
+        cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(hp->n_head));
+        cJSON_DeleteItemFromObject(c, "head_dim");
+        cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "n_shared_experts")->hf, hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0);
+        cJSON_AddNumberToObject(c, "first_k_dense_replace", hp->n_layer_dense_lead);
+        cJSON_AddNumberToObject(c, "moe_layer_freq", 1);
+        cJSON_AddNumberToObject(c, "routed_scaling_factor", hp->expert_weights_scale);
+        cJSON_AddNumberToObject(c, "n_group", hp->n_expert_group > 0 ? hp->n_expert_group : 1);
+        cJSON_AddNumberToObject(c, "topk_group", hp->n_group_used > 0 ? hp->n_group_used : 1);
+        int sig = hp->expert_gating == RKM_GATING_SIGMOID;
+        cJSON_AddStringToObject(c, "scoring_func", sig ? "sigmoid" : "softmax");
+        cJSON_AddStringToObject(c, "topk_method", sig ? "noaux_tc" : "greedy");
+        if (hp->q_lora_rank > 0) cJSON_AddNumberToObject(c, "q_lora_rank", hp->q_lora_rank);
+        else cJSON_AddNullToObject(c, "q_lora_rank");
+        cJSON_AddNumberToObject(c, "kv_lora_rank", hp->kv_lora_rank);
+        cJSON_AddNumberToObject(c, "qk_nope_head_dim", hp->head_dim_k_mla - hp->rope_dim);
+        cJSON_AddNumberToObject(c, "qk_rope_head_dim", hp->rope_dim);
+        cJSON_AddNumberToObject(c, "v_head_dim", hp->head_dim_v_mla);
+        cJSON_AddBoolToObject(c, "attention_bias", 0);
+    }
     if (hp->arch == RKM_ARCH_GLM4MOE) { /* as zai-org/GLM-4.5-Air's config.json names them */
         cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "n_shared_experts")->hf, hp->n_ff_exp ? hp->n_ff_shexp / hp->n_ff_exp : 0);
         cJSON_AddNumberToObject(c, "first_k_dense_replace", hp->n_layer_dense_lead);
@@ -451,6 +517,10 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
             cJSON_AddNumberToObject(rs, "beta_fast", hp->yarn_beta_fast);
             cJSON_AddNumberToObject(rs, "beta_slow", hp->yarn_beta_slow);
             cJSON_AddBoolToObject(rs, "truncate", 0); /* as gpt-oss publishes it; llama.cpp truncates anyway */
+            if (hp->yarn_log_mul != 0) {
+                cJSON_AddNumberToObject(rs, "mscale", hp->yarn_log_mul);
+                cJSON_AddNumberToObject(rs, "mscale_all_dim", hp->yarn_log_mul);
+            }
         }
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", hp->tied_output);
@@ -469,7 +539,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
  * gpt-oss's published experts (kind): MXFP4 blocks or scales of gate/up
  * rows interleaved (t gate, t2 up) or of down, and the interleaved
  * gate/up biases. */
-enum { HF_PLAIN = 0, HF_MXFP4_BLOCKS, HF_MXFP4_SCALES, HF_BIAS_PAIRS };
+enum { HF_PLAIN = 0, HF_MXFP4_BLOCKS, HF_MXFP4_SCALES, HF_BIAS_PAIRS, HF_KV_B };
 typedef struct {
     char *hf;
     const synth_tensor *t, *t2;
@@ -581,6 +651,31 @@ static int write_gpt_oss_item(const hf_item *it, const rkm_hparams *hp, const rk
     return rc;
 }
 
+/* DeepSeek's kv_b_proj from attn_k_b (t) and attn_v_b (t2): per head
+ * the key rows (attn_k_b's rows of the head transposed), then its value
+ * rows, each of the latent's width. */
+static int write_kv_b_item(const hf_item *it, const rkm_hparams *hp, const rkm_synth_opts *o, float *row,
+                           uint8_t *qrow, rkm_st_writer *w)
+{
+    const synth_tensor *kb = it->t, *vb = it->t2;
+    const int64_t nope = kb->ne[0], lat = kb->ne[1], nh = kb->ne[2], vm = vb->ne[1];
+    const int type = kb->type;
+    float *kh = malloc(sizeof(float) * (size_t)(lat * nope));
+    int rc = kh ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+    for (int64_t h = 0; h < nh && !rc; h++) {
+        for (int64_t c = 0; c < lat; c++) gen_row(kb, hp, o->seed, h * lat + c, kh + c * nope);
+        for (int64_t j = 0; j < nope + vm && !rc; j++) {
+            if (j < nope)
+                for (int64_t c = 0; c < lat; c++) row[c] = kh[c * nope + j];
+            else gen_row(vb, hp, o->seed, h * vm + j - nope, row);
+            rkm_quantize_row(type, row, qrow, lat);
+            rc = rkm_st_writer_write(w, qrow, rkm_type_row_bytes(type, lat));
+        }
+    }
+    free(kh);
+    return rc;
+}
+
 static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist *l, const rkm_tokenizer *tok)
 {
     if (!hf_model_type(hp->arch))
@@ -594,6 +689,16 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     for (int i = 0; i < l->n; i++) {
         const synth_tensor *t = &l->t[i];
         int fused = !t->info->gguf_split; /* HF keeps these experts stacked in one tensor (Gemma 4) */
+        if (t->info->role == RKM_TENSOR_ATTN_K_B) { /* DeepSeek: one kv_b_proj for attn_k_b and attn_v_b */
+            char nm[96];
+            snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", t->il);
+            items[n] = (hf_item){strdup(nm), t, find_synth(l, RKM_TENSOR_ATTN_V_B, t->il), -1, HF_KV_B};
+            if (!items[n++].hf || !items[n - 1].t2) {
+                rc = rkm_err(RKM_ENOMEM, "out of memory");
+                goto out;
+            }
+            continue;
+        }
         if (t->info->flags & RKM_TF_HF_DERIVED) continue; /* the converter derives it */
         if (hp->arch == RKM_ARCH_GPT_OSS && (rkm_tensor_role_is_expert(t->info->role) ||
                                              t->info->role == RKM_TENSOR_FFN_GATE_EXPS_BIAS ||
@@ -628,6 +733,12 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         int a = sh ? split : 0, b = sh ? n : split;
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
+            if (items[i].kind == HF_KV_B) { /* [heads x (nope + v), latent] */
+                int64_t kv[2] = {t->ne[1], t->ne[2] * (t->ne[0] + items[i].t2->ne[1])};
+                rc = rkm_st_writer_add(w, items[i].hf, t->type, 2, kv);
+                cJSON_AddStringToObject(wm, items[i].hf, fname);
+                continue;
+            }
             if (items[i].kind != HF_PLAIN) { /* gpt-oss: [E, rows, nb, 16] / [E, rows, nb] u8, [E, 2F] */
                 int64_t rows = t->ne[1] * (items[i].t2 ? 2 : 1), nb = t->ne[0] / 32;
                 int64_t nbk[4] = {16, nb, rows, t->ne[2]}, nsc[3] = {nb, rows, t->ne[2]}, nbi[2] = {2 * t->ne[0], t->ne[1]};
@@ -651,7 +762,8 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
             if (items[i].kind != HF_PLAIN) {
-                rc = write_gpt_oss_item(&items[i], hp, o, row, qrow, w);
+                rc = items[i].kind == HF_KV_B ? write_kv_b_item(&items[i], hp, o, row, qrow, w)
+                                              : write_gpt_oss_item(&items[i], hp, o, row, qrow, w);
                 continue;
             }
             const int type = t->type;
@@ -731,6 +843,11 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
             rkm_tokenizer_free(tok);
             return rc;
         }
+    }
+    if (hp.kv_lora_rank > 0) { /* the cache row follows the latent rank */
+        hp.head_dim = hp.head_dim_swa = hp.kv_lora_rank + hp.rope_dim;
+        hp.head_dim_v = hp.kv_lora_rank;
+        for (int i = 0; i < RKM_MAX_LAYERS; i++) hp.n_head_kv[i] = 1;
     }
     if (hp.n_head > 0 && hp.n_embd % 32 == 0 && hp.rope_dim > hp.head_dim) hp.rope_dim = hp.head_dim;
     if ((rc = rkm_hparams_validate(&hp))) {

@@ -242,6 +242,45 @@ static const rkm_tensor_info glm4moe_tensors[] = {
     ROWS_SHEXP_FFN("mlp.shared_experts."),
 };
 
+/* DeepSeek-V2 / V3 (transformers' DeepseekV2 / DeepseekV3; Kimi-K2 and
+ * Moonlight share it): multi-head latent attention as llama.cpp's GGUF
+ * stores it since the absorbed form, with kv_b_proj split per head into
+ * attn_k_b (transposed: no-RoPE query part -> latent) and attn_v_b
+ * (latent -> value), which the converter derives from HF's kv_b_proj;
+ * queries through a LoRA pair (V2-Lite: one matrix); leading dense
+ * layers; shared experts; a selection bias with sigmoid gating (V3). */
+static const rkm_tensor_info deepseek2_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    {RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, {L_ "self_attn.q_proj.weight"}, SHAPE2(EMBD, Q), LAYER(ALL),
+     WHEN(NO_Q_LORA)},
+    {RKM_TENSOR_ATTN_Q_A, "blk.%d.attn_q_a.weight", NULL, {L_ "self_attn.q_a_proj.weight"}, SHAPE2(EMBD, Q_LORA),
+     LAYER(ALL), WHEN(Q_LORA)},
+    {RKM_TENSOR_ATTN_Q_A_NORM, "blk.%d.attn_q_a_norm.weight", NULL, {L_ "self_attn.q_a_layernorm.weight"},
+     SHAPE1(Q_LORA), LAYER(ALL), WHEN(Q_LORA), INIT(NORM)},
+    {RKM_TENSOR_ATTN_Q_B, "blk.%d.attn_q_b.weight", NULL, {L_ "self_attn.q_b_proj.weight"}, SHAPE2(Q_LORA, Q),
+     LAYER(ALL), WHEN(Q_LORA)},
+    {RKM_TENSOR_ATTN_KV_A_MQA, "blk.%d.attn_kv_a_mqa.weight", NULL, {L_ "self_attn.kv_a_proj_with_mqa.weight"},
+     SHAPE2(EMBD, KV_A), LAYER(ALL)},
+    {RKM_TENSOR_ATTN_KV_A_NORM, "blk.%d.attn_kv_a_norm.weight", NULL, {L_ "self_attn.kv_a_layernorm.weight"},
+     SHAPE1(KV_LORA), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_ATTN_K_B, "blk.%d.attn_k_b.weight", NULL, {NULL}, SHAPE3(QK_NOPE, KV_LORA, HEAD), LAYER(ALL),
+     .flags = RKM_TF_HF_DERIVED},
+    {RKM_TENSOR_ATTN_V_B, "blk.%d.attn_v_b.weight", NULL, {NULL}, SHAPE3(KV_LORA, V_MLA, HEAD), LAYER(ALL),
+     .flags = RKM_TF_HF_DERIVED},
+    {RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, {L_ "self_attn.o_proj.weight"}, SHAPE2(O, EMBD),
+     LAYER(ALL)},
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "post_attention_layernorm.weight"}, SHAPE1(EMBD),
+     LAYER(ALL), INIT(NORM)},
+    ROWS_DENSE_FFN,
+    ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+                 "mlp.experts.%d.down_proj.weight"),
+    {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {L_ "mlp.gate.e_score_correction_bias"},
+     SHAPE1(EXPERT), LAYER(MOE), WHEN(SIGMOID), INIT(BIAS), .gain = 5.0f},
+    ROWS_SHEXP_FFN("mlp.shared_experts."),
+};
+
 /* ---------------------------------------------------- architectures */
 
 #define TENSORS(t) .tensors = t, .n_tensors = (int)RKM_ARRAY_LEN(t)
@@ -283,6 +322,15 @@ static const rkm_arch_info archs[] = {
      .keys = {{"n_expert", "expert_count", "n_routed_experts"}, {"n_layer_dense_lead", "leading_dense_block_count",
                                                                   "first_k_dense_replace"}},
      TENSORS(glm4moe_tensors)},
+    /* llama.cpp: LLM_ARCH_DEEPSEEK2; interleaved RoPE on the rotated part
+     * of the queries and the shared key; softmax gating unless the file
+     * says sigmoid (V2's files carry no gating key) */
+    {RKM_ARCH_DEEPSEEK2, "deepseek2", "deepseek2", 0, {"deepseek_v3", "deepseek_v2"},
+     {"DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"},
+     .defaults = {{"rope_neox", 0}},
+     .keys = {{"n_expert", "expert_count", "n_routed_experts"}, {"n_layer_dense_lead", "leading_dense_block_count",
+                                                                  "first_k_dense_replace"}},
+     TENSORS(deepseek2_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most
@@ -322,6 +370,10 @@ static const rkm_hparam_key common_keys[] = {
     {"swa_layer", "attention.sliding_window_pattern", "layer_types"},
     {"tied_output", NULL, "tie_word_embeddings"},
     {"has_qkv_bias", NULL, "attention_bias"},
+    {"q_lora_rank", "attention.q_lora_rank", "q_lora_rank"},
+    {"kv_lora_rank", "attention.kv_lora_rank", "kv_lora_rank"},
+    {"head_dim_k_mla", "attention.key_length_mla", NULL},
+    {"head_dim_v_mla", "attention.value_length_mla", "v_head_dim"},
 };
 
 const rkm_arch_info *rkm_arch_info_of(int arch)

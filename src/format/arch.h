@@ -34,6 +34,7 @@ enum rkm_arch {
     RKM_ARCH_GEMMA4,
     RKM_ARCH_GPT_OSS,  /* gpt-oss: sinks, alternating sliding layers, biased experts */
     RKM_ARCH_GLM4MOE,  /* GLM-4.5 / 4.5-Air / 4.6: sigmoid routing, shared expert, dense lead */
+    RKM_ARCH_DEEPSEEK2, /* DeepSeek-V2/V3, Kimi-K2, Moonlight: multi-head latent attention */
     RKM_ARCH_COUNT
 };
 
@@ -102,6 +103,14 @@ enum rkm_tensor_role {
     RKM_TENSOR_FFN_UP_EXPS_BIAS,
     RKM_TENSOR_FFN_DOWN_EXPS_BIAS,
     RKM_TENSOR_FFN_EXP_PROBS_B,    /* per-expert bias added to the scores for selection only */
+    /* multi-head latent attention (deepseek2) */
+    RKM_TENSOR_ATTN_Q_A,           /* q LoRA down: n_embd -> q_lora_rank */
+    RKM_TENSOR_ATTN_Q_A_NORM,      /* (q_lora_rank) */
+    RKM_TENSOR_ATTN_Q_B,           /* q LoRA up: q_lora_rank -> n_head * head_dim_k_mla */
+    RKM_TENSOR_ATTN_KV_A_MQA,      /* n_embd -> the latent (kv_lora_rank) and the shared RoPE key */
+    RKM_TENSOR_ATTN_KV_A_NORM,     /* (kv_lora_rank) */
+    RKM_TENSOR_ATTN_K_B,           /* per head: the no-RoPE query part -> latent (absorbed K) */
+    RKM_TENSOR_ATTN_V_B,           /* per head: latent -> value head */
     RKM_TENSOR_ROLE_COUNT
 };
 
@@ -118,10 +127,10 @@ enum rkm_dim {
     RKM_DIM_ONE = 0,
     RKM_DIM_EMBD,       /* n_embd */
     RKM_DIM_VOCAB,      /* n_vocab */
-    RKM_DIM_Q,          /* n_head * hd */
+    RKM_DIM_Q,          /* n_head * hd (MLA: n_head * head_dim_k_mla) */
     RKM_DIM_K,          /* kv * hd */
     RKM_DIM_V,          /* kv * hdv */
-    RKM_DIM_O,          /* n_head * hdv */
+    RKM_DIM_O,          /* n_head * hdv (MLA: n_head * head_dim_v_mla) */
     RKM_DIM_QK_NORM_Q,  /* hd (per-head norm) or n_head * hd (full) */
     RKM_DIM_QK_NORM_K,  /* hd or kv * hd */
     RKM_DIM_FF,         /* n_ff */
@@ -131,6 +140,11 @@ enum rkm_dim {
     RKM_DIM_EXPERT,     /* n_expert */
     RKM_DIM_ROPE_PAIRS, /* rope_dim / 2 */
     RKM_DIM_HEAD,       /* n_head */
+    RKM_DIM_Q_LORA,     /* q_lora_rank */
+    RKM_DIM_KV_LORA,    /* kv_lora_rank */
+    RKM_DIM_KV_A,       /* kv_lora_rank + rope_dim */
+    RKM_DIM_QK_NOPE,    /* head_dim_k_mla - rope_dim */
+    RKM_DIM_V_MLA,      /* head_dim_v_mla */
     RKM_DIM_COUNT
 };
 
@@ -153,6 +167,9 @@ enum rkm_when {
     RKM_WHEN_V_PROJ,       /* sliding layer, or !v_from_k_full */
     RKM_WHEN_SHEXP,        /* n_ff_shexp > 0 */
     RKM_WHEN_SHEXP_GATE,   /* n_ff_shexp > 0 and shexp_gate */
+    RKM_WHEN_Q_LORA,       /* q_lora_rank > 0 */
+    RKM_WHEN_NO_Q_LORA,    /* q_lora_rank == 0 */
+    RKM_WHEN_SIGMOID,      /* sigmoid gating */
     RKM_WHEN_COUNT
 };
 

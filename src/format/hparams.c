@@ -28,7 +28,8 @@ static const rkm_hparams_field hp_fields[] = {
     HF(final_softcap), HF(embed_scale), HB(tied_output), HB(v_from_k_full), HB(v_norm), HB(gemma4_norms),
     HIO(rope_scaling), HFO(rope_freq_scale), HIO(rope_orig_ctx), HFO(rope_attn_factor), HFO(yarn_ext_factor),
     HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
-    HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used),
+    HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
+    HIO(head_dim_k_mla), HIO(head_dim_v_mla),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -99,6 +100,31 @@ void rkm_hparams_init(rkm_hparams *hp, int arch)
 }
 
 #define BAD(...) rkm_err(RKM_EFORMAT, __VA_ARGS__)
+
+/* Multi-head latent attention's geometry: the cache row is the latent
+ * and the shared RoPE key, the values the latent. */
+static int validate_mla(const rkm_hparams *hp)
+{
+    if (hp->arch == RKM_ARCH_DEEPSEEK2 && hp->kv_lora_rank <= 0)
+        return BAD("deepseek2 without a latent rank (kv_lora_rank): the GGUF predates llama.cpp's split "
+                   "attn_k_b / attn_v_b (convert it again from the checkpoint)");
+    if (hp->kv_lora_rank == 0 && hp->q_lora_rank == 0) return 0;
+    if (hp->kv_lora_rank < 1 || hp->kv_lora_rank > hp->n_embd)
+        return BAD("latent rank %d out of range (1..hidden size %d)", hp->kv_lora_rank, hp->n_embd);
+    if (hp->q_lora_rank < 0 || hp->q_lora_rank > 65536) return BAD("q LoRA rank %d out of range", hp->q_lora_rank);
+    if (hp->rope_dim < 2 || hp->head_dim_k_mla <= hp->rope_dim || hp->head_dim_k_mla > RKM_MAX_MLA_HEAD ||
+        hp->head_dim_v_mla < 1 || hp->head_dim_v_mla > RKM_MAX_MLA_HEAD)
+        return BAD("latent attention: key head %d (with %d rotated) or value head %d out of range", hp->head_dim_k_mla,
+                   hp->rope_dim, hp->head_dim_v_mla);
+    if (hp->head_dim != hp->kv_lora_rank + hp->rope_dim || hp->head_dim_v != hp->kv_lora_rank)
+        return BAD("latent attention: key length %d and value length %d must be the latent rank %d plus the %d "
+                   "rotated dims, and the latent rank",
+                   hp->head_dim, hp->head_dim_v, hp->kv_lora_rank, hp->rope_dim);
+    for (int i = 0; i < hp->n_layer; i++)
+        if (hp->n_head_kv[i] != 1) return BAD("latent attention: layer %d has %d kv heads (one latent)", i, hp->n_head_kv[i]);
+    if (hp->sliding_window > 0) return BAD("latent attention with a sliding window is not supported");
+    return 0;
+}
 
 int rkm_hparams_validate(const rkm_hparams *hp)
 {
@@ -177,7 +203,7 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     if (!isfinite(hp->yarn_ext_factor) || !isfinite(hp->yarn_beta_fast) || !isfinite(hp->yarn_beta_slow) ||
         !isfinite(hp->yarn_log_mul))
         return BAD("a YaRN parameter is not a finite number");
-    return 0;
+    return validate_mla(hp);
 }
 
 /* ------------------------------------------------------ tensor rows */
@@ -193,6 +219,9 @@ static int when(const rkm_hparams *hp, int w, int il)
     case RKM_WHEN_V_PROJ: return !hp->v_from_k_full || (il >= 0 && hp->swa_layer[il]);
     case RKM_WHEN_SHEXP: return hp->n_ff_shexp > 0;
     case RKM_WHEN_SHEXP_GATE: return hp->n_ff_shexp > 0 && hp->shexp_gate;
+    case RKM_WHEN_Q_LORA: return hp->q_lora_rank > 0;
+    case RKM_WHEN_NO_Q_LORA: return hp->q_lora_rank == 0;
+    case RKM_WHEN_SIGMOID: return hp->expert_gating == RKM_GATING_SIGMOID;
     default: return 0;
     }
 }
@@ -217,6 +246,7 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     int swa = il >= 0 && il < hp->n_layer && hp->swa_layer[il];
     int64_t hd = swa ? hp->head_dim_swa : hp->head_dim, hdv = swa ? hp->head_dim_swa : hp->head_dim_v;
     int64_t kv = il >= 0 && il < RKM_MAX_LAYERS ? hp->n_head_kv[il] : 0, nh = hp->n_head;
+    if (hp->kv_lora_rank > 0) hd = hp->head_dim_k_mla, hdv = hp->head_dim_v_mla; /* the projections' heads */
     switch (d) {
     case RKM_DIM_EMBD: return hp->n_embd;
     case RKM_DIM_VOCAB: return hp->n_vocab;
@@ -233,6 +263,11 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_EXPERT: return hp->n_expert;
     case RKM_DIM_ROPE_PAIRS: return hp->rope_dim / 2;
     case RKM_DIM_HEAD: return hp->n_head;
+    case RKM_DIM_Q_LORA: return hp->q_lora_rank;
+    case RKM_DIM_KV_LORA: return hp->kv_lora_rank;
+    case RKM_DIM_KV_A: return (int64_t)hp->kv_lora_rank + hp->rope_dim;
+    case RKM_DIM_QK_NOPE: return (int64_t)hp->head_dim_k_mla - hp->rope_dim;
+    case RKM_DIM_V_MLA: return hp->head_dim_v_mla;
     default: return 1;
     }
 }
@@ -418,6 +453,15 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     opt_int(g, K("rope_dim"), &hp->rope_dim);
     hp->rope_dim_swa = hp->head_dim_swa;
     opt_int(g, K("rope_dim_swa"), &hp->rope_dim_swa);
+    static const char *const mla[] = {"q_lora_rank", "kv_lora_rank", "head_dim_k_mla", "head_dim_v_mla"};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(mla); i++) opt_int(g, K(mla[i]), int_field(hp, mla[i]));
+    if (hp->kv_lora_rank > 0) hp->rope_dim_swa = hp->rope_dim; /* no sliding layers */
+    if (hp->kv_lora_rank > 0 && (hp->head_dim_k_mla == 0 || hp->head_dim_v_mla == 0))
+        return rkm_err(RKM_EUNSUPPORTED, "%s: latent attention without attention.key_length_mla: the GGUF predates "
+                       "llama.cpp's split attn_k_b / attn_v_b (convert it again from the checkpoint)", ga);
+    /* DeepSeek's converted files store 0.1 * mscale_all_dim (llama.cpp
+     * divides it back when loading deepseek2) */
+    if (arch == RKM_ARCH_DEEPSEEK2) hp->yarn_log_mul /= 0.1f;
 
     int pi = rkm_gguf_find(g, K("swa_layer"));
     const rkm_arch_info *ai = rkm_arch_info_of(arch);

@@ -17,6 +17,8 @@
 #include "format/arch.h"
 
 #define RKM_MAX_LAYERS 256
+/* Largest per-head query/key or value width of latent attention. */
+#define RKM_MAX_MLA_HEAD 1024
 
 enum rkm_rope_scaling {
     RKM_ROPE_SCALING_NONE = 0,
@@ -70,7 +72,8 @@ typedef struct rkm_hparams {
     float yarn_ext_factor;    /* <0: 1 for yarn, 0 otherwise */
     float yarn_attn_factor;   /* the magnitude without extrapolation mixing */
     float yarn_beta_fast, yarn_beta_slow; /* the ramp's corrections */
-    float yarn_log_mul;       /* rope.scaling.yarn_log_multiplier (mscale_all_dim), 0: none */
+    float yarn_log_mul;       /* mscale_all_dim, 0: none (GGUF rope.scaling.yarn_log_multiplier;
+                                 deepseek2's files hold a tenth of it, as llama.cpp reads them) */
     int sliding_window;       /* 0: none */
     uint8_t swa_layer[RKM_MAX_LAYERS]; /* 1: sliding-window layer */
     float attn_scale;         /* 0: 1/sqrt(head_dim) */
@@ -81,6 +84,14 @@ typedef struct rkm_hparams {
     int v_from_k_full;        /* gemma4: full layers have no attn_v; V = normed raw K */
     int v_norm;               /* RMSNorm (no weight) on V (gemma4) */
     int gemma4_norms;         /* gemma4's sandwich norms, dense MLP + experts, layer scalar */
+    /* multi-head latent attention (deepseek2; kv_lora_rank 0: none). The KV
+     * cache holds one row per token of head_dim = kv_lora_rank + rope_dim
+     * values (the normed latent, then the rotated key shared by all
+     * heads); the values are its first head_dim_v = kv_lora_rank. */
+    int q_lora_rank;          /* queries through a rank-q_lora_rank bottleneck (0: one matrix) */
+    int kv_lora_rank;
+    int head_dim_k_mla;       /* per head: query/key dims (no-RoPE part + rope_dim) */
+    int head_dim_v_mla;       /* per head: value dims */
 } rkm_hparams;
 
 /* Sets the common defaults, then the arch's (arch.c's table); call before

@@ -272,6 +272,37 @@ static int hf_rope_scaling(const cJSON *c, rkm_hparams *hp, double llama3[4])
     return rkm_err(RKM_EUNSUPPORTED, "config.json: rope_scaling '%s' is not supported (linear, yarn, llama3)", t);
 }
 
+/* DeepSeek's latent attention in config.json: the ranks (q_lora_rank
+ * null: no q LoRA), the query/key head (qk_nope_head_dim +
+ * qk_rope_head_dim, the latter rotated) and the value head; the cache
+ * row is the latent and the rotated key, one "kv head"; YaRN's
+ * mscale_all_dim. */
+static int hf_mla(const cJSON *c, rkm_hparams *hp)
+{
+    hp->q_lora_rank = jint(c, hk(hp->arch, "q_lora_rank"), 0);
+    hp->kv_lora_rank = jint(c, hk(hp->arch, "kv_lora_rank"), 0);
+    int nope = jint(c, "qk_nope_head_dim", 0), rope = jint(c, "qk_rope_head_dim", 0);
+    hp->head_dim_k_mla = nope + rope;
+    hp->head_dim_v_mla = jint(c, hk(hp->arch, "head_dim_v_mla"), 0);
+    if (hp->kv_lora_rank < 1 || nope < 1 || rope < 2 || hp->head_dim_v_mla < 1)
+        return rkm_err(RKM_EFORMAT, "config.json: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim "
+                                    "must be positive");
+    hp->rope_dim = hp->rope_dim_swa = rope;
+    hp->head_dim = hp->head_dim_swa = hp->kv_lora_rank + rope;
+    hp->head_dim_v = hp->kv_lora_rank;
+    for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->n_head_kv[i] = 1;
+    if (jint(c, "moe_layer_freq", 1) != 1) return rkm_err(RKM_EUNSUPPORTED, "config.json: moe_layer_freq != 1 is not supported");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    if (hp->rope_scaling == RKM_ROPE_SCALING_YARN && cJSON_IsObject(rs)) {
+        hp->yarn_log_mul = (float)jnum(rs, "mscale_all_dim", 0);
+        double ms = jnum(rs, "mscale", hp->yarn_log_mul);
+        if (hp->yarn_log_mul != 0 && ms != hp->yarn_log_mul && ms != 1.0)
+            return rkm_err(RKM_EUNSUPPORTED, "config.json: YaRN mscale %g differs from mscale_all_dim %g (llama.cpp "
+                                             "takes them equal)", ms, (double)hp->yarn_log_mul);
+    }
+    return 0;
+}
+
 static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, double llama3[4])
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
@@ -339,6 +370,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_qk_norm")) && hp->qk_norm == RKM_QK_NORM_NONE)
         hp->qk_norm = RKM_QK_NORM_HEAD;
+    if (arch == RKM_ARCH_DEEPSEEK2) return hf_mla(c, hp);
     return 0;
 }
 
@@ -589,6 +621,35 @@ static int gpt_oss_expert_tensor(rkm_source *s, int f, const rkm_st_tensor *st)
     return 0;
 }
 
+/* DeepSeek's kv_b_proj [n_head * (nope + v), latent] split per head into
+ * GGUF's attn_k_b (each head's no-RoPE key rows transposed: [latent
+ * rows of nope]) and attn_v_b (each head's value rows), as llama.cpp's
+ * converter does. Returns 1 if st is not a kv_b_proj, 0 when taken, or an
+ * error. */
+static int deepseek_kv_b(rkm_source *s, int f, const rkm_st_tensor *st)
+{
+    static const char sfx[] = ".self_attn.kv_b_proj.weight";
+    size_t n = strlen(st->name), l = strlen(sfx);
+    int il = -1;
+    if (n <= l || strcmp(st->name + n - l, sfx) || sscanf(st->name, "model.layers.%d.", &il) != 1) return 1;
+    const rkm_hparams *hp = &s->hp;
+    const int nh = hp->n_head, nope = hp->head_dim_k_mla - hp->rope_dim, vm = hp->head_dim_v_mla, lat = hp->kv_lora_rank;
+    if (il < 0 || il >= hp->n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
+    if (st->type < 0 || st->n_dims != 2 || st->ne[0] != lat || st->ne[1] != (int64_t)nh * (nope + vm))
+        return rkm_err(RKM_EFORMAT, "%s: expected [%d heads x (%d + %d), latent %d] floats", st->name, nh, nope, vm, lat);
+    for (int part = 0; part < 2; part++) {
+        rkm_src_tensor *t = part ? new_tensor(s, RKM_TENSOR_ATTN_V_B, il, st->type, 3, lat, vm, nh)
+                                 : new_tensor(s, RKM_TENSOR_ATTN_K_B, il, st->type, 3, nope, lat, nh);
+        if (!t) return RKM_EFORMAT;
+        t->file = f;
+        t->handle = st;
+        t->gather = RKM_GATHER_KV_B;
+        t->src_off = part;
+        s->total_bytes += t->nbytes;
+    }
+    return 0;
+}
+
 static int open_hf(rkm_source *s, const char *dir)
 {
     s->kind = 1;
@@ -618,6 +679,10 @@ static int open_hf(rkm_source *s, const char *dir)
             if (strstr(st->name, "rotary_emb.inv_freq")) continue;
             if (beyond_layers(s, "model.layers.%d.", st->name)) continue;
             if (s->hp.arch == RKM_ARCH_GPT_OSS && (rc = gpt_oss_expert_tensor(s, f, st)) != 1) {
+                if (rc) return rc;
+                continue;
+            }
+            if (s->hp.arch == RKM_ARCH_DEEPSEEK2 && (rc = deepseek_kv_b(s, f, st)) != 1) {
                 if (rc) return rc;
                 continue;
             }
@@ -830,6 +895,42 @@ static int read_raw(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, 
 }
 
 /* Rows of a gathered tensor (rkm_gather). */
+/* Rows of attn_k_b (src_off 0) or attn_v_b (1) from kv_b_proj, whose
+ * head h has nope key rows then vm value rows of `lat` values: attn_k_b's
+ * row h*lat + c is column c of head h's key rows, attn_v_b's row h*vm + e
+ * is head h's value row e. */
+static int read_kv_b(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, uint8_t *out)
+{
+    const rkm_safetensors *f = s->st[t->file];
+    const rkm_hparams *hp = &s->hp;
+    const int64_t nope = hp->head_dim_k_mla - hp->rope_dim, vm = hp->head_dim_v_mla, lat = hp->kv_lora_rank;
+    const size_t es = rkm_type_row_bytes(t->type, 1), srow = (size_t)lat * es;
+    if (t->src_off) { /* whole source rows */
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            int64_t sr = r / vm * (nope + vm) + nope + r % vm;
+            int rc = rkm_safetensors_read(f, t->handle, (uint64_t)sr * srow, out + (size_t)(r - r0) * srow, srow);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    /* a head's key rows once per head, then its columns */
+    uint8_t *kb = malloc((size_t)nope * srow);
+    if (!kb) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    int64_t h_read = -1;
+    for (int64_t r = r0; r < r0 + nr && !rc; r++) {
+        int64_t h = r / lat, c = r % lat;
+        if (h != h_read) {
+            rc = rkm_safetensors_read(f, t->handle, (uint64_t)(h * (nope + vm)) * srow, kb, (size_t)nope * srow);
+            h_read = h;
+        }
+        for (int64_t j = 0; j < nope && !rc; j++)
+            memcpy(out + ((size_t)(r - r0) * (size_t)nope + (size_t)j) * es, kb + (size_t)j * srow + (size_t)c * es, es);
+    }
+    free(kb);
+    return rc;
+}
+
 static int read_gathered(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf)
 {
     const rkm_safetensors *f = s->st[t->file];
@@ -846,6 +947,7 @@ static int read_gathered(const rkm_source *s, const rkm_src_tensor *t, int64_t r
         free(src);
         return rc;
     }
+    if (t->gather == RKM_GATHER_KV_B) return read_kv_b(s, t, r0, nr, out);
     /* MXFP4: HF packs value k of a 32-value block in byte k/2 (low nibble
      * first); ggml's block is the e8m0 scale, then qs[j] = value j | value
      * j+16 << 4 */

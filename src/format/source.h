@@ -5,8 +5,9 @@
  * mapped to GGUF names through the architecture's table (arch.h); per-expert HF tensors become
  * "blk.L.ffn_{gate,up,down}.E.weight"; HF llama/mixtral q/k rows are
  * permuted to GGUF's interleaved rope order on read (permute_heads);
- * gpt-oss's fused MXFP4 experts and interleaved gate/up biases are split
- * and re-laid as llama.cpp's converter does (gather).
+ * gpt-oss's fused MXFP4 experts and interleaved gate/up biases, and
+ * DeepSeek's kv_b_proj, are split and re-laid as llama.cpp's converter
+ * does (gather).
  *
  * Threads: immutable after open; reads use pread. Ownership:
  * rkm_source_close frees everything.
@@ -40,7 +41,8 @@ typedef struct rkm_src_tensor {
 enum rkm_gather {
     RKM_GATHER_NONE = 0,
     RKM_GATHER_MXFP4,   /* HF MXFP4 blocks [rows, nb, 16] + e8m0 scales [rows, nb] -> ggml MXFP4 rows */
-    RKM_GATHER_HALF     /* every other element of each source row (interleaved gate/up biases) */
+    RKM_GATHER_HALF,    /* every other element of each source row (interleaved gate/up biases) */
+    RKM_GATHER_KV_B     /* DeepSeek's kv_b_proj split per head: attn_k_b (src_off 0), attn_v_b (1) */
 };
 
 typedef struct rkm_source {

@@ -3,7 +3,10 @@
  * (and its scalings), sliding windows, soft-capping and sinks.
  *
  * KV layout per layer: f16, head-major (model.h: rkm_kv_k / rkm_kv_v), so
- * a head's keys for consecutive positions are one contiguous run. Full-
+ * a head's keys for consecutive positions are one contiguous run. Latent
+ * attention (deepseek2) keeps one row per position, the normed latent and
+ * the rotated shared key, and no V rows: its values are the latent, read
+ * from the K rows. Full-
  * attention layers are linear (row = position, n_ctx rows); sliding-window
  * layers are a ring of window + n_chunk rows (row = position % cap), which
  * holds every key a chunk of n_chunk queries can see.
@@ -37,7 +40,7 @@ int rkm_kv_init(rkm_session *s)
         kv->hd_k = L->hd_k;
         kv->hd_v = L->hd_v;
         kv->k_dim = L->n_kv * L->hd_k;
-        kv->v_dim = L->n_kv * L->hd_v;
+        kv->v_dim = L->mla ? 0 : L->n_kv * L->hd_v;
         kv->cap = s->n_ctx;
         if (L->is_swa && m->hp.sliding_window + s->n_chunk < s->n_ctx) {
             kv->cap = m->hp.sliding_window + s->n_chunk;
@@ -52,8 +55,8 @@ int rkm_kv_init(rkm_session *s)
          * resident from the first tokens, as the memory plan counts it
          * (llama.cpp clears its whole cache up front too). */
         kv->k = rkm_map_weights(kv_bytes(kv, kv->k_dim));
-        kv->v = rkm_map_weights(kv_bytes(kv, kv->v_dim));
-        if (!kv->k || !kv->v) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache (layer %d)", il);
+        kv->v = kv->v_dim ? rkm_map_weights(kv_bytes(kv, kv->v_dim)) : NULL;
+        if (!kv->k || (kv->v_dim && !kv->v)) return rkm_err(RKM_ENOMEM, "session: out of memory for the KV cache (layer %d)", il);
     }
     return 0;
 }
@@ -64,7 +67,7 @@ void rkm_kv_free(rkm_session *s)
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const rkm_kv_layer *kv = &s->kv[il];
         rkm_unmap_weights(kv->k, kv_bytes(kv, kv->k_dim));
-        rkm_unmap_weights(kv->v, kv_bytes(kv, kv->v_dim));
+        if (kv->v) rkm_unmap_weights(kv->v, kv_bytes(kv, kv->v_dim));
     }
     free(s->kv);
     s->kv = NULL;
@@ -97,11 +100,13 @@ void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, co
     float af = hp->yarn_attn_factor;
     if (r->ext_factor != 0) {
         float factor = 1.0f / r->freq_scale;
-        af = hp->yarn_log_mul != 0 ? yarn_mscale(factor, 1.0f) / yarn_mscale(factor, hp->yarn_log_mul)
-                                   : yarn_mscale(factor, 1.0f);
+        /* mscale_all_dim; deepseek2's mscale is mscale_all_dim when that is not 1 */
+        float all = hp->yarn_log_mul, ms = hp->arch == RKM_ARCH_DEEPSEEK2 && all != 1.0f ? all : 1.0f;
+        af = all != 0 ? yarn_mscale(factor, ms) / yarn_mscale(factor, all) : yarn_mscale(factor, 1.0f);
         af *= 1.0f / (1.0f + 0.1f * logf(factor));
     }
     af *= hp->rope_attn_factor;
+    r->attn_factor = af;
     r->mscale = r->ext_factor != 0 ? af * (1.0f + 0.1f * logf(1.0f / r->freq_scale)) : af;
     int n_orig = hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train;
     if (dim > 0) {
@@ -147,6 +152,18 @@ void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
     }
 }
 
+float rkm_attn_scale(const rkm_hparams *hp, const rkm_layer *L)
+{
+    if (!L->mla) return hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)L->hd_k);
+    /* llama.cpp's deepseek2 graph: the context's attention factor with
+     * YaRN's cancelling factor taken back, times 1 + 0.1 mscale_all_dim
+     * ln(factor), squared */
+    const float lf = logf(1.0f / L->rope.freq_scale);
+    const float org = L->rope.attn_factor * (1.0f + 0.1f * lf);
+    const float ms = org * (1.0f + 0.1f * hp->yarn_log_mul * lf);
+    return ms * ms / sqrtf((float)hp->head_dim_k_mla);
+}
+
 static inline int kv_row(const rkm_kv_layer *kv, int pos) { return kv->ring ? pos % kv->cap : pos; }
 
 /* Positions p..pos are contiguous KV rows but for one wrap of a ring: the
@@ -164,7 +181,8 @@ void rkm_kv_store(rkm_session *s, int il, int pos0, int n)
         int row = kv_row(kv, pos0 + r);
         for (int h = 0; h < kv->n_kv; h++) {
             rkm_f32_to_f16_row(s->k + (size_t)r * kv->k_dim + (size_t)h * kv->hd_k, rkm_kv_k(kv, h, row), kv->hd_k);
-            rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim + (size_t)h * kv->hd_v, rkm_kv_v(kv, h, row), kv->hd_v);
+            if (kv->v_dim)
+                rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim + (size_t)h * kv->hd_v, rkm_kv_v(kv, h, row), kv->hd_v);
         }
     }
 }
@@ -183,7 +201,7 @@ static void att_worker(void *ctx, int ith, int nth)
     const rkm_layer *L = &m->layers[j->il];
     const rkm_kv_layer *kv = &s->kv[j->il];
     int nh = hp->n_head, hd = L->hd_k, hv = L->hd_v, gq = nh / L->n_kv;
-    float scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hd);
+    float scale = L->kq_scale;
     float cap = hp->attn_softcap;
     float *sc = s->scores + (size_t)ith * s->n_ctx;
     rkm_f16 *q16 = s->q16 + (size_t)ith * m->max_hd;
@@ -230,7 +248,7 @@ static void att_worker(void *ctx, int ith, int nth)
         memset(out, 0, sizeof(float) * (size_t)hv);
         for (int p = lo, row, len; p <= pos; p += len) {
             len = kv_run(kv, p, pos, &row);
-            rkm_axpy_f16_rows(out, sc + (p - lo), rkm_kv_v(kv, kh, row), hv, len, hv);
+            rkm_axpy_f16_rows(out, sc + (p - lo), rkm_kv_v(kv, kh, row), rkm_kv_v_stride(kv), len, hv);
         }
     }
 }

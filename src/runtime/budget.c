@@ -21,6 +21,7 @@ uint64_t rkm_budget_kv_bytes(const rkm_hparams *hp, int n_ctx, int n_chunk)
             dk = dv = (uint64_t)(hp->head_dim_swa > 0 ? hp->head_dim_swa : hp->head_dim);
         }
         if (dv == 0) dv = dk;
+        if (hp->kv_lora_rank > 0) dv = 0; /* latent attention: the values are the K rows' latent */
         total += rows * (uint64_t)hp->n_head_kv[il] * (dk + dv) * 2; /* f16 */
     }
     return total;

@@ -81,6 +81,91 @@ static int attention_block(rkm_session *s, int il, int pos0, int n)
     return 0;
 }
 
+/* y[r][h] (heads of w's stack, y_head floats apart in rows of ldy) =
+ * head h of w times x[r][h] (heads x_head floats apart in rows of
+ * x_row): decode as one pool job over every head, prefill head by head
+ * through a gather into s->mla. */
+static int heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row, int x_head, int n, float *y, int ldy,
+                    int y_head)
+{
+    const int nh = w->heads;
+    const int64_t n_in = w->n_in;
+    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task *t = malloc(sizeof *t * (size_t)nh);
+        if (!t) return rkm_err(RKM_ENOMEM, "latent attention: out of memory");
+        for (int h = 0; h < nh; h++) {
+            const float *xh = x + (size_t)h * x_head;
+            if (n > 1) { /* the head's rows, contiguous */
+                float *g = s->mla + (size_t)h * n * n_in;
+                for (int r = 0; r < n; r++) memcpy(g + (size_t)r * n_in, xh + (size_t)r * x_row, sizeof(float) * (size_t)n_in);
+                xh = g;
+            }
+            rkm_mat wh = rkm_mat_head(w, h);
+            t[h] = rkm_mm_task_of(&wh, xh, n, y + (size_t)h * y_head);
+            t[h].ldy = ldy;
+        }
+        rkm_mm_multi(s->m->pool, t, nh);
+        free(t);
+        return 0;
+    }
+    for (int h = 0; h < nh; h++) {
+        for (int r = 0; r < n; r++)
+            memcpy(s->mla + (size_t)r * n_in, x + (size_t)r * x_row + (size_t)h * x_head, sizeof(float) * (size_t)n_in);
+        rkm_mat wh = rkm_mat_head(w, h);
+        rkm_matmul(s->m->pool, wh.type, wh.data, wh.n_in, wh.n_out, s->mla, n, y + (size_t)h * y_head, ldy);
+    }
+    return 0;
+}
+
+/* Multi-head latent attention (deepseek2) of layer il, in the absorbed
+ * form llama.cpp runs: the cache row of a position is its normed latent
+ * and its rotated key, shared by all heads (one KV head); each head's
+ * no-RoPE query part is taken into the latent space by attn_k_b, so its
+ * scores are products with the cached rows; the probabilities' sum of
+ * latents leaves through the head's attn_v_b, then attn_output. Reads
+ * s->cur, writes s->tmp. Buffers: s->att holds the query projection until
+ * the attention overwrites it with the heads' latents; s->q the absorbed
+ * queries, then the heads' values. */
+static int mla_block(rkm_session *s, int il, int pos0, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    const int nh = hp->n_head, kq = hp->head_dim_k_mla, rd = hp->rope_dim, nope = kq - rd;
+    const int lat = hp->kv_lora_rank, dk = lat + rd, vm = hp->head_dim_v_mla;
+    const float eps = hp->rms_eps;
+    float *qp = s->att, *kva = s->k;
+    int rc;
+    const rkm_mat *wq1 = L->wq_a.data ? &L->wq_a : &L->wq;
+    float *q1 = L->wq_a.data ? s->mla : qp;
+    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task t[2] = {rkm_mm_task_of(wq1, s->cur, n, q1), rkm_mm_task_of(&L->wkv_a, s->cur, n, kva)};
+        rkm_mm_multi(m->pool, t, 2);
+    } else if ((rc = rkm_model_mm(m, wq1, s->cur, n, q1)) || (rc = rkm_model_mm(m, &L->wkv_a, s->cur, n, kva))) {
+        return rc;
+    }
+    if (L->wq_a.data) { /* the q LoRA: norm, then up */
+        norm_rows(q1, q1, L->q_a_norm, n, hp->q_lora_rank, eps);
+        if ((rc = rkm_model_mm(m, &L->wq_b, q1, n, qp))) return rc;
+    }
+    for (int r = 0; r < n; r++) {
+        float *k = kva + (size_t)r * dk;
+        rkm_rmsnorm(k, k, L->kv_a_norm, lat, eps);
+        rkm_rope_apply(&L->rope, k + lat, 1, rd, pos0 + r);
+        rkm_rope_apply(&L->rope, qp + (size_t)r * nh * kq + nope, nh, kq, pos0 + r);
+    }
+    rkm_kv_store(s, il, pos0, n);
+    /* absorbed queries: [attn_k_b . q_nope, q_pe] per head */
+    if ((rc = heads_mm(s, &L->wk_b, qp, nh * kq, kq, n, s->q, nh * dk, dk))) return rc;
+    for (int r = 0; r < n; r++)
+        for (int h = 0; h < nh; h++)
+            memcpy(s->q + ((size_t)r * nh + h) * dk + lat, qp + ((size_t)r * nh + h) * kq + nope, sizeof(float) * (size_t)rd);
+    rkm_attention(s, il, pos0, n);
+    /* the heads' values from their latents, then the output projection */
+    if ((rc = heads_mm(s, &L->wv_b, s->att, nh * lat, lat, n, s->q, nh * vm, vm))) return rc;
+    return rkm_model_mm(m, &L->wo, s->q, n, s->tmp);
+}
+
 /* Feed-forward of layer il on the residual s->x; adds its output. */
 static int ffn_block(rkm_session *s, int il, int n)
 {
@@ -183,7 +268,7 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
     for (int il = 0; il < hp->n_layer; il++) {
         const rkm_layer *L = &m->layers[il];
         norm_rows(s->cur, s->x, L->attn_norm, n, E, hp->rms_eps);
-        if ((rc = attention_block(s, il, pos0, n))) goto out;
+        if ((rc = L->mla ? mla_block(s, il, pos0, n) : attention_block(s, il, pos0, n))) goto out;
         for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;

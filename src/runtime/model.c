@@ -167,7 +167,10 @@ static const struct {
     FV(ATTN_OUT_BIAS, bo),            FV(ATTN_SINKS, sinks),
     FV(FFN_GATE_INP_BIAS, router_b),  FV(FFN_GATE_EXPS_BIAS, exp_gate_b),
     FV(FFN_UP_EXPS_BIAS, exp_up_b),   FV(FFN_DOWN_EXPS_BIAS, exp_down_b),
-    FV(FFN_EXP_PROBS_B, exp_probs_b),
+    FV(FFN_EXP_PROBS_B, exp_probs_b), FM(ATTN_Q_A, wq_a),
+    FV(ATTN_Q_A_NORM, q_a_norm),      FM(ATTN_Q_B, wq_b),
+    FM(ATTN_KV_A_MQA, wkv_a),         FV(ATTN_KV_A_NORM, kv_a_norm),
+    FM(ATTN_K_B, wk_b),               FM(ATTN_V_B, wv_b),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 
@@ -217,6 +220,8 @@ static int bind_layer(rkm_model *m, int il)
     int qd = hp->n_head * L->hd_k, kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;
     m->max_hd = RKM_MAX(m->max_hd, RKM_MAX(L->hd_k, L->hd_v));
     m->max_qdim = RKM_MAX(m->max_qdim, RKM_MAX(qd, hp->n_head * L->hd_v));
+    if (hp->kv_lora_rank > 0) /* latent attention's query projection and heads' values pass there too */
+        m->max_qdim = RKM_MAX(m->max_qdim, hp->n_head * RKM_MAX(hp->head_dim_k_mla, hp->head_dim_v_mla));
     m->max_kvdim = RKM_MAX(m->max_kvdim, RKM_MAX(kd, vd));
     /* the global frequency divisors apply to the full-attention layers */
     const rkm_tensor_info *rf = rkm_arch_tensor(hp->arch, RKM_TENSOR_ROPE_FREQS);
@@ -227,6 +232,9 @@ static int bind_layer(rkm_model *m, int il)
         return rc;
     rkm_rope_setup(&L->rope, hp, rope_dim, L->is_swa ? hp->rope_theta_swa : hp->rope_theta, freqs);
     if ((rc = bind_rows(m, L, il))) return rc;
+    L->mla = hp->kv_lora_rank > 0;
+    L->wk_b.heads = L->wv_b.heads = hp->n_head;
+    L->kq_scale = rkm_attn_scale(hp, L);
     if (rkm_hparams_is_moe_layer(hp, il)) {
         L->el = rkm_model_dir_expert_layer(m->md, il);
         if (!L->el) return rkm_err(RKM_EFORMAT, "model: layer %d has no expert file", il);
@@ -260,6 +268,7 @@ static int bind_layer(rkm_model *m, int il)
 static size_t packed_bytes(const rkm_mat *w)
 {
     if (!w->data || rkm_pack_type(w->type, w->n_out) == w->type) return 0;
+    if (w->heads > 1 && (w->n_out / w->heads) % RKM_PACK_ROWS) return 0; /* a head must be whole groups */
     return rkm_type_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
 }
 
@@ -283,8 +292,9 @@ static int pack_mat(rkm_model *m, rkm_mat *w)
 
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
 {
-    rkm_mat *all[RKM_LAYER_MATS] = {&L->wq,     &L->wk,      &L->wv,    &L->wo,    &L->ffn_gate, &L->ffn_up,
-                                    &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_gate_inp};
+    rkm_mat *all[RKM_LAYER_MATS] = {&L->wq,       &L->wk,     &L->wv,      &L->wo,    &L->ffn_gate, &L->ffn_up,
+                                    &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down,  &L->sh_gate_inp,
+                                    &L->wq_a,     &L->wq_b,   &L->wkv_a,   &L->wk_b,  &L->wv_b};
     memcpy(out, all, sizeof all);
     return RKM_LAYER_MATS;
 }
@@ -333,7 +343,7 @@ static int npu_dense(rkm_model *m, const rkm_model_params *p)
             rkm_mat *w = mats[i];
             /* the router stays exact (it picks the experts), the gate
              * input has one row */
-            if (w == &L->router || w == &L->sh_gate_inp) continue;
+            if (w == &L->router || w == &L->sh_gate_inp || w->heads > 1) continue;
             if (!w->data || !rkm_rknn_i8_shape_ok(w->n_in, w->n_out) || !rkm_type_readable(w->type)) continue;
             void *buf = rkm_alloc_aligned(rkm_rknn_i8_bytes(w->n_in, w->n_out), 64);
             float *rows = malloc(sizeof(float) * (size_t)w->n_in * RKM_RKNN_I8_TILE);

@@ -36,7 +36,20 @@ typedef struct rkm_mat {
     const void *data; /* NULL: absent */
     const void *npu;  /* the same matrix as rknn_i8 for the NPU's prefill
                          matmuls (model.c, docs/NPU.md), or NULL */
+    int heads;        /* > 1: a stack of this many per-head matrices of
+                         n_out / heads rows each (rkm_mat_head) */
 } rkm_mat;
+
+/* Head h of a stack of per-head matrices, as a matrix of its own. */
+static inline rkm_mat rkm_mat_head(const rkm_mat *w, int h)
+{
+    rkm_mat r = *w;
+    r.n_out = w->n_out / w->heads;
+    r.heads = 1;
+    r.npu = NULL;
+    r.data = (const char *)w->data + rkm_type_row_bytes(w->type, w->n_in) * (size_t)r.n_out * (size_t)h;
+    return r;
+}
 
 /* RoPE of one layer, as ggml's rope_ext computes it (attention.c):
  * theta_i = pos * theta^(-2i/dim) / freqs[i], scaled and mixed by YaRN. */
@@ -47,6 +60,7 @@ typedef struct rkm_rope {
     const float *freqs;            /* per pair divisor or NULL */
     float freq_scale;              /* 1 / the scaling factor (1: none) */
     float ext_factor;              /* YaRN's extrapolation mix (0: none) */
+    float attn_factor;             /* YaRN's attention factor as llama.cpp's context sets it */
     float mscale;                  /* cos and sin are multiplied by this */
     float corr[2];                 /* YaRN's ramp: the pairs between extrapolate partly */
 } rkm_rope;
@@ -57,7 +71,15 @@ typedef struct rkm_layer {
     rkm_mat wq;                    /* (n_embd -> n_head*hd_k) */
     rkm_mat wk;                    /* (n_embd -> n_kv*hd_k) */
     rkm_mat wv;                    /* (n_embd -> n_kv*hd_v), absent when V = K */
-    rkm_mat wo;                    /* (n_head*hd_v -> n_embd) */
+    rkm_mat wo;                    /* (n_head*hd_v -> n_embd); MLA: (n_head*head_dim_v_mla -> n_embd) */
+    /* multi-head latent attention (deepseek2): wq or the q LoRA pair gives
+     * n_head heads of head_dim_k_mla (no-RoPE part, then rope_dim) */
+    rkm_mat wq_a, wq_b;            /* (n_embd -> q_lora), (q_lora -> n_head*head_dim_k_mla) */
+    const float *q_a_norm;         /* (q_lora) */
+    rkm_mat wkv_a;                 /* (n_embd -> kv_lora + rope_dim): latent, shared RoPE key */
+    const float *kv_a_norm;        /* (kv_lora) */
+    rkm_mat wk_b, wv_b;            /* per head (heads n_head): (nope -> kv_lora), (kv_lora -> v_mla) */
+    int mla;
     const float *bq, *bk, *bv, *bo; /* biases or NULL */
     const float *sinks;            /* gpt-oss (n_head): a logit beside each softmax's scores */
     const float *q_norm, *k_norm;  /* (hd_k) per head or (n_head*hd_k) full */
@@ -82,6 +104,7 @@ typedef struct rkm_layer {
     int is_swa;                    /* sliding-window layer */
     rkm_rope rope;
     int v_from_k;                  /* V is the (unrotated, unnormed) K projection */
+    float kq_scale;                /* the scores' scale (rkm_attn_scale) */
 } rkm_layer;
 
 struct rkm_model {
@@ -135,7 +158,8 @@ typedef struct rkm_kv_layer {
     int cap;          /* rows */
     int ring;         /* 1: slot = pos % cap */
     int n_kv, hd_k, hd_v;
-    int k_dim, v_dim; /* n_kv*hd_k, n_kv*hd_v */
+    int k_dim, v_dim; /* n_kv*hd_k, n_kv*hd_v; v_dim 0: no V rows, the values
+                         are the first hd_v of each K row (latent attention) */
     int valid_from;   /* oldest position a loaded session file supplied */
 } rkm_kv_layer;
 
@@ -146,8 +170,12 @@ static inline rkm_f16 *rkm_kv_k(const rkm_kv_layer *kv, int kh, int row)
 
 static inline rkm_f16 *rkm_kv_v(const rkm_kv_layer *kv, int kh, int row)
 {
+    if (!kv->v_dim) return rkm_kv_k(kv, kh, row);
     return kv->v + ((size_t)kh * (size_t)kv->cap + (size_t)row) * (size_t)kv->hd_v;
 }
+
+/* Elements from one position's values to the next's. */
+static inline int rkm_kv_v_stride(const rkm_kv_layer *kv) { return kv->v_dim ? kv->hd_v : kv->hd_k; }
 
 /* Called by the forward pass after each stage (tests compare layer by
  * layer): what = "embd", "attn_out", "layer_out", "final_norm"; rows x cols;
@@ -186,6 +214,7 @@ struct rkm_session {
     int ttft_done;
     /* scratch, n_chunk rows each */
     float *x, *cur, *cur2, *q, *k, *v, *att, *tmp, *ffn, *ffn2;
+    float *mla;               /* latent attention: n_chunk * n_head * max(nope, kv_lora), or NULL */
     float *scores;            /* per thread: n_ctx floats */
     rkm_f16 *q16;             /* per thread: max_hd */
     rkm_f16 *p16;             /* per thread: n_ctx */
@@ -216,6 +245,10 @@ void rkm_kv_free(rkm_session *s);
  * the per-pair divisors or NULL): the scaling's factors as llama.cpp
  * derives them from the hyper-parameters. */
 void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, const float *freqs);
+/* The scale of layer L's attention scores: the architecture's, else
+ * 1/sqrt(head dim); latent attention's as llama.cpp computes it for
+ * deepseek2 (YaRN's magnitude squared over sqrt(head_dim_k_mla)). */
+float rkm_attn_scale(const rkm_hparams *hp, const rkm_layer *L);
 /* Rotates n_heads heads of hd values (x: head after head) at position pos. */
 void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos);
 /* Attention of rows 0..n-1 (positions pos0..) of layer il: reads s->q,
@@ -240,8 +273,9 @@ float rkm_moe_route_row(const rkm_hparams *hp, const rkm_layer *L, float *logits
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
- * sh_up sh_down, sh_gate_inp. Fills out, returns the count. */
-#define RKM_LAYER_MATS 12
+ * sh_up sh_down, sh_gate_inp, wq_a wq_b wkv_a wk_b wv_b. Fills out,
+ * returns the count. */
+#define RKM_LAYER_MATS 17
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
 
 /* linear.c: products with the model's weight views. */

@@ -68,6 +68,10 @@ static int alloc_scratch(rkm_session *s)
     s->embd = scratch(E);
     s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
     s->embd_row = malloc(rkm_type_row_bytes(m->tok_embd_type, E));
+    if (hp->kv_lora_rank > 0 &&
+        !(s->mla = scratch(R * RKM_MAX((size_t)hp->n_head * (size_t)RKM_MAX(hp->kv_lora_rank, hp->head_dim_k_mla - hp->rope_dim),
+                                       (size_t)hp->q_lora_rank))))
+        return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
         !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->margin || !s->xe ||
         !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens || !s->embd_row)
@@ -120,7 +124,7 @@ void rkm_session_free(rkm_session *s)
     rkm_kv_free(s);
     rkm_sampler_free(s->sampler);
     rkm_constraint_free(s->grammar);
-    float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue,
+    float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue, s->mla,
                    s->scores, s->router, s->selw, s->margin, s->xe, s->logits, s->embd};
     for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
     rkm_free_aligned(s->q16);
@@ -464,7 +468,7 @@ int rkm_session_save(const rkm_session *s, const char *path)
         for (int p = first; p < s->n_past; p++) {
             int row = kv->ring ? p % kv->cap : p;
             for (int h = 0; h < kv->n_kv; h++) put(&b, rkm_kv_k(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
-            for (int h = 0; h < kv->n_kv; h++) put(&b, rkm_kv_v(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
+            for (int h = 0; kv->v_dim && h < kv->n_kv; h++) put(&b, rkm_kv_v(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
     if (b.oom) {
@@ -567,7 +571,7 @@ int rkm_session_load(rkm_session *s, const char *path)
         for (uint32_t p = first; p < n_past; p++) {
             int row = kv->ring ? (int)(p % (uint32_t)kv->cap) : (int)p;
             for (int kh = 0; kh < kv->n_kv; kh++) get(&b, rkm_kv_k(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
-            for (int kh = 0; kh < kv->n_kv; kh++) get(&b, rkm_kv_v(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
+            for (int kh = 0; kv->v_dim && kh < kv->n_kv; kh++) get(&b, rkm_kv_v(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
     if (b.off != b.n) {
