@@ -137,6 +137,34 @@ static void test_options(void)
     CHECK_EQ_INT(b.kv_bytes, 2ull * 4096 * 2 * 128 * 2 + 2ull * 228 * 2 * 64 * 2);
 }
 
+/* Latent attention (deepseek2): one row per position of latent + rotated
+ * key, no V rows; against the heads' keys and values it replaces
+ * (DeepSeek-V3: 576 against 128 x (192 + 128) values per layer). */
+static void test_mla_kv(void)
+{
+    rkm_model_dir md = make_md();
+    rkm_hparams *hp = &md.hp;
+    hp->arch = RKM_ARCH_DEEPSEEK2;
+    hp->sliding_window = 0;
+    memset(hp->swa_layer, 0, sizeof hp->swa_layer);
+    hp->n_head = 128;
+    hp->kv_lora_rank = 512;
+    hp->rope_dim = 64;
+    hp->head_dim = hp->head_dim_swa = 576;
+    hp->head_dim_v = 512;
+    hp->head_dim_k_mla = 192;
+    hp->head_dim_v_mla = 128;
+    for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->n_head_kv[i] = 1;
+    uint64_t mla = rkm_budget_kv_bytes(hp, 1000, 128);
+    CHECK_EQ_INT(mla, (uint64_t)hp->n_layer * 1000 * 576 * 2);
+    /* the same model as multi-head attention would cache */
+    uint64_t mha = (uint64_t)hp->n_layer * 1000 * 128 * (192 + 128) * 2;
+    CHECK_MSG(mha / mla == 71, "MHA / MLA bytes %llu / %llu", (unsigned long long)mha, (unsigned long long)mla);
+    rkm_budget b;
+    CHECK_EQ_INT(rkm_budget_plan(&md, 0, 1000, NULL, &b), 0);
+    CHECK_EQ_INT(b.kv_bytes, mla);
+}
+
 static void test_dense_and_args(void)
 {
     rkm_model_dir md = make_md();
@@ -162,5 +190,6 @@ int main(void)
     test_budgeted();
     test_options();
     test_dense_and_args();
+    test_mla_kv();
     return test_done();
 }

@@ -31,7 +31,8 @@ uint64_t rkm_budget_kv_bytes(const rkm_hparams *hp, int n_ctx, int n_chunk)
  * them: six residual-sized buffers, q and attention output, k and v, the
  * FFN intermediates (dense width or top-k expert widths, gate and up), the
  * router and its margins, per-slot expert inputs and outputs, per-thread scores over the
- * context (8 threads assumed), and one row of logits. */
+ * context (8 threads assumed), one row of logits; latent attention's
+ * per-head gathers. */
 static uint64_t scratch_estimate(const rkm_hparams *hp, int n_ctx, int n_chunk)
 {
     uint64_t n = (uint64_t)n_chunk, E = (uint64_t)hp->n_embd;
@@ -39,10 +40,16 @@ static uint64_t scratch_estimate(const rkm_hparams *hp, int n_ctx, int n_chunk)
     int kvh = 1;
     for (int il = 0; il < hp->n_layer && il < RKM_MAX_LAYERS; il++) kvh = RKM_MAX(kvh, hp->n_head_kv[il]);
     uint64_t qdim = (uint64_t)hp->n_head * hd, kvdim = (uint64_t)kvh * hd;
+    uint64_t mla = 0;
+    if (hp->kv_lora_rank > 0) {
+        qdim = RKM_MAX(qdim, (uint64_t)hp->n_head * (uint64_t)RKM_MAX(hp->head_dim_k_mla, hp->head_dim_v_mla));
+        mla = RKM_MAX((uint64_t)hp->n_head * (uint64_t)RKM_MAX(hp->kv_lora_rank, hp->head_dim_k_mla - hp->rope_dim),
+                      (uint64_t)hp->q_lora_rank);
+    }
     uint64_t k = (uint64_t)RKM_MAX(hp->n_expert_used, 1);
     uint64_t ff = (uint64_t)RKM_MAX(hp->n_ff, hp->n_ff_shexp);
     uint64_t ffn = RKM_MAX(n * ff, n * k * (uint64_t)hp->n_ff_exp);
-    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + (uint64_t)hp->n_expert + k + 1 + k * E) + 2 * ffn +
+    uint64_t floats = n * (6 * E + 2 * qdim + 2 * kvdim + mla + (uint64_t)hp->n_expert + k + 1 + k * E) + 2 * ffn +
                       (uint64_t)hp->n_vocab + E;
     uint64_t ints = 3 * n * k; /* selected experts, entries by expert and back */
     return floats * 4 + ints * 4 + 8 * (uint64_t)n_ctx * 6;
