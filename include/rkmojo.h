@@ -246,6 +246,30 @@ int rkm_session_generate(rkm_session *s, int n_max, rkm_token_cb cb,
 /* Thread-safe: the running eval/generate returns RKM_ECANCELED soon. */
 void rkm_session_cancel(rkm_session *s);
 
+/* Batches: several sessions of one model advanced in one forward pass.
+ * Each session's rows (a prompt chunk, or the one token it decoded) join
+ * the same matmuls, so every weight is read once for all of them, and a
+ * routed expert is read and applied once for every row that chose it.
+ * Each session keeps its own cache, sampler, grammar, limits and stop
+ * rules: after rkm_batch_eval it stands as rkm_session_eval would leave
+ * it (its logits ready for rkm_session_sample). A sequence leaves a batch
+ * by not being passed to the next step. With the packed q8_0 / q4_0 /
+ * MXFP4 weights rkmojo stores, a sequence's logits are bit-identical to
+ * running it alone. The batch owns the scratch for max_rows rows of
+ * sessions holding up to n_ctx positions (0: the model's default). One
+ * thread drives a batch; batches and sessions of one model serialise on
+ * it, one forward pass at a time. A batch's expert-cache hits and reads
+ * are not split among its sessions' rkm_stats. */
+typedef struct rkm_batch rkm_batch;
+rkm_batch *rkm_batch_new(rkm_model *m, int max_rows, int n_ctx);
+void rkm_batch_free(rkm_batch *b);
+/* One pass: session ss[i] evaluates n[i] >= 1 tokens ids[i], for
+ * i < n_seq (distinct sessions of the batch's model, sum of n[i] <=
+ * max_rows). On an error no session's n_past moves. */
+int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *ids, const int *n, int n_seq);
+/* Thread-safe: the running rkm_batch_eval returns RKM_ECANCELED soon. */
+void rkm_batch_cancel(rkm_batch *b);
+
 /* Token ids held in the KV cache (n_past of them); valid until the next
  * call that changes the session. */
 const int32_t *rkm_session_tokens(const rkm_session *s, int *n);

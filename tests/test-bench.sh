@@ -6,8 +6,8 @@
 # the --ctx given, --limits
 # prints the probed memory/disk bandwidths and the decode bound they set,
 # --repeat reports every run and their spread, --limits reads the same
-# weights alone after each run (the weights pass), and bad options fail
-# with a message.
+# weights alone after each run (the weights pass), --parallel decodes
+# several sequences together, and bad options fail with a message.
 set -u
 B=${RKM_BUILD:-build}
 R="${RKM_RUNNER:-} $B/rkmojo"
@@ -158,6 +158,19 @@ $R bench -m "$T/m" --expert-cache-slots 3 --prompt-tokens 8 -n 2 -t 2 --limits >
 $R bench -m "$T/m" --lazy-experts --prompt-tokens 8 -n 2 -t 2 --limits --json > "$T/l.json" 2> "$T/err.txt" \
   && jq -e '.limits.weights_pass_skipped | test("not all in memory")' "$T/l.json" > /dev/null \
   && ok "no weights pass with experts loaded on demand" || fail "lazy: $(jq -c '.limits' "$T/l.json")"
+
+# --parallel: sequences decoding together, with a cache of 3 slots for 8
+# experts (so the step's union is read once for all of them)
+if $R bench -m "$T/m" --expert-cache-slots 3 --prompt-tokens 10 -n 5 -t 2 --parallel 3 --json > "$T/p.json" 2> "$T/err.txt"; then
+  [ "$(jq '.parallel.sequences == 3 and .parallel.prefill_tok_s > 0 and .parallel.decode_tok_s > 0' "$T/p.json")" = true ]     && ok "json parallel figures" || fail "parallel json: $(jq -c '.parallel' "$T/p.json")"
+  # 5 steps of 3 sequences, each step's union of experts read at most once per layer slot miss
+  [ "$(jq '(.parallel.decode_tok_s / .parallel.decode_steps_s) | . > 2.99 and . < 3.01' "$T/p.json")" = true ]     && ok "three tokens per step" || fail "tokens per step: $(jq -c '.parallel' "$T/p.json")"
+  [ "$(jq '.parallel.decode_hits + .parallel.decode_misses > 0' "$T/p.json")" = true ]     && ok "parallel decode used the expert cache" || fail "parallel cache counters: $(jq -c '.parallel' "$T/p.json")"
+else
+  fail "bench --parallel 3: $(cat "$T/err.txt")"
+fi
+$R bench -m "$T/m" --prompt-tokens 10 -n 4 -t 2 --parallel 2 > "$T/out.txt" 2> "$T/err.txt"   && grep -Eq '^parallel 2 sequences: prefill 20 tok [0-9.]+ tok/s; decode 4 steps, [0-9.]+ tok/s in total \([0-9.]+ per sequence\)' "$T/out.txt"   && ok "text report of --parallel" || fail "parallel text: $(grep parallel "$T/out.txt") $(cat "$T/err.txt")"
+$R bench -m "$T/m" --parallel 1 > /dev/null 2> "$T/err.txt" && fail "--parallel 1 accepted" || ok "--parallel 1 refused"
 
 # bad options
 $R bench -m "$T/m" --cache-policy mru > /dev/null 2> "$T/err.txt" && fail "bad policy accepted" \

@@ -159,13 +159,81 @@ static void phase_print(FILE *f, const phase *p, const char *what)
             p->n ? 1e3 * p->st.io_wait_s / p->n : 0);
 }
 
+/* --parallel N: N sequences decoding together (rkm_batch_eval). */
+typedef struct {
+    int n_seq, pre_n, dec_n, steps;
+    double pre_t, dec_t;
+    rkm_expert_cache_stats cs;
+} par_result;
+
+/* Sequence i's prompt: the prompt's tokens after the first rotated by 7i,
+ * so that the sequences differ and route differently. */
+static void par_prompt(const int32_t *pids, int np, int i, int32_t *out)
+{
+    out[0] = pids[0];
+    for (int j = 1; j < np; j++) out[j] = pids[1 + (j - 1 + 7 * i) % (np - 1)];
+}
+
+/* N sessions: their prompts prefilled together (each pass takes up to
+ * max_rows / N rows of each), then n_decode greedy steps of all of them
+ * in one pass each. */
+static int bench_parallel(rkm_model *m, const rkm_session_params *sp, const int32_t *pids, int np, int n_decode, int N,
+                          par_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n_seq = N;
+    int max_rows = RKM_MAX(N, sp->n_chunk > 0 ? sp->n_chunk : 128), rc = 0;
+    rkm_session **ss = calloc((size_t)N, sizeof *ss);
+    int32_t *pr = malloc(sizeof(int32_t) * (size_t)N * (size_t)np), *tok = malloc(sizeof(int32_t) * (size_t)N);
+    const int32_t **ids = malloc(sizeof *ids * (size_t)N);
+    int *cnt = malloc(sizeof(int) * (size_t)N);
+    rkm_batch *b = NULL;
+    if (!ss || !pr || !tok || !ids || !cnt) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < N; i++) {
+        if (!(ss[i] = rkm_session_new(m, sp))) rc = RKM_ENOMEM;
+        else par_prompt(pids, np, i, pr + (size_t)i * np);
+    }
+    if (!rc && !(b = rkm_batch_new(m, max_rows, rkm_session_n_ctx(ss[0])))) rc = RKM_ENOMEM;
+    double t0 = rkm_now();
+    for (int done = 0; !rc && done < np;) {
+        int q = RKM_MIN(np - done, RKM_MAX(1, max_rows / N));
+        for (int i = 0; i < N; i++) ids[i] = pr + (size_t)i * np + done, cnt[i] = q;
+        rc = rkm_batch_eval(b, ss, ids, cnt, N);
+        done += q;
+    }
+    r->pre_t = rkm_now() - t0;
+    r->pre_n = np * N;
+    if (m->cache) rkm_expert_cache_reset_stats(m->cache);
+    t0 = rkm_now();
+    for (int step = 0; !rc && step < n_decode; step++) {
+        for (int i = 0; !rc && i < N; i++) {
+            rc = rkm_session_sample(ss[i], &tok[i]);
+            ids[i] = &tok[i];
+            cnt[i] = 1;
+        }
+        if (!rc) rc = rkm_batch_eval(b, ss, ids, cnt, N);
+        r->steps += !rc;
+    }
+    r->dec_t = rkm_now() - t0;
+    r->dec_n = r->steps * N;
+    if (m->cache) rkm_expert_cache_get_stats(m->cache, &r->cs);
+    rkm_batch_free(b);
+    for (int i = 0; ss && i < N; i++) rkm_session_free(ss[i]);
+    free(ss);
+    free(pr);
+    free(tok);
+    free(ids);
+    free(cnt);
+    return rc;
+}
+
 int rkm_cmd_bench(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 0);
     const char *prompt = NULL, *prompt_file = NULL, *force_file = NULL, *schema = NULL;
     char *gbnf = NULL;
-    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1, reps = 1;
+    int n_prompt = 128, n_decode = 128, json = 0, per_layer = 0, limits = 0, warm = 0, depth = -1, reps = 1, par = 0;
     const rkm_opt opts[] = {
         {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "prompt text (default: a built-in English paragraph)"},
         {"prompt-file", 0, RKM_OPT_STR, &prompt_file, .arg = "FILE", .help = "prompt from a file"},
@@ -195,6 +263,10 @@ int rkm_cmd_bench(int argc, char **argv)
                  "and report the median, mean, spread and every run; the phase\n"
                  "figures are then totals over the runs, the cache and per-layer\n"
                  "figures the last run's"},
+        {"parallel", 0, RKM_OPT_INT, &par, 2, 256, "N",
+         .help = "then N sequences together (the prompt rotated per sequence):\n"
+                 "prefilled in shared passes, decoded in one pass per step\n"
+                 "(rkm_batch_eval); prints their total and per-sequence speed"},
         {"json", 0, RKM_OPT_FLAG, &json, .help = "machine-readable output on stdout"},
         {0},
     };
@@ -344,6 +416,11 @@ int rkm_cmd_bench(int argc, char **argv)
     }
     double ttft = spread_of(ttfts, reps).median;
 
+    par_result pr = {0};
+    if (par && bench_parallel(m, &o.sp, pids, np, n_decode, par, &pr)) {
+        fprintf(stderr, "rkmojo bench: --parallel %d: %s\n", par, rkm_last_error());
+        goto out;
+    }
     uint64_t rss = rkm_peak_rss_bytes(); /* before the probes' buffers */
     /* The decode limits: the weights a token needs are read from memory
      * (hits and freshly read experts alike), the misses from disk first.
@@ -420,6 +497,16 @@ int rkm_cmd_bench(int argc, char **argv)
             }
         }
         if (!plan_rc) cJSON_AddNumberToObject(root, "plan_total_bytes", (double)plan.total_bytes);
+        if (par) {
+            cJSON *po = cJSON_AddObjectToObject(root, "parallel");
+            cJSON_AddNumberToObject(po, "sequences", pr.n_seq);
+            cJSON_AddNumberToObject(po, "prefill_tok_s", per_s(pr.pre_n, pr.pre_t));
+            cJSON_AddNumberToObject(po, "decode_tok_s", per_s(pr.dec_n, pr.dec_t));
+            cJSON_AddNumberToObject(po, "decode_steps_s", per_s(pr.steps, pr.dec_t));
+            cJSON_AddNumberToObject(po, "decode_bytes_read", (double)pr.cs.bytes_read);
+            cJSON_AddNumberToObject(po, "decode_hits", (double)pr.cs.hits);
+            cJSON_AddNumberToObject(po, "decode_misses", (double)pr.cs.misses);
+        }
         if (m->cache) {
             rkm_expert_cache_stats cs;
             rkm_expert_cache_get_stats(m->cache, &cs);
@@ -467,6 +554,14 @@ int rkm_cmd_bench(int argc, char **argv)
             printf("%d runs in this process (the phase lines above are their totals):\n", reps);
             spread_print("prefill", pre_tps, reps);
             spread_print(force_file ? "forced" : "decode", dec_tps, reps);
+        }
+        if (par) {
+            uint64_t acc = pr.cs.hits + pr.cs.misses;
+            printf("parallel %d sequences: prefill %d tok %.2f tok/s; decode %d steps, %.2f tok/s in total (%.2f per "
+                   "sequence), hit %.1f%%, read %.1f MB per step\n",
+                   pr.n_seq, pr.pre_n, per_s(pr.pre_n, pr.pre_t), pr.steps, per_s(pr.dec_n, pr.dec_t),
+                   per_s(pr.steps, pr.dec_t), acc ? 100.0 * (double)pr.cs.hits / (double)acc : 100.0,
+                   pr.steps ? (double)pr.cs.bytes_read / pr.steps / 1e6 : 0);
         }
         printf("TTFT %.0f ms%s, peak RSS %s\n", ttft * 1e3, reps > 1 ? " (median)" : "",
                rkm_fmt_bytes(rss, b1, sizeof b1));

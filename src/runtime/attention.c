@@ -174,21 +174,23 @@ static inline int kv_run(const rkm_kv_layer *kv, int p, int pos, int *row)
     return RKM_MIN(pos - p + 1, kv->ring ? kv->cap - *row : pos - p + 1);
 }
 
-void rkm_kv_store(rkm_session *s, int il, int pos0, int n)
+void rkm_kv_store(rkm_kv_layer *kv, const float *k, const float *v, int pos0, int n)
 {
-    rkm_kv_layer *kv = &s->kv[il];
     for (int r = 0; r < n; r++) {
         int row = kv_row(kv, pos0 + r);
         for (int h = 0; h < kv->n_kv; h++) {
-            rkm_f32_to_f16_row(s->k + (size_t)r * kv->k_dim + (size_t)h * kv->hd_k, rkm_kv_k(kv, h, row), kv->hd_k);
+            rkm_f32_to_f16_row(k + (size_t)r * kv->k_dim + (size_t)h * kv->hd_k, rkm_kv_k(kv, h, row), kv->hd_k);
             if (kv->v_dim)
-                rkm_f32_to_f16_row(s->v + (size_t)r * kv->v_dim + (size_t)h * kv->hd_v, rkm_kv_v(kv, h, row), kv->hd_v);
+                rkm_f32_to_f16_row(v + (size_t)r * kv->v_dim + (size_t)h * kv->hd_v, rkm_kv_v(kv, h, row), kv->hd_v);
         }
     }
 }
 
 typedef struct {
-    rkm_session *s;
+    rkm_session *s;          /* the scratch (scores, f16 rows) */
+    const rkm_kv_layer *kv;  /* the sequence's cache */
+    const float *q;
+    float *att;
     int il, pos0, n;
 } att_job;
 
@@ -199,7 +201,7 @@ static void att_worker(void *ctx, int ith, int nth)
     const rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
     const rkm_layer *L = &m->layers[j->il];
-    const rkm_kv_layer *kv = &s->kv[j->il];
+    const rkm_kv_layer *kv = j->kv;
     int nh = hp->n_head, hd = L->hd_k, hv = L->hd_v, gq = nh / L->n_kv;
     float scale = L->kq_scale;
     float cap = hp->attn_softcap;
@@ -213,7 +215,7 @@ static void att_worker(void *ctx, int ith, int nth)
         int pos = j->pos0 + r;
         int lo = 0;
         if (L->is_swa && hp->sliding_window > 0) lo = RKM_MAX(0, pos - hp->sliding_window + 1);
-        const float *q = s->q + (size_t)r * nh * hd + (size_t)h * hd;
+        const float *q = j->q + (size_t)r * nh * hd + (size_t)h * hd;
         rkm_f32_to_f16_row(q, q16, hd);
         rkm_f16_to_f32_row(q16, qr, hd);
         int kh = h / gq;
@@ -244,7 +246,7 @@ static void att_worker(void *ctx, int ith, int nth)
         /* the weights rounded to f16, as ggml multiplies them */
         rkm_f32_to_f16_row(sc, p16, cnt);
         rkm_f16_to_f32_row(p16, sc, cnt);
-        float *out = s->att + (size_t)r * nh * hv + (size_t)h * hv;
+        float *out = j->att + (size_t)r * nh * hv + (size_t)h * hv;
         memset(out, 0, sizeof(float) * (size_t)hv);
         for (int p = lo, row, len; p <= pos; p += len) {
             len = kv_run(kv, p, pos, &row);
@@ -253,9 +255,10 @@ static void att_worker(void *ctx, int ith, int nth)
     }
 }
 
-void rkm_attention(rkm_session *s, int il, int pos0, int n)
+void rkm_attention(rkm_session *s, const rkm_kv_layer *kv, int il, int pos0, int n, const float *q, float *att)
 {
-    att_job j = {s, il, pos0, n};
+    RKM_ASSERT(pos0 + n <= s->n_ctx); /* the scratch's score rows */
+    att_job j = {s, kv, q, att, il, pos0, n};
     const rkm_layer *L = &s->m->layers[il];
     int span = L->is_swa && s->m->hp.sliding_window > 0 ? RKM_MIN(pos0 + n, s->m->hp.sliding_window) : pos0 + n;
     double work = (double)n * s->m->hp.n_head * span * (L->hd_k + L->hd_v);

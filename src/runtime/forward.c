@@ -1,7 +1,7 @@
 /*
  * forward.c - one chunk of the transformer forward pass: embeddings, every
- * layer (attention, then the dense / routed feed-forward of the
- * architecture), final norm and LM head.
+ * layer (attention, grouped-query or latent, then the dense / routed
+ * feed-forward of the architecture), final norm and LM head.
  *
  * The chunk's rows go through each op together (matmuls with m = rows), so
  * prefill runs at matrix-matrix speed and routed experts are computed once
@@ -32,9 +32,10 @@ static void trace(rkm_session *s, int il, const char *what, const float *x, int 
     if (s->trace) s->trace(s->trace_user, il, what, x, rows, cols);
 }
 
-/* Attention block of layer il for rows at pos0..: reads s->cur, writes
- * the projected output into s->tmp. */
-static int attention_block(rkm_session *s, int il, int pos0, int n)
+/* Attention block of layer il for the chunk's rows (each segment's rows
+ * at its positions, over its sequence's cache): reads s->cur, writes the
+ * projected output into s->tmp. */
+static int attention_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
 {
     int rc;
     rkm_model *m = s->m;
@@ -57,24 +58,30 @@ static int attention_block(rkm_session *s, int il, int pos0, int n)
     add_bias(s->q, L->bq, n, qd);
     add_bias(s->k, L->bk, n, kd);
     add_bias(s->v, L->bv, n, vd);
-    for (int r = 0; r < n; r++) {
-        float *q = s->q + (size_t)r * qd, *k = s->k + (size_t)r * kd, *v = s->v + (size_t)r * vd;
-        if (hp->qk_norm == RKM_QK_NORM_HEAD) {
-            for (int h = 0; h < nh; h++) rkm_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, eps);
-            for (int h = 0; h < nkv; h++) rkm_rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, eps);
-        } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
-            rkm_rmsnorm(q, q, L->q_norm, qd, eps);
-            rkm_rmsnorm(k, k, L->k_norm, kd, eps);
+    for (int i = 0; i < nseg; i++)
+        for (int j = 0; j < seg[i].n; j++) {
+            int r = seg[i].row0 + j;
+            float *q = s->q + (size_t)r * qd, *k = s->k + (size_t)r * kd, *v = s->v + (size_t)r * vd;
+            if (hp->qk_norm == RKM_QK_NORM_HEAD) {
+                for (int h = 0; h < nh; h++) rkm_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, eps);
+                for (int h = 0; h < nkv; h++) rkm_rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, eps);
+            } else if (hp->qk_norm == RKM_QK_NORM_FULL) {
+                rkm_rmsnorm(q, q, L->q_norm, qd, eps);
+                rkm_rmsnorm(k, k, L->k_norm, kd, eps);
+            }
+            if (hp->v_norm)
+                for (int h = 0; h < nkv; h++) rkm_rmsnorm(v + (size_t)h * hv, v + (size_t)h * hv, NULL, hv, eps);
+            if (L->rope.dim > 0) {
+                rkm_rope_apply(&L->rope, q, nh, hd, seg[i].pos0 + j);
+                rkm_rope_apply(&L->rope, k, nkv, hd, seg[i].pos0 + j);
+            }
         }
-        if (hp->v_norm)
-            for (int h = 0; h < nkv; h++) rkm_rmsnorm(v + (size_t)h * hv, v + (size_t)h * hv, NULL, hv, eps);
-        if (L->rope.dim > 0) {
-            rkm_rope_apply(&L->rope, q, nh, hd, pos0 + r);
-            rkm_rope_apply(&L->rope, k, nkv, hd, pos0 + r);
-        }
+    for (int i = 0; i < nseg; i++) {
+        const size_t r0 = (size_t)seg[i].row0;
+        rkm_kv_layer *kv = &seg[i].s->kv[il];
+        rkm_kv_store(kv, s->k + r0 * kd, s->v + r0 * vd, seg[i].pos0, seg[i].n);
+        rkm_attention(s, kv, il, seg[i].pos0, seg[i].n, s->q + r0 * qd, s->att + r0 * nh * hv);
     }
-    rkm_kv_store(s, il, pos0, n);
-    rkm_attention(s, il, pos0, n);
     if ((rc = rkm_model_mm(m, &L->wo, s->att, n, s->tmp))) return rc;
     add_bias(s->tmp, L->bo, n, hp->n_embd);
     if (L->post_attn_norm) norm_rows(s->tmp, s->tmp, L->post_attn_norm, n, hp->n_embd, eps);
@@ -126,7 +133,7 @@ static int heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row,
  * s->cur, writes s->tmp. Buffers: s->att holds the query projection until
  * the attention overwrites it with the heads' latents; s->q the absorbed
  * queries, then the heads' values. */
-static int mla_block(rkm_session *s, int il, int pos0, int n)
+static int mla_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
 {
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
@@ -148,19 +155,25 @@ static int mla_block(rkm_session *s, int il, int pos0, int n)
         norm_rows(q1, q1, L->q_a_norm, n, hp->q_lora_rank, eps);
         if ((rc = rkm_model_mm(m, &L->wq_b, q1, n, qp))) return rc;
     }
-    for (int r = 0; r < n; r++) {
-        float *k = kva + (size_t)r * dk;
-        rkm_rmsnorm(k, k, L->kv_a_norm, lat, eps);
-        rkm_rope_apply(&L->rope, k + lat, 1, rd, pos0 + r);
-        rkm_rope_apply(&L->rope, qp + (size_t)r * nh * kq + nope, nh, kq, pos0 + r);
-    }
-    rkm_kv_store(s, il, pos0, n);
+    for (int i = 0; i < nseg; i++)
+        for (int j = 0; j < seg[i].n; j++) {
+            int r = seg[i].row0 + j;
+            float *k = kva + (size_t)r * dk;
+            rkm_rmsnorm(k, k, L->kv_a_norm, lat, eps);
+            rkm_rope_apply(&L->rope, k + lat, 1, rd, seg[i].pos0 + j);
+            rkm_rope_apply(&L->rope, qp + (size_t)r * nh * kq + nope, nh, kq, seg[i].pos0 + j);
+        }
+    for (int i = 0; i < nseg; i++)
+        rkm_kv_store(&seg[i].s->kv[il], kva + (size_t)seg[i].row0 * dk, NULL, seg[i].pos0, seg[i].n);
     /* absorbed queries: [attn_k_b . q_nope, q_pe] per head */
     if ((rc = heads_mm(s, &L->wk_b, qp, nh * kq, kq, n, s->q, nh * dk, dk))) return rc;
     for (int r = 0; r < n; r++)
         for (int h = 0; h < nh; h++)
             memcpy(s->q + ((size_t)r * nh + h) * dk + lat, qp + ((size_t)r * nh + h) * kq + nope, sizeof(float) * (size_t)rd);
-    rkm_attention(s, il, pos0, n);
+    for (int i = 0; i < nseg; i++) {
+        const size_t r0 = (size_t)seg[i].row0;
+        rkm_attention(s, &seg[i].s->kv[il], il, seg[i].pos0, seg[i].n, s->q + r0 * nh * dk, s->att + r0 * nh * lat);
+    }
     /* the heads' values from their latents, then the output projection */
     if ((rc = heads_mm(s, &L->wv_b, s->att, nh * lat, lat, n, s->q, nh * vm, vm))) return rc;
     return rkm_model_mm(m, &L->wo, s->q, n, s->tmp);
@@ -232,15 +245,25 @@ static void lm_head(rkm_session *s, const float *h, int rows, float *logits)
     }
 }
 
-int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows)
+int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, int n, float *logits,
+                     int all_rows)
 {
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
-    int E = hp->n_embd, pos0 = s->n_past, rc = 0;
-    if (n <= 0 || n > s->n_chunk) return rkm_err(RKM_EINVAL, "forward: %d rows (chunk %d)", n, s->n_chunk);
-    if (pos0 + n > s->n_ctx)
-        return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held, %d more do not fit in n_ctx %d", pos0, n,
-                       s->n_ctx);
+    int E = hp->n_embd, rc = 0;
+    if (n <= 0 || n > s->n_chunk || nseg < 1 || (all_rows && nseg != 1))
+        return rkm_err(RKM_EINVAL, "forward: %d rows in %d sequences (chunk %d)", n, nseg, s->n_chunk);
+    for (int i = 0, row = 0; i < nseg; row += seg[i++].n) {
+        const rkm_session *q = seg[i].s;
+        if (seg[i].row0 != row || seg[i].n < 1 || q->m != m || seg[i].pos0 != q->n_past)
+            return rkm_err(RKM_EINVAL, "forward: bad segment %d", i);
+        if (seg[i].pos0 + seg[i].n > q->n_ctx)
+            return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held, %d more do not fit in n_ctx %d", seg[i].pos0,
+                           seg[i].n, q->n_ctx);
+        if (seg[i].pos0 + seg[i].n > s->n_ctx)
+            return rkm_err(RKM_EINVAL, "forward: position %d beyond the scratch's %d", seg[i].pos0 + seg[i].n, s->n_ctx);
+        if (i == nseg - 1 && row + seg[i].n != n) return rkm_err(RKM_EINVAL, "forward: segments do not cover the rows");
+    }
     for (int r = 0; r < n; r++)
         if (ids[r] < 0 || ids[r] >= hp->n_vocab)
             return rkm_err(RKM_EINVAL, "token id %d out of range (vocabulary %d)", ids[r], hp->n_vocab);
@@ -268,7 +291,7 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
     for (int il = 0; il < hp->n_layer; il++) {
         const rkm_layer *L = &m->layers[il];
         norm_rows(s->cur, s->x, L->attn_norm, n, E, hp->rms_eps);
-        if ((rc = L->mla ? mla_block(s, il, pos0, n) : attention_block(s, il, pos0, n))) goto out;
+        if ((rc = L->mla ? mla_block(s, il, seg, nseg, n) : attention_block(s, il, seg, nseg, n))) goto out;
         for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;
@@ -278,16 +301,30 @@ int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, 
             goto out;
         }
     }
-    /* final norm: all rows when every row's logits are wanted */
-    int first = all_rows ? 0 : n - 1, rows = n - first;
-    norm_rows(s->cur, s->x + (size_t)first * E, m->output_norm, rows, E, hp->rms_eps);
+    /* final norm: all rows when every row's logits are wanted, else each
+     * sequence's last row */
+    int rows = all_rows ? n : nseg;
+    if (all_rows) norm_rows(s->cur, s->x, m->output_norm, n, E, hp->rms_eps);
+    else
+        for (int i = 0; i < nseg; i++)
+            norm_rows(s->cur + (size_t)i * E, s->x + (size_t)(seg[i].row0 + seg[i].n - 1) * E, m->output_norm, 1, E,
+                      hp->rms_eps);
     trace(s, hp->n_layer, "final_norm", s->cur, rows, E);
-    memcpy(s->embd, s->cur + (size_t)(rows - 1) * E, sizeof(float) * (size_t)E);
+    for (int i = 0; i < nseg; i++)
+        memcpy(seg[i].s->embd, s->cur + (size_t)(all_rows ? n - 1 : i) * E, sizeof(float) * (size_t)E);
     if (logits) lm_head(s, s->cur, rows, logits);
     if ((rc = rkm_model_check(m))) goto out; /* weights damaged under us: the results are wrong */
-    memcpy(s->tokens + pos0, ids, sizeof(int32_t) * (size_t)n);
-    s->n_past = pos0 + n;
+    for (int i = 0; i < nseg; i++) {
+        memcpy(seg[i].s->tokens + seg[i].pos0, ids + seg[i].row0, sizeof(int32_t) * (size_t)seg[i].n);
+        seg[i].s->n_past = seg[i].pos0 + seg[i].n;
+    }
 out:
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows)
+{
+    rkm_seg one = {s, 0, n, s->n_past};
+    return rkm_forward_rows(s, &one, 1, ids, n, logits, all_rows);
 }

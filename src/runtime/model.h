@@ -237,6 +237,20 @@ struct rkm_session {
  * appends them to the KV cache. logits: NULL (none), or n_out_rows x n_vocab
  * where out rows are the last one (all_rows 0) or every row (all_rows 1). */
 int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows);
+/* A run of a chunk's rows that belong to one sequence: rows row0.. are
+ * positions pos0.. (= s->n_past) of session s. */
+typedef struct rkm_seg {
+    rkm_session *s;
+    int row0, n, pos0;
+} rkm_seg;
+/* The same for n rows of several sequences at once (a batch, session.c):
+ * scratch is s's (n <= s->n_chunk, every position < s->n_ctx), each
+ * segment's keys and values go to its own session's cache, whose tokens
+ * and n_past advance, and whose embd gets its last row's final hidden.
+ * logits: NULL, or nseg x n_vocab (each segment's last row), or with
+ * all_rows (one segment only) n x n_vocab. */
+int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, int n, float *logits,
+                     int all_rows);
 
 /* attention.c */
 int rkm_kv_init(rkm_session *s);
@@ -251,13 +265,14 @@ void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, co
 float rkm_attn_scale(const rkm_hparams *hp, const rkm_layer *L);
 /* Rotates n_heads heads of hd values (x: head after head) at position pos. */
 void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos);
-/* Attention of rows 0..n-1 (positions pos0..) of layer il: reads s->q,
- * the KV cache (already holding these rows), writes s->att. */
-void rkm_attention(rkm_session *s, int il, int pos0, int n);
-/* Rows of s->q, s->k, s->v, s->att are contiguous with the layer's widths
- * (n_head*hd_k, n_kv*hd_k, n_kv*hd_v, n_head*hd_v). */
-/* Stores rows of s->k / s->v of layer il at positions pos0..pos0+n-1. */
-void rkm_kv_store(rkm_session *s, int il, int pos0, int n);
+/* Attention of n query rows q (positions pos0..) of layer il over the
+ * sequence's cache kv (already holding these rows), into att; the
+ * scores and f16 rows in s's scratch (pos0 + n <= s->n_ctx). Rows of q,
+ * k, v, att are contiguous with the layer's widths (n_head*hd_k,
+ * n_kv*hd_k, n_kv*hd_v, n_head*hd_v). */
+void rkm_attention(rkm_session *s, const rkm_kv_layer *kv, int il, int pos0, int n, const float *q, float *att);
+/* Stores n rows of k / v at positions pos0..pos0+n-1 of one layer's cache. */
+void rkm_kv_store(rkm_kv_layer *kv, const float *k, const float *v, int pos0, int n);
 
 /* moe.c: out[n][n_embd] = routed experts (+ shared expert) of x (normed
  * input) for layer il; rin is the router input (x for most archs). */

@@ -79,7 +79,12 @@ static int alloc_scratch(rkm_session *s)
     return 0;
 }
 
-rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p)
+static rkm_session *session_new(rkm_model *m, const rkm_session_params *p, int with_kv);
+
+rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p) { return session_new(m, p, 1); }
+
+/* A session without a KV cache: a batch's scratch. */
+static rkm_session *session_new(rkm_model *m, const rkm_session_params *p, int with_kv)
 {
     rkm_session_params dp;
     if (!m) {
@@ -109,7 +114,7 @@ rkm_session *rkm_session_new(rkm_model *m, const rkm_session_params *p)
     atomic_init(&s->cancel, 0);
     s->t_first = -1;
     s->flip_layer = s->flip_pos = -1;
-    if (alloc_scratch(s) || rkm_kv_init(s)) goto fail;
+    if (alloc_scratch(s) || (with_kv && rkm_kv_init(s))) goto fail;
     s->sampler = rkm_sampler_new(&p->sampler, m->hp.n_vocab);
     if (!s->sampler) goto fail;
     return s;
@@ -150,6 +155,108 @@ const int32_t *rkm_session_tokens(const rkm_session *s, int *n)
 void rkm_session_cancel(rkm_session *s)
 {
     if (s) atomic_store(&s->cancel, 1);
+}
+
+/* ------------------------------------------------------------ batches */
+
+struct rkm_batch {
+    rkm_model *m;
+    rkm_session *sc;  /* the pass's scratch (no KV cache of its own) */
+    int max_rows;
+    int cap_seq;      /* sequences the buffers below hold */
+    rkm_seg *seg;
+    float *logits;    /* cap_seq x n_vocab */
+    int32_t *ids;     /* max_rows */
+};
+
+rkm_batch *rkm_batch_new(rkm_model *m, int max_rows, int n_ctx)
+{
+    if (!m || max_rows < 1 || max_rows > 65536 || n_ctx < 0) {
+        rkm_err(RKM_EINVAL, "batch: bad arguments");
+        return NULL;
+    }
+    rkm_batch *b = calloc(1, sizeof *b);
+    if (!b) {
+        rkm_err(RKM_ENOMEM, "batch: out of memory");
+        return NULL;
+    }
+    rkm_session_params p;
+    rkm_session_params_default(&p);
+    p.n_ctx = n_ctx;
+    p.n_chunk = max_rows;
+    b->m = m;
+    b->sc = session_new(m, &p, 0); /* its error is the message */
+    b->ids = malloc(sizeof(int32_t) * (size_t)max_rows);
+    if (!b->sc || !b->ids) {
+        if (b->sc) rkm_err(RKM_ENOMEM, "batch: out of memory");
+        rkm_batch_free(b);
+        return NULL;
+    }
+    b->max_rows = b->sc->n_chunk;
+    return b;
+}
+
+void rkm_batch_free(rkm_batch *b)
+{
+    if (!b) return;
+    rkm_session_free(b->sc);
+    free(b->seg);
+    rkm_free_aligned(b->logits);
+    free(b->ids);
+    free(b);
+}
+
+void rkm_batch_cancel(rkm_batch *b)
+{
+    if (b) atomic_store(&b->sc->cancel, 1);
+}
+
+int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *ids, const int *n, int n_seq)
+{
+    if (!b || !ss || !ids || !n || n_seq < 1) return rkm_err(RKM_EINVAL, "batch: bad arguments");
+    const int nv = b->m->hp.n_vocab;
+    int rows = 0;
+    for (int i = 0; i < n_seq; i++) {
+        if (!ss[i] || ss[i]->m != b->m) return rkm_err(RKM_EINVAL, "batch: sequence %d is not a session of the batch's model", i);
+        if (n[i] < 1 || !ids[i]) return rkm_err(RKM_EINVAL, "batch: sequence %d has no tokens", i);
+        for (int j = 0; j < i; j++)
+            if (ss[j] == ss[i]) return rkm_err(RKM_EINVAL, "batch: session of sequence %d passed twice", i);
+        if (n[i] > b->max_rows - rows) return rkm_err(RKM_EINVAL, "batch: more than its %d rows", b->max_rows);
+        rows += n[i];
+    }
+    if (n_seq > b->cap_seq) {
+        rkm_seg *ns = realloc(b->seg, sizeof *ns * (size_t)n_seq);
+        if (ns) b->seg = ns;
+        float *lg = rkm_alloc_aligned(sizeof(float) * (size_t)n_seq * (size_t)nv, 64);
+        if (!ns || !lg) {
+            rkm_free_aligned(lg);
+            return rkm_err(RKM_ENOMEM, "batch: out of memory for %d sequences' logits", n_seq);
+        }
+        rkm_free_aligned(b->logits);
+        b->logits = lg;
+        b->cap_seq = n_seq;
+    }
+    for (int i = 0, r = 0; i < n_seq; r += n[i++]) {
+        b->seg[i] = (rkm_seg){ss[i], r, n[i], ss[i]->n_past};
+        memcpy(b->ids + r, ids[i], sizeof(int32_t) * (size_t)n[i]);
+    }
+    atomic_store(&b->sc->cancel, 0);
+    double t0 = rkm_now();
+    for (int i = 0; i < n_seq; i++) {
+        ss[i]->have_logits = 0;
+        if (ss[i]->t_first < 0) ss[i]->t_first = t0;
+    }
+    int rc = rkm_forward_rows(b->sc, b->seg, n_seq, b->ids, rows, b->logits, 0);
+    if (rc) return rc;
+    double dt = rkm_now() - t0;
+    for (int i = 0; i < n_seq; i++) {
+        rkm_session *s = ss[i];
+        memcpy(s->logits, b->logits + (size_t)i * nv, sizeof(float) * (size_t)nv);
+        s->have_logits = 1;
+        s->st.n_prompt += n[i];
+        s->st.t_prompt_s += dt;
+    }
+    return 0;
 }
 
 /* Expert-cache counters before a call, to add the call's share to stats. */
