@@ -16,7 +16,8 @@
 # directory ($BUILD/test-times). Each test's output is kept in
 # $BUILD/test-logs/NAME.log (NAME as the table has it) until the next run.
 # Models the tests synthesize and convert are shared through
-# $BUILD/test-models (tests/common/models.sh).
+# $BUILD/test-models (tests/common/models.sh), at most
+# RKM_TEST_MODELS_MAX_MB (default 8192) of them, least recently used dropped.
 set -u
 BUILD=${BUILD:-build}
 RUNNER=${RKM_RUNNER:-}
@@ -59,6 +60,18 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$scratch"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RKM_TEST_MODELS" "$BUILD/test-logs"
 find "$RKM_TEST_MODELS" -mindepth 1 -maxdepth 1 -mtime +1 -exec rm -rf {} + # unused for two days
+# and, beyond RKM_TEST_MODELS_MAX_MB (default 8192), the least recently used
+# first: every rebuilt binary makes its own models, tens of GB in two days
+cap_kb=$(( ${RKM_TEST_MODELS_MAX_MB:-8192} * 1024 ))
+total_kb=$(du -sk "$RKM_TEST_MODELS" | cut -f1)
+if [ "$total_kb" -gt "$cap_kb" ]; then
+  while read -r _ path; do
+    [ "$total_kb" -le "$cap_kb" ] && break
+    kb=$(du -sk "$path" | cut -f1)
+    rm -rf "$path" "$path.lock"
+    total_kb=$((total_kb - kb))
+  done < <(find "$RKM_TEST_MODELS" -mindepth 1 -maxdepth 1 ! -name '*.lock' -printf '%T@ %p\n' | sort -n)
+fi
 
 start_test() { # name: runs in the background, writes $scratch/name.{log,rc,time}
   local n=$1 cmd
