@@ -282,8 +282,8 @@ check "disconnect cancels a non-streaming generation" '[ "$canceled" = 2 ]'
 curl -sN "$B/v1/chat/completions" -d "$LONG" >"$T/q1.out" 2>/dev/null &
 Q1=$!
 for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/q1.out")" -ge 2 ] && break; sleep 0.1; done
-curl -s -o "$T/q2.out" -w '%{http_code}' "$B/v1/completions" \
-  -d '{"prompt":"hello","max_tokens":2,"temperature":0}' >"$T/q2.code" &
+curl -s -o "$T/q2.out" -w '%{http_code}' "$B/api/generate" \
+  -d '{"model":"tiny","prompt":"hello","stream":false,"options":{"num_predict":2,"temperature":0}}' >"$T/q2.code" &
 Q2=$!
 for _ in $(seq 300); do
   [ "$(curl -s "$B/health" | jget queue_depth)" = 1 ] && break; sleep 0.1
@@ -294,7 +294,14 @@ check "503 carries Retry-After" 'grep -qi "^Retry-After: [0-9]" "$T/q3.hdr"'
 check "503 body is an OpenAI error" '[ "$(jget error.type <"$T/q3.out")" = server_overloaded ]'
 kill "$Q1"; wait "$Q1" 2>/dev/null
 wait "$Q2"
-check "the queued request completes" '[ "$(cat "$T/q2.code")" = 200 ] && [ "$(jget object <"$T/q2.out")" = text_completion ]'
+check "the queued request completes" '[ "$(cat "$T/q2.code")" = 200 ] && [ "$(jget done <"$T/q2.out")" = true ]'
+# its total_duration counts its wait behind the canceled one (nanoseconds)
+queued_ns=$(( $(jget total_duration <"$T/q2.out") - $(jget load_duration <"$T/q2.out") - \
+  $(jget prompt_eval_duration <"$T/q2.out") - $(jget eval_duration <"$T/q2.out") ))
+check "total_duration includes the time queued ($queued_ns ns)" '[ "$queued_ns" -gt 20000000 ]'
+m=$(curl -s "$B/metrics")
+check "metrics: the queue waits" \
+  '[ "$(echo "$m" | sed -n "s/^rkmojo_queue_wait_seconds_count //p")" -ge 2 ] && echo "$m" | grep -q "^rkmojo_queue_wait_seconds_bucket{le=\"+Inf\"}"'
 check "server still healthy" '[ "$(code "$B/health")" = 200 ]'
 stopsrv "$PID"
 

@@ -856,7 +856,7 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     g.res.n_gen = g.n_gen;
     g.res.t_prompt_s = t_prompt;
     g.res.t_gen_s = t_gen;
-    g.res.t_total_s = rkm_now() - t0;
+    g.res.t_total_s = rkm_now() - j->t_submit; /* the wait in the queue included */
     g.res.text = g.text ? g.text : "";
     g.res.reasoning = !rq->stream && g.reasoning.len ? g.reasoning.data : NULL;
     g.res.lp_from = rq->stream ? g.lp_sent : 0; /* the tokens not yet sent */
@@ -994,7 +994,7 @@ static void run_embed(srv_engine *e, srv_job *j, const srv_model_info *mi, doubl
         n_tok_total += n;
     }
     char *body = srv_fmt_embeddings(rq, mi->name, vecs, rq->n_inputs, keep, n_tok_total,
-                                    rkm_now() - t0, t_load);
+                                    rkm_now() - j->t_submit, t_load);
     free(vecs);
     if (!body) {
         job_fail(j, 500, "out of memory");
@@ -1017,6 +1017,7 @@ static int is_load_only(const srv_request *rq)
 static void run_job(srv_engine *e, srv_job *j)
 {
     double t0 = rkm_now();
+    srv_metrics_queue_wait(t0 - j->t_submit);
     srv_request *rq = &j->req;
     char err[600];
     srv_model_info mi;
@@ -1050,7 +1051,7 @@ static void run_job(srv_engine *e, srv_job *j)
     if (is_load_only(rq)) {
         srv_result r = {.model = mi.name, .id = "", .created = (int64_t)unix_now(), .text = "",
                         .finish = unload_only ? "unload" : "load", .t_load_s = t_load,
-                        .t_total_s = rkm_now() - t0};
+                        .t_total_s = rkm_now() - j->t_submit};
         srv_request nostream = *rq;
         nostream.stream = 0;
         char *body = srv_fmt_result(&nostream, &r);

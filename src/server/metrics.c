@@ -33,6 +33,9 @@ static struct {
     uint64_t ttft_bucket[N_TTFT + 1];
     double ttft_sum;
     uint64_t ttft_count;
+    uint64_t wait_bucket[N_TTFT + 1]; /* queue waits, in the same buckets */
+    double wait_sum;
+    uint64_t wait_count;
     uint64_t expert_hits, expert_misses, bytes_read;
     uint64_t events[SRV_EV_COUNT];
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -84,6 +87,18 @@ void srv_metrics_generation(const srv_gen_stats *st)
     pthread_mutex_unlock(&M.mu);
 }
 
+void srv_metrics_queue_wait(double s)
+{
+    if (!(s >= 0)) s = 0;
+    pthread_mutex_lock(&M.mu);
+    size_t b = 0;
+    while (b < N_TTFT && s > ttft_bounds[b]) b++;
+    M.wait_bucket[b]++;
+    M.wait_sum += s;
+    M.wait_count++;
+    pthread_mutex_unlock(&M.mu);
+}
+
 /* Counter name and help of each event, in enum srv_event order. */
 static const struct {
     const char *name, *help;
@@ -107,6 +122,20 @@ void srv_metrics_event(enum srv_event ev)
 static void metric(rkm_buf *b, const char *name, const char *type, const char *help)
 {
     rkm_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A histogram of the ttft_bounds buckets. */
+static void histogram(rkm_buf *b, const char *name, const char *help, const uint64_t *bucket, double sum, uint64_t count)
+{
+    metric(b, name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t i = 0; i < N_TTFT; i++) {
+        cum += bucket[i];
+        rkm_buf_addf(b, "%s_bucket{le=\"%g\"} %llu\n", name, ttft_bounds[i], (unsigned long long)cum);
+    }
+    cum += bucket[N_TTFT];
+    rkm_buf_addf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    rkm_buf_addf(b, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
 }
 
 char *srv_metrics_text(const srv_gauges *g)
@@ -134,17 +163,10 @@ char *srv_metrics_text(const srv_gauges *g)
     rkm_buf_addf(&b, "rkmojo_prefill_tokens_per_second %.3f\n", M.last_prefill_tps);
     metric(&b, "rkmojo_decode_tokens_per_second", "gauge", "Decode speed of the last request.");
     rkm_buf_addf(&b, "rkmojo_decode_tokens_per_second %.3f\n", M.last_decode_tps);
-    metric(&b, "rkmojo_ttft_seconds", "histogram",
-           "Time from a request entering the queue to its first generated token.");
-    uint64_t cum = 0;
-    for (size_t i = 0; i < N_TTFT; i++) {
-        cum += M.ttft_bucket[i];
-        rkm_buf_addf(&b, "rkmojo_ttft_seconds_bucket{le=\"%g\"} %llu\n", ttft_bounds[i], (unsigned long long)cum);
-    }
-    cum += M.ttft_bucket[N_TTFT];
-    rkm_buf_addf(&b, "rkmojo_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    rkm_buf_addf(&b, "rkmojo_ttft_seconds_sum %.6f\nrkmojo_ttft_seconds_count %llu\n", M.ttft_sum,
-        (unsigned long long)M.ttft_count);
+    histogram(&b, "rkmojo_ttft_seconds", "Time from a request entering the queue to its first generated token.",
+              M.ttft_bucket, M.ttft_sum, M.ttft_count);
+    histogram(&b, "rkmojo_queue_wait_seconds", "Time from a request entering the queue to the worker taking it.",
+              M.wait_bucket, M.wait_sum, M.wait_count);
     metric(&b, "rkmojo_expert_cache_hits_total", "counter", "Routed-expert lookups served from memory.");
     rkm_buf_addf(&b, "rkmojo_expert_cache_hits_total %llu\n", (unsigned long long)M.expert_hits);
     metric(&b, "rkmojo_expert_cache_misses_total", "counter", "Routed-expert lookups read from disk.");

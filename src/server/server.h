@@ -207,6 +207,8 @@ void srv_metrics_init(void);
 void srv_metrics_request(const char *endpoint, int status);
 void srv_metrics_generation(const srv_gen_stats *st);
 void srv_metrics_event(enum srv_event ev);
+/* A job's wait in the queue, from submission to the worker taking it. */
+void srv_metrics_queue_wait(double s);
 /* Prometheus text exposition of the counters and g (malloc'd). */
 char *srv_metrics_text(const srv_gauges *g);
 
