@@ -305,6 +305,28 @@ check "metrics: the queue waits" \
 check "server still healthy" '[ "$(code "$B/health")" = 200 ]'
 stopsrv "$PID"
 
+# a streaming request queued behind another gets its headers (and an SSE
+# comment) while it waits, then its stream when its turn comes
+echo "# headers while queued"
+start C -m "$T/models/tiny.rkmojo" --queue 2 --slow-ms 40
+C=$URL
+: >"$T/w1.out"
+curl -sN "$C/v1/chat/completions" -d "$LONG" >"$T/w1.out" 2>/dev/null &
+W1=$!
+for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/w1.out")" -ge 2 ] && break; sleep 0.1; done
+: >"$T/w2.out"
+curl -sN -D "$T/w2.hdr" "$C/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"temperature":0}' >"$T/w2.out" 2>/dev/null &
+W2=$!
+for _ in $(seq 50); do grep -q '^: queued' "$T/w2.out" && break; sleep 0.1; done
+check "a queued stream has its 200 and text/event-stream while the other runs" \
+  'head -1 "$T/w2.hdr" | grep -q " 200" && grep -qi "^Content-Type: text/event-stream" "$T/w2.hdr" && ! grep -q "^data:" "$T/w2.out"'
+check "... and an SSE comment saying it is queued" 'grep -q "^: queued" "$T/w2.out"'
+kill "$W1"; wait "$W1" 2>/dev/null
+wait "$W2"
+check "the queued stream then completes" 'grep -q "^data: \[DONE\]" "$T/w2.out" && grep -q "\"finish_reason\":\"length\"" "$T/w2.out"'
+stopsrv "$PID"
+
 echo "# reasoning"
 # a copy of the model whose template opens <think> for the model (or, with
 # enable_thinking false, writes an empty block); a grammar makes the random

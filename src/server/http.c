@@ -245,6 +245,9 @@ static void stream_free(void *cls)
 
 /* ------------------------------------------------------- generation */
 
+/* A queued streaming request gets its headers after this long. */
+#define QUEUED_HEADERS_S 0.1
+
 static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const char *url, int kind,
                                   int type, const conn_state *cs)
 {
@@ -271,9 +274,15 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         }
         return send_error(c, url, 503, "the server is shutting down", 1);
     }
-    /* Wait for the outcome (non-streaming) or the first bytes (streaming). */
+    /* Wait for the outcome (non-streaming) or the first bytes (streaming).
+     * A streaming request still queued after QUEUED_HEADERS_S gets its
+     * headers at once, and an SSE client a comment saying it waits: it is
+     * not left without a response while others run. An error found when
+     * it runs then comes as a stream error. */
+    double t_wait0 = rkm_now();
+    int early = 0;
     pthread_mutex_lock(&j->mu);
-    while (!j->done && !(j->streaming && j->out.len > j->out_sent)) {
+    while (!j->done && !(j->streaming && (j->out.len > j->out_sent || early))) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -288,6 +297,10 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
             srv_job_release(j);
             srv_metrics_request(url, 499);
             return MHD_NO; /* closes the connection */
+        }
+        if (!j->done && j->req.stream && !j->started && !j->streaming && rkm_now() - t_wait0 >= QUEUED_HEADERS_S) {
+            j->streaming = early = 1;
+            if (srv_is_openai(kind)) rkm_buf_add(&j->out, ": queued\n\n", 11);
         }
     }
     int streaming = j->streaming;
