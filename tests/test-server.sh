@@ -206,8 +206,14 @@ stopsrv "$PID"
 
 echo "# prompt-cache size cap and expiry"
 start A4 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2"
+# one-off short requests displacing each other are not worth a file each
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Name three rivers of Europe and one of Asia."}],"temperature":0,"max_tokens":4}' >/dev/null
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Something else entirely, in few words."}],"temperature":0,"max_tokens":4}' >/dev/null
+check "a displaced one-off request is not saved" '[ "$(ls "$T/pc2/tiny/"*.kv 2>/dev/null | wc -l)" = 0 ]'
+# a conversation continued once (turn 1, then turn 2 on its cache) is
+post /v1/chat/completions "{\"messages\":[$SYS,$U1],\"temperature\":0,\"max_tokens\":12}" >/dev/null
 post /v1/chat/completions "$TURN2}" >/dev/null
-# a different, shorter conversation displaces the first one (saved on the way)
+# a different, shorter conversation displaces it (saved on the way)
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi."}],"temperature":0,"max_tokens":4}' >/dev/null
 check "displaced conversation saved" '[ "$(ls "$T/pc2/tiny/"*.kv 2>/dev/null | wc -l)" = 1 ]'
 stopsrv "$PID"

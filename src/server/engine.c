@@ -15,8 +15,9 @@
  * with the live session's (rkm_session_tokens) and keeps the longest
  * common prefix (rkm_session_truncate), so a multi-turn chat prefills only
  * the new turn. With --prompt-cache-dir, a conversation that is about to be
- * overwritten by a different one, and the live session at unload and
- * shutdown, are saved to disk (prompt_cache.c); a later request whose
+ * overwritten by a different one (when a request continued it, it came
+ * from disk, or it is long: PCACHE_WORTH_TOKENS), and the live session at
+ * unload and shutdown, are saved to disk (prompt_cache.c); a later request whose
  * prompt shares a longer prefix with a saved state than with the live
  * session loads it first. That is also how states survive a restart.
  *
@@ -41,6 +42,11 @@
 /* Load a saved state when it matches this many more tokens than the live
  * session: reading KV rows beats recomputing them, but not for a handful. */
 #define PCACHE_LOAD_GAIN 8
+/* A conversation displaced by another is saved when it is likely to come
+ * back or dear to recompute: a request continued it, it came from the disk
+ * cache, or it holds this many tokens. One-off short requests are not
+ * saved (under many clients they were a file each). */
+#define PCACHE_WORTH_TOKENS 512
 
 struct srv_engine {
     srv_config cfg;
@@ -65,6 +71,7 @@ struct srv_engine {
     int n_ctx;
     char live_id[17];       /* prompt-cache entry the live session extends */
     int live_dirty;         /* live session differs from its saved entry */
+    int live_continued;     /* a request continued the live conversation, or it came from disk */
     srv_pcache *pc;
     double keep_alive_s;    /* of the loaded model, <0 forever */
     double last_used;       /* monotonic */
@@ -294,6 +301,7 @@ static void free_session(srv_engine *e)
     e->sess = NULL;
     e->live_id[0] = 0;
     e->live_dirty = 0;
+    e->live_continued = 0;
 }
 
 static void unload_model(srv_engine *e)
@@ -411,6 +419,7 @@ static int ensure_session(srv_engine *e, char *err, size_t errcap)
     pthread_mutex_unlock(&e->mu);
     e->live_id[0] = 0;
     e->live_dirty = 0;
+    e->live_continued = 0;
     return 0;
 }
 
@@ -436,6 +445,7 @@ static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
             if (srv_pcache_load(e->pc, best, e->sess, id) == 0) {
                 memcpy(e->live_id, id, sizeof id);
                 e->live_dirty = 0;
+                e->live_continued = 1;
                 srv_metrics_event(SRV_EV_PCACHE_LOAD);
             } else {
                 fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
@@ -445,9 +455,12 @@ static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
             lcp = common_prefix(live, n_live, toks, n);
         }
     }
-    /* A conversation about to be cut well short is saved first, so that
-     * returning to it later finds its KV on disk. */
-    if (e->pc && n_live - lcp >= PCACHE_MIN_TOKENS) save_live(e);
+    /* A conversation about to be cut well short is saved first (when worth
+     * it, PCACHE_WORTH_TOKENS), so that returning to it later finds its KV
+     * on disk. */
+    if (e->pc && n_live - lcp >= PCACHE_MIN_TOKENS && (e->live_continued || n_live >= PCACHE_WORTH_TOKENS))
+        save_live(e);
+    e->live_continued = lcp >= PCACHE_MIN_TOKENS; /* this request continues the conversation, or starts one */
     /* Keep at least one token to evaluate: its logits start generation. */
     int keep = RKM_MIN(lcp, n - 1);
     if (keep < 0) keep = 0;
