@@ -97,7 +97,7 @@ rc=$?
   && grep -q "q4_k_m" "$T/err" && grep -q "mxfp4_moe (or mxfp4)" "$T/err" && [ ! -e "$T/mix-bad" ] \
   && ok "unknown --quant refused, nothing written: $(head -c 120 "$T/err")" || fail "unknown --quant: rc $rc, $(cat "$T/err")"
 if $R convert "$T/a.gguf" "$T/mix-mx" --quant MXFP4 2> "$T/err" && $R inspect "$T/mix-mx" --verify > "$T/inspect-mx.txt"; then
-  [ "$(jq -r .quant "$T/mix-mx/manifest.json")" = mxfp4_moe ] && grep -q "gate mxfp4, up mxfp4, down mxfp4" "$T/inspect-mx.txt" \
+  [ "$(jq -r .quant "$T/mix-mx/manifest.json")" = mxfp4_moe ] && grep -q "gate mxfp4_x16, up mxfp4_x16, down mxfp4_x16" "$T/inspect-mx.txt" \
     && grep -q "^convert: mxfp4_moe:.* mxfp4" "$T/err" && ok "--quant MXFP4 is mxfp4_moe, reported" \
     || fail "mxfp4 alias: $(grep 'routed experts' "$T/inspect-mx.txt"); $(cat "$T/err")"
 else
