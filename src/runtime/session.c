@@ -1,11 +1,15 @@
 /*
  * session.c - the session API of rkmojo.h: one KV cache, sampler and
  * scratch per session; prompt evaluation in chunks, generation, cancel,
- * statistics, and saving / restoring the KV state.
+ * statistics, and saving / restoring the KV state; batches (several
+ * sessions' rows in one forward pass, with a scratch session of their
+ * own that has no KV cache).
  *
- * Threads: a session is driven by one thread at a time; rkm_session_cancel
- * may come from any thread (an atomic flag checked between layers). The
- * session owns everything it allocates; rkm_session_free releases it.
+ * Threads: a session or a batch is driven by one thread at a time;
+ * rkm_session_cancel and rkm_batch_cancel may come from any thread (an
+ * atomic flag checked between layers). A session or batch owns
+ * everything it allocates; rkm_session_free / rkm_batch_free release it
+ * (a batch never owns the sessions passed to it).
  *
  * Session file (little-endian, version 1):
  *   magic "RKMSESS1", u32 version, u32 n_layer, u64 model_id, u32 n_past,
