@@ -161,15 +161,8 @@ int main(void)
         check_model(ms[1], names[1]);
         check_errors(ms[0], ms[1]);
     }
-    char gguf[1024], dir[1024];
-    snprintf(gguf, sizeof gguf, "%s/ds.gguf", test_tmpdir());
-    snprintf(dir, sizeof dir, "%s/ds.rkmojo", test_tmpdir());
-    CHECK(test_rkmojo("/dev/null", "synth --preset deepseek-v3 --dtype q8_0 --set n_layer=2 --set n_embd=128 "
-                      "--set n_head=4 --set kv_lora_rank=64 --set q_lora_rank=64 --set n_ff_exp=64 --set n_ff_shexp=64 "
-                      "--set n_ff=128 --set n_expert=8 --set n_expert_used=2 --set n_expert_group=4 --set n_group_used=2 "
-                      "--set n_layer_dense_lead=1 --vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                      "%s convert %s %s --quant keep --quiet",
-                      shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
+    char dir[1024];
+    CHECK(test_small_deepseek(shared, dir, sizeof dir) == 0);
     rkm_model *d = rkm_model_open(dir, &mp);
     CHECK_MSG(d != NULL, "%s", rkm_last_error());
     if (d) check_model(d, "deepseek-v3 (latent attention)");

@@ -633,19 +633,12 @@ static void test_grammar(const char *shared)
     rkm_model_close(m);
 }
 
-/* A small DeepSeek-V3-shaped model (latent attention: the KV cache has no
- * V rows) with the qwen3moe fixture's 512-token vocabulary, q8_0. */
+/* The small DeepSeek-shaped model (latent attention: the KV cache has no
+ * V rows), opened. */
 static rkm_model *open_deepseek(const char *shared, const rkm_model_params *mp)
 {
-    char gguf[1024], dir[1024];
-    snprintf(gguf, sizeof gguf, "%s/ds.gguf", test_tmpdir());
-    snprintf(dir, sizeof dir, "%s/ds.rkmojo", test_tmpdir());
-    CHECK(test_rkmojo("/dev/null", "synth --preset deepseek-v3 --dtype q8_0 --set n_layer=2 --set n_embd=128 "
-                      "--set n_head=4 --set kv_lora_rank=64 --set q_lora_rank=64 --set n_ff_exp=64 --set n_ff_shexp=64 "
-                      "--set n_ff=128 --set n_expert=8 --set n_expert_used=2 --set n_expert_group=4 --set n_group_used=2 "
-                      "--set n_layer_dense_lead=1 --vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                      "%s convert %s %s --quant keep --quiet",
-                      shared, gguf, test_rkmojo_bin(), gguf, dir) == 0);
+    char dir[1024];
+    CHECK(test_small_deepseek(shared, dir, sizeof dir) == 0);
     rkm_model *m = rkm_model_open(dir, mp);
     CHECK_MSG(m != NULL, "%s", rkm_last_error());
     return m;

@@ -100,6 +100,20 @@ int test_sh(const char *fmt, ...)
     return run_cmd(cmd);
 }
 
+int test_small_deepseek(const char *shared, char *dir, size_t cap)
+{
+    char gguf[1024];
+    snprintf(gguf, sizeof gguf, "%s/ds.gguf", test_tmpdir());
+    snprintf(dir, cap, "%s/ds.rkmojo", test_tmpdir());
+    return test_rkmojo("/dev/null",
+                       "synth --preset deepseek-v3 --dtype q8_0 --set n_layer=2 --set n_embd=128 --set n_head=4 "
+                       "--set kv_lora_rank=64 --set q_lora_rank=64 --set n_ff_exp=64 --set n_ff_shexp=64 --set n_ff=128 "
+                       "--set n_expert=8 --set n_expert_used=2 --set n_expert_group=4 --set n_group_used=2 "
+                       "--set n_layer_dense_lead=1 --vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
+                       "%s convert %s %s --quant keep --quiet",
+                       shared, gguf, test_rkmojo_bin(), gguf, dir);
+}
+
 int test_rkmojo(const char *out_path, const char *fmt, ...)
 {
     char args[6144], cmd[8192];

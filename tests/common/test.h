@@ -77,5 +77,10 @@ int test_sh(const char *fmt, ...);
 /* Runs the rkmojo CLI with args (printf-style), output to out_path if
  * non-NULL; returns its exit status. */
 int test_rkmojo(const char *out_path, const char *fmt, ...);
+/* A small DeepSeek-V3-shaped model (latent attention, q LoRA, sigmoid
+ * routing with groups, a dense first layer), q8_0, with the qwen3moe
+ * fixture's 512-token vocabulary from shared: synthesized and converted
+ * into TMPDIR/ds.rkmojo, whose path goes to dir. The CLI's exit status. */
+int test_small_deepseek(const char *shared, char *dir, size_t cap);
 
 #endif
