@@ -617,28 +617,43 @@ static void add_nan_base(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-o
 static void add_nan_eps(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.attention.layer_norm_rms_epsilon", NAN); }
 static void add_inf_base(rkm_gguf_writer *w) { rkm_gguf_writer_set_f32(w, "gpt-oss.rope.freq_base", INFINITY); }
 
+/* An edit of a good file and the message its conversion must fail with. */
+typedef struct {
+    const char *drop, *shrink;
+    void (*add)(rkm_gguf_writer *);
+    const char *msg;
+} bad_edit;
+
+/* preset (with sets) synthesized as F32 into NAME.gguf must convert; each
+ * edit of it must be refused naming cases[i].msg, leaving nothing behind. */
+static void check_bad_edits(const char *name, const char *preset, const char *const *sets, int n_sets,
+                            const bad_edit *cases, int n_cases)
+{
+    char gg[1024], bad[1024], out[1024], ok[1100];
+    snprintf(gg, sizeof gg, "%s/%s.gguf", test_tmpdir(), name);
+    snprintf(bad, sizeof bad, "%s/%s-bad.gguf", test_tmpdir(), name);
+    snprintf(out, sizeof out, "%s/%s-bad.rkmojo", test_tmpdir(), name);
+    snprintf(ok, sizeof ok, "%s.ok", out);
+    rkm_synth_opts o = {.preset = preset, .seed = 3, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = n_sets};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts c = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(gg, ok, &c) == 0, "the unedited %s file converts: %s", name, rkm_last_error());
+    for (int i = 0; i < n_cases; i++) {
+        CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
+        int rc = rkm_convert(bad, out, &c);
+        CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "%s case %d: %d %s", name, i, rc, rkm_last_error());
+        CHECK_MSG(access(out, F_OK) != 0, "%s case %d: nothing is left behind", name, i);
+    }
+}
+
 /* A gpt-oss file with a sink tensor of the wrong length, a sliding-window
  * pattern that does not match the layer count or inconsistent YaRN
  * parameters: a clear error at convert, nothing written. */
 static void test_gpt_oss_bad_files(void)
 {
-    char gg[1024], bad[1024], out[1024];
-    snprintf(gg, sizeof gg, "%s/oss.gguf", test_tmpdir());
-    snprintf(bad, sizeof bad, "%s/oss-bad.gguf", test_tmpdir());
-    snprintf(out, sizeof out, "%s/oss-bad.rkmojo", test_tmpdir());
     static const char *const sets[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8"};
-    rkm_synth_opts o = {.preset = "gpt-oss-20b", .seed = 3, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = (int)RKM_ARRAY_LEN(sets)};
-    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
-    rkm_convert_opts c = {.quant = "keep"};
-    char ok[1100];
-    snprintf(ok, sizeof ok, "%s.ok", out);
-    CHECK_MSG(rkm_convert(gg, ok, &c) == 0, "the unedited file converts: %s", rkm_last_error());
-    static const struct {
-        const char *drop, *shrink;
-        void (*add)(rkm_gguf_writer *);
-        const char *msg;
-    } cases[] = {
+    static const bad_edit cases[] = {
         {NULL, "blk.1.attn_sinks.weight", NULL, "blk.1.attn_sinks.weight"},
         {NULL, NULL, add_short_pattern, "sliding_window_pattern must have one bool per layer"},
         {"gpt-oss.rope.scaling.yarn_beta_fast", NULL, add_bad_yarn, "beta_fast 0.5 must exceed beta_slow 1"},
@@ -646,12 +661,7 @@ static void test_gpt_oss_bad_files(void)
         {"gpt-oss.rope.freq_base", NULL, add_inf_base, "RoPE base inf"},
         {"gpt-oss.attention.layer_norm_rms_epsilon", NULL, add_nan_eps, "norm epsilon nan"},
     };
-    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
-        CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
-        int rc = rkm_convert(bad, out, &c);
-        CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "case %zu: %d %s", i, rc, rkm_last_error());
-        CHECK_MSG(access(out, F_OK) != 0, "case %zu: nothing is left behind", i);
-    }
+    check_bad_edits("oss", "gpt-oss-20b", sets, (int)RKM_ARRAY_LEN(sets), cases, (int)RKM_ARRAY_LEN(cases));
 }
 
 static void add_big_latent(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "deepseek2.attention.kv_lora_rank", 512); }
@@ -663,36 +673,18 @@ static void add_odd_groups(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "dee
  * llama.cpp split attn_kv_b, a latent norm of the wrong length. */
 static void test_deepseek_bad_files(void)
 {
-    char gg[1024], bad[1024], out[1024], ok[1100];
-    snprintf(gg, sizeof gg, "%s/ds.gguf", test_tmpdir());
-    snprintf(bad, sizeof bad, "%s/ds-bad.gguf", test_tmpdir());
-    snprintf(out, sizeof out, "%s/ds-bad.rkmojo", test_tmpdir());
-    snprintf(ok, sizeof ok, "%s.ok", out);
     static const char *const sets[] = {"n_layer=2",     "n_embd=128",       "n_head=4",          "kv_lora_rank=64",
                                        "q_lora_rank=64", "n_ff_exp=64",     "n_ff_shexp=64",     "n_ff=96",
                                        "n_expert=8",    "n_expert_used=2", "n_expert_group=4", "n_group_used=2",
                                        "n_layer_dense_lead=1"};
-    rkm_synth_opts o = {.preset = "deepseek-v3", .seed = 3, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = (int)RKM_ARRAY_LEN(sets)};
-    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
-    rkm_convert_opts c = {.quant = "keep"};
-    CHECK_MSG(rkm_convert(gg, ok, &c) == 0, "the unedited file converts: %s", rkm_last_error());
-    static const struct {
-        const char *drop, *shrink;
-        void (*add)(rkm_gguf_writer *);
-        const char *msg;
-    } cases[] = {
+    static const bad_edit cases[] = {
         {"deepseek2.attention.kv_lora_rank", NULL, add_big_latent, "latent rank 512 out of range (1..hidden size 128)"},
         {"deepseek2.expert_group_count", NULL, add_odd_groups, "3 expert groups do not divide 8 experts"},
         {"blk.1.exp_probs_b.bias", NULL, NULL, "blk.1.exp_probs_b.bias"},
         {"deepseek2.attention.key_length_mla", NULL, NULL, "predates llama.cpp's split attn_k_b / attn_v_b"},
         {NULL, "blk.0.attn_kv_a_norm.weight", NULL, "blk.0.attn_kv_a_norm.weight"},
     };
-    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
-        CHECK(gguf_edit(gg, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
-        int rc = rkm_convert(bad, out, &c);
-        CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "case %zu: %d %s", i, rc, rkm_last_error());
-        CHECK_MSG(access(out, F_OK) != 0, "case %zu: nothing is left behind", i);
-    }
+    check_bad_edits("ds", "deepseek-v3", sets, (int)RKM_ARRAY_LEN(sets), cases, (int)RKM_ARRAY_LEN(cases));
 }
 
 /* ------------------------------------------------ recommended sampling */
