@@ -527,8 +527,11 @@ static const rkm_st_tensor *find_hf(const rkm_source *s, const char *name, int *
     return NULL;
 }
 
-static rkm_src_tensor *new_tensor(rkm_source *s, int role, int il, int type, int n_dims, int64_t ne0, int64_t ne1,
-                                  int64_t ne2)
+/* A tensor of role in layer il whose rows are assembled from HF tensor st
+ * of file f (gather, from part off of it), counted in the source's bytes;
+ * NULL (error set) if the name is taken or memory runs out. */
+static rkm_src_tensor *gathered(rkm_source *s, int role, int il, int type, int n_dims, int64_t ne0, int64_t ne1,
+                                int64_t ne2, int f, const rkm_st_tensor *st, int gather, int off)
 {
     char nm[128];
     rkm_src_tensor *t = &s->tensors[s->n_tensors];
@@ -550,6 +553,11 @@ static rkm_src_tensor *new_tensor(rkm_source *s, int role, int il, int type, int
     t->ne[2] = ne2;
     t->ne[3] = 1;
     t->nbytes = rkm_type_row_bytes(type, ne0) * (uint64_t)(ne1 * ne2);
+    t->file = f;
+    t->handle = st;
+    t->gather = gather;
+    t->src_off = off;
+    s->total_bytes += t->nbytes;
     return t;
 }
 
@@ -581,16 +589,10 @@ static int gpt_oss_expert_tensor(rkm_source *s, int f, const rkm_st_tensor *st)
     if (k == 4) { /* [E, 2F] -> gate [F, E], up [F, E] */
         if (st->type < 0 || st->n_dims != 2 || st->ne[1] != E || st->ne[0] % 2)
             return rkm_err(RKM_EFORMAT, "%s: expected [%d, 2 x expert width] floats", st->name, E);
-        for (int half = 0; half < 2; half++) {
-            rkm_src_tensor *t = new_tensor(s, half ? RKM_TENSOR_FFN_UP_EXPS_BIAS : RKM_TENSOR_FFN_GATE_EXPS_BIAS, il,
-                                           st->type, 2, st->ne[0] / 2, E, 1);
-            if (!t) return RKM_EFORMAT;
-            t->file = f;
-            t->handle = st;
-            t->gather = RKM_GATHER_HALF;
-            t->src_off = half;
-            s->total_bytes += t->nbytes;
-        }
+        for (int half = 0; half < 2; half++)
+            if (!gathered(s, half ? RKM_TENSOR_FFN_UP_EXPS_BIAS : RKM_TENSOR_FFN_GATE_EXPS_BIAS, il, st->type, 2,
+                          st->ne[0] / 2, E, 1, f, st, RKM_GATHER_HALF, half))
+                return RKM_EFORMAT;
         return 0;
     }
     /* blocks: ggml ne [16, nb, rows, E]; scales [nb, rows, E] */
@@ -607,16 +609,12 @@ static int gpt_oss_expert_tensor(rkm_source *s, int f, const rkm_st_tensor *st)
     if (gate_up && rows % 2) return rkm_err(RKM_EFORMAT, "%s: an odd number of gate/up rows", st->name);
     for (int part = 0; part < (gate_up ? 2 : 1); part++) {
         int role = !gate_up ? RKM_TENSOR_FFN_DOWN_EXPS : part ? RKM_TENSOR_FFN_UP_EXPS : RKM_TENSOR_FFN_GATE_EXPS;
-        rkm_src_tensor *t = new_tensor(s, role, il, RKM_TYPE_MXFP4, 3, nb * 32, gate_up ? rows / 2 : rows, E);
+        rkm_src_tensor *t =
+            gathered(s, role, il, RKM_TYPE_MXFP4, 3, nb * 32, gate_up ? rows / 2 : rows, E, f, st, RKM_GATHER_MXFP4, part);
         if (!t) return RKM_EFORMAT;
-        t->file = f;
-        t->handle = st;
         t->file2 = f2;
         t->handle2 = sc;
-        t->gather = RKM_GATHER_MXFP4;
         t->src_stride = gate_up ? 2 : 1;
-        t->src_off = part;
-        s->total_bytes += t->nbytes;
     }
     return 0;
 }
@@ -637,16 +635,9 @@ static int deepseek_kv_b(rkm_source *s, int f, const rkm_st_tensor *st)
     if (il < 0 || il >= hp->n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
     if (st->type < 0 || st->n_dims != 2 || st->ne[0] != lat || st->ne[1] != (int64_t)nh * (nope + vm))
         return rkm_err(RKM_EFORMAT, "%s: expected [%d heads x (%d + %d), latent %d] floats", st->name, nh, nope, vm, lat);
-    for (int part = 0; part < 2; part++) {
-        rkm_src_tensor *t = part ? new_tensor(s, RKM_TENSOR_ATTN_V_B, il, st->type, 3, lat, vm, nh)
-                                 : new_tensor(s, RKM_TENSOR_ATTN_K_B, il, st->type, 3, nope, lat, nh);
-        if (!t) return RKM_EFORMAT;
-        t->file = f;
-        t->handle = st;
-        t->gather = RKM_GATHER_KV_B;
-        t->src_off = part;
-        s->total_bytes += t->nbytes;
-    }
+    if (!gathered(s, RKM_TENSOR_ATTN_K_B, il, st->type, 3, nope, lat, nh, f, st, RKM_GATHER_KV_B, 0) ||
+        !gathered(s, RKM_TENSOR_ATTN_V_B, il, st->type, 3, lat, vm, nh, f, st, RKM_GATHER_KV_B, 1))
+        return RKM_EFORMAT;
     return 0;
 }
 
