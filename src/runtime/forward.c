@@ -90,16 +90,15 @@ static int attention_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
 
 /* y[r][h] (heads of w's stack, y_head floats apart in rows of ldy) =
  * head h of w times x[r][h] (heads x_head floats apart in rows of
- * x_row): decode as one pool job over every head, prefill head by head
- * through a gather into s->mla. */
-static int heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row, int x_head, int n, float *y, int ldy,
-                    int y_head)
+ * x_row): decode as one pool job over every head (s->mla_tasks), prefill
+ * head by head through a gather into s->mla. */
+static void heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row, int x_head, int n, float *y, int ldy,
+                     int y_head)
 {
     const int nh = w->heads;
     const int64_t n_in = w->n_in;
     if (n <= RKM_MM_MULTI_MAX_ROWS) {
-        rkm_mm_task *t = malloc(sizeof *t * (size_t)nh);
-        if (!t) return rkm_err(RKM_ENOMEM, "latent attention: out of memory");
+        rkm_mm_task *t = s->mla_tasks;
         for (int h = 0; h < nh; h++) {
             const float *xh = x + (size_t)h * x_head;
             if (n > 1) { /* the head's rows, contiguous */
@@ -112,8 +111,7 @@ static int heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row,
             t[h].ldy = ldy;
         }
         rkm_mm_multi(s->m->pool, t, nh);
-        free(t);
-        return 0;
+        return;
     }
     for (int h = 0; h < nh; h++) {
         for (int r = 0; r < n; r++)
@@ -121,7 +119,6 @@ static int heads_mm(rkm_session *s, const rkm_mat *w, const float *x, int x_row,
         rkm_mat wh = rkm_mat_head(w, h);
         rkm_matmul(s->m->pool, wh.type, wh.data, wh.n_in, wh.n_out, s->mla, n, y + (size_t)h * y_head, ldy);
     }
-    return 0;
 }
 
 /* Multi-head latent attention (deepseek2) of layer il, in the absorbed
@@ -166,7 +163,7 @@ static int mla_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n
     for (int i = 0; i < nseg; i++)
         rkm_kv_store(&seg[i].s->kv[il], kva + (size_t)seg[i].row0 * dk, NULL, seg[i].pos0, seg[i].n);
     /* absorbed queries: [attn_k_b . q_nope, q_pe] per head */
-    if ((rc = heads_mm(s, &L->wk_b, qp, nh * kq, kq, n, s->q, nh * dk, dk))) return rc;
+    heads_mm(s, &L->wk_b, qp, nh * kq, kq, n, s->q, nh * dk, dk);
     for (int r = 0; r < n; r++)
         for (int h = 0; h < nh; h++)
             memcpy(s->q + ((size_t)r * nh + h) * dk + lat, qp + ((size_t)r * nh + h) * kq + nope, sizeof(float) * (size_t)rd);
@@ -175,7 +172,7 @@ static int mla_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n
         rkm_attention(s, &seg[i].s->kv[il], il, seg[i].pos0, seg[i].n, s->q + r0 * nh * dk, s->att + r0 * nh * lat);
     }
     /* the heads' values from their latents, then the output projection */
-    if ((rc = heads_mm(s, &L->wv_b, s->att, nh * lat, lat, n, s->q, nh * vm, vm))) return rc;
+    heads_mm(s, &L->wv_b, s->att, nh * lat, lat, n, s->q, nh * vm, vm);
     return rkm_model_mm(m, &L->wo, s->q, n, s->tmp);
 }
 

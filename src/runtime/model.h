@@ -215,6 +215,7 @@ struct rkm_session {
     /* scratch, n_chunk rows each */
     float *x, *cur, *cur2, *q, *k, *v, *att, *tmp, *ffn, *ffn2;
     float *mla;               /* latent attention: n_chunk * n_head * max(nope, kv_lora), or NULL */
+    rkm_mm_task *mla_tasks;   /* latent attention: n_head (one decode job over every head), or NULL */
     float *scores;            /* per thread: n_ctx floats */
     rkm_f16 *q16;             /* per thread: max_hd */
     rkm_f16 *p16;             /* per thread: n_ctx */

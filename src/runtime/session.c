@@ -76,6 +76,8 @@ static int alloc_scratch(rkm_session *s)
         !(s->mla = scratch(R * RKM_MAX((size_t)hp->n_head * (size_t)RKM_MAX(hp->kv_lora_rank, hp->head_dim_k_mla - hp->rope_dim),
                                        (size_t)hp->q_lora_rank))))
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
+    if (hp->kv_lora_rank > 0 && !(s->mla_tasks = malloc(sizeof *s->mla_tasks * (size_t)hp->n_head)))
+        return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
         !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->margin || !s->xe ||
         !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens || !s->embd_row)
@@ -139,6 +141,7 @@ void rkm_session_free(rkm_session *s)
     rkm_free_aligned(s->q16);
     rkm_free_aligned(s->p16);
     free(s->sel);
+    free(s->mla_tasks);
     free(s->route_margin);
     free(s->erows);
     free(s->epos);
