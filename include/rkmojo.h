@@ -258,8 +258,9 @@ void rkm_session_cancel(rkm_session *s);
  * running it alone. The batch owns the scratch for max_rows rows of
  * sessions holding up to n_ctx positions (0: the model's default). One
  * thread drives a batch; batches and sessions of one model serialise on
- * it, one forward pass at a time. A batch's expert-cache hits and reads
- * are not split among its sessions' rkm_stats. */
+ * it, one forward pass at a time. A pass's expert-cache hits, misses,
+ * bytes read and IO wait are shared out among its sessions' rkm_stats in
+ * proportion to their rows. */
 typedef struct rkm_batch rkm_batch;
 rkm_batch *rkm_batch_new(rkm_model *m, int max_rows, int n_ctx);
 void rkm_batch_free(rkm_batch *b);

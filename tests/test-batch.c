@@ -7,7 +7,8 @@
  * joins mid-way with its whole prompt in the same pass as the others'
  * decoded tokens. On the qwen3moe and gemma4 fixtures (sliding-window
  * ring) and a small DeepSeek-V3-shaped model (latent attention). Also the
- * argument checks.
+ * argument checks, and the passes' expert-cache counters shared out among
+ * the sessions' stats.
  */
 #include <math.h>
 #include <string.h>
@@ -104,6 +105,17 @@ static void check_model(rkm_model *m, const char *name)
     }
     CHECK_MSG(bad_ids == 0, "%s: %d sequences' greedy tokens differ from their runs alone", name, bad_ids);
     CHECK_MSG(bad_logits == 0, "%s: %d steps' logits differ from the runs alone", name, bad_logits);
+    /* the passes' expert lookups are shared out among the sessions by rows:
+     * each has its part, the longest prompt the largest */
+    uint64_t look[N_SEQ];
+    for (int i = 0; i < N_SEQ; i++) {
+        rkm_stats st;
+        rkm_session_stats(s[i], &st);
+        look[i] = st.expert_hits + st.expert_misses;
+        CHECK_MSG(look[i] > 0, "%s: sequence %d has no expert lookups in its stats", name, i);
+    }
+    CHECK_MSG(look[2] > look[1] && look[2] > look[0], "%s: lookups %llu %llu %llu not by rows", name,
+              (unsigned long long)look[0], (unsigned long long)look[1], (unsigned long long)look[2]);
     printf("%s: %d passes, %d sequences, tokens and logits as alone\n", name, steps + 1, N_SEQ);
     for (int i = 0; i < N_SEQ; i++) {
         rkm_session_free(s[i]);

@@ -333,6 +333,56 @@ wait "$W2"
 check "the queued stream then completes" 'grep -q "^data: \[DONE\]" "$T/w2.out" && grep -q "\"finish_reason\":\"length\"" "$T/w2.out"'
 stopsrv "$PID"
 
+# several generations at once (--parallel): they advance together, each
+# gives the text it gives alone, one canceled leaves the others whole, and
+# a request between two turns of a conversation lands in another slot
+echo "# parallel slots"
+start P -m "$T/models/tiny.rkmojo" --ctx 256 --parallel 3 --slow-ms 30
+check "/health reports 3 slots" '[ "$(curl -s "$URL/health" | jget slots)" = 3 ]'
+PP=("The quick brown fox" "Once upon a time, in a land far away" "Rivers")
+for i in 0 1 2; do
+  alone[$i]=$(postr /v1/completions "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jget choices.0.text)
+done
+for i in 0 1 2; do
+  : >"$T/p$i.out"
+  curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+    >"$T/p$i.out" 2>/dev/null &
+  PC[$i]=$!
+done
+busy=0
+for _ in $(seq 300); do
+  busy=$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_slots_busy //p')
+  [ "$busy" = 3 ] && break; sleep 0.05
+done
+check "three streams generate at once (slots busy: $busy)" '[ "$busy" = 3 ]'
+for i in 0 1 2; do wait "${PC[$i]}"; done
+stream_text() { sed -n 's/^data: //p' "$1" | grep -v DONE | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let t="";for(const l of s.split("\n").filter(Boolean))t+=JSON.parse(l).choices[0]?.text||"";process.stdout.write(t)})'; }
+same=0
+for i in 0 1 2; do [ -n "${alone[$i]}" ] && [ "$(stream_text "$T/p$i.out")" = "${alone[$i]}" ] && same=$((same + 1)); done
+check "each of the three gives the greedy text it gives alone ($same of 3)" '[ "$same" = 3 ]'
+# one canceled mid-way: the other two complete with their texts
+for i in 0 1 2; do
+  : >"$T/p$i.out"
+  curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+    >"$T/p$i.out" 2>/dev/null &
+  PC[$i]=$!
+done
+for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/p1.out")" -ge 4 ] && break; sleep 0.05; done
+kill "${PC[1]}"
+wait "${PC[0]}"; wait "${PC[2]}"; wait "${PC[1]}" 2>/dev/null
+check "one canceled: the other two complete as alone" \
+  '[ "$(stream_text "$T/p0.out")" = "${alone[0]}" ] && [ "$(stream_text "$T/p2.out")" = "${alone[2]}" ]'
+for _ in $(seq 100); do [ "$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_canceled_total //p')" = 1 ] && break; sleep 0.1; done
+check "... and the canceled one counted" '[ "$(curl -s "$URL/metrics" | sed -n "s/^rkmojo_canceled_total //p")" = 1 ]'
+# a conversation, a title request between its turns, its second turn
+postr /v1/chat/completions "{\"messages\":[$SYS,$U1],\"temperature\":0,\"max_tokens\":12}" >/dev/null
+postr /v1/chat/completions '{"messages":[{"role":"user","content":"Write a title for: moon and tides."}],"temperature":0,"max_tokens":6}' >/dev/null
+r=$(postr /v1/chat/completions "$TURN2}")
+check "an interleaved request leaves the conversation's cache (cached $(echo "$r" | jget usage.prompt_tokens_details.cached_tokens), as $c2 without it)" \
+  '[ "$(echo "$r" | jget usage.prompt_tokens_details.cached_tokens)" = "$c2" ] && [ "$(echo "$r" | jget choices.0.message.content)" = "$t2" ]'
+check "-np is --parallel" '"$BIN" serve -m "$T/models/tiny.rkmojo" -np 0 2>&1 | grep -q "parallel"'
+stopsrv "$PID"
+
 echo "# reasoning"
 # a copy of the model whose template opens <think> for the model (or, with
 # enable_thinking false, writes an empty block); a grammar makes the random

@@ -56,6 +56,8 @@ int rkm_cmd_serve(int argc, char **argv)
          .help = "browser origins that may call the API (comma list of scheme://host[:port]; * any; default: this server's and loopback pages)"},
         {"idle-unload", 0, RKM_OPT_CALL, &c.idle_unload_s, .arg = "DUR", .fn = duration_opt,
          .values = "a duration (90s, 30m, 2h, 7d or seconds)", .help = "unload a model idle this long (default 30m; 0 never)"},
+        {"parallel", 0, RKM_OPT_INT, &c.parallel, 1, 64, "N",
+         .help = "generations that run at once, in one forward pass a step (default 1; -np N too)"},
         {"queue", 0, RKM_OPT_INT, &c.queue_max, 1, 100000, "N", .help = "requests that may wait (default 16); more get 503"},
         {"max-body", 0, RKM_OPT_SIZE, &body_max, 1, 1e15, "SIZE", .help = "request body cap (default 8M)"},
         {"http-timeout", 0, RKM_OPT_INT, &c.http_timeout_s, 1, 86400, "SECONDS",
@@ -89,6 +91,9 @@ int rkm_cmd_serve(int argc, char **argv)
         "\nDurations: 90s, 30m, 2h, 7d or seconds. Sizes: 512M, 2G, 1.5GiB or bytes.\n",
         {o.model_opts, opts}, 0,
     };
+    /* llama-server's spelling of --parallel */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-np")) argv[i] = "--parallel";
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     c.model_path = o.model;

@@ -164,6 +164,28 @@ void rkm_session_cancel(rkm_session *s)
     if (s) atomic_store(&s->cancel, 1);
 }
 
+/* Expert-cache counters before a call, to add the call's share to stats. */
+typedef struct {
+    rkm_expert_cache_stats c;
+} cache_mark;
+
+static void mark(const rkm_session *s, cache_mark *mk)
+{
+    memset(mk, 0, sizeof *mk);
+    if (s->m->cache) rkm_expert_cache_get_stats(s->m->cache, &mk->c);
+}
+
+static void account(rkm_session *s, const cache_mark *mk)
+{
+    if (!s->m->cache) return;
+    rkm_expert_cache_stats now;
+    rkm_expert_cache_get_stats(s->m->cache, &now);
+    s->st.expert_hits += now.hits - mk->c.hits;
+    s->st.expert_misses += now.misses - mk->c.misses;
+    s->st.bytes_read += now.bytes_read - mk->c.bytes_read;
+    s->st.io_wait_s += now.io_wait_s - mk->c.io_wait_s;
+}
+
 /* ------------------------------------------------------------ batches */
 
 struct rkm_batch {
@@ -253,39 +275,34 @@ int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *i
         ss[i]->have_logits = 0;
         if (ss[i]->t_first < 0) ss[i]->t_first = t0;
     }
+    cache_mark mk;
+    mark(b->sc, &mk);
     int rc = rkm_forward_rows(b->sc, b->seg, n_seq, b->ids, rows, b->logits, 0);
     if (rc) return rc;
     double dt = rkm_now() - t0;
+    /* the pass's expert-cache counters, shared out by rows (the last
+     * sequence takes the remainder, so the sessions' sums are the pass's) */
+    account(b->sc, &mk);
+    rkm_stats pass = b->sc->st;
+    memset(&b->sc->st, 0, sizeof b->sc->st);
+    uint64_t given[3] = {0, 0, 0};
     for (int i = 0; i < n_seq; i++) {
         rkm_session *s = ss[i];
         memcpy(s->logits, b->logits + (size_t)i * nv, sizeof(float) * (size_t)nv);
         s->have_logits = 1;
         s->st.n_prompt += n[i];
         s->st.t_prompt_s += dt;
+        int last = i == n_seq - 1;
+        uint64_t h = last ? pass.expert_hits - given[0] : pass.expert_hits * (uint64_t)n[i] / (uint64_t)rows;
+        uint64_t m = last ? pass.expert_misses - given[1] : pass.expert_misses * (uint64_t)n[i] / (uint64_t)rows;
+        uint64_t r = last ? pass.bytes_read - given[2] : pass.bytes_read * (uint64_t)n[i] / (uint64_t)rows;
+        given[0] += h, given[1] += m, given[2] += r;
+        s->st.expert_hits += h;
+        s->st.expert_misses += m;
+        s->st.bytes_read += r;
+        s->st.io_wait_s += pass.io_wait_s * n[i] / rows;
     }
     return 0;
-}
-
-/* Expert-cache counters before a call, to add the call's share to stats. */
-typedef struct {
-    rkm_expert_cache_stats c;
-} cache_mark;
-
-static void mark(const rkm_session *s, cache_mark *mk)
-{
-    memset(mk, 0, sizeof *mk);
-    if (s->m->cache) rkm_expert_cache_get_stats(s->m->cache, &mk->c);
-}
-
-static void account(rkm_session *s, const cache_mark *mk)
-{
-    if (!s->m->cache) return;
-    rkm_expert_cache_stats now;
-    rkm_expert_cache_get_stats(s->m->cache, &now);
-    s->st.expert_hits += now.hits - mk->c.hits;
-    s->st.expert_misses += now.misses - mk->c.misses;
-    s->st.bytes_read += now.bytes_read - mk->c.bytes_read;
-    s->st.io_wait_s += now.io_wait_s - mk->c.io_wait_s;
 }
 
 /* Evaluates ids in chunks; rows of logits as asked (NULL, last, all). */

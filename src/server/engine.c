@@ -1,28 +1,39 @@
 /*
- * engine.c - the scheduler of rkmojo serve: a bounded FIFO queue of jobs and
- * one worker thread that runs them one at a time. The worker owns the
- * loaded model, its one live session (whose KV cache is the in-memory
- * prompt cache), and the on-disk prompt cache.
+ * engine.c - the scheduler of rkmojo serve: a bounded FIFO queue of jobs,
+ * and one worker thread that owns the loaded model and its sequence slots
+ * (--parallel N). Each slot holds a session; the generations running in
+ * the slots advance together, one forward pass a step (rkm_batch_eval):
+ * every decoding slot gives its next token, and prompt chunks of newly
+ * admitted requests fill the rest of the step's rows, so running streams
+ * keep flowing while a new prompt is read. Jobs are admitted in FIFO
+ * order into free slots; a job that cannot join the running ones (another
+ * model, a model load or unload, embeddings) waits at the head of the
+ * queue until the slots drain, then runs alone.
  *
  * Threads and locks:
- *   engine->mu guards the queue, `stopping`, `running`, the session pointer
- *   (so an HTTP thread may rkm_session_cancel it) and the /api/ps summary.
- *   Everything else in the "worker only" block is touched by the worker
- *   thread alone. job->mu guards a job's output (see server.h).
- *   Lock order: engine->mu before job->mu.
+ *   engine->mu guards the queue, `stopping`, `running`, `n_active`, each
+ *   slot's published job and session (so an HTTP thread may cancel it) and
+ *   the /api/ps summary. Everything else in the "worker only" block is
+ *   touched by the worker thread alone. job->mu guards a job's output (see
+ *   server.h). Lock order: engine->mu before job->mu.
  *
- * Prompt cache: for each request the worker compares the prompt's tokens
- * with the live session's (rkm_session_tokens) and keeps the longest
- * common prefix (rkm_session_truncate), so a multi-turn chat prefills only
- * the new turn. With --prompt-cache-dir, a conversation that is about to be
- * overwritten by a different one (when a request continued it, it came
- * from disk, or it is long: PCACHE_WORTH_TOKENS), and the live session at
- * unload and shutdown, are saved to disk (prompt_cache.c); a later request whose
- * prompt shares a longer prefix with a saved state than with the live
- * session loads it first. That is also how states survive a restart.
+ * Prompt cache: each slot's session is an in-memory cache entry. A request
+ * goes to the free slot whose tokens it continues for the longest prefix
+ * (at least half of what the slot holds), else to an empty or the least
+ * recently used free slot; there the worker keeps the longest common
+ * prefix (rkm_session_truncate), so a multi-turn chat prefills only the
+ * new turn, and a request interleaved between two turns (a chat UI's
+ * title request) lands in another slot when there is one. With
+ * --prompt-cache-dir, a conversation that is about to be overwritten by a
+ * different one (when a request continued it, it came from disk, or it is
+ * long: PCACHE_WORTH_TOKENS), and every slot at unload and shutdown, are
+ * saved to disk (prompt_cache.c); a later request whose prompt shares a
+ * longer prefix with a saved state than with its slot loads it first.
+ * That is also how states survive a restart.
  *
- * Ownership: jobs are reference counted (HTTP side + queue/worker); the
- * engine frees the model, session and cache at srv_engine_free.
+ * Ownership: jobs are reference counted (HTTP side + queue/worker; a job
+ * in a slot keeps the worker's reference until it ends); the engine frees
+ * the model, sessions, batch and cache at unload and srv_engine_free.
  */
 #include <math.h>
 #include <sys/stat.h>
@@ -48,6 +59,58 @@
  * saved (under many clients they were a file each). */
 #define PCACHE_WORTH_TOKENS 512
 
+/* One generation's output state: text, reasoning and tool-call splitting,
+ * logprobs, limits. */
+typedef struct gen_ctx {
+    srv_engine *e;
+    srv_job *j;
+    rkm_session *s;   /* the slot's session */
+    rkm_textout *to;
+    srv_result res;
+    char *text;       /* non-streaming: the whole reply */
+    size_t n_text, cap_text;
+    int n_gen, n_max;
+    int stop_hit, oom;
+    double t_gen0, t_first;
+    int split;        /* the reply's <think> block goes to res.reasoning */
+    srv_think think;
+    rkm_buf rsn, cnt; /* the splitter's output of one piece */
+    rkm_buf reasoning; /* non-streaming: all of it */
+    int tools;        /* the reply's tool calls are parsed out (tp) */
+    srv_toolp tp;
+    rkm_buf tcnt;     /* the tool parser's content of one piece */
+    cJSON *calls;     /* the calls so far */
+    int calls_sent;   /* calls already in a stream chunk */
+    double deadline;  /* rkm_now() past which generation stops (--max-request-time), or 0 */
+    int timed_out;
+    cJSON *lp;        /* logprobs entries (rq->logprobs) */
+    int lp_sent;      /* entries already in a stream chunk */
+    int text_chars;   /* code points of the tokens so far (text_offset) */
+} gen_ctx;
+
+/* One sequence slot: a session (whose KV cache is an in-memory prompt-cache
+ * entry) and the generation running on it, if any. Worker only, except j_pub
+ * and sess_pub (engine->mu). */
+typedef struct srv_slot {
+    rkm_session *sess;
+    char live_id[17];       /* prompt-cache entry the session extends */
+    int live_dirty;         /* the session differs from its saved entry */
+    int live_continued;     /* a request continued its conversation, or it came from disk */
+    double last_used;       /* monotonic: the least recently used free slot is reused first */
+    srv_job *j_pub;         /* = j, for cancel from HTTP threads */
+    rkm_session *sess_pub;  /* = sess, likewise */
+    /* the running generation (j non-NULL) */
+    srv_job *j;
+    gen_ctx g;
+    char model[136];        /* the model's name as the client asked */
+    char id[48];            /* the response's id */
+    int32_t *toks;          /* the prompt */
+    int n, pos, cached;     /* its length, tokens evaluated, tokens reused */
+    int decoding;           /* the prompt is in: tokens are being generated */
+    int32_t next;           /* decoding: the token the next step evaluates */
+    double t0, t_load, tp0, t_prompt;
+} srv_slot;
+
 struct srv_engine {
     srv_config cfg;
     srv_models *models;
@@ -59,19 +122,20 @@ struct srv_engine {
     srv_job **q;        /* ring of queue_max */
     int q_head, q_len, q_cap;
     int stopping;
-    srv_job *running;
-    rkm_session *sess_pub;  /* = sess, for cancel from HTTP threads */
+    srv_job *running;       /* a job being admitted or run alone */
+    int n_active;           /* slots with a generation */
     double avg_job_s;       /* moving average, for Retry-After */
     srv_model_info loaded;  /* path NULL when none */
     double expires_at;      /* unix seconds, <0 never (for /api/ps) */
 
     /* worker only */
     rkm_model *model;
-    rkm_session *sess;
+    srv_slot *slots;        /* n_slots of them */
+    int n_slots;
+    rkm_batch *batch;       /* the steps of more than one slot (made on first use) */
+    int max_rows;           /* rows of one step */
+    int rr;                 /* the prefill slot served first in the next step */
     int n_ctx;
-    char live_id[17];       /* prompt-cache entry the live session extends */
-    int live_dirty;         /* live session differs from its saved entry */
-    int live_continued;     /* a request continued the live conversation, or it came from disk */
     srv_pcache *pc;
     double keep_alive_s;    /* of the loaded model, <0 forever */
     double last_used;       /* monotonic */
@@ -183,8 +247,17 @@ int srv_engine_submit(srv_engine *e, srv_job *j, int *retry_after_s)
 int srv_engine_busy(srv_engine *e)
 {
     pthread_mutex_lock(&e->mu);
-    int b = e->running != NULL;
+    int b = e->running != NULL || e->n_active > 0;
     pthread_mutex_unlock(&e->mu);
+    return b;
+}
+
+int srv_engine_slots_busy(srv_engine *e, int *n_slots)
+{
+    pthread_mutex_lock(&e->mu);
+    int b = e->n_active;
+    pthread_mutex_unlock(&e->mu);
+    if (n_slots) *n_slots = e->n_slots;
     return b;
 }
 
@@ -203,7 +276,10 @@ void srv_engine_cancel(srv_engine *e, srv_job *j)
 {
     atomic_store(&j->canceled, 1);
     pthread_mutex_lock(&e->mu);
-    if (e->running == j && e->sess_pub) rkm_session_cancel(e->sess_pub);
+    /* a step of this slot alone stops at once; a step shared with other
+     * slots ends first (one chunk), then the slot is let go */
+    for (int i = 0; i < e->n_slots; i++)
+        if (e->slots[i].j_pub == j && e->slots[i].sess_pub) rkm_session_cancel(e->slots[i].sess_pub);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -223,6 +299,7 @@ void srv_engine_gauges(srv_engine *e, srv_gauges *g)
 {
     memset(g, 0, sizeof *g);
     g->queue_depth = srv_engine_queue_depth(e);
+    g->slots_busy = srv_engine_slots_busy(e, &g->slots);
     srv_engine_loaded(e, g->model_loaded, sizeof g->model_loaded);
     g->resident_bytes = resident_bytes();
     g->peak_resident_bytes = rkm_peak_rss_bytes();
@@ -277,38 +354,44 @@ static void publish_expiry(srv_engine *e)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Saves the live session to the disk cache when it holds unsaved work. */
-static void save_live(srv_engine *e)
+/* Saves a slot's session to the disk cache when it holds unsaved work. */
+static void save_live(srv_engine *e, srv_slot *sl)
 {
-    if (!e->pc || !e->sess || !e->live_dirty) return;
-    if (rkm_session_n_past(e->sess) < PCACHE_MIN_TOKENS) return;
+    if (!e->pc || !sl->sess || !sl->live_dirty) return;
+    if (rkm_session_n_past(sl->sess) < PCACHE_MIN_TOKENS) return;
     char id[17];
-    if (srv_pcache_store(e->pc, e->live_id, e->sess, id) == 0) {
-        memcpy(e->live_id, id, sizeof id);
-        e->live_dirty = 0;
+    if (srv_pcache_store(e->pc, sl->live_id, sl->sess, id) == 0) {
+        memcpy(sl->live_id, id, sizeof id);
+        sl->live_dirty = 0;
         srv_metrics_event(SRV_EV_PCACHE_STORE);
     } else {
         fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
     }
 }
 
-static void free_session(srv_engine *e)
+/* Frees every slot's session (no generation runs) and the batch. */
+static void free_sessions(srv_engine *e)
 {
     pthread_mutex_lock(&e->mu);
-    e->sess_pub = NULL;
+    for (int i = 0; i < e->n_slots; i++) e->slots[i].sess_pub = NULL;
     pthread_mutex_unlock(&e->mu);
-    rkm_session_free(e->sess);
-    e->sess = NULL;
-    e->live_id[0] = 0;
-    e->live_dirty = 0;
-    e->live_continued = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        srv_slot *sl = &e->slots[i];
+        rkm_session_free(sl->sess);
+        sl->sess = NULL;
+        sl->live_id[0] = 0;
+        sl->live_dirty = 0;
+        sl->live_continued = 0;
+    }
+    rkm_batch_free(e->batch);
+    e->batch = NULL;
 }
 
 static void unload_model(srv_engine *e)
 {
     if (!e->model) return;
-    save_live(e);
-    free_session(e);
+    for (int i = 0; i < e->n_slots; i++) save_live(e, &e->slots[i]);
+    free_sessions(e);
     srv_pcache_close(e->pc);
     e->pc = NULL;
     rkm_model_close(e->model);
@@ -331,8 +414,12 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
          * check found a damaged tensor: load what is there now; the live
          * state belongs to the old weights and is not saved */
         if (!rkm_model_files_changed(e->model) && !rkm_model_check(e->model)) return 0;
+        if (e->n_active > 0) { /* generations still run on the old files: not now */
+            snprintf(err, errcap, "model '%s' changed on disk while generating; retry", mi->name);
+            return RKM_EIO;
+        }
         fprintf(stderr, "rkmojo serve: %s: %s; loading it again\n", mi->name, rkm_last_error());
-        free_session(e);
+        free_sessions(e);
     }
     double t0 = rkm_now();
     unload_model(e); /* one model at a time */
@@ -359,6 +446,7 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     }
     int train = rkm_model_n_ctx_train(e->model);
     e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : RKM_MIN(4096, train > 0 ? train : 4096);
+    e->max_rows = RKM_MIN(128, e->n_ctx); /* a step: the prefill chunk of one session */
     if (e->cfg.prompt_cache_dir) {
         /* One subdirectory per model: states of different weights never mix
          * (rkm_session_load checks the model identity as well). */
@@ -403,23 +491,24 @@ static int session_set_sampler(const rkm_model *m, rkm_session *s, const srv_req
     return 0;
 }
 
-static int ensure_session(srv_engine *e, char *err, size_t errcap)
+static int ensure_session(srv_engine *e, srv_slot *sl, char *err, size_t errcap)
 {
-    if (e->sess) return 0;
+    if (sl->sess) return 0;
     rkm_session_params sp;
     rkm_session_params_default(&sp);
     sp.n_ctx = e->n_ctx;
+    sp.n_chunk = e->max_rows;
     rkm_session *s = rkm_session_new(e->model, &sp);
     if (!s) {
         snprintf(err, errcap, "cannot create a session: %s", rkm_last_error());
         return RKM_ENOMEM;
     }
     pthread_mutex_lock(&e->mu);
-    e->sess = e->sess_pub = s;
+    sl->sess = sl->sess_pub = s;
     pthread_mutex_unlock(&e->mu);
-    e->live_id[0] = 0;
-    e->live_dirty = 0;
-    e->live_continued = 0;
+    sl->live_id[0] = 0;
+    sl->live_dirty = 0;
+    sl->live_continued = 0;
     return 0;
 }
 
@@ -430,42 +519,65 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
     return i;
 }
 
-/* Positions the live session on the longest reusable prefix of toks and
+/* The free slot for a prompt: the one whose tokens it continues for the
+ * longest prefix, if that is at least half of what the slot holds (else
+ * taking it would destroy more than it reuses); otherwise an empty slot,
+ * otherwise the least recently used. -1 when every slot is busy. */
+static int pick_slot(srv_engine *e, const int32_t *toks, int n, int allow)
+{
+    int best = -1, best_lcp = 0, empty = -1, lru = -1;
+    for (int i = 0; i < e->n_slots; i++) {
+        srv_slot *sl = &e->slots[i];
+        if (sl->j) continue;
+        int n_live = 0;
+        const int32_t *live = sl->sess ? rkm_session_tokens(sl->sess, &n_live) : NULL;
+        if (n_live == 0) {
+            if (empty < 0) empty = i;
+            continue;
+        }
+        int lcp = allow ? common_prefix(live, n_live, toks, n) : 0;
+        if (lcp > best_lcp && 2 * lcp >= n_live) best = i, best_lcp = lcp;
+        if (lru < 0 || sl->last_used < e->slots[lru].last_used) lru = i;
+    }
+    return best >= 0 ? best : empty >= 0 ? empty : lru;
+}
+
+/* Positions a slot's session on the longest reusable prefix of toks and
  * returns how many tokens it kept (the cached tokens). */
-static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
+static int reuse_prefix(srv_engine *e, srv_slot *sl, const int32_t *toks, int n, int allow)
 {
     int n_live;
-    const int32_t *live = rkm_session_tokens(e->sess, &n_live);
+    const int32_t *live = rkm_session_tokens(sl->sess, &n_live);
     int lcp = allow ? common_prefix(live, n_live, toks, n) : 0;
     if (allow && e->pc) {
         int blcp = 0, best = srv_pcache_best(e->pc, toks, n, &blcp);
         if (best >= 0 && blcp >= lcp + PCACHE_LOAD_GAIN) {
-            save_live(e);
+            save_live(e, sl);
             char id[17];
-            if (srv_pcache_load(e->pc, best, e->sess, id) == 0) {
-                memcpy(e->live_id, id, sizeof id);
-                e->live_dirty = 0;
-                e->live_continued = 1;
+            if (srv_pcache_load(e->pc, best, sl->sess, id) == 0) {
+                memcpy(sl->live_id, id, sizeof id);
+                sl->live_dirty = 0;
+                sl->live_continued = 1;
                 srv_metrics_event(SRV_EV_PCACHE_LOAD);
             } else {
                 fprintf(stderr, "rkmojo serve: prompt cache: %s\n", rkm_last_error());
-                e->live_id[0] = 0;
+                sl->live_id[0] = 0;
             }
-            live = rkm_session_tokens(e->sess, &n_live);
+            live = rkm_session_tokens(sl->sess, &n_live);
             lcp = common_prefix(live, n_live, toks, n);
         }
     }
     /* A conversation about to be cut well short is saved first (when worth
      * it, PCACHE_WORTH_TOKENS), so that returning to it later finds its KV
      * on disk. */
-    if (e->pc && n_live - lcp >= PCACHE_MIN_TOKENS && (e->live_continued || n_live >= PCACHE_WORTH_TOKENS))
-        save_live(e);
-    e->live_continued = lcp >= PCACHE_MIN_TOKENS; /* this request continues the conversation, or starts one */
+    if (e->pc && n_live - lcp >= PCACHE_MIN_TOKENS && (sl->live_continued || n_live >= PCACHE_WORTH_TOKENS))
+        save_live(e, sl);
+    sl->live_continued = lcp >= PCACHE_MIN_TOKENS; /* this request continues the conversation, or starts one */
     /* Keep at least one token to evaluate: its logits start generation. */
     int keep = RKM_MIN(lcp, n - 1);
     if (keep < 0) keep = 0;
-    if (keep < n_live && rkm_session_truncate(e->sess, keep)) {
-        rkm_session_truncate(e->sess, 0);
+    if (keep < n_live && rkm_session_truncate(sl->sess, keep)) {
+        rkm_session_truncate(sl->sess, 0);
         keep = 0;
     }
     return keep;
@@ -473,31 +585,6 @@ static int reuse_prefix(srv_engine *e, const int32_t *toks, int n, int allow)
 
 /* ---------------------------------------------------------- generate */
 
-typedef struct gen_ctx {
-    srv_engine *e;
-    srv_job *j;
-    rkm_textout *to;
-    srv_result res;
-    char *text;       /* non-streaming: the whole reply */
-    size_t n_text, cap_text;
-    int n_gen, n_max;
-    int stop_hit, oom;
-    double t_gen0, t_first;
-    int split;        /* the reply's <think> block goes to res.reasoning */
-    srv_think think;
-    rkm_buf rsn, cnt; /* the splitter's output of one piece */
-    rkm_buf reasoning; /* non-streaming: all of it */
-    int tools;        /* the reply's tool calls are parsed out (tp) */
-    srv_toolp tp;
-    rkm_buf tcnt;     /* the tool parser's content of one piece */
-    cJSON *calls;     /* the calls so far */
-    int calls_sent;   /* calls already in a stream chunk */
-    double deadline;  /* rkm_now() past which generation stops (--max-request-time), or 0 */
-    int timed_out;
-    cJSON *lp;        /* logprobs entries (rq->logprobs) */
-    int lp_sent;      /* entries already in a stream chunk */
-    int text_chars;   /* code points of the tokens so far (text_offset) */
-} gen_ctx;
 
 /* The token's bytes as JSON text: valid UTF-8, an invalid byte as U+FFFD. */
 static cJSON *token_json(const char *p, int n, int *chars)
@@ -541,7 +628,7 @@ static cJSON *lp_entry(const rkm_model *m, int32_t id, float lp, int *chars)
 static int add_logprob(gen_ctx *g, int32_t id)
 {
     const srv_request *rq = &g->j->req;
-    rkm_session *s = g->e->sess;
+    rkm_session *s = g->s;
     int32_t top[20];
     float tlp[20], lp;
     int k = rq->top_logprobs;
@@ -653,20 +740,6 @@ static int on_token(int32_t id, void *user)
     return g->n_gen >= g->n_max;
 }
 
-/* Generation without the end-of-generation stop (ignore_eos). */
-static int generate_ignoring_eos(rkm_session *s, int n_max, gen_ctx *g)
-{
-    for (int i = 0; i < n_max; i++) {
-        int32_t id;
-        int rc = rkm_session_sample(s, &id);
-        if (rc) return rc;
-        if (on_token(id, g)) return 0;
-        if (atomic_load(&g->j->canceled)) return RKM_ECANCELED;
-        if ((rc = rkm_session_eval(s, &id, 1, NULL))) return rc;
-    }
-    return 0;
-}
-
 static void make_id(char *buf, size_t cap, const char *prefix)
 {
     static atomic_uint_fast64_t counter;
@@ -675,22 +748,26 @@ static void make_id(char *buf, size_t cap, const char *prefix)
     snprintf(buf, cap, "%s%016llx", prefix, (unsigned long long)h);
 }
 
-static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0,
-                         double t_load)
+/* Frees what a generation holds besides its job and prompt. */
+static void gen_free(gen_ctx *g)
+{
+    rkm_textout_free(g->to);
+    rkm_buf_free(&g->rsn), rkm_buf_free(&g->cnt), rkm_buf_free(&g->reasoning), rkm_buf_free(&g->tcnt);
+    srv_toolp_free(&g->tp);
+    cJSON_Delete(g->calls);
+    cJSON_Delete(g->lp);
+    free(g->text);
+    memset(g, 0, sizeof *g);
+}
+
+/* Sets up a generation in a free slot: the prompt's tokens, the slot's
+ * sampler and grammar, the reply's parsers, the reused prefix. 1 when the
+ * job holds the slot (the steps run it), 0 when it ended here (an error
+ * answered). */
+static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0, double t_load)
 {
     srv_request *rq = &j->req;
     char err[512];
-    gen_ctx g;
-    memset(&g, 0, sizeof g);
-    g.e = e;
-    g.j = j;
-    char id[48];
-    make_id(id, sizeof id, rq->kind == SRV_OPENAI_CHAT ? "chatcmpl-" : "cmpl-");
-    g.res.model = mi->name;
-    g.res.id = id;
-    g.res.created = (int64_t)unix_now();
-    g.res.t_load_s = t_load;
-
     int32_t *toks = NULL;
     int n = 0;
     int inside = 0;
@@ -704,89 +781,89 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
     if (forced) {
         if (rq->grammar) {
             job_fail(j, 400, "'tool_choice' required or named cannot be combined with a grammar or a response format");
-            return;
+            return 0;
         }
         tool_gbnf = srv_tool_grammar(srv_tool_format(tmpl), rq->tools, rq->tool_choice == SRV_TOOLS_NAMED ? rq->tool_name : NULL,
                                      rq->parallel_tool_calls, &prefill);
         if (!tool_gbnf) {
             snprintf(err, sizeof err, "tools: %s", rkm_last_error());
             job_fail(j, 400, err);
-            return;
+            return 0;
         }
     }
     int rc = srv_prompt_tokens(e->model, rq, prefill, &toks, &n, &inside, err, sizeof err);
-    /* a thinking model's reply: its <think> block becomes the reasoning
-     * (unless thinking was switched off, or the reply is held to calls) */
-    int harmony = tmpl && strstr(tmpl, "<|channel|>"); /* gpt-oss */
-    g.split = !forced && rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
-    if (harmony) srv_think_init_harmony(&g.think);
-    else srv_think_init(&g.think, inside);
-    if (rc) {
-        free(tool_gbnf);
-        job_fail(j, 400, err);
-        return;
-    }
+    int status = 400;
+    if (rc) goto fail;
     if (e->cfg.max_request_tokens > 0 && n >= e->cfg.max_request_tokens) {
         snprintf(err, sizeof err, "the prompt is %d tokens; this server takes at most %d a request (--max-request-tokens)", n,
                  e->cfg.max_request_tokens);
-        free(toks);
-        free(tool_gbnf);
-        job_fail(j, 400, err);
-        return;
+        goto fail;
     }
     if (n == 0 || n >= e->n_ctx) {
         snprintf(err, sizeof err, "the prompt is %d tokens; the context holds %d", n, e->n_ctx);
-        free(toks);
-        free(tool_gbnf);
-        job_fail(j, 400, err);
-        return;
+        goto fail;
     }
-    if ((rc = ensure_session(e, err, sizeof err))) {
-        free(toks);
-        free(tool_gbnf);
-        job_fail(j, 500, err);
-        return;
+    int si = pick_slot(e, toks, n, rq->cache_prompt);
+    if (si < 0) { /* the worker admits only into a free slot */
+        snprintf(err, sizeof err, "no free sequence slot");
+        status = 503;
+        goto fail;
     }
-    if ((rc = session_set_sampler(e->model, e->sess, rq, err, sizeof err))) {
-        free(toks);
-        free(tool_gbnf);
-        job_fail(j, 400, err);
-        return;
-    }
+    srv_slot *sl = &e->slots[si];
+    status = 500;
+    if (ensure_session(e, sl, err, sizeof err)) goto fail;
+    status = 400;
+    if (session_set_sampler(e->model, sl->sess, rq, err, sizeof err)) goto fail;
     /* structured outputs: the request's grammar, or none */
-    rc = rkm_session_set_grammar(e->sess, tool_gbnf ? tool_gbnf : rq->grammar);
-    free(tool_gbnf);
-    if (rc) {
+    if (rkm_session_set_grammar(sl->sess, tool_gbnf ? tool_gbnf : rq->grammar)) {
         snprintf(err, sizeof err, "%s", rkm_last_error());
-        free(toks);
-        job_fail(j, 400, err);
-        return;
+        goto fail;
     }
-    if (!(g.to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
-        free(toks);
-        job_fail(j, 500, "out of memory");
-        return;
+    free(tool_gbnf);
+    tool_gbnf = NULL;
+
+    gen_ctx *g = &sl->g;
+    memset(g, 0, sizeof *g);
+    g->e = e;
+    g->j = j;
+    g->s = sl->sess;
+    make_id(sl->id, sizeof sl->id, rq->kind == SRV_OPENAI_CHAT ? "chatcmpl-" : "cmpl-");
+    snprintf(sl->model, sizeof sl->model, "%s", mi->name);
+    g->res.model = sl->model;
+    g->res.id = sl->id;
+    g->res.created = (int64_t)unix_now();
+    g->res.t_load_s = t_load;
+    /* a thinking model's reply: its <think> block becomes the reasoning
+     * (unless thinking was switched off, or the reply is held to calls) */
+    int harmony = tmpl && strstr(tmpl, "<|channel|>"); /* gpt-oss */
+    g->split = !forced && rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
+    if (harmony) srv_think_init_harmony(&g->think);
+    else srv_think_init(&g->think, inside);
+    if (!(g->to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
+        snprintf(err, sizeof err, "out of memory");
+        status = 500;
+        goto fail;
     }
     /* tools: the calls in the reply, in the format of the model's family */
-    g.tools = chat && srv_tools_active(rq);
-    if (g.tools) {
+    g->tools = chat && srv_tools_active(rq);
+    if (g->tools) {
         char base[32];
         make_id(base, sizeof base - 1, "call_");
         strcat(base, "_"); /* call_<16 hex>_<n> */
-        srv_toolp_init(&g.tp, srv_tool_format(tmpl), rq->tools, base);
-        if (!(g.calls = cJSON_CreateArray())) {
-            free(toks);
-            rkm_textout_free(g.to);
-            job_fail(j, 500, "out of memory");
-            return;
+        srv_toolp_init(&g->tp, srv_tool_format(tmpl), rq->tools, base);
+        if (!(g->calls = cJSON_CreateArray())) {
+            gen_free(g);
+            snprintf(err, sizeof err, "out of memory");
+            status = 500;
+            goto fail;
         }
         /* the prefill is the reply's start: the parser reads it first */
         if (prefill && *prefill) {
-            rkm_buf_clear(&g.tcnt);
-            srv_toolp_push(&g.tp, prefill, strlen(prefill), &g.tcnt, g.calls);
+            rkm_buf_clear(&g->tcnt);
+            srv_toolp_push(&g->tp, prefill, strlen(prefill), &g->tcnt, g->calls);
         }
     }
-    rkm_session_stats_reset(e->sess);
+    rkm_session_stats_reset(sl->sess);
 
     /* The stream starts here: later errors are stream error lines. */
     if (rq->stream) {
@@ -795,98 +872,211 @@ static void run_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, do
         j->status = 200;
         pthread_mutex_unlock(&j->mu);
         if (srv_is_openai(rq->kind)) {
-            char *c = srv_fmt_chunk(rq, &g.res, "", 1);
+            char *c = srv_fmt_chunk(rq, &g->res, "", 1);
             if (c) srv_job_emit(j, c, strlen(c));
             free(c);
         }
     }
-    if (rq->echo && rq->prompt) emit_text(&g, NULL, rq->prompt);
+    if (rq->echo && rq->prompt) emit_text(g, NULL, rq->prompt);
 
-    double tp0 = rkm_now();
-    int cached = reuse_prefix(e, toks, n, rq->cache_prompt);
-    e->live_dirty = 1;
-    rc = atomic_load(&j->canceled) ? RKM_ECANCELED
-                                    : rkm_session_eval(e->sess, toks + cached, n - cached, NULL);
-    double t_prompt = rkm_now() - tp0;
+    sl->tp0 = rkm_now();
+    sl->cached = reuse_prefix(e, sl, toks, n, rq->cache_prompt);
+    sl->live_dirty = 1;
+    sl->toks = toks;
+    sl->n = n;
+    sl->pos = sl->cached;
+    sl->decoding = 0;
+    sl->t0 = t0;
+    sl->t_load = t_load;
+    sl->t_prompt = 0;
+    sl->j = j;
+    pthread_mutex_lock(&e->mu);
+    sl->j_pub = j;
+    e->n_active++;
+    pthread_mutex_unlock(&e->mu);
+    return 1;
+fail:
     free(toks);
-    int room = e->n_ctx - rkm_session_n_past(e->sess);
-    if (e->cfg.max_request_tokens > 0) room = RKM_MIN(room, e->cfg.max_request_tokens - n);
-    g.n_max = rq->max_tokens < 0 ? room : RKM_MIN(rq->max_tokens, room);
-    g.deadline = e->cfg.max_request_s > 0 ? t0 + e->cfg.max_request_s : 0;
-    g.t_gen0 = rkm_now();
-    if (!rc && g.n_max > 0 && !atomic_load(&j->canceled)) {
-        if (rq->ignore_eos)
-            rc = generate_ignoring_eos(e->sess, g.n_max, &g);
-        else
-            rc = rkm_session_generate(e->sess, g.n_max, on_token, &g);
-    }
-    double t_gen = rkm_now() - g.t_gen0;
+    free(tool_gbnf);
+    job_fail(j, status, err);
+    return 0;
+}
+
+/* Ends the generation of a slot: rc 0 (its reply completes) or an error
+ * code; frees the slot for the next request. */
+static void slot_end(srv_engine *e, srv_slot *sl, int rc)
+{
+    gen_ctx *g = &sl->g;
+    srv_job *j = sl->j;
+    srv_request *rq = &j->req;
+    double now = rkm_now();
+    double t_gen = sl->decoding ? now - g->t_gen0 : 0;
+    if (!sl->decoding) sl->t_prompt = now - sl->tp0;
     if (atomic_load(&j->canceled)) rc = RKM_ECANCELED;
     rkm_stats st;
-    rkm_session_stats(e->sess, &st);
+    rkm_session_stats(sl->sess, &st);
     srv_gen_stats gs = {
-        .n_prompt = n - cached, .n_cached = cached, .n_gen = g.n_gen,
-        .t_prompt_s = t_prompt, .t_gen_s = t_gen,
-        .ttft_s = g.n_gen ? g.t_first - j->t_submit : -1,
+        .n_prompt = sl->n - sl->cached, .n_cached = sl->cached, .n_gen = g->n_gen,
+        .t_prompt_s = sl->t_prompt, .t_gen_s = t_gen,
+        .ttft_s = g->n_gen ? g->t_first - j->t_submit : -1,
         .expert_hits = st.expert_hits, .expert_misses = st.expert_misses,
         .bytes_read = st.bytes_read,
     };
     srv_metrics_generation(&gs);
     if (rc < 0) {
         /* A failed eval may leave rows half written: drop the whole state. */
-        if (rc != RKM_ECANCELED) rkm_session_truncate(e->sess, 0);
-        rkm_textout_free(g.to);
-        cJSON_Delete(g.lp);
-        rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning), rkm_buf_free(&g.tcnt);
-        srv_toolp_free(&g.tp);
-        cJSON_Delete(g.calls);
-        free(g.text);
-        if (rc == RKM_ECANCELED) {
+        if (rc != RKM_ECANCELED) rkm_session_truncate(sl->sess, 0);
+        gen_free(g);
+        pthread_mutex_lock(&e->mu);
+        int stopping = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+        if (rc == RKM_ECANCELED && stopping) {
+            job_fail(j, 503, "the server is shutting down");
+        } else if (rc == RKM_ECANCELED) {
             srv_metrics_event(SRV_EV_CANCELED);
             job_fail(j, 499, "canceled: the client disconnected");
         } else {
+            char err[512];
             snprintf(err, sizeof err, "generation failed: %s", rkm_last_error());
             job_fail(j, 500, err);
         }
+    } else {
+        const char *tail;
+        size_t n_tail;
+        if (rkm_textout_flush(g->to, &tail, &n_tail) < 0 || add_text(g, tail, 1)) g->oom = 1;
+        g->res.finish = !g->timed_out && (g->stop_hit || g->n_gen < g->n_max) ? "stop" : "length";
+        if (g->timed_out)
+            fprintf(stderr, "rkmojo serve: a reply stopped at its time limit (%g s, --max-request-time) after %d tokens\n",
+                    e->cfg.max_request_s, g->n_gen);
+        int n_calls = g->calls ? cJSON_GetArraySize(g->calls) : 0;
+        if (n_calls && !strcmp(g->res.finish, "stop")) g->res.finish = "tool_calls";
+        g->res.tool_calls = g->calls;
+        g->res.tc_from = rq->stream ? g->calls_sent : 0; /* the calls not yet sent */
+        g->res.tc_to = n_calls;
+        g->res.n_prompt = sl->n;
+        g->res.n_cached = sl->cached;
+        g->res.n_gen = g->n_gen;
+        g->res.t_prompt_s = sl->t_prompt;
+        g->res.t_gen_s = t_gen;
+        g->res.t_total_s = rkm_now() - j->t_submit; /* the wait in the queue included */
+        g->res.text = g->text ? g->text : "";
+        g->res.reasoning = !rq->stream && g->reasoning.len ? g->reasoning.data : NULL;
+        g->res.lp_from = rq->stream ? g->lp_sent : 0; /* the tokens not yet sent */
+        g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
+        char *body = rq->stream ? srv_fmt_stream_end(rq, &g->res) : srv_fmt_result(rq, &g->res);
+        if (body && !g->oom) {
+            srv_job_emit(j, body, strlen(body));
+            srv_job_finish(j, 200);
+        } else {
+            job_fail(j, 500, "out of memory");
+        }
+        free(body);
+        gen_free(g);
+    }
+    free(sl->toks);
+    sl->toks = NULL;
+    sl->j = NULL;
+    sl->last_used = e->last_used = rkm_now();
+    pthread_mutex_lock(&e->mu);
+    sl->j_pub = NULL;
+    e->n_active--;
+    double dt = sl->last_used - sl->t0;
+    e->avg_job_s = e->avg_job_s > 0 ? 0.8 * e->avg_job_s + 0.2 * dt : dt;
+    pthread_mutex_unlock(&e->mu);
+    srv_job_release(j);
+    publish_expiry(e);
+    if (e->model && e->keep_alive_s == 0 && e->n_active == 0) unload_model(e);
+}
+
+/* The prompt of a slot is in: its generation limits, then decoding. */
+static void prefill_done(srv_engine *e, srv_slot *sl)
+{
+    gen_ctx *g = &sl->g;
+    const srv_request *rq = &sl->j->req;
+    sl->t_prompt = rkm_now() - sl->tp0;
+    free(sl->toks);
+    sl->toks = NULL;
+    int room = e->n_ctx - rkm_session_n_past(sl->sess);
+    if (e->cfg.max_request_tokens > 0) room = RKM_MIN(room, e->cfg.max_request_tokens - sl->n);
+    g->n_max = rq->max_tokens < 0 ? room : RKM_MIN(rq->max_tokens, room);
+    g->deadline = e->cfg.max_request_s > 0 ? sl->t0 + e->cfg.max_request_s : 0;
+    g->t_gen0 = rkm_now();
+    sl->decoding = 1;
+}
+
+/* A slot with fresh logits: samples its next token, sends it out, and
+ * either keeps it for the next step or ends the generation (an
+ * end-of-generation token unless ignore_eos, a stop string, max_tokens,
+ * the time limit, the client gone). */
+static void next_token(srv_engine *e, srv_slot *sl)
+{
+    gen_ctx *g = &sl->g;
+    if (g->n_max <= 0 || atomic_load(&sl->j->canceled)) {
+        slot_end(e, sl, 0);
         return;
     }
-    const char *tail;
-    size_t n_tail;
-    if (rkm_textout_flush(g.to, &tail, &n_tail) < 0 || add_text(&g, tail, 1)) g.oom = 1;
-    rkm_textout_free(g.to);
-
-    g.res.finish = !g.timed_out && (g.stop_hit || g.n_gen < g.n_max) ? "stop" : "length";
-    if (g.timed_out)
-        fprintf(stderr, "rkmojo serve: a reply stopped at its time limit (%g s, --max-request-time) after %d tokens\n",
-                e->cfg.max_request_s, g.n_gen);
-    int n_calls = g.calls ? cJSON_GetArraySize(g.calls) : 0;
-    if (n_calls && !strcmp(g.res.finish, "stop")) g.res.finish = "tool_calls";
-    g.res.tool_calls = g.calls;
-    g.res.tc_from = rq->stream ? g.calls_sent : 0; /* the calls not yet sent */
-    g.res.tc_to = n_calls;
-    g.res.n_prompt = n;
-    g.res.n_cached = cached;
-    g.res.n_gen = g.n_gen;
-    g.res.t_prompt_s = t_prompt;
-    g.res.t_gen_s = t_gen;
-    g.res.t_total_s = rkm_now() - j->t_submit; /* the wait in the queue included */
-    g.res.text = g.text ? g.text : "";
-    g.res.reasoning = !rq->stream && g.reasoning.len ? g.reasoning.data : NULL;
-    g.res.lp_from = rq->stream ? g.lp_sent : 0; /* the tokens not yet sent */
-    g.res.lp_to = g.lp ? cJSON_GetArraySize(g.lp) : 0;
-    char *body = rq->stream ? srv_fmt_stream_end(rq, &g.res) : srv_fmt_result(rq, &g.res);
-    if (body && !g.oom) {
-        srv_job_emit(j, body, strlen(body));
-        srv_job_finish(j, 200);
-    } else {
-        job_fail(j, 500, "out of memory");
+    int32_t id;
+    int rc = rkm_session_sample(sl->sess, &id);
+    if (rc) {
+        slot_end(e, sl, rc);
+        return;
     }
-    free(body);
-    rkm_buf_free(&g.rsn), rkm_buf_free(&g.cnt), rkm_buf_free(&g.reasoning), rkm_buf_free(&g.tcnt);
-    srv_toolp_free(&g.tp);
-    cJSON_Delete(g.calls);
-    cJSON_Delete(g.lp);
-    free(g.text);
+    if ((!sl->j->req.ignore_eos && rkm_token_is_eog(e->model, id)) || on_token(id, g)) {
+        slot_end(e, sl, 0);
+        return;
+    }
+    sl->next = id;
+}
+
+#define MAX_SLOTS 64
+
+/* One step: every decoding slot's next token and prompt chunks of the
+ * slots still reading theirs (taken in turn, up to max_rows rows in all)
+ * in one forward pass, then each slot's next token. */
+static void step(srv_engine *e)
+{
+    srv_slot *in[MAX_SLOTS];
+    rkm_session *ss[MAX_SLOTS];
+    const int32_t *ids[MAX_SLOTS];
+    int nn[MAX_SLOTS];
+    int ns = 0, rows = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        srv_slot *sl = &e->slots[i];
+        if (sl->j && atomic_load(&sl->j->canceled)) slot_end(e, sl, RKM_ECANCELED);
+    }
+    for (int i = 0; i < e->n_slots; i++) {
+        srv_slot *sl = &e->slots[i];
+        if (!sl->j || !sl->decoding) continue;
+        in[ns] = sl, ss[ns] = sl->sess, ids[ns] = &sl->next, nn[ns] = 1;
+        ns++, rows++;
+    }
+    for (int k = 0; k < e->n_slots && rows < e->max_rows; k++) {
+        srv_slot *sl = &e->slots[(e->rr + k) % e->n_slots];
+        if (!sl->j || sl->decoding) continue;
+        int c = RKM_MIN(sl->n - sl->pos, e->max_rows - rows);
+        in[ns] = sl, ss[ns] = sl->sess, ids[ns] = sl->toks + sl->pos, nn[ns] = c;
+        ns++, rows += c;
+    }
+    e->rr = (e->rr + 1) % e->n_slots;
+    if (ns == 0) return;
+    int rc;
+    if (ns == 1) {
+        rc = rkm_session_eval(ss[0], ids[0], nn[0], NULL);
+    } else {
+        if (!e->batch) e->batch = rkm_batch_new(e->model, e->max_rows, e->n_ctx);
+        rc = e->batch ? rkm_batch_eval(e->batch, ss, ids, nn, ns) : RKM_ENOMEM;
+    }
+    for (int i = 0; i < ns; i++) {
+        srv_slot *sl = in[i];
+        if (rc) {
+            slot_end(e, sl, rc);
+        } else if (sl->decoding) {
+            next_token(e, sl);
+        } else if ((sl->pos += nn[i]) == sl->n) {
+            prefill_done(e, sl);
+            next_token(e, sl);
+        }
+    }
 }
 
 /* ---------------------------------------------------------- template */
@@ -1027,7 +1217,9 @@ static int is_load_only(const srv_request *rq)
     return 0;
 }
 
-static void run_job(srv_engine *e, srv_job *j)
+/* Runs a job taken from the queue: answers it, or hands a generation to a
+ * slot. 1 when a slot holds it (and the worker's reference with it). */
+static int run_job(srv_engine *e, srv_job *j)
 {
     double t0 = rkm_now();
     srv_metrics_queue_wait(t0 - j->t_submit);
@@ -1040,14 +1232,14 @@ static void run_job(srv_engine *e, srv_job *j)
     pthread_mutex_unlock(&j->mu);
     if (atomic_load(&j->canceled)) {
         job_fail(j, 499, "canceled");
-        return;
+        return 0;
     }
     /* No model named: the loaded one, else the first listed. */
     const char *want = rq->model && rq->model[0] ? rq->model : e->model ? e->loaded.name : "";
     if (srv_models_find(e->models, want, &mi)) {
         snprintf(err, sizeof err, "model '%s' not found", rq->model);
         job_fail(j, 404, err);
-        return;
+        return 0;
     }
     int unload_only = is_load_only(rq) && rq->has_keep_alive && rq->keep_alive_s == 0;
     double t_load = 0;
@@ -1056,11 +1248,12 @@ static void run_job(srv_engine *e, srv_job *j)
     } else if (ensure_model(e, &mi, &t_load, err, sizeof err)) {
         free(mi.path);
         job_fail(j, 500, err);
-        return;
+        return 0;
     }
     /* Ollama semantics: each request sets how long the model stays. */
     e->keep_alive_s = rq->has_keep_alive ? rq->keep_alive_s
                       : e->cfg.idle_unload_s > 0 ? e->cfg.idle_unload_s : -1;
+    int kept = 0;
     if (is_load_only(rq)) {
         srv_result r = {.model = mi.name, .id = "", .created = (int64_t)unix_now(), .text = "",
                         .finish = unload_only ? "unload" : "load", .t_load_s = t_load,
@@ -1076,12 +1269,28 @@ static void run_job(srv_engine *e, srv_job *j)
     } else if (j->type == SRV_JOB_TEMPLATE) {
         run_template(e, j);
     } else {
-        run_generate(e, j, &mi, t0, t_load);
+        kept = start_generate(e, j, &mi, t0, t_load);
     }
     free(mi.path);
     e->last_used = rkm_now();
     publish_expiry(e);
-    if (e->model && e->keep_alive_s == 0) unload_model(e);
+    if (e->model && e->keep_alive_s == 0 && e->n_active == 0) unload_model(e);
+    return kept;
+}
+
+/* Whether job j may start while generations run: a generation on the
+ * loaded model, whose files have not changed (else it waits for the slots
+ * to drain). Jobs that will only be answered with an error join at once. */
+static int can_join(srv_engine *e, srv_job *j)
+{
+    if (atomic_load(&j->canceled)) return 1;
+    if (j->type != SRV_JOB_GENERATE || is_load_only(&j->req) || !e->model) return 0;
+    srv_model_info mi;
+    const char *want = j->req.model && j->req.model[0] ? j->req.model : e->loaded.name;
+    if (srv_models_find(e->models, want, &mi)) return 1; /* a 404 */
+    int same = !strcmp(mi.path, e->loaded.path);
+    free(mi.path);
+    return same && !rkm_model_files_changed(e->model) && !rkm_model_check(e->model);
 }
 
 /* Applies expiry and the size cap to every model's saved states at start,
@@ -1107,7 +1316,7 @@ static void *worker_main(void *arg)
     sweep_prompt_caches(e);
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stopping && e->q_len == 0) {
+        while (!e->stopping && e->q_len == 0 && e->n_active == 0) {
             if (e->model && e->keep_alive_s > 0) {
                 double left = e->last_used + e->keep_alive_s - rkm_now();
                 if (left <= 0) {
@@ -1132,24 +1341,45 @@ static void *worker_main(void *arg)
             }
         }
         if (e->stopping) break;
-        srv_job *j = e->q[e->q_head];
-        e->q_head = (e->q_head + 1) % e->q_cap;
-        e->q_len--;
-        e->running = j;
-        pthread_mutex_unlock(&e->mu);
+        /* Admission, in FIFO order, into free slots; the head job that
+         * cannot join the running generations waits for them to end. */
+        while (e->q_len > 0 && e->n_active < e->n_slots && !e->stopping) {
+            srv_job *j = e->q[e->q_head]; /* only this thread takes from the queue */
+            if (e->n_active > 0) {
+                pthread_mutex_unlock(&e->mu);
+                int join = can_join(e, j);
+                pthread_mutex_lock(&e->mu);
+                if (!join) break;
+            }
+            e->q_head = (e->q_head + 1) % e->q_cap;
+            e->q_len--;
+            e->running = j;
+            pthread_mutex_unlock(&e->mu);
 
-        double t0 = rkm_now();
-        run_job(e, j);
-        double dt = rkm_now() - t0;
+            double t0 = rkm_now();
+            int kept = run_job(e, j);
+            double dt = rkm_now() - t0;
 
-        pthread_mutex_lock(&e->mu);
-        e->running = NULL;
-        e->avg_job_s = e->avg_job_s > 0 ? 0.8 * e->avg_job_s + 0.2 * dt : dt;
+            pthread_mutex_lock(&e->mu);
+            e->running = NULL;
+            if (!kept) {
+                e->avg_job_s = e->avg_job_s > 0 ? 0.8 * e->avg_job_s + 0.2 * dt : dt;
+                pthread_mutex_unlock(&e->mu);
+                srv_job_release(j);
+                pthread_mutex_lock(&e->mu);
+            }
+        }
+        if (e->n_active == 0 || e->stopping) continue;
         pthread_mutex_unlock(&e->mu);
-        srv_job_release(j);
+        step(e);
         pthread_mutex_lock(&e->mu);
     }
-    /* Stopping: what is still queued gets an answer. */
+    /* Stopping: the running generations end, what is still queued gets an
+     * answer. */
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->n_slots; i++)
+        if (e->slots[i].j) slot_end(e, &e->slots[i], RKM_ECANCELED);
+    pthread_mutex_lock(&e->mu);
     while (e->q_len > 0) {
         srv_job *j = e->q[e->q_head];
         e->q_head = (e->q_head + 1) % e->q_cap;
@@ -1171,12 +1401,14 @@ srv_engine *srv_engine_new(const srv_config *c)
     e->cfg = *c;
     e->q_cap = RKM_MAX(1, c->queue_max);
     e->q = calloc((size_t)e->q_cap, sizeof *e->q);
+    e->n_slots = RKM_MAX(1, RKM_MIN(c->parallel, MAX_SLOTS));
+    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->models = srv_models_new(c->model_path, c->models_dir);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->keep_alive_s = c->idle_unload_s > 0 ? c->idle_unload_s : -1;
     e->expires_at = -1;
-    if (!e->q || !e->models) goto fail;
+    if (!e->q || !e->slots || !e->models) goto fail;
     if (pthread_create(&e->worker, NULL, worker_main, e)) {
         rkm_err(RKM_ENOMEM, "cannot start the worker thread");
         goto fail;
@@ -1194,9 +1426,12 @@ void srv_engine_stop(srv_engine *e)
     if (e && e->worker_started) {
         pthread_mutex_lock(&e->mu);
         e->stopping = 1;
-        if (e->running) {
-            atomic_store(&e->running->canceled, 1);
-            if (e->sess_pub) rkm_session_cancel(e->sess_pub);
+        if (e->running) atomic_store(&e->running->canceled, 1);
+        for (int i = 0; i < e->n_slots; i++) {
+            srv_slot *sl = &e->slots[i];
+            if (!sl->j_pub) continue;
+            atomic_store(&sl->j_pub->canceled, 1);
+            if (sl->sess_pub) rkm_session_cancel(sl->sess_pub);
         }
         pthread_cond_broadcast(&e->cv);
         pthread_mutex_unlock(&e->mu);
@@ -1211,6 +1446,7 @@ void srv_engine_free(srv_engine *e)
     srv_engine_stop(e);
     srv_models_free(e->models);
     free(e->q);
+    free(e->slots);
     free(e->loaded.path);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

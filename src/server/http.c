@@ -47,6 +47,7 @@ void srv_config_default(srv_config *c)
     c->host = "127.0.0.1";
     c->port = 8080;
     c->idle_unload_s = 30 * 60;
+    c->parallel = 1;
     c->queue_max = 16;
     c->body_max_bytes = 8u << 20;
     c->prompt_cache_max_bytes = 4ull << 30;
@@ -369,11 +370,13 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
                                      const conn_state *cs)
 {
     if (!strcmp(url, "/health")) {
-        char loaded[160], body[320];
+        char loaded[160], body[360];
         srv_engine_loaded(e, loaded, sizeof loaded);
+        int n_slots, busy = srv_engine_slots_busy(e, &n_slots);
         snprintf(body, sizeof body,
-                 "{\"status\":\"ok\",\"model_loaded\":\"%s\",\"busy\":%s,\"queue_depth\":%d}", loaded,
-                 srv_engine_busy(e) ? "true" : "false", srv_engine_queue_depth(e));
+                 "{\"status\":\"ok\",\"model_loaded\":\"%s\",\"busy\":%s,\"queue_depth\":%d,"
+                 "\"slots\":%d,\"slots_busy\":%d}",
+                 loaded, srv_engine_busy(e) ? "true" : "false", srv_engine_queue_depth(e), n_slots, busy);
         return send_buf(c, url, 200, "application/json", body, 0);
     }
     if (!strcmp(url, "/metrics")) {

@@ -183,6 +183,10 @@ char *srv_metrics_text(const srv_gauges *g)
     pthread_mutex_unlock(&M.mu);
     metric(&b, "rkmojo_queue_depth", "gauge", "Requests waiting for the worker.");
     rkm_buf_addf(&b, "rkmojo_queue_depth %d\n", g->queue_depth);
+    metric(&b, "rkmojo_slots", "gauge", "Sequence slots (--parallel): generations that can run at once.");
+    rkm_buf_addf(&b, "rkmojo_slots %d\n", g->slots);
+    metric(&b, "rkmojo_slots_busy", "gauge", "Slots running a generation now.");
+    rkm_buf_addf(&b, "rkmojo_slots_busy %d\n", g->slots_busy);
     metric(&b, "rkmojo_model_loaded", "gauge", "1 for the loaded model.");
     if (g->model_loaded[0]) rkm_buf_addf(&b, "rkmojo_model_loaded{model=\"%s\"} 1\n", g->model_loaded);
     metric(&b, "rkmojo_resident_bytes", "gauge", "Resident set size of the process.");

@@ -1,6 +1,6 @@
 /*
  * server.h - internals of rkmojo serve shared by http.c (libmicrohttpd
- * glue), engine.c (the FIFO queue and the one generation worker),
+ * glue), engine.c (the FIFO queue and the worker running the slots),
  * models.c (the model registry), prompt_cache.c (KV states on disk),
  * prompt.c (request -> prompt tokens) and metrics.c (Prometheus
  * formatting of counters, typed events and the engine's gauges). The API
@@ -9,9 +9,10 @@
  * (rkm_textout, rkm_chat_prompt).
  *
  * Threads: libmicrohttpd runs one thread per connection (they parse, wait
- * and stream); one worker thread owns the loaded model, its session and the
- * prompt cache, and runs the jobs one at a time in FIFO order. They meet in
- * srv_job (guarded by job->mu) and in the engine's queue (engine->mu).
+ * and stream); one worker thread owns the loaded model, its sequence slots
+ * (one session each) and the prompt cache, admits jobs in FIFO order and
+ * advances the running generations together. They meet in srv_job
+ * (guarded by job->mu) and in the engine's queue (engine->mu).
  */
 #ifndef RKM_SERVER_H
 #define RKM_SERVER_H
@@ -43,6 +44,7 @@ typedef struct srv_config {
     const char *allow_hosts;     /* Host names answered besides the default (websafe.h), comma list, or NULL */
     const char *allow_origins;   /* browser origins allowed besides the default (websafe.h), or NULL */
     double idle_unload_s;        /* unload a model idle this long; <= 0 never */
+    int parallel;                /* sequence slots: generations that run at once (>= 1) */
     int queue_max;               /* waiting requests before 503 */
     size_t body_max_bytes;       /* request body cap */
     const char *prompt_cache_dir;/* NULL: prompt cache in memory only */
@@ -108,6 +110,8 @@ int srv_engine_submit(srv_engine *e, srv_job *j, int *retry_after_s);
 int srv_engine_queue_depth(srv_engine *e);
 /* 1 while a job runs. */
 int srv_engine_busy(srv_engine *e);
+/* Slots generating now (*n_slots: all of them). */
+int srv_engine_slots_busy(srv_engine *e, int *n_slots);
 const srv_config *srv_engine_config(srv_engine *e);
 /* The chat page served at / (webui.c): HTML, NUL-terminated. */
 extern const char srv_webui_html[];
@@ -196,6 +200,7 @@ enum srv_event {
  * (srv_engine_gauges) so that metrics.c only formats numbers. */
 typedef struct srv_gauges {
     int queue_depth;              /* requests waiting */
+    int slots, slots_busy;        /* sequence slots, and those generating */
     char model_loaded[160];       /* name of the loaded model, "" if none */
     uint64_t resident_bytes;      /* RSS of the process now */
     uint64_t peak_resident_bytes; /* its peak */
