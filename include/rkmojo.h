@@ -266,7 +266,8 @@ rkm_batch *rkm_batch_new(rkm_model *m, int max_rows, int n_ctx);
 void rkm_batch_free(rkm_batch *b);
 /* One pass: session ss[i] evaluates n[i] >= 1 tokens ids[i], for
  * i < n_seq (distinct sessions of the batch's model, sum of n[i] <=
- * max_rows). On an error no session's n_past moves. */
+ * max_rows; on a model with sliding-window layers n[i] at most the
+ * session's n_chunk). On an error no session's n_past moves. */
 int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *ids, const int *n, int n_seq);
 /* Thread-safe: the running rkm_batch_eval returns RKM_ECANCELED soon. */
 void rkm_batch_cancel(rkm_batch *b);

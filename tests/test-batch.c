@@ -37,7 +37,7 @@ static rkm_session *new_session(rkm_model *m)
     rkm_session_params sp;
     rkm_session_params_default(&sp);
     sp.n_ctx = 256;
-    sp.n_chunk = 64;
+    sp.n_chunk = 128;
     sp.sampler.temperature = 0;
     return rkm_session_new(m, &sp);
 }
@@ -152,6 +152,30 @@ static void check_errors(rkm_model *m, rkm_model *other)
     rkm_batch_free(b);
 }
 
+/* A sliding-window ring holds the window and one chunk of its session's
+ * rows: more rows of that session in one pass are refused, not corrupted. */
+static void check_ring(rkm_model *m)
+{
+    rkm_batch *b = rkm_batch_new(m, 64, 256);
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_ctx = 256;
+    sp.n_chunk = 16;
+    rkm_session *s = rkm_session_new(m, &sp);
+    CHECK(b && s);
+    int32_t t[40];
+    for (int i = 0; i < 40; i++) t[i] = 10 + i;
+    const int32_t *ids[1] = {t};
+    int n[1] = {17};
+    CHECK(rkm_batch_eval(b, &s, ids, n, 1) == RKM_EINVAL);
+    CHECK(strstr(rkm_last_error(), "sliding-window") != NULL);
+    CHECK(rkm_session_n_past(s) == 0);
+    n[0] = 16;
+    CHECK(rkm_batch_eval(b, &s, ids, n, 1) == 0);
+    rkm_session_free(s);
+    rkm_batch_free(b);
+}
+
 int main(void)
 {
     const char *shared = test_require_shared();
@@ -172,6 +196,7 @@ int main(void)
         check_model(ms[0], names[0]);
         check_model(ms[1], names[1]);
         check_errors(ms[0], ms[1]);
+        check_ring(ms[1]);
     }
     char dir[1024];
     CHECK(test_small_deepseek(shared, dir, sizeof dir) == 0);

@@ -251,6 +251,11 @@ int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *i
         for (int j = 0; j < i; j++)
             if (ss[j] == ss[i]) return rkm_err(RKM_EINVAL, "batch: session of sequence %d passed twice", i);
         if (n[i] > b->max_rows - rows) return rkm_err(RKM_EINVAL, "batch: more than its %d rows", b->max_rows);
+        /* a sliding-window ring holds the window and one chunk of the session's rows */
+        for (int il = 0; il < b->m->hp.n_layer; il++)
+            if (ss[i]->kv[il].ring && n[i] > ss[i]->n_chunk)
+                return rkm_err(RKM_EINVAL, "batch: sequence %d has %d rows; its session's sliding-window cache takes %d a pass",
+                               i, n[i], ss[i]->n_chunk);
         rows += n[i];
     }
     if (n_seq > b->cap_seq) {

@@ -11,9 +11,9 @@
  * queue until the slots drain, then runs alone.
  *
  * Threads and locks:
- *   engine->mu guards the queue, `stopping`, `running`, `n_active`, each
- *   slot's published job and session (so an HTTP thread may cancel it) and
- *   the /api/ps summary. Everything else in the "worker only" block is
+ *   engine->mu guards the queue, `stopping`, `running`, `n_active`, the
+ *   slots' and the batch's published pointers (so that shutdown can cancel
+ *   them) and the /api/ps summary. Everything else in the "worker only" block is
  *   touched by the worker thread alone. job->mu guards a job's output (see
  *   server.h). Lock order: engine->mu before job->mu.
  *
@@ -90,7 +90,7 @@ typedef struct gen_ctx {
 
 /* One sequence slot: a session (whose KV cache is an in-memory prompt-cache
  * entry) and the generation running on it, if any. Worker only, except j_pub
- * and sess_pub (engine->mu). */
+ * (engine->mu). */
 typedef struct srv_slot {
     rkm_session *sess;
     char live_id[17];       /* prompt-cache entry the session extends */
@@ -98,7 +98,6 @@ typedef struct srv_slot {
     int live_continued;     /* a request continued its conversation, or it came from disk */
     double last_used;       /* monotonic: the least recently used free slot is reused first */
     srv_job *j_pub;         /* = j, for cancel from HTTP threads */
-    rkm_session *sess_pub;  /* = sess, likewise */
     /* the running generation (j non-NULL) */
     srv_job *j;
     gen_ctx g;
@@ -124,6 +123,7 @@ struct srv_engine {
     int stopping;
     srv_job *running;       /* a job being admitted or run alone */
     int n_active;           /* slots with a generation */
+    rkm_batch *batch_pub;   /* = batch, to cancel its step at shutdown */
     double avg_job_s;       /* moving average, for Retry-After */
     srv_model_info loaded;  /* path NULL when none */
     double expires_at;      /* unix seconds, <0 never (for /api/ps) */
@@ -132,7 +132,7 @@ struct srv_engine {
     rkm_model *model;
     srv_slot *slots;        /* n_slots of them */
     int n_slots;
-    rkm_batch *batch;       /* the steps of more than one slot (made on first use) */
+    rkm_batch *batch;       /* runs the steps (made on first use) */
     int max_rows;           /* rows of one step */
     int rr;                 /* the prefill slot served first in the next step */
     int n_ctx;
@@ -275,12 +275,9 @@ srv_models *srv_engine_models(srv_engine *e) { return e->models; }
 void srv_engine_cancel(srv_engine *e, srv_job *j)
 {
     atomic_store(&j->canceled, 1);
-    pthread_mutex_lock(&e->mu);
-    /* a step of this slot alone stops at once; a step shared with other
-     * slots ends first (one chunk), then the slot is let go */
-    for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].j_pub == j && e->slots[i].sess_pub) rkm_session_cancel(e->slots[i].sess_pub);
-    pthread_mutex_unlock(&e->mu);
+    /* a slot's generation ends before the next step (a step is one token,
+     * or one prompt chunk of max_rows rows) */
+    (void)e;
 }
 
 /* Resident set size now, from /proc (0 where it cannot be read). */
@@ -373,7 +370,7 @@ static void save_live(srv_engine *e, srv_slot *sl)
 static void free_sessions(srv_engine *e)
 {
     pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->n_slots; i++) e->slots[i].sess_pub = NULL;
+    e->batch_pub = NULL;
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < e->n_slots; i++) {
         srv_slot *sl = &e->slots[i];
@@ -503,9 +500,7 @@ static int ensure_session(srv_engine *e, srv_slot *sl, char *err, size_t errcap)
         snprintf(err, errcap, "cannot create a session: %s", rkm_last_error());
         return RKM_ENOMEM;
     }
-    pthread_mutex_lock(&e->mu);
-    sl->sess = sl->sess_pub = s;
-    pthread_mutex_unlock(&e->mu);
+    sl->sess = s;
     sl->live_id[0] = 0;
     sl->live_dirty = 0;
     sl->live_continued = 0;
@@ -1059,13 +1054,15 @@ static void step(srv_engine *e)
     }
     e->rr = (e->rr + 1) % e->n_slots;
     if (ns == 0) return;
-    int rc;
-    if (ns == 1) {
-        rc = rkm_session_eval(ss[0], ids[0], nn[0], NULL);
-    } else {
-        if (!e->batch) e->batch = rkm_batch_new(e->model, e->max_rows, e->n_ctx);
-        rc = e->batch ? rkm_batch_eval(e->batch, ss, ids, nn, ns) : RKM_ENOMEM;
+    /* every step through the batch, one slot or many: its scratch is the
+     * only one the steps touch (the sessions' own stays unwritten) */
+    if (!e->batch) {
+        rkm_batch *b = rkm_batch_new(e->model, e->max_rows, e->n_ctx);
+        pthread_mutex_lock(&e->mu);
+        e->batch = e->batch_pub = b;
+        pthread_mutex_unlock(&e->mu);
     }
+    int rc = e->batch ? rkm_batch_eval(e->batch, ss, ids, nn, ns) : RKM_ENOMEM;
     for (int i = 0; i < ns; i++) {
         srv_slot *sl = in[i];
         if (rc) {
@@ -1427,12 +1424,9 @@ void srv_engine_stop(srv_engine *e)
         pthread_mutex_lock(&e->mu);
         e->stopping = 1;
         if (e->running) atomic_store(&e->running->canceled, 1);
-        for (int i = 0; i < e->n_slots; i++) {
-            srv_slot *sl = &e->slots[i];
-            if (!sl->j_pub) continue;
-            atomic_store(&sl->j_pub->canceled, 1);
-            if (sl->sess_pub) rkm_session_cancel(sl->sess_pub);
-        }
+        for (int i = 0; i < e->n_slots; i++)
+            if (e->slots[i].j_pub) atomic_store(&e->slots[i].j_pub->canceled, 1);
+        if (e->batch_pub) rkm_batch_cancel(e->batch_pub);
         pthread_cond_broadcast(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->worker, NULL);
