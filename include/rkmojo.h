@@ -68,6 +68,11 @@ typedef struct rkm_model_params {
     int backend;                 /* 0 auto ($RKM_BACKEND, else the NPU when the
                                     model has NPU weights and it is usable),
                                     1 cpu, 2 rknn (docs/NPU.md) */
+    int plan_n_seq;              /* sessions whose KV caches the budget plans for
+                                    at once (a server's slots); 0: 1; -1: up to
+                                    4, fewer when their KV would cost more than a
+                                    quarter of the expert slots one session
+                                    leaves (rkm_model_plan says how many) */
     int plan_n_ctx;              /* KV tokens per session the memory budget plans
                                     for (set it to the sessions' n_ctx);
                                     0: min(4096, trained) */
@@ -134,6 +139,11 @@ int rkm_model_n_vocab(const rkm_model *m);
 int rkm_model_n_embd(const rkm_model *m);
 int rkm_model_n_layer(const rkm_model *m);
 int rkm_model_n_ctx_train(const rkm_model *m);
+/* The memory plan the model was opened with: the sessions and tokens per
+ * session whose KV it counts (*n_seq, *n_ctx; either may be NULL), and one
+ * line with every figure (resident, KV, scratch, expert slots) in buf,
+ * which is returned. */
+const char *rkm_model_plan(const rkm_model *m, int *n_seq, int *n_ctx, char *buf, size_t cap);
 const char *rkm_model_arch(const rkm_model *m);
 /* The model's chat template (Jinja source) or NULL if it has none. */
 const char *rkm_model_chat_template(const rkm_model *m);

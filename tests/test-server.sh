@@ -164,6 +164,8 @@ for name in rkmojo_requests_total rkmojo_prompt_tokens_total rkmojo_generated_to
   rkmojo_expert_cache_hit_ratio rkmojo_disk_read_bytes_total rkmojo_queue_depth rkmojo_resident_bytes; do
   check "metrics has $name" 'echo "$m" | grep -q "^$name"'
 done
+check "the log gives the slots and the memory plan (4 slots, their KV counted)" \
+  'grep -q "loaded tiny.*; 4 slots; memory plan: budget none: .*kv .*(4 sessions x 256 tokens)" "$T/A.log"'
 check "metrics count cached prompt tokens" \
   '[ "$(echo "$m" | sed -n "s/^rkmojo_prompt_tokens_cached_total //p")" -ge "$c2" ]'
 
@@ -205,7 +207,8 @@ check "idle model unloaded after --idle-unload" '[ "$(curl -s "$URL/health" | jg
 stopsrv "$PID"
 
 echo "# prompt-cache size cap and expiry"
-start A4 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2"
+# one slot: each request displaces the one before
+start A4 -m "$T/models/tiny.rkmojo" --ctx 256 --prompt-cache-dir "$T/pc2" --parallel 1
 # one-off short requests displacing each other are not worth a file each
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Name three rivers of Europe and one of Asia."}],"temperature":0,"max_tokens":4}' >/dev/null
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Something else entirely, in few words."}],"temperature":0,"max_tokens":4}' >/dev/null
@@ -250,9 +253,10 @@ check "a bad --cache-policy is refused" '! "$BIN" serve -m "$T/models/tiny.rkmoj
 check "a bad --cache-scope is refused" '! "$BIN" serve -m "$T/models/tiny.rkmojo" --cache-scope global 2>/dev/null'
 
 # ---------------------------------------------------------------- server B
-# One-slot queue and slow tokens (--slow-ms) so that requests overlap.
+# One slot, a one-request queue and slow tokens (--slow-ms) so that
+# requests overlap.
 echo "# cancellation, /health while busy, queue bound"
-start B -m "$T/models/tiny.rkmojo" --queue 1 --slow-ms 40
+start B -m "$T/models/tiny.rkmojo" --queue 1 --slow-ms 40 --parallel 1
 B=$URL
 LONG='{"messages":[{"role":"user","content":"Count."}],"max_tokens":400,"ignore_eos":true,"stream":true,"temperature":0}'
 : >"$T/s1.out"
@@ -314,7 +318,7 @@ stopsrv "$PID"
 # a streaming request queued behind another gets its headers (and an SSE
 # comment) while it waits, then its stream when its turn comes
 echo "# headers while queued"
-start C -m "$T/models/tiny.rkmojo" --queue 2 --slow-ms 40
+start C -m "$T/models/tiny.rkmojo" --queue 2 --slow-ms 40 --parallel 1
 C=$URL
 : >"$T/w1.out"
 curl -sN "$C/v1/chat/completions" -d "$LONG" >"$T/w1.out" 2>/dev/null &

@@ -644,6 +644,52 @@ static rkm_model *open_deepseek(const char *shared, const rkm_model_params *mp)
     return m;
 }
 
+/* plan_n_seq: the KV of that many sessions in the memory plan; -1: up
+ * to 4, fewer when the budget would lose expert slots to them */
+static void test_plan_seq(const char *dir)
+{
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    mp.plan_n_ctx = 512;
+    char desc[512];
+    int n_seq = 0, n_ctx = 0;
+    mp.plan_n_seq = -1; /* no budget: 4 */
+    rkm_model *m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    if (!m) return;
+    rkm_model_plan(m, &n_seq, &n_ctx, desc, sizeof desc);
+    CHECK_MSG(n_seq == 4 && n_ctx == 512 && strstr(desc, "(4 sessions x 512 tokens)"), "%d %d %s", n_seq, n_ctx, desc);
+    /* a budget that holds one session and top-k slots per layer, exactly */
+    rkm_budget b;
+    CHECK(rkm_budget_plan(m->md, 0, 512, NULL, &b) == 0);
+    uint64_t exact = b.resident_bytes + b.kv_bytes + b.scratch_bytes + b.overhead_bytes + b.slot_bytes * (uint64_t)b.min_slots;
+    rkm_model_close(m);
+    mp.mem_budget_bytes = exact;
+    m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    if (m) {
+        rkm_model_plan(m, &n_seq, NULL, desc, sizeof desc);
+        CHECK_MSG(n_seq == 1 && strstr(desc, "(1 session x 512 tokens)"), "%d %s", n_seq, desc);
+        rkm_model_close(m);
+    }
+    /* generous: every expert and 4 sessions fit */
+    mp.mem_budget_bytes = exact + 4 * b.kv_bytes + b.slot_bytes * (uint64_t)b.max_slots;
+    m = rkm_model_open(dir, &mp);
+    CHECK_MSG(m != NULL, "%s", rkm_last_error());
+    if (m) {
+        rkm_model_plan(m, &n_seq, NULL, desc, sizeof desc);
+        CHECK_MSG(n_seq == 4, "%d %s", n_seq, desc);
+        rkm_model_close(m);
+    }
+    /* asked for 3 sessions in the exact budget: refused, with the figures */
+    mp.mem_budget_bytes = exact;
+    mp.plan_n_seq = 3;
+    m = rkm_model_open(dir, &mp);
+    CHECK(m == NULL && strstr(rkm_last_error(), "too small"));
+    rkm_model_close(m);
+}
+
 int main(void)
 {
     const char *shared = test_require_shared();
@@ -678,6 +724,7 @@ int main(void)
     test_seeds(q);
     test_threads(q);
     test_bad_models();
+    test_plan_seq(qdir);
     /* an expert cache with fewer slots than experts gives the same logits */
     rkm_model_params sp = mp;
     sp.expert_cache_slots = 2;

@@ -57,7 +57,8 @@ int rkm_cmd_serve(int argc, char **argv)
         {"idle-unload", 0, RKM_OPT_CALL, &c.idle_unload_s, .arg = "DUR", .fn = duration_opt,
          .values = "a duration (90s, 30m, 2h, 7d or seconds)", .help = "unload a model idle this long (default 30m; 0 never)"},
         {"parallel", 0, RKM_OPT_INT, &c.parallel, 1, 64, "N",
-         .help = "generations that run at once, in one forward pass a step (default 1; -np N too)"},
+         .help = "generations that run at once, in one forward pass a step (-np N too; default:\n"
+                 "up to 4, fewer when their KV caches would take over a quarter of the expert cache)"},
         {"queue", 0, RKM_OPT_INT, &c.queue_max, 1, 100000, "N", .help = "requests that may wait (default 16); more get 503"},
         {"max-body", 0, RKM_OPT_SIZE, &body_max, 1, 1e15, "SIZE", .help = "request body cap (default 8M)"},
         {"http-timeout", 0, RKM_OPT_INT, &c.http_timeout_s, 1, 86400, "SECONDS",

@@ -70,6 +70,8 @@ int rkm_budget_plan(const rkm_model_dir *md, uint64_t budget_bytes, int n_ctx, c
     out->embd_file_bytes = rkm_model_dir_lookup_embd_bytes(md);
     out->resident_bytes = md->resident_bytes - RKM_MIN(out->embd_file_bytes, md->resident_bytes);
     out->kv_bytes = rkm_budget_kv_bytes(hp, n_ctx, o.n_chunk) * (uint64_t)o.n_sessions;
+    out->n_sessions = o.n_sessions;
+    out->n_ctx = n_ctx;
     out->scratch_bytes = o.scratch_bytes ? o.scratch_bytes : scratch_estimate(hp, n_ctx, o.n_chunk);
     out->overhead_bytes = o.overhead_bytes ? o.overhead_bytes : 48 * MIB;
     for (int i = 0; i < md->n_expert_layers; i++) out->slot_bytes += md->experts[i].blob_stride;
@@ -108,10 +110,11 @@ const char *rkm_budget_describe(const rkm_budget *b, char *buf, size_t cap)
         snprintf(embd, sizeof embd, " (token embeddings %s not held: a row read per token)",
                  rkm_fmt_bytes(b->embd_file_bytes, s[9], 32));
     snprintf(buf, cap,
-             "budget %s: resident %s%s, kv %s, scratch %s, overhead %s, expert cache %d slots/layer x %s = %s "
-             "(all experts: %s), total %s",
+             "budget %s: resident %s%s, kv %s (%d session%s x %d tokens), scratch %s, overhead %s, "
+             "expert cache %d slots/layer x %s = %s (all experts: %s), total %s",
              b->budget_bytes ? rkm_fmt_bytes(b->budget_bytes, s[0], 32) : "none",
              rkm_fmt_bytes(b->resident_bytes, s[1], 32), embd, rkm_fmt_bytes(b->kv_bytes, s[2], 32),
+             b->n_sessions, b->n_sessions == 1 ? "" : "s", b->n_ctx,
              rkm_fmt_bytes(b->scratch_bytes, s[3], 32), rkm_fmt_bytes(b->overhead_bytes, s[4], 32),
              b->slots_per_layer, rkm_fmt_bytes(b->slot_bytes, s[5], 32), rkm_fmt_bytes(b->cache_bytes, s[6], 32),
              rkm_fmt_bytes(b->all_experts_bytes, s[7], 32), rkm_fmt_bytes(b->total_bytes, s[8], 32));

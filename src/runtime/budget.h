@@ -36,7 +36,8 @@ typedef struct rkm_budget {
     uint64_t budget_bytes;    /* 0: no budget (every expert cached) */
     uint64_t resident_bytes;  /* held in memory: resident.bin less lookup-only embeddings */
     uint64_t embd_file_bytes; /* untied token embeddings, read a row per token, not held */
-    uint64_t kv_bytes;
+    uint64_t kv_bytes;        /* n_sessions caches of n_ctx tokens */
+    int n_sessions, n_ctx;
     uint64_t scratch_bytes;
     uint64_t overhead_bytes;
     uint64_t slot_bytes;      /* one slot in every MoE layer */

@@ -404,21 +404,56 @@ int rkm_model_check(const rkm_model *m)
     return rkm_model_dir_mapping_ok(m->md);
 }
 
+const char *rkm_model_plan(const rkm_model *m, int *n_seq, int *n_ctx, char *buf, size_t cap)
+{
+    if (n_seq) *n_seq = m->plan_n_seq;
+    if (n_ctx) *n_ctx = m->plan_n_ctx;
+    return rkm_budget_describe(&m->plan, buf, cap);
+}
+
 int rkm_model_files_changed(const rkm_model *m) { return rkm_model_dir_changed(m->md); }
 int rkm_model_verified(const rkm_model *m) { return atomic_load(&m->verify_done); }
 
-/* Expert slots per layer: explicit, or planned from the memory budget
- * (budget.h: resident weights, one session's KV (plan_n_ctx tokens, else
- * the default size) and scratch, then slots), or 0 (every expert stays resident). < 0: error
- * (message set). */
-static int cache_slots(const rkm_model *m, const rkm_model_params *p)
+/* Sessions planned for with plan_n_seq -1: at most this many. */
+#define AUTO_SEQ_MAX 4
+
+/* The memory plan (budget.h: resident weights, plan_n_seq sessions' KV of
+ * plan_n_ctx tokens, one scratch, then expert slots) into m->plan. With
+ * plan_n_seq -1: AUTO_SEQ_MAX sessions without a budget; with one, the most
+ * (down to 1) whose KV leaves at least 3/4 of the expert slots that one
+ * session's plan has. RKM_EBUDGET (message set) when even one session does
+ * not fit. */
+static int make_plan(rkm_model *m, const rkm_model_params *p)
+{
+    int n_ctx = p->plan_n_ctx > 0 ? p->plan_n_ctx : RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
+    int n_seq = p->plan_n_seq > 0 ? p->plan_n_seq : 1;
+    rkm_budget_opts o = {.n_sessions = n_seq};
+    int rc = rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, &o, &m->plan);
+    if (p->plan_n_seq < 0 && !rc) {
+        int one = m->plan.slots_per_layer;
+        for (n_seq = AUTO_SEQ_MAX; n_seq > 1; n_seq--) {
+            rkm_budget b;
+            o.n_sessions = n_seq;
+            if (!rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, &o, &b) &&
+                (!p->mem_budget_bytes || 4 * (int64_t)b.slots_per_layer >= 3 * (int64_t)one)) {
+                m->plan = b;
+                break;
+            }
+        }
+    }
+    m->plan_n_seq = n_seq;
+    m->plan_n_ctx = n_ctx;
+    return rc;
+}
+
+/* Expert slots per layer: explicit, or from the memory plan, or 0 (every
+ * expert stays resident). < 0: error (message set). */
+static int cache_slots(const rkm_model *m, const rkm_model_params *p, int plan_rc)
 {
     if (p->expert_cache_slots > 0) return RKM_MIN(p->expert_cache_slots, m->hp.n_expert);
     if (!p->mem_budget_bytes || !m->md->n_expert_layers) return 0;
-    int n_ctx = p->plan_n_ctx > 0 ? p->plan_n_ctx : RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
-    rkm_budget b;
-    if (rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, NULL, &b)) return -1;
-    return b.slots_per_layer >= m->hp.n_expert ? 0 : b.slots_per_layer;
+    if (plan_rc) return -1;
+    return m->plan.slots_per_layer >= m->hp.n_expert ? 0 : m->plan.slots_per_layer;
 }
 
 rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
@@ -500,9 +535,15 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
     m->pool = rkm_pool_new(params->n_threads);
     if (!m->pool) goto fail;
     m->n_threads = rkm_pool_n_threads(m->pool);
+    int plan_rc = make_plan(m, params);
     if (m->md->n_expert_layers > 0) {
-        int slots = cache_slots(m, params);
+        int slots = cache_slots(m, params, plan_rc);
         if (slots < 0) goto fail;
+        /* the plan states the slots there are (explicit ones included) */
+        m->plan.total_bytes -= m->plan.cache_bytes;
+        m->plan.slots_per_layer = slots ? slots : m->plan.max_slots;
+        m->plan.cache_bytes = m->plan.slot_bytes * (uint64_t)m->plan.slots_per_layer;
+        m->plan.total_bytes += m->plan.cache_bytes;
         rkm_expert_cache_params cp = {0};
         cp.slots_per_layer = slots;
         cp.policy = params->cache_policy;

@@ -18,6 +18,7 @@
 #include "format/model_dir.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "runtime/budget.h"
 #include "runtime/expert_cache.h"
 #include "runtime/sampler.h"
 #include "util/common.h"
@@ -131,6 +132,8 @@ struct rkm_model {
     struct rkm_tokenizer *tok;     /* NULL if the directory has none */
     char *chat_template;           /* NULL if none */
     int n_threads;
+    rkm_budget plan;               /* the memory plan at open (budget.h) */
+    int plan_n_seq, plan_n_ctx;    /* the sessions and context it counts */
     int prefetch;                  /* hint the next layer's experts while decoding */
     int n_ff_exp;                  /* routed expert width (from the blob parts) */
     int max_hd;                    /* largest head dim over layers */

@@ -130,8 +130,8 @@ struct srv_engine {
 
     /* worker only */
     rkm_model *model;
-    srv_slot *slots;        /* n_slots of them */
-    int n_slots;
+    srv_slot *slots;        /* cap_slots of them, n_slots in use (engine->mu to change) */
+    int n_slots, cap_slots;
     rkm_batch *batch;       /* runs the steps (made on first use) */
     int max_rows;           /* rows of one step */
     int rr;                 /* the prefill slot served first in the next step */
@@ -256,8 +256,8 @@ int srv_engine_slots_busy(srv_engine *e, int *n_slots)
 {
     pthread_mutex_lock(&e->mu);
     int b = e->n_active;
-    pthread_mutex_unlock(&e->mu);
     if (n_slots) *n_slots = e->n_slots;
+    pthread_mutex_unlock(&e->mu);
     return b;
 }
 
@@ -372,7 +372,7 @@ static void free_sessions(srv_engine *e)
     pthread_mutex_lock(&e->mu);
     e->batch_pub = NULL;
     pthread_mutex_unlock(&e->mu);
-    for (int i = 0; i < e->n_slots; i++) {
+    for (int i = 0; i < e->cap_slots; i++) {
         srv_slot *sl = &e->slots[i];
         rkm_session_free(sl->sess);
         sl->sess = NULL;
@@ -387,7 +387,7 @@ static void free_sessions(srv_engine *e)
 static void unload_model(srv_engine *e)
 {
     if (!e->model) return;
-    for (int i = 0; i < e->n_slots; i++) save_live(e, &e->slots[i]);
+    for (int i = 0; i < e->cap_slots; i++) save_live(e, &e->slots[i]);
     free_sessions(e);
     srv_pcache_close(e->pc);
     e->pc = NULL;
@@ -425,6 +425,7 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     mp.mem_budget_bytes = e->cfg.mem_budget_bytes;
     mp.n_threads = e->cfg.n_threads;
     mp.plan_n_ctx = e->cfg.n_ctx; /* the budget plans for the sessions' context */
+    mp.plan_n_seq = e->cfg.parallel > 0 ? e->cfg.parallel : -1; /* and for the slots' KV */
     mp.expert_cache_slots = e->cfg.expert_cache_slots;
     mp.cache_policy = e->cfg.cache_policy;
     if (e->cfg.prefetch >= 0) mp.prefetch = e->cfg.prefetch;
@@ -444,6 +445,13 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     int train = rkm_model_n_ctx_train(e->model);
     e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : RKM_MIN(4096, train > 0 ? train : 4096);
     e->max_rows = RKM_MIN(128, e->n_ctx); /* a step: the prefill chunk of one session */
+    /* the slots the plan made room for (no generation runs at a load) */
+    char plan[512];
+    int n_seq = 1;
+    rkm_model_plan(e->model, &n_seq, NULL, plan, sizeof plan);
+    pthread_mutex_lock(&e->mu);
+    e->n_slots = RKM_MAX(1, RKM_MIN(n_seq, e->cap_slots));
+    pthread_mutex_unlock(&e->mu);
     if (e->cfg.prompt_cache_dir) {
         /* One subdirectory per model: states of different weights never mix
          * (rkm_session_load checks the model identity as well). */
@@ -461,7 +469,8 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
     e->keep_alive_s = e->cfg.idle_unload_s > 0 ? e->cfg.idle_unload_s : -1;
     *t_load = rkm_now() - t0;
     srv_metrics_event(SRV_EV_MODEL_LOAD);
-    fprintf(stderr, "rkmojo serve: loaded %s (%.2f s)\n", mi->name, *t_load);
+    fprintf(stderr, "rkmojo serve: loaded %s (%.2f s); %d slot%s; memory plan: %s\n", mi->name, *t_load, e->n_slots,
+            e->n_slots == 1 ? "" : "s", plan);
     return 0;
 }
 
@@ -1024,6 +1033,8 @@ static void next_token(srv_engine *e, srv_slot *sl)
 }
 
 #define MAX_SLOTS 64
+/* --parallel 0: rkm_model_params.plan_n_seq -1 plans for at most this many */
+#define AUTO_SLOTS 4
 
 /* One step: every decoding slot's next token and prompt chunks of the
  * slots still reading theirs (taken in turn, up to max_rows rows in all)
@@ -1398,8 +1409,10 @@ srv_engine *srv_engine_new(const srv_config *c)
     e->cfg = *c;
     e->q_cap = RKM_MAX(1, c->queue_max);
     e->q = calloc((size_t)e->q_cap, sizeof *e->q);
-    e->n_slots = RKM_MAX(1, RKM_MIN(c->parallel, MAX_SLOTS));
-    e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
+    /* --parallel N, or up to AUTO_SLOTS as the memory plan allows */
+    e->cap_slots = c->parallel > 0 ? RKM_MIN(c->parallel, MAX_SLOTS) : AUTO_SLOTS;
+    e->n_slots = e->cap_slots;
+    e->slots = calloc((size_t)e->cap_slots, sizeof *e->slots);
     e->models = srv_models_new(c->model_path, c->models_dir);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
@@ -1424,7 +1437,7 @@ void srv_engine_stop(srv_engine *e)
         pthread_mutex_lock(&e->mu);
         e->stopping = 1;
         if (e->running) atomic_store(&e->running->canceled, 1);
-        for (int i = 0; i < e->n_slots; i++)
+        for (int i = 0; i < e->cap_slots; i++)
             if (e->slots[i].j_pub) atomic_store(&e->slots[i].j_pub->canceled, 1);
         if (e->batch_pub) rkm_batch_cancel(e->batch_pub);
         pthread_cond_broadcast(&e->cv);

@@ -47,7 +47,6 @@ void srv_config_default(srv_config *c)
     c->host = "127.0.0.1";
     c->port = 8080;
     c->idle_unload_s = 30 * 60;
-    c->parallel = 1;
     c->queue_max = 16;
     c->body_max_bytes = 8u << 20;
     c->prompt_cache_max_bytes = 4ull << 30;
