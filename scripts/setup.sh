@@ -4,7 +4,9 @@
 # liburing, PCRE2, libedit, libcurl), clang for the fuzzers, the aarch64 cross toolchain with the
 # arm64 libraries (multiarch) and qemu-user for the ARM tests, and the npm
 # reference packages of tests/js (with llama.cpp's prebuilt library on
-# x86-64), and Chromium for the chat page's test. Safe to run again.
+# x86-64), Chromium for the chat page's test and nginx for the several-
+# instances recipe's test (Debian's package starts its default site where
+# services may start; the test runs its own instance). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +15,7 @@ SUDO=""
 
 host_pkgs="build-essential clang jq libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev libpcre2-dev
            libedit-dev libcurl4-openssl-dev
-           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time chromium"
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time chromium nginx"
 # Node.js and npm: Debian's packages unless a node/npm is already installed
 command -v node > /dev/null && command -v npm > /dev/null || host_pkgs="$host_pkgs nodejs npm"
 arm_pkgs="libcjson-dev:arm64 libmicrohttpd-dev:arm64 liburing-dev:arm64 libpcre2-dev:arm64 libedit-dev:arm64
