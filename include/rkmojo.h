@@ -286,6 +286,12 @@ void rkm_batch_cancel(rkm_batch *b);
  * call that changes the session. */
 const int32_t *rkm_session_tokens(const rkm_session *s, int *n);
 
+/* Makes dst hold what src holds (tokens, K/V rows, the current logits),
+ * as if it had evaluated the same tokens: several continuations of one
+ * prompt evaluated once. Sessions of one model; dst's n_ctx at least src's
+ * n_past. Sampler, grammar and stats stay dst's own. */
+int rkm_session_copy(rkm_session *dst, const rkm_session *src);
+
 /* Saves the KV state (tokens + K/V rows) to path: written to a temporary
  * file, checksummed, fsynced and renamed. */
 int rkm_session_save(const rkm_session *s, const char *path);

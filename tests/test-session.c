@@ -132,6 +132,40 @@ static int count_tok(int32_t id, void *u)
     return v[0] >= 20;
 }
 
+/* rkm_session_copy: a copy continues as the original does (same logits,
+ * same greedy tokens), over another conversation it held, into a smaller
+ * sliding-window ring; refused into a context too small or another model */
+static void test_copy(rkm_model *m, rkm_model *other, const char *name, int n)
+{
+    int nv = rkm_model_n_vocab(m);
+    int32_t ids[300], other_ids[40];
+    prompt_ids(ids, n, 5);
+    prompt_ids(other_ids, 40, 9);
+    rkm_session *a = new_session(m, 512, 64), *b = new_session(m, 512, 16), *small = new_session(m, n - 1, 16);
+    rkm_session *o = new_session(other, 512, 64);
+    CHECK(a && b && small && o);
+    if (!a || !b || !small || !o) return;
+    CHECK(rkm_session_eval(a, ids, n, NULL) == 0);
+    CHECK(rkm_session_eval(b, other_ids, 40, NULL) == 0); /* something to overwrite */
+    CHECK_MSG(rkm_session_copy(b, a) == 0, "%s", rkm_last_error());
+    CHECK(rkm_session_n_past(b) == n);
+    float *la = malloc(sizeof(float) * nv), *lb = malloc(sizeof(float) * nv);
+    CHECK(rkm_session_eval(a, NULL, 0, la) == 0 && rkm_session_eval(b, NULL, 0, lb) == 0);
+    CHECK_MSG(max_diff(la, lb, nv) == 0, "%s: copied logits differ", name);
+    int32_t ga[32] = {0}, gb[32] = {0};
+    CHECK(rkm_session_generate(a, 20, count_tok, ga) == 0 && rkm_session_generate(b, 20, count_tok, gb) == 0);
+    CHECK_MSG(ga[0] == 20 && !memcmp(ga, gb, sizeof ga), "%s: a copy continues differently", name);
+    CHECK(rkm_session_copy(small, a) == RKM_ECTXFULL);
+    CHECK(rkm_session_copy(o, a) == RKM_EINVAL && rkm_session_copy(a, a) == RKM_EINVAL);
+    printf("%s: a copy of %d tokens continues as the original\n", name, n);
+    free(la);
+    free(lb);
+    rkm_session_free(a);
+    rkm_session_free(b);
+    rkm_session_free(small);
+    rkm_session_free(o);
+}
+
 static void test_save_load(rkm_model *m, rkm_model *other, const char *name)
 {
     int32_t ids[150];
@@ -709,12 +743,15 @@ int main(void)
     test_truncate(q, "qwen3moe", 150);
     test_truncate(g, "gemma4", 40);  /* ring (32 + 16 rows) overwritten: recomputed */
     test_truncate(g, "gemma4", 210); /* within the ring */
+    test_copy(q, g, "qwen3moe", 150);
+    test_copy(g, q, "gemma4", 200); /* past the window: the copy's smaller ring keeps its end */
     test_save_load(q, g, "qwen3moe");
     test_save_load(g, q, "gemma4");
     rkm_model *d = open_deepseek(shared, &mp);
     if (d) {
         test_chunks(d, "deepseek2");
         test_truncate(d, "deepseek2", 150);
+        test_copy(d, q, "deepseek2", 150); /* latent rows, no V */
         test_save_load(d, q, "deepseek2");
         rkm_model_close(d);
     }

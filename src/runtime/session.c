@@ -551,6 +551,52 @@ int rkm_session_truncate(rkm_session *s, int n)
     return 0;
 }
 
+/* Copies rows [first, n_past) of one head's K or V run from src to dst
+ * (head-major, so runs of consecutive rows are contiguous in both unless a
+ * ring wraps: then row by row). */
+static void copy_rows(const rkm_kv_layer *dk, const rkm_kv_layer *sk, int v, int kh, int first, int n_past)
+{
+    int hd = v ? (sk->v_dim ? sk->hd_v : sk->hd_k) : sk->hd_k;
+    for (int p = first; p < n_past;) {
+        int rs = sk->ring ? p % sk->cap : p, rd = dk->ring ? p % dk->cap : p;
+        int run = n_past - p;
+        if (sk->ring) run = RKM_MIN(run, sk->cap - rs);
+        if (dk->ring) run = RKM_MIN(run, dk->cap - rd);
+        rkm_f16 *d = v ? rkm_kv_v(dk, kh, rd) : rkm_kv_k(dk, kh, rd);
+        const rkm_f16 *s = v ? rkm_kv_v(sk, kh, rs) : rkm_kv_k(sk, kh, rs);
+        memcpy(d, s, sizeof(rkm_f16) * (size_t)hd * (size_t)run);
+        p += run;
+    }
+}
+
+int rkm_session_copy(rkm_session *dst, const rkm_session *src)
+{
+    if (!dst || !src || dst == src || dst->m != src->m)
+        return rkm_err(RKM_EINVAL, "session copy: two sessions of one model needed");
+    if (src->n_past > dst->n_ctx)
+        return rkm_err(RKM_ECTXFULL, "session copy: %d tokens do not fit in n_ctx %d", src->n_past, dst->n_ctx);
+    const rkm_hparams *hp = &src->m->hp;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const rkm_kv_layer *sk = &src->kv[il];
+        rkm_kv_layer *dk = &dst->kv[il];
+        /* the rows src holds; a smaller ring in dst keeps the last of them
+         * (its window and a chunk: all that later queries see) */
+        int first = kv_first(src, il);
+        if (dk->ring) first = RKM_MAX(first, src->n_past - dk->cap);
+        for (int kh = 0; kh < sk->n_kv; kh++) {
+            copy_rows(dk, sk, 0, kh, first, src->n_past);
+            if (sk->v_dim) copy_rows(dk, sk, 1, kh, first, src->n_past);
+        }
+        dk->valid_from = first;
+    }
+    memcpy(dst->tokens, src->tokens, sizeof(int32_t) * (size_t)src->n_past);
+    memcpy(dst->logits, src->logits, sizeof(float) * (size_t)hp->n_vocab);
+    memcpy(dst->embd, src->embd, sizeof(float) * (size_t)hp->n_embd);
+    dst->n_past = src->n_past;
+    dst->have_logits = src->have_logits;
+    return 0;
+}
+
 /* ------------------------------------------------------- save / load */
 
 typedef struct {
