@@ -98,7 +98,16 @@ static void test_openai(void)
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}", "max_tokens");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", "stop");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1.5}", "seed");
-    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", "'n'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", "'n'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "'n'");
+    {
+        srv_request rn;
+        char errn[256];
+        CHECK(parse(SRV_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", &rn, errn) == 0 && rn.n_choices == 3);
+        srv_request_free(&rn);
+        CHECK(parse(SRV_OPENAI_COMPLETION, "{\"prompt\":\"x\"}", &rn, errn) == 0 && rn.n_choices == 1);
+        srv_request_free(&rn);
+    }
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", "stream");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"../../etc/passwd\"}", "model");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools");

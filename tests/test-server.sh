@@ -384,6 +384,25 @@ postr /v1/chat/completions '{"messages":[{"role":"user","content":"Write a title
 r=$(postr /v1/chat/completions "$TURN2}")
 check "an interleaved request leaves the conversation's cache (cached $(echo "$r" | jget usage.prompt_tokens_details.cached_tokens), as $c2 without it)" \
   '[ "$(echo "$r" | jget usage.prompt_tokens_details.cached_tokens)" = "$c2" ] && [ "$(echo "$r" | jget choices.0.message.content)" = "$t2" ]'
+# n > 1: several choices from one prompt, evaluated once
+m0=$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_prompt_tokens_total //p')
+r=$(postr /v1/completions "{\"prompt\":\"${PP[0]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"n\":3,\"cache_prompt\":false}")
+m1=$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_prompt_tokens_total //p')
+nch=$(echo "$r" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const o=JSON.parse(s);const t=process.argv[1];console.log(o.choices.length+" "+o.choices.map((c,i)=>c.index===i&&c.text===t&&c.finish_reason==="length").every(Boolean)+" "+o.usage.completion_tokens)})' "${alone[0]}")
+np=$(echo "$r" | jget usage.prompt_tokens)
+check "n 3 greedy: three choices, indexed, each the text alone, 60 tokens counted ($nch)" '[ "$nch" = "3 true 60" ]'
+check "n 3: the prompt evaluated once ($((m1 - m0)) tokens for a $np-token prompt)" '[ $((m1 - m0)) = "$np" ]'
+R='"max_tokens":16,"temperature":1.0,"seed":42,"n":3'
+r1=$(postr /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Say something.\"}],$R}" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).choices.map(c=>c.message.content))))')
+r2=$(postr /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Say something.\"}],$R}" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).choices.map(c=>c.message.content))))')
+check "n 3 sampled with a seed: distinct choices, the same again ($r1)" \
+  '[ "$r1" = "$r2" ] && [ "$(echo "$r1" | node -e "let s=\"\";process.stdin.on(\"data\",d=>s+=d).on(\"end\",()=>console.log(new Set(JSON.parse(s)).size))")" -ge 2 ]'
+curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[2]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" >"$T/n2.out"
+sn=$(sed -n 's/^data: //p' "$T/n2.out" | grep -v DONE | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const t=["",""],f=[0,0];let u=0;for(const l of s.split("\n").filter(Boolean)){const o=JSON.parse(l);if(o.usage)u=o.usage.completion_tokens;for(const c of o.choices){t[c.index]+=c.text||"";if(c.finish_reason)f[c.index]++}}console.log((t[0]===process.argv[1]&&t[1]===process.argv[1])+" "+f.join(",")+" "+u)})' "${alone[2]}")
+check "n 2 streamed: both choices' deltas make the text alone, one finish each, usage 40 ($sn)" \
+  '[ "$sn" = "true 1,1 40" ] && [ "$(grep -c "^data: \[DONE\]" "$T/n2.out")" = 1 ]'
+check "n over the slots -> 400 naming --parallel" \
+  'postr /v1/completions "{\"prompt\":\"x\",\"n\":4}" | jget error.message | grep -q -- "--parallel"'
 check "-np is --parallel" '"$BIN" serve -m "$T/models/tiny.rkmojo" -np 0 2>&1 | grep -q "parallel"'
 stopsrv "$PID"
 

@@ -34,6 +34,7 @@ enum srv_kind {
 };
 
 #define SRV_MAX_STOP 8
+#define SRV_MAX_CHOICES 16
 #define SRV_MAX_STOP_BYTES 256
 
 typedef struct srv_msg {
@@ -81,6 +82,7 @@ typedef struct srv_request {
     int tool_choice;          /* enum srv_tool_choice */
     char *tool_name;          /* SRV_TOOLS_NAMED: the function */
     int parallel_tool_calls;  /* more than one call in a reply (default 1) */
+    int n_choices;            /* openai n: continuations of the one prompt (1..SRV_MAX_CHOICES) */
     int logprobs;             /* report each generated token's log-probability */
     int top_logprobs;         /* ... and the n most likely alternatives (0..20) */
 } srv_request;
@@ -116,12 +118,16 @@ typedef struct srv_result {
      * response or chunk; each {id, type, function: {name, arguments (an object)}} */
     const cJSON *tool_calls;
     int tc_from, tc_to;
+    int index;                /* the choice (OpenAI n > 1), 0 otherwise */
 } srv_result;
 
 /* Error bodies in each API's shape; status picks the OpenAI "type". */
 char *srv_fmt_error(int kind, int status, const char *msg);
 /* Full non-streaming response. */
 char *srv_fmt_result(const srv_request *rq, const srv_result *r);
+/* ... with n choices (OpenAI n > 1): rs[i] is choice i; the usage counts
+ * the prompt once and every choice's tokens. */
+char *srv_fmt_result_n(const srv_request *rq, const srv_result *rs, int n);
 /* A streaming chunk with delta text (may be ""), as it goes on the wire:
  * "data: {...}\n\n" for OpenAI, "{...}\n" for Ollama. first: OpenAI's role
  * chunk. */
@@ -129,6 +135,11 @@ char *srv_fmt_chunk(const srv_request *rq, const srv_result *r, const char *delt
 /* The end of a stream: the final chunk(s) (finish reason, usage when asked,
  * "data: [DONE]" for OpenAI; Ollama's done:true line with timings). */
 char *srv_fmt_stream_end(const srv_request *rq, const srv_result *r);
+/* With n > 1 (OpenAI), the stream's end comes in parts: each choice's
+ * finish chunk as it ends, then the usage chunk when asked (r's counts,
+ * every choice's tokens summed by the caller) and "data: [DONE]". */
+char *srv_fmt_choice_end(const srv_request *rq, const srv_result *r);
+char *srv_fmt_stream_tail(const srv_request *rq, const srv_result *r);
 /* An error inside an already started stream. */
 char *srv_fmt_stream_error(const srv_request *rq, const char *msg);
 /* Embedding responses: vecs is n x dim floats. */

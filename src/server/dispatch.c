@@ -26,6 +26,7 @@ int srv_parse_request(int kind, const char *body, size_t len, srv_request *out, 
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->max_tokens = -1;
+    out->n_choices = 1;
     out->cache_prompt = 1;
     out->think = -1;
     out->parallel_tool_calls = 1;
@@ -105,7 +106,23 @@ char *srv_fmt_error(int kind, int status, const char *msg)
 
 char *srv_fmt_result(const srv_request *rq, const srv_result *r)
 {
-    return srv_is_openai(rq->kind) ? srv_openai_result(rq, r) : srv_ollama_result(rq, r);
+    return srv_is_openai(rq->kind) ? srv_openai_result(rq, r, 1) : srv_ollama_result(rq, r);
+}
+
+char *srv_fmt_result_n(const srv_request *rq, const srv_result *rs, int n)
+{
+    if (n == 1) return srv_fmt_result(rq, rs);
+    return srv_is_openai(rq->kind) ? srv_openai_result(rq, rs, n) : NULL; /* Ollama has no n */
+}
+
+char *srv_fmt_choice_end(const srv_request *rq, const srv_result *r)
+{
+    return srv_is_openai(rq->kind) ? srv_openai_choice_end(rq, r) : NULL;
+}
+
+char *srv_fmt_stream_tail(const srv_request *rq, const srv_result *r)
+{
+    return srv_is_openai(rq->kind) ? srv_openai_stream_tail(rq, r) : NULL;
 }
 
 char *srv_fmt_chunk(const srv_request *rq, const srv_result *r, const char *delta, int first)

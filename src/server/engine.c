@@ -71,7 +71,7 @@ typedef struct gen_ctx {
     size_t n_text, cap_text;
     int n_gen, n_max;
     int stop_hit, oom;
-    double t_gen0, t_first;
+    double t_gen0, t_first, t_gen;
     int split;        /* the reply's <think> block goes to res.reasoning */
     srv_think think;
     rkm_buf rsn, cnt; /* the splitter's output of one piece */
@@ -106,6 +106,8 @@ typedef struct srv_slot {
     int32_t *toks;          /* the prompt */
     int n, pos, cached;     /* its length, tokens evaluated, tokens reused */
     int decoding;           /* the prompt is in: tokens are being generated */
+    int wait_lead;          /* a choice after the first: waits for the lead's prompt, then copies its session */
+    int ended, end_rc;      /* this choice is done (its status), its siblings may not be */
     int32_t next;           /* decoding: the token the next step evaluates */
     double t0, t_load, tp0, t_prompt;
 } srv_slot;
@@ -477,13 +479,13 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
 /* Per-request sampling on the long-lived session: the model's defaults
  * with the fields the request set. Without a seed the random sequence
  * starts from a fresh one (OpenAI: unseeded is random). */
-static int session_set_sampler(const rkm_model *m, rkm_session *s, const srv_request *rq,
+static int session_set_sampler(const rkm_model *m, rkm_session *s, const srv_request *rq, int choice,
                                char *err, size_t errcap)
 {
     rkm_sampler_params sp;
     rkm_sampler_params_for_model(m, &sp);
     srv_request_sampler(rq, &sp);
-    sp.seed = rq->sp.seed;
+    sp.seed = rq->sp.seed + (uint64_t)choice; /* each choice its own sequence */
     if (sp.repeat_last_n < 0) sp.repeat_last_n = rkm_session_n_ctx(s); /* Ollama: -1 = context */
     if (!rq->has_seed) {
         static atomic_uint_fast64_t counter;
@@ -764,39 +766,105 @@ static void gen_free(gen_ctx *g)
     memset(g, 0, sizeof *g);
 }
 
-/* Sets up a generation in a free slot: the prompt's tokens, the slot's
- * sampler and grammar, the reply's parsers, the reused prefix. 1 when the
- * job holds the slot (the steps run it), 0 when it ended here (an error
- * answered). */
+/* What the choices of one generation share, for setting each up. */
+typedef struct gen_setup {
+    const char *tmpl;
+    int chat, forced, inside;
+    const char *prefill;
+    const char *gbnf;   /* the tools' grammar, else the request's, or NULL */
+} gen_setup;
+
+/* Sets up choice `choice` of job j in slot sl: the slot's session, its
+ * sampler (seed + choice) and grammar, the reply's parsers. 0, or a
+ * status with a message in err. */
+static int setup_choice(srv_engine *e, srv_slot *sl, srv_job *j, const srv_model_info *mi, int choice,
+                        const gen_setup *gs, char *err, size_t errcap)
+{
+    const srv_request *rq = &j->req;
+    if (ensure_session(e, sl, err, errcap)) return 500;
+    if (session_set_sampler(e->model, sl->sess, rq, choice, err, errcap)) return 400;
+    /* structured outputs: the request's grammar, or none */
+    if (rkm_session_set_grammar(sl->sess, gs->gbnf)) {
+        snprintf(err, errcap, "%s", rkm_last_error());
+        return 400;
+    }
+    gen_ctx *g = &sl->g;
+    memset(g, 0, sizeof *g);
+    g->e = e;
+    g->j = j;
+    g->s = sl->sess;
+    if (choice == 0) make_id(sl->id, sizeof sl->id, rq->kind == SRV_OPENAI_CHAT ? "chatcmpl-" : "cmpl-");
+    snprintf(sl->model, sizeof sl->model, "%s", mi->name);
+    g->res.model = sl->model;
+    g->res.id = sl->id; /* choice 0's, copied into the others by the caller */
+    g->res.created = (int64_t)unix_now();
+    g->res.index = choice;
+    /* a thinking model's reply: its <think> block becomes the reasoning
+     * (unless thinking was switched off, or the reply is held to calls) */
+    int harmony = gs->tmpl && strstr(gs->tmpl, "<|channel|>"); /* gpt-oss */
+    g->split = !gs->forced && rq->think != 0 && gs->chat && (harmony || gs->inside || (gs->tmpl && strstr(gs->tmpl, "<think>")));
+    if (harmony) srv_think_init_harmony(&g->think);
+    else srv_think_init(&g->think, gs->inside);
+    if (!(g->to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
+        snprintf(err, errcap, "out of memory");
+        return 500;
+    }
+    /* tools: the calls in the reply, in the format of the model's family */
+    g->tools = gs->chat && srv_tools_active(rq);
+    if (g->tools) {
+        char base[32];
+        make_id(base, sizeof base - 1, "call_");
+        strcat(base, "_"); /* call_<16 hex>_<n> */
+        srv_toolp_init(&g->tp, srv_tool_format(gs->tmpl), rq->tools, base);
+        if (!(g->calls = cJSON_CreateArray())) {
+            snprintf(err, errcap, "out of memory");
+            return 500;
+        }
+        /* the prefill is the reply's start: the parser reads it first */
+        if (gs->prefill && *gs->prefill) {
+            rkm_buf_clear(&g->tcnt);
+            srv_toolp_push(&g->tp, gs->prefill, strlen(gs->prefill), &g->tcnt, g->calls);
+        }
+    }
+    rkm_session_stats_reset(sl->sess);
+    return 0;
+}
+
+/* Sets up a generation in free slots (one per choice, n > 1): the prompt's
+ * tokens, each slot's sampler and grammar, the reply's parsers, the
+ * reused prefix. Choice 0's slot (the lead) reads the prompt; the others
+ * wait for it and copy its session. 1 when the job holds its slots (the
+ * steps run it), 0 when it ended here (an error answered). */
 static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0, double t_load)
 {
     srv_request *rq = &j->req;
     char err[512];
     int32_t *toks = NULL;
-    int n = 0;
-    int inside = 0;
-    const char *tmpl = rkm_model_chat_template(e->model);
-    int chat = rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT || (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw);
+    int n = 0, nc = RKM_MAX(1, rq->n_choices);
+    gen_setup gs = {0};
+    gs.tmpl = rkm_model_chat_template(e->model);
+    gs.chat = rq->kind == SRV_OPENAI_CHAT || rq->kind == SRV_OLLAMA_CHAT || (rq->kind == SRV_OLLAMA_GENERATE && !rq->raw);
     /* tool_choice required or named: a grammar holds the reply to calls,
      * started by the format's prefill */
-    const char *prefill = NULL;
     char *tool_gbnf = NULL;
-    int forced = chat && srv_tools_active(rq) && rq->tool_choice >= SRV_TOOLS_REQUIRED;
-    if (forced) {
+    gs.forced = gs.chat && srv_tools_active(rq) && rq->tool_choice >= SRV_TOOLS_REQUIRED;
+    if (gs.forced) {
         if (rq->grammar) {
             job_fail(j, 400, "'tool_choice' required or named cannot be combined with a grammar or a response format");
             return 0;
         }
-        tool_gbnf = srv_tool_grammar(srv_tool_format(tmpl), rq->tools, rq->tool_choice == SRV_TOOLS_NAMED ? rq->tool_name : NULL,
-                                     rq->parallel_tool_calls, &prefill);
+        tool_gbnf = srv_tool_grammar(srv_tool_format(gs.tmpl), rq->tools, rq->tool_choice == SRV_TOOLS_NAMED ? rq->tool_name : NULL,
+                                     rq->parallel_tool_calls, &gs.prefill);
         if (!tool_gbnf) {
             snprintf(err, sizeof err, "tools: %s", rkm_last_error());
             job_fail(j, 400, err);
             return 0;
         }
     }
-    int rc = srv_prompt_tokens(e->model, rq, prefill, &toks, &n, &inside, err, sizeof err);
-    int status = 400;
+    gs.gbnf = tool_gbnf ? tool_gbnf : rq->grammar;
+    srv_slot *sl[SRV_MAX_CHOICES];
+    int got = 0, status = 400;
+    int rc = srv_prompt_tokens(e->model, rq, gs.prefill, &toks, &n, &gs.inside, err, sizeof err);
     if (rc) goto fail;
     if (e->cfg.max_request_tokens > 0 && n >= e->cfg.max_request_tokens) {
         snprintf(err, sizeof err, "the prompt is %d tokens; this server takes at most %d a request (--max-request-tokens)", n,
@@ -807,67 +875,28 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
         snprintf(err, sizeof err, "the prompt is %d tokens; the context holds %d", n, e->n_ctx);
         goto fail;
     }
-    int si = pick_slot(e, toks, n, rq->cache_prompt);
-    if (si < 0) { /* the worker admits only into a free slot */
-        snprintf(err, sizeof err, "no free sequence slot");
-        status = 503;
+    if (nc > e->n_slots) {
+        snprintf(err, sizeof err, "'n' is %d; this server runs at most %d generations at once (--parallel)", nc, e->n_slots);
         goto fail;
     }
-    srv_slot *sl = &e->slots[si];
-    status = 500;
-    if (ensure_session(e, sl, err, sizeof err)) goto fail;
-    status = 400;
-    if (session_set_sampler(e->model, sl->sess, rq, err, sizeof err)) goto fail;
-    /* structured outputs: the request's grammar, or none */
-    if (rkm_session_set_grammar(sl->sess, tool_gbnf ? tool_gbnf : rq->grammar)) {
-        snprintf(err, sizeof err, "%s", rkm_last_error());
-        goto fail;
+    /* the lead where the prompt's prefix is; the others where least is lost */
+    for (got = 0; got < nc; got++) {
+        int si = pick_slot(e, toks, n, got == 0 && rq->cache_prompt);
+        if (si < 0) { /* the worker admits only into free slots */
+            snprintf(err, sizeof err, "no free sequence slot");
+            status = 503;
+            goto fail;
+        }
+        sl[got] = &e->slots[si];
+        sl[got]->j = j; /* taken (pick_slot passes it over) */
+        if ((status = setup_choice(e, sl[got], j, mi, got, &gs, err, sizeof err))) {
+            got++;
+            goto fail;
+        }
+        sl[got]->g.res.id = sl[0]->id;
     }
     free(tool_gbnf);
     tool_gbnf = NULL;
-
-    gen_ctx *g = &sl->g;
-    memset(g, 0, sizeof *g);
-    g->e = e;
-    g->j = j;
-    g->s = sl->sess;
-    make_id(sl->id, sizeof sl->id, rq->kind == SRV_OPENAI_CHAT ? "chatcmpl-" : "cmpl-");
-    snprintf(sl->model, sizeof sl->model, "%s", mi->name);
-    g->res.model = sl->model;
-    g->res.id = sl->id;
-    g->res.created = (int64_t)unix_now();
-    g->res.t_load_s = t_load;
-    /* a thinking model's reply: its <think> block becomes the reasoning
-     * (unless thinking was switched off, or the reply is held to calls) */
-    int harmony = tmpl && strstr(tmpl, "<|channel|>"); /* gpt-oss */
-    g->split = !forced && rq->think != 0 && chat && (harmony || inside || (tmpl && strstr(tmpl, "<think>")));
-    if (harmony) srv_think_init_harmony(&g->think);
-    else srv_think_init(&g->think, inside);
-    if (!(g->to = rkm_textout_new(e->model, (const char *const *)rq->stop, rq->n_stop))) {
-        snprintf(err, sizeof err, "out of memory");
-        status = 500;
-        goto fail;
-    }
-    /* tools: the calls in the reply, in the format of the model's family */
-    g->tools = chat && srv_tools_active(rq);
-    if (g->tools) {
-        char base[32];
-        make_id(base, sizeof base - 1, "call_");
-        strcat(base, "_"); /* call_<16 hex>_<n> */
-        srv_toolp_init(&g->tp, srv_tool_format(tmpl), rq->tools, base);
-        if (!(g->calls = cJSON_CreateArray())) {
-            gen_free(g);
-            snprintf(err, sizeof err, "out of memory");
-            status = 500;
-            goto fail;
-        }
-        /* the prefill is the reply's start: the parser reads it first */
-        if (prefill && *prefill) {
-            rkm_buf_clear(&g->tcnt);
-            srv_toolp_push(&g->tp, prefill, strlen(prefill), &g->tcnt, g->calls);
-        }
-    }
-    rkm_session_stats_reset(sl->sess);
 
     /* The stream starts here: later errors are stream error lines. */
     if (rq->stream) {
@@ -875,68 +904,149 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
         j->streaming = 1;
         j->status = 200;
         pthread_mutex_unlock(&j->mu);
-        if (srv_is_openai(rq->kind)) {
-            char *c = srv_fmt_chunk(rq, &g->res, "", 1);
+        for (int i = 0; i < nc && srv_is_openai(rq->kind); i++) {
+            char *c = srv_fmt_chunk(rq, &sl[i]->g.res, "", 1);
             if (c) srv_job_emit(j, c, strlen(c));
             free(c);
         }
     }
-    if (rq->echo && rq->prompt) emit_text(g, NULL, rq->prompt);
-
-    sl->tp0 = rkm_now();
-    sl->cached = reuse_prefix(e, sl, toks, n, rq->cache_prompt);
-    sl->live_dirty = 1;
-    sl->toks = toks;
-    sl->n = n;
-    sl->pos = sl->cached;
-    sl->decoding = 0;
-    sl->t0 = t0;
-    sl->t_load = t_load;
-    sl->t_prompt = 0;
-    sl->j = j;
+    for (int i = 0; i < nc; i++) {
+        srv_slot *s = sl[i];
+        if (rq->echo && rq->prompt) emit_text(&s->g, NULL, rq->prompt);
+        s->tp0 = rkm_now();
+        /* the others' sessions are overwritten by the lead's: what they
+         * held is saved first when worth it (reuse_prefix, nothing kept) */
+        s->cached = reuse_prefix(e, s, toks, n, i == 0 && rq->cache_prompt);
+        s->live_dirty = 1;
+        s->n = n;
+        s->pos = s->cached;
+        s->decoding = 0;
+        s->wait_lead = i > 0;
+        s->ended = 0;
+        s->end_rc = 0;
+        s->t0 = t0;
+        s->t_load = t_load;
+        s->t_prompt = 0;
+        s->g.res.t_load_s = t_load;
+    }
+    sl[0]->toks = toks;
     pthread_mutex_lock(&e->mu);
-    sl->j_pub = j;
-    e->n_active++;
+    for (int i = 0; i < nc; i++) sl[i]->j_pub = j;
+    e->n_active += nc;
     pthread_mutex_unlock(&e->mu);
     return 1;
 fail:
+    for (int i = 0; i < got; i++) {
+        gen_free(&sl[i]->g);
+        sl[i]->j = NULL;
+    }
     free(toks);
     free(tool_gbnf);
     job_fail(j, status, err);
     return 0;
 }
 
-/* Ends the generation of a slot: rc 0 (its reply completes) or an error
- * code; frees the slot for the next request. */
-static void slot_end(srv_engine *e, srv_slot *sl, int rc)
+/* The slots of job j's choices, choice by choice; their count. */
+static int choices_of(srv_engine *e, const srv_job *j, srv_slot **out)
+{
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++)
+        if (e->slots[i].j == j) out[n++] = &e->slots[i];
+    for (int a = 1; a < n; a++) /* by choice index (few: insertion sort) */
+        for (int b = a; b > 0 && out[b]->g.res.index < out[b - 1]->g.res.index; b--) {
+            srv_slot *t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    return n;
+}
+
+/* Ends one choice: its counts to the metrics, its text flushed and its
+ * result filled in (rc 0), or its failure noted. A choice of several
+ * streams its finish chunk now. */
+static void finish_choice(srv_engine *e, srv_slot *sl, int rc)
 {
     gen_ctx *g = &sl->g;
     srv_job *j = sl->j;
     srv_request *rq = &j->req;
     double now = rkm_now();
-    double t_gen = sl->decoding ? now - g->t_gen0 : 0;
+    g->t_gen = sl->decoding ? now - g->t_gen0 : 0;
     if (!sl->decoding) sl->t_prompt = now - sl->tp0;
     if (atomic_load(&j->canceled)) rc = RKM_ECANCELED;
+    int lead = g->res.index == 0;
     rkm_stats st;
     rkm_session_stats(sl->sess, &st);
     srv_gen_stats gs = {
-        .n_prompt = sl->n - sl->cached, .n_cached = sl->cached, .n_gen = g->n_gen,
-        .t_prompt_s = sl->t_prompt, .t_gen_s = t_gen,
+        .n_prompt = lead ? sl->n - sl->cached : 0, .n_cached = lead ? sl->cached : 0, .n_gen = g->n_gen,
+        .t_prompt_s = lead ? sl->t_prompt : 0, .t_gen_s = g->t_gen,
         .ttft_s = g->n_gen ? g->t_first - j->t_submit : -1,
         .expert_hits = st.expert_hits, .expert_misses = st.expert_misses,
         .bytes_read = st.bytes_read,
     };
     srv_metrics_generation(&gs);
+    sl->ended = 1;
+    sl->end_rc = rc;
     if (rc < 0) {
         /* A failed eval may leave rows half written: drop the whole state. */
         if (rc != RKM_ECANCELED) rkm_session_truncate(sl->sess, 0);
-        gen_free(g);
+        return;
+    }
+    const char *tail;
+    size_t n_tail;
+    if (rkm_textout_flush(g->to, &tail, &n_tail) < 0 || add_text(g, tail, 1)) g->oom = 1;
+    g->res.finish = !g->timed_out && (g->stop_hit || g->n_gen < g->n_max) ? "stop" : "length";
+    if (g->timed_out)
+        fprintf(stderr, "rkmojo serve: a reply stopped at its time limit (%g s, --max-request-time) after %d tokens\n",
+                e->cfg.max_request_s, g->n_gen);
+    int n_calls = g->calls ? cJSON_GetArraySize(g->calls) : 0;
+    if (n_calls && !strcmp(g->res.finish, "stop")) g->res.finish = "tool_calls";
+    g->res.tool_calls = g->calls;
+    g->res.tc_from = rq->stream ? g->calls_sent : 0; /* the calls not yet sent */
+    g->res.tc_to = n_calls;
+    g->res.n_prompt = sl->n;
+    g->res.n_cached = sl->cached;
+    g->res.n_gen = g->n_gen;
+    g->res.t_prompt_s = sl->t_prompt;
+    g->res.t_gen_s = g->t_gen;
+    g->res.t_total_s = rkm_now() - j->t_submit; /* the wait in the queue included */
+    g->res.text = g->text ? g->text : "";
+    g->res.reasoning = !rq->stream && g->reasoning.len ? g->reasoning.data : NULL;
+    g->res.lp_from = rq->stream ? g->lp_sent : 0; /* the tokens not yet sent */
+    g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
+    if (rq->stream && rq->n_choices > 1) {
+        char *c = srv_fmt_choice_end(rq, &g->res);
+        if (c) srv_job_emit(j, c, strlen(c));
+        else g->oom = 1;
+        free(c);
+    }
+}
+
+/* Ends the generation of a slot's job: rc 0 (this choice's reply is
+ * complete) or an error code (the whole job fails). Once every choice has
+ * ended, the reply is finished and the slots are free for the next
+ * requests. */
+static void slot_end(srv_engine *e, srv_slot *sl, int rc)
+{
+    srv_job *j = sl->j;
+    srv_request *rq = &j->req;
+    srv_slot *cs[SRV_MAX_CHOICES];
+    finish_choice(e, sl, rc);
+    int nc = choices_of(e, j, cs), open = 0, fail = 0, oom = 0;
+    for (int i = 0; i < nc; i++) {
+        open += !cs[i]->ended;
+        if (cs[i]->ended && cs[i]->end_rc < 0 && !fail) fail = cs[i]->end_rc;
+        oom |= cs[i]->g.oom;
+    }
+    if (open && !fail) return; /* the other choices go on */
+    for (int i = 0; i < nc; i++)
+        if (!cs[i]->ended) finish_choice(e, cs[i], fail);
+    if (fail) {
         pthread_mutex_lock(&e->mu);
         int stopping = e->stopping;
         pthread_mutex_unlock(&e->mu);
-        if (rc == RKM_ECANCELED && stopping) {
+        if (fail == RKM_ECANCELED && stopping) {
             job_fail(j, 503, "the server is shutting down");
-        } else if (rc == RKM_ECANCELED) {
+        } else if (fail == RKM_ECANCELED) {
             srv_metrics_event(SRV_EV_CANCELED);
             job_fail(j, 499, "canceled: the client disconnected");
         } else {
@@ -945,48 +1055,37 @@ static void slot_end(srv_engine *e, srv_slot *sl, int rc)
             job_fail(j, 500, err);
         }
     } else {
-        const char *tail;
-        size_t n_tail;
-        if (rkm_textout_flush(g->to, &tail, &n_tail) < 0 || add_text(g, tail, 1)) g->oom = 1;
-        g->res.finish = !g->timed_out && (g->stop_hit || g->n_gen < g->n_max) ? "stop" : "length";
-        if (g->timed_out)
-            fprintf(stderr, "rkmojo serve: a reply stopped at its time limit (%g s, --max-request-time) after %d tokens\n",
-                    e->cfg.max_request_s, g->n_gen);
-        int n_calls = g->calls ? cJSON_GetArraySize(g->calls) : 0;
-        if (n_calls && !strcmp(g->res.finish, "stop")) g->res.finish = "tool_calls";
-        g->res.tool_calls = g->calls;
-        g->res.tc_from = rq->stream ? g->calls_sent : 0; /* the calls not yet sent */
-        g->res.tc_to = n_calls;
-        g->res.n_prompt = sl->n;
-        g->res.n_cached = sl->cached;
-        g->res.n_gen = g->n_gen;
-        g->res.t_prompt_s = sl->t_prompt;
-        g->res.t_gen_s = t_gen;
-        g->res.t_total_s = rkm_now() - j->t_submit; /* the wait in the queue included */
-        g->res.text = g->text ? g->text : "";
-        g->res.reasoning = !rq->stream && g->reasoning.len ? g->reasoning.data : NULL;
-        g->res.lp_from = rq->stream ? g->lp_sent : 0; /* the tokens not yet sent */
-        g->res.lp_to = g->lp ? cJSON_GetArraySize(g->lp) : 0;
-        char *body = rq->stream ? srv_fmt_stream_end(rq, &g->res) : srv_fmt_result(rq, &g->res);
-        if (body && !g->oom) {
+        srv_result rs[SRV_MAX_CHOICES], usage = cs[0]->g.res;
+        for (int i = 0; i < nc; i++) rs[i] = cs[i]->g.res;
+        for (int i = 1; i < nc; i++) usage.n_gen += rs[i].n_gen;
+        char *body = !rq->stream ? srv_fmt_result_n(rq, rs, nc)
+                     : nc > 1    ? srv_fmt_stream_tail(rq, &usage)
+                                 : srv_fmt_stream_end(rq, &rs[0]);
+        if (body && !oom) {
             srv_job_emit(j, body, strlen(body));
             srv_job_finish(j, 200);
         } else {
             job_fail(j, 500, "out of memory");
         }
         free(body);
-        gen_free(g);
     }
-    free(sl->toks);
-    sl->toks = NULL;
-    sl->j = NULL;
-    sl->last_used = e->last_used = rkm_now();
+    double now = rkm_now();
     pthread_mutex_lock(&e->mu);
-    sl->j_pub = NULL;
-    e->n_active--;
-    double dt = sl->last_used - sl->t0;
+    for (int i = 0; i < nc; i++) cs[i]->j_pub = NULL;
+    e->n_active -= nc;
+    double dt = now - cs[0]->t0;
     e->avg_job_s = e->avg_job_s > 0 ? 0.8 * e->avg_job_s + 0.2 * dt : dt;
     pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < nc; i++) {
+        gen_free(&cs[i]->g);
+        free(cs[i]->toks);
+        cs[i]->toks = NULL;
+        cs[i]->j = NULL;
+        cs[i]->ended = 0;
+        cs[i]->wait_lead = 0;
+        cs[i]->last_used = now;
+    }
+    e->last_used = now;
     srv_job_release(j);
     publish_expiry(e);
     if (e->model && e->keep_alive_s == 0 && e->n_active == 0) unload_model(e);
@@ -1032,6 +1131,29 @@ static void next_token(srv_engine *e, srv_slot *sl)
     sl->next = id;
 }
 
+/* The lead's prompt is in: the other choices take a copy of its session
+ * (the prompt evaluated once) and start sampling from the same logits. */
+static void start_choices(srv_engine *e, srv_slot *lead)
+{
+    srv_slot *cs[SRV_MAX_CHOICES];
+    srv_job *j = lead->j;
+    int nc = choices_of(e, j, cs);
+    for (int i = 0; i < nc; i++) {
+        srv_slot *sl = cs[i];
+        if (!sl->wait_lead || sl->ended) continue;
+        int rc = rkm_session_copy(sl->sess, lead->sess);
+        if (rc) {
+            slot_end(e, sl, rc);
+            return; /* the whole job ended */
+        }
+        sl->wait_lead = 0;
+        sl->tp0 = lead->tp0;
+        prefill_done(e, sl);
+        next_token(e, sl);
+        if (!lead->j) return; /* the job ended (canceled) */
+    }
+}
+
 #define MAX_SLOTS 64
 /* --parallel 0: rkm_model_params.plan_n_seq -1 plans for at most this many */
 #define AUTO_SLOTS 4
@@ -1048,17 +1170,17 @@ static void step(srv_engine *e)
     int ns = 0, rows = 0;
     for (int i = 0; i < e->n_slots; i++) {
         srv_slot *sl = &e->slots[i];
-        if (sl->j && atomic_load(&sl->j->canceled)) slot_end(e, sl, RKM_ECANCELED);
+        if (sl->j && !sl->ended && atomic_load(&sl->j->canceled)) slot_end(e, sl, RKM_ECANCELED);
     }
     for (int i = 0; i < e->n_slots; i++) {
         srv_slot *sl = &e->slots[i];
-        if (!sl->j || !sl->decoding) continue;
+        if (!sl->j || !sl->decoding || sl->ended) continue;
         in[ns] = sl, ss[ns] = sl->sess, ids[ns] = &sl->next, nn[ns] = 1;
         ns++, rows++;
     }
     for (int k = 0; k < e->n_slots && rows < e->max_rows; k++) {
         srv_slot *sl = &e->slots[(e->rr + k) % e->n_slots];
-        if (!sl->j || sl->decoding) continue;
+        if (!sl->j || sl->decoding || sl->wait_lead || sl->ended) continue;
         int c = RKM_MIN(sl->n - sl->pos, e->max_rows - rows);
         in[ns] = sl, ss[ns] = sl->sess, ids[ns] = sl->toks + sl->pos, nn[ns] = c;
         ns++, rows += c;
@@ -1076,6 +1198,7 @@ static void step(srv_engine *e)
     int rc = e->batch ? rkm_batch_eval(e->batch, ss, ids, nn, ns) : RKM_ENOMEM;
     for (int i = 0; i < ns; i++) {
         srv_slot *sl = in[i];
+        if (!sl->j || sl->ended) continue; /* its job ended with another choice's failure */
         if (rc) {
             slot_end(e, sl, rc);
         } else if (sl->decoding) {
@@ -1083,6 +1206,7 @@ static void step(srv_engine *e)
         } else if ((sl->pos += nn[i]) == sl->n) {
             prefill_done(e, sl);
             next_token(e, sl);
+            if (sl->j) start_choices(e, sl);
         }
     }
 }
@@ -1353,6 +1477,10 @@ static void *worker_main(void *arg)
          * cannot join the running generations waits for them to end. */
         while (e->q_len > 0 && e->n_active < e->n_slots && !e->stopping) {
             srv_job *j = e->q[e->q_head]; /* only this thread takes from the queue */
+            /* n choices take n slots (more than there are: refused at once) */
+            int need = j->type == SRV_JOB_GENERATE ? RKM_MAX(1, j->req.n_choices) : 1;
+            if (need > e->n_slots) need = 1;
+            if (e->n_active + need > e->n_slots) break;
             if (e->n_active > 0) {
                 pthread_mutex_unlock(&e->mu);
                 int join = can_join(e, j);
@@ -1386,7 +1514,7 @@ static void *worker_main(void *arg)
      * answer. */
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].j) slot_end(e, &e->slots[i], RKM_ECANCELED);
+        if (e->slots[i].j && !e->slots[i].ended) slot_end(e, &e->slots[i], RKM_ECANCELED);
     pthread_mutex_lock(&e->mu);
     while (e->q_len > 0) {
         srv_job *j = e->q[e->q_head];

@@ -209,7 +209,8 @@ int srv_openai_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
 
     double v;
     v = 1;
-    if (srv_get_number(root, "n", 1, 1, &v, err, errcap)) return -1;
+    if (srv_get_number(root, "n", 1, SRV_MAX_CHOICES, &v, err, errcap)) return -1;
+    r->n_choices = (int)v;
     if (srv_get_bool(root, "stream", &r->stream, err, errcap)) return -1;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
@@ -376,7 +377,7 @@ static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream
         cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", r->index);
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, stream ? "delta" : "message");
         if (role) cJSON_AddStringToObject(m, "role", "assistant");
@@ -399,10 +400,23 @@ static cJSON *with_choice(const srv_request *rq, const srv_result *r, int stream
     return o;
 }
 
-char *srv_openai_result(const srv_request *rq, const srv_result *r)
+char *srv_openai_result(const srv_request *rq, const srv_result *rs, int n)
 {
-    cJSON *o = with_choice(rq, r, 0, r->text, 1, r->finish ? r->finish : "stop");
-    if (o) add_usage(o, r);
+    cJSON *o = with_choice(rq, &rs[0], 0, rs[0].text, 1, rs[0].finish ? rs[0].finish : "stop");
+    srv_result usage = rs[0];
+    cJSON *arr = o ? cJSON_GetObjectItemCaseSensitive(o, "choices") : NULL;
+    for (int i = 1; o && i < n; i++) {
+        cJSON *oi = with_choice(rq, &rs[i], 0, rs[i].text, 1, rs[i].finish ? rs[i].finish : "stop");
+        cJSON *c = oi ? cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(oi, "choices"), 0) : NULL;
+        cJSON_Delete(oi);
+        if (!c || !cJSON_AddItemToArray(arr, c)) {
+            cJSON_Delete(c);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        usage.n_gen += rs[i].n_gen;
+    }
+    if (o) add_usage(o, &usage);
     return srv_json_print(o);
 }
 
@@ -411,9 +425,23 @@ char *srv_openai_chunk(const srv_request *rq, const srv_result *r, const char *d
     return srv_json_line(with_choice(rq, r, 1, delta, first, NULL), "data: ", "\n\n");
 }
 
+char *srv_openai_choice_end(const srv_request *rq, const srv_result *r)
+{
+    return srv_json_line(with_choice(rq, r, 1, NULL, 0, r->finish ? r->finish : "stop"), "data: ", "\n\n");
+}
+
 char *srv_openai_stream_end(const srv_request *rq, const srv_result *r)
 {
-    char *a = srv_json_line(with_choice(rq, r, 1, NULL, 0, r->finish ? r->finish : "stop"), "data: ", "\n\n");
+    char *a = srv_openai_choice_end(rq, r), *b = srv_openai_stream_tail(rq, r);
+    char *s = a && b ? malloc(strlen(a) + strlen(b) + 1) : NULL;
+    if (s) strcat(strcpy(s, a), b);
+    free(a);
+    free(b);
+    return s;
+}
+
+char *srv_openai_stream_tail(const srv_request *rq, const srv_result *r)
+{
     char *b = NULL;
     if (rq->include_usage) {
         /* As OpenAI does: one more chunk with empty choices and the usage. */
@@ -423,14 +451,12 @@ char *srv_openai_stream_end(const srv_request *rq, const srv_result *r)
         b = srv_json_line(u, "data: ", "\n\n");
     }
     const char *done = "data: [DONE]\n\n";
-    size_t na = a ? strlen(a) : 0, nb = b ? strlen(b) : 0, nd = strlen(done);
-    char *s = (a && (b || !rq->include_usage)) ? malloc(na + nb + nd + 1) : NULL;
+    size_t nb = b ? strlen(b) : 0, nd = strlen(done);
+    char *s = (b || !rq->include_usage) ? malloc(nb + nd + 1) : NULL;
     if (s) {
-        memcpy(s, a, na);
-        if (b) memcpy(s + na, b, nb);
-        memcpy(s + na + nb, done, nd + 1);
+        if (b) memcpy(s, b, nb);
+        memcpy(s + nb, done, nd + 1);
     }
-    free(a);
     free(b);
     return s;
 }
