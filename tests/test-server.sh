@@ -403,6 +403,17 @@ check "n 2 streamed: both choices' deltas make the text alone, one finish each, 
   '[ "$sn" = "true 1,1 40" ] && [ "$(grep -c "^data: \[DONE\]" "$T/n2.out")" = 1 ]'
 check "n over the slots -> 400 naming --parallel" \
   'postr /v1/completions "{\"prompt\":\"x\",\"n\":4}" | jget error.message | grep -q -- "--parallel"'
+# embeddings run between two steps of a running generation, not after it
+: >"$T/pe.out"
+curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[0]}\",\"max_tokens\":120,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+  >"$T/pe.out" 2>/dev/null &
+PE=$!
+for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/pe.out")" -ge 3 ] && break; sleep 0.05; done
+emb=$(postr /v1/embeddings '{"input":["one text","another"]}' | jget data.1.index)
+running=$(grep -c '^data: \[DONE\]' "$T/pe.out")
+check "embeddings answered while a generation streams (index $emb, stream done: $running)" '[ "$emb" = 1 ] && [ "$running" = 0 ]'
+wait "$PE"
+check "... and the generation then completes" 'grep -q "^data: \[DONE\]" "$T/pe.out" && grep -q "\"finish_reason\":\"length\"" "$T/pe.out"'
 check "-np is --parallel" '"$BIN" serve -m "$T/models/tiny.rkmojo" -np 0 2>&1 | grep -q "parallel"'
 stopsrv "$PID"
 

@@ -6,9 +6,10 @@
  * every decoding slot gives its next token, and prompt chunks of newly
  * admitted requests fill the rest of the step's rows, so running streams
  * keep flowing while a new prompt is read. Jobs are admitted in FIFO
- * order into free slots; a job that cannot join the running ones (another
- * model, a model load or unload, embeddings) waits at the head of the
- * queue until the slots drain, then runs alone.
+ * order: generations into free slots (n choices into n), embeddings,
+ * templates and loads between two steps; a job that cannot join the
+ * running ones (another model, an unload, changed files) waits at the head
+ * of the queue until the slots drain, then runs alone.
  *
  * Threads and locks:
  *   engine->mu guards the queue, `stopping`, `running`, `n_active`, the
@@ -1410,13 +1411,24 @@ static int run_job(srv_engine *e, srv_job *j)
     return kept;
 }
 
-/* Whether job j may start while generations run: a generation on the
- * loaded model, whose files have not changed (else it waits for the slots
- * to drain). Jobs that will only be answered with an error join at once. */
+/* Slots job j takes: a generation's n choices (more than there are:
+ * refused at once, none); none for the jobs that run between steps. */
+static int slots_needed(const srv_engine *e, const srv_job *j)
+{
+    if (j->type != SRV_JOB_GENERATE || is_load_only(&j->req)) return 0;
+    int n = RKM_MAX(1, j->req.n_choices);
+    return n > e->n_slots ? 0 : n;
+}
+
+/* Whether job j may start while generations run: a job for the loaded
+ * model, whose files have not changed, that does not unload it (else it
+ * waits for the slots to drain). A generation takes slots; embeddings,
+ * templates and loads run between two steps. Jobs that will only be
+ * answered with an error join at once. */
 static int can_join(srv_engine *e, srv_job *j)
 {
     if (atomic_load(&j->canceled)) return 1;
-    if (j->type != SRV_JOB_GENERATE || is_load_only(&j->req) || !e->model) return 0;
+    if (!e->model || (is_load_only(&j->req) && j->req.has_keep_alive && j->req.keep_alive_s == 0)) return 0;
     srv_model_info mi;
     const char *want = j->req.model && j->req.model[0] ? j->req.model : e->loaded.name;
     if (srv_models_find(e->models, want, &mi)) return 1; /* a 404 */
@@ -1475,12 +1487,9 @@ static void *worker_main(void *arg)
         if (e->stopping) break;
         /* Admission, in FIFO order, into free slots; the head job that
          * cannot join the running generations waits for them to end. */
-        while (e->q_len > 0 && e->n_active < e->n_slots && !e->stopping) {
+        while (e->q_len > 0 && !e->stopping) {
             srv_job *j = e->q[e->q_head]; /* only this thread takes from the queue */
-            /* n choices take n slots (more than there are: refused at once) */
-            int need = j->type == SRV_JOB_GENERATE ? RKM_MAX(1, j->req.n_choices) : 1;
-            if (need > e->n_slots) need = 1;
-            if (e->n_active + need > e->n_slots) break;
+            if (e->n_active + slots_needed(e, j) > e->n_slots) break;
             if (e->n_active > 0) {
                 pthread_mutex_unlock(&e->mu);
                 int join = can_join(e, j);
