@@ -15,10 +15,16 @@
 # included), and the first, last and largest RSS, descriptor and file
 # counts. It measures; it does not judge (tests/test-soak.sh does).
 #
+# The same load runs against llama.cpp's server for comparison:
+# LLAMA_SERVER=path/to/llama-server GGUF=the GGUF the model was converted
+# from; it gets --parallel PARALLEL (default 4) with CTX tokens per slot and
+# THREADS threads, and every request goes through OpenAI's API.
+#
 # usage: bench/load-server.sh [MODEL.rkmojo]
 #   env: BUILD (build), CLIENTS (8), DURATION (60), MAX_TOKENS (64),
 #        TURNS (4), SAMPLE (10), PCACHE (0), PCACHE_MAX (the server's
-#        default), CTX (1024)
+#        default), CTX (1024), PARALLEL (rkmojo: the server's default),
+#        THREADS (the server's default), MEM_BUDGET (none), LLAMA_SERVER, GGUF
 # Without MODEL a synthetic tiny model is generated. Needs node (>= 18).
 set -eu
 cd "$(dirname "$0")/.."
@@ -32,6 +38,12 @@ SAMPLE=${SAMPLE:-10}
 PCACHE=${PCACHE:-0}
 PCACHE_MAX=${PCACHE_MAX:-}
 CTX=${CTX:-1024}
+PARALLEL=${PARALLEL:-}
+THREADS=${THREADS:-}
+MEM_BUDGET=${MEM_BUDGET:-}
+LLAMA_SERVER=${LLAMA_SERVER:-}
+GGUF=${GGUF:-}
+OLLAMA_EVERY=5
 T=$(mktemp -d)
 SRV=
 SAMPLER=
@@ -44,19 +56,37 @@ cleanup() {
 trap cleanup EXIT
 
 MODEL=${1:-}
-if [ -z "$MODEL" ]; then
+if [ -n "$LLAMA_SERVER" ]; then
+  [ -n "$GGUF" ] || { echo "load-server: LLAMA_SERVER needs GGUF" >&2; exit 2; }
+  MODEL=$GGUF
+elif [ -z "$MODEL" ]; then
   "$BIN" synth --preset tiny -o "$T/t.gguf" --quiet
   "$BIN" convert "$T/t.gguf" "$T/tiny.rkmojo" >/dev/null
   MODEL=$T/tiny.rkmojo
 fi
 
-args=(-m "$MODEL" --port 0 --port-file "$T/port" --queue $((CLIENTS * 2)) --ctx "$CTX")
-[ "$PCACHE" = 1 ] && args+=(--prompt-cache-dir "$T/pcache")
-[ -n "$PCACHE_MAX" ] && args+=(--prompt-cache-max "$PCACHE_MAX")
-"$BIN" serve "${args[@]}" >"$T/server.log" 2>&1 &
-SRV=$!
-for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
-URL=http://127.0.0.1:$(cat "$T/port")
+if [ -n "$LLAMA_SERVER" ]; then
+  NP=${PARALLEL:-4}
+  PORT=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  largs=(-m "$GGUF" --host 127.0.0.1 --port "$PORT" --parallel "$NP" -c $((CTX * NP)) --no-webui)
+  [ -n "$THREADS" ] && largs+=(-t "$THREADS" -tb "$THREADS")
+  "$LLAMA_SERVER" "${largs[@]}" >"$T/server.log" 2>&1 &
+  SRV=$!
+  URL=http://127.0.0.1:$PORT
+  for _ in $(seq 1200); do curl -sf -o /dev/null "$URL/health" && break; sleep 0.1; done
+  OLLAMA_EVERY=0
+else
+  args=(-m "$MODEL" --port 0 --port-file "$T/port" --queue $((CLIENTS * 2)) --ctx "$CTX")
+  [ "$PCACHE" = 1 ] && args+=(--prompt-cache-dir "$T/pcache")
+  [ -n "$PCACHE_MAX" ] && args+=(--prompt-cache-max "$PCACHE_MAX")
+  [ -n "$PARALLEL" ] && args+=(--parallel "$PARALLEL")
+  [ -n "$THREADS" ] && args+=(--threads "$THREADS")
+  [ -n "$MEM_BUDGET" ] && args+=(--mem-budget "$MEM_BUDGET")
+  "$BIN" serve "${args[@]}" >"$T/server.log" 2>&1 &
+  SRV=$!
+  for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
+  URL=http://127.0.0.1:$(cat "$T/port")
+fi
 # one warm-up request loads the model
 curl -s "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' >/dev/null
@@ -78,7 +108,7 @@ t0=$(date +%s)
 SAMPLER=$!
 
 cat >"$T/client.mjs" <<'EOF'
-const [url, clients, duration, maxTokens, turns] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
+const [url, clients, duration, maxTokens, turns, ollamaEvery] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
 const end = Date.now() + duration * 1000;
 const ttft = [];
 let requests = 0, errors = 0, rejected = 0, cancelled = 0, tokens = 0, n = 0;
@@ -147,7 +177,7 @@ async function loop(i) {
     const k = n++;
     const user = messages.length ? `And then? (${k})` : topics[(i + k) % topics.length];
     try {
-      const reply = await turn(k % 5 === 4 ? 'ollama' : 'openai', [...messages, { role: 'user', content: user }], k % 7 === 6);
+      const reply = await turn(ollamaEvery && k % ollamaEvery === ollamaEvery - 1 ? 'ollama' : 'openai', [...messages, { role: 'user', content: user }], k % 7 === 6);
       if (reply !== null) messages.push({ role: 'user', content: user }, { role: 'assistant', content: reply });
     } catch (e) { fail(`exception: ${e.message}`); }
   }
@@ -162,12 +192,13 @@ console.log(JSON.stringify({ clients, seconds: +secs.toFixed(1), requests, error
   first_errors: errs }));
 EOF
 
-RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS" "$TURNS")
+RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS" "$TURNS" "$OLLAMA_EVERY")
 sleep 1
 sample $(($(date +%s) - t0)) >>"$T/samples"
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; SAMPLER=
 ALIVE=$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")
-echo "model: $MODEL"
+echo "model: $MODEL ($([ -n "$LLAMA_SERVER" ] && echo "llama-server --parallel $NP" || echo "rkmojo serve"))"
+grep -m1 "slot.*memory plan" "$T/server.log" || true
 echo "# seconds rss_MiB fds pcache_files pcache_MiB"
 awk '{printf "%7d %8.1f %4d %5d %8.2f\n", $1, $2 / 1048576, $3, $4, $5 / 1048576}' "$T/samples"
 curl -s "$URL/metrics" | grep -E '^rkmojo_(decode|prefill)_tokens_per_second|^rkmojo_rejected_total|^rkmojo_canceled_total' || true
