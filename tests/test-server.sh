@@ -417,6 +417,32 @@ check "... and the generation then completes" 'grep -q "^data: \[DONE\]" "$T/pe.
 check "-np is --parallel" '"$BIN" serve -m "$T/models/tiny.rkmojo" -np 0 2>&1 | grep -q "parallel"'
 stopsrv "$PID"
 
+# fair admission: with both slots taken by one client, the next free slot
+# goes to another client's request before that client's own queued one
+echo "# fair admission"
+start F -m "$T/models/tiny.rkmojo" --ctx 256 --parallel 2 --slow-ms 40
+fa() { # name max_tokens [curl args]: a stream in the background
+  local name=$1 n=$2; shift 2
+  : >"$T/$name.out"
+  curl -sN "$@" "$URL/v1/completions" -d "{\"prompt\":\"Count.\",\"max_tokens\":$n,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+    >"$T/$name.out" 2>/dev/null &
+}
+fa A1 40; FA1=$!
+fa A2 200; FA2=$!
+for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget slots_busy)" = 2 ] && break; sleep 0.05; done
+fa A3 8; FA3=$!
+for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 1 ] && break; sleep 0.05; done
+fa B 8 --interface 127.0.0.2; FB=$!
+for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 2 ] && break; sleep 0.05; done
+check "two of one client's requests run, one of its and another client's wait" '[ "$(curl -s "$URL/health" | jget queue_depth)" = 2 ]'
+wait "$FB"
+check "the other client's request got the freed slot first (it is done, the first client's queued one is not)" \
+  'grep -q "^data: \[DONE\]" "$T/B.out" && ! grep -q "^data: \[DONE\]" "$T/A3.out"'
+wait "$FA3"; wait "$FA1"
+check "... which then completes" 'grep -q "^data: \[DONE\]" "$T/A3.out"'
+kill "$FA2" 2>/dev/null; wait "$FA2" 2>/dev/null
+stopsrv "$PID"
+
 echo "# reasoning"
 # a copy of the model whose template opens <think> for the model (or, with
 # enable_thinking false, writes an empty block); a grammar makes the random

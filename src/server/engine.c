@@ -5,8 +5,8 @@
  * the slots advance together, one forward pass a step (rkm_batch_eval):
  * every decoding slot gives its next token, and prompt chunks of newly
  * admitted requests fill the rest of the step's rows, so running streams
- * keep flowing while a new prompt is read. Jobs are admitted in FIFO
- * order: generations into free slots (n choices into n), embeddings,
+ * keep flowing while a new prompt is read. Jobs are admitted fairly
+ * between clients (fair_pick), else in FIFO order: generations into free slots (n choices into n), embeddings,
  * templates and loads between two steps; a job that cannot join the
  * running ones (another model, an unload, changed files) waits at the head
  * of the queue until the slots drain, then runs alone.
@@ -1411,6 +1411,25 @@ static int run_job(srv_engine *e, srv_job *j)
     return kept;
 }
 
+/* Fair admission: the queued job to take next is the first (in arrival
+ * order) whose client holds the fewest slots now, so a client with many
+ * requests running or queued does not keep the others waiting; among
+ * clients with nothing running, FIFO. Its place in the queue. engine->mu
+ * held. */
+static int fair_pick(const srv_engine *e)
+{
+    if (e->n_active == 0) return 0;
+    int best = 0, best_n = INT32_MAX;
+    for (int k = 0; k < e->q_len && best_n > 0; k++) {
+        const srv_job *j = e->q[(e->q_head + k) % e->q_cap];
+        int n = 0;
+        for (int i = 0; i < e->n_slots; i++)
+            n += e->slots[i].j && e->slots[i].j->client == j->client;
+        if (n < best_n) best = k, best_n = n;
+    }
+    return best;
+}
+
 /* Slots job j takes: a generation's n choices (more than there are:
  * refused at once, none); none for the jobs that run between steps. */
 static int slots_needed(const srv_engine *e, const srv_job *j)
@@ -1488,7 +1507,8 @@ static void *worker_main(void *arg)
         /* Admission, in FIFO order, into free slots; the head job that
          * cannot join the running generations waits for them to end. */
         while (e->q_len > 0 && !e->stopping) {
-            srv_job *j = e->q[e->q_head]; /* only this thread takes from the queue */
+            int k = fair_pick(e); /* only this thread takes from the queue: k stays valid unlocked */
+            srv_job *j = e->q[(e->q_head + k) % e->q_cap];
             if (e->n_active + slots_needed(e, j) > e->n_slots) break;
             if (e->n_active > 0) {
                 pthread_mutex_unlock(&e->mu);
@@ -1496,6 +1516,8 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&e->mu);
                 if (!join) break;
             }
+            for (int i = k; i > 0; i--) /* the ones before it move up a place */
+                e->q[(e->q_head + i) % e->q_cap] = e->q[(e->q_head + i - 1) % e->q_cap];
             e->q_head = (e->q_head + 1) % e->q_cap;
             e->q_len--;
             e->running = j;

@@ -89,6 +89,15 @@ void srv_gate_free(srv_gate *g)
     free(g);
 }
 
+static void addr_key(const struct sockaddr *a, uint8_t out[16]);
+
+uint64_t srv_gate_client(const struct sockaddr *addr)
+{
+    uint8_t k[16];
+    addr_key(addr, k);
+    return rkm_hash(k, sizeof k);
+}
+
 static void addr_key(const struct sockaddr *a, uint8_t out[16])
 {
     memset(out, 0, 16);

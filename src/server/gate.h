@@ -37,6 +37,10 @@ void srv_gate_idle(srv_gate *g, srv_gate_conn *c);
 /* It closed (before its socket is closed). */
 void srv_gate_close(srv_gate *g, srv_gate_conn *c);
 
+/* A key for the client address (IPv4 and its IPv6-mapped form alike):
+ * the engine's fair admission counts running generations per key. */
+uint64_t srv_gate_client(const struct sockaddr *addr);
+
 /* Connections cut for a late head, and refused over the cap (metrics). */
 uint64_t srv_gate_cut(const srv_gate *g);
 uint64_t srv_gate_refused(const srv_gate *g);

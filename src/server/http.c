@@ -265,6 +265,8 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         }
         j->req.legacy_embedding = 1;
     }
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    j->client = ad ? srv_gate_client(ad->client_addr) : 0;
     int retry = 0, rc = srv_engine_submit(e, j, &retry);
     if (rc) {
         srv_job_release(j);
