@@ -19,12 +19,19 @@
 # LLAMA_SERVER=path/to/llama-server GGUF=the GGUF the model was converted
 # from; it gets --parallel PARALLEL (default 4) with CTX tokens per slot and
 # THREADS threads, and every request goes through OpenAI's API.
+# COMPLETIONS=1 sends every turn to /v1/completions instead, the
+# conversation written out as plain text ("user: ...\nassistant: ..."):
+# llama.cpp's server parses a chat reply for reasoning and tool calls and
+# fails about half the replies of a synthetic model (random text).
 #
 # usage: bench/load-server.sh [MODEL.rkmojo]
 #   env: BUILD (build), CLIENTS (8), DURATION (60), MAX_TOKENS (64),
 #        TURNS (4), SAMPLE (10), PCACHE (0), PCACHE_MAX (the server's
 #        default), CTX (1024), PARALLEL (rkmojo: the server's default),
-#        THREADS (the server's default), MEM_BUDGET (none), LLAMA_SERVER, GGUF
+#        THREADS (the server's default), MEM_BUDGET (none), WARMUP (seconds
+#        idle after the first request, for background loading; 0),
+#        COMPLETIONS (0),
+#        LLAMA_SERVER, GGUF
 # Without MODEL a synthetic tiny model is generated. Needs node (>= 18).
 set -eu
 cd "$(dirname "$0")/.."
@@ -44,6 +51,8 @@ MEM_BUDGET=${MEM_BUDGET:-}
 LLAMA_SERVER=${LLAMA_SERVER:-}
 GGUF=${GGUF:-}
 OLLAMA_EVERY=5
+WARMUP=${WARMUP:-0}
+COMPLETIONS=${COMPLETIONS:-0}
 T=$(mktemp -d)
 SRV=
 SAMPLER=
@@ -90,6 +99,7 @@ fi
 # one warm-up request loads the model
 curl -s "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}' >/dev/null
+sleep "$WARMUP"
 
 # sampler: seconds rss_bytes fds pcache_files pcache_bytes
 sample() {
@@ -108,7 +118,7 @@ t0=$(date +%s)
 SAMPLER=$!
 
 cat >"$T/client.mjs" <<'EOF'
-const [url, clients, duration, maxTokens, turns, ollamaEvery] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
+const [url, clients, duration, maxTokens, turns, ollamaEvery, completions] = process.argv.slice(2).map((x, i) => (i ? Number(x) : x));
 const end = Date.now() + duration * 1000;
 const ttft = [];
 let requests = 0, errors = 0, rejected = 0, cancelled = 0, tokens = 0, n = 0;
@@ -121,10 +131,13 @@ async function turn(api, messages, cancel) {
   const t0 = performance.now();
   const ctl = new AbortController();
   const ollama = api === 'ollama';
+  const opts = { max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, temperature: 0.7 };
   const body = ollama
     ? { model: 'm', messages, stream: true, options: { num_predict: maxTokens, temperature: 0.7 } }
-    : { model: 'm', messages, max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, temperature: 0.7 };
-  const res = await fetch(`${url}${ollama ? '/api/chat' : '/v1/chat/completions'}`, {
+    : completions ? { model: 'm', prompt: messages.map((m) => `${m.role}: ${m.content}\n`).join('') + 'assistant:', ...opts }
+    : { model: 'm', messages, ...opts };
+  const path = ollama ? '/api/chat' : completions ? '/v1/completions' : '/v1/chat/completions';
+  const res = await fetch(`${url}${path}`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: ctl.signal,
   });
   if (res.status === 503) {
@@ -149,7 +162,7 @@ async function turn(api, messages, cancel) {
         if (data === '[DONE]') { done = true; continue; }
         const o = JSON.parse(data);
         if (o.error) { fail(`error event: ${JSON.stringify(o.error).slice(0, 200)}`); return null; }
-        const piece = ollama ? o.message?.content : o.choices?.[0]?.delta?.content;
+        const piece = ollama ? o.message?.content : completions ? o.choices?.[0]?.text : o.choices?.[0]?.delta?.content;
         if (piece) {
           text += piece;
           if (first < 0) {
@@ -192,7 +205,8 @@ console.log(JSON.stringify({ clients, seconds: +secs.toFixed(1), requests, error
   first_errors: errs }));
 EOF
 
-RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS" "$TURNS" "$OLLAMA_EVERY")
+[ "$COMPLETIONS" = 1 ] && OLLAMA_EVERY=0
+RESULT=$(node "$T/client.mjs" "$URL" "$CLIENTS" "$DURATION" "$MAX_TOKENS" "$TURNS" "$OLLAMA_EVERY" "$COMPLETIONS")
 sleep 1
 sample $(($(date +%s) - t0)) >>"$T/samples"
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; SAMPLER=
