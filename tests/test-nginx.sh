@@ -52,7 +52,8 @@ fi
 SP=()
 for i in 0 1 2; do
   rm -f "$T/s$i.port"
-  "$BIN" serve -m "$T/tiny.rkmojo" --ctx 256 --port 0 --port-file "$T/s$i.port" >"$T/s$i.log" 2>&1 &
+  "$BIN" serve -m "$T/tiny.rkmojo" --ctx 256 --port 0 --port-file "$T/s$i.port" --trusted-proxy 127.0.0.1 \
+    >"$T/s$i.log" 2>&1 &
   SPID[$i]=$!
   PIDS+=("${SPID[$i]}")
 done

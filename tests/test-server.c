@@ -11,6 +11,9 @@
 #include "server/reasoning.h"
 #include "server/fields.h"
 #include "server/websafe.h"
+#include "server/gate.h"
+
+#include <arpa/inet.h>
 #include "common/test.h"
 
 /* The request left every sampler field at rkm_sampler_params_default's. */
@@ -467,6 +470,35 @@ static void test_format(void)
     free(e);
 }
 
+static struct sockaddr_storage addr_of(const char *s)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) v4->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) v6->sin6_family = AF_INET6;
+    return ss;
+}
+
+/* The client key of fair admission: the peer, or the last X-Forwarded-For
+ * entry when the peer is a trusted proxy. */
+static void test_client_key(void)
+{
+    struct sockaddr_storage p = addr_of("127.0.0.1"), m = addr_of("::ffff:127.0.0.1"), q = addr_of("10.0.0.2");
+    const struct sockaddr *pa = (const struct sockaddr *)&p;
+    uint64_t self = srv_gate_client(pa, NULL, NULL);
+    CHECK(self == srv_gate_client((const struct sockaddr *)&m, NULL, NULL)); /* v4 and v4-mapped v6 alike */
+    CHECK(self != srv_gate_client((const struct sockaddr *)&q, NULL, NULL));
+    uint64_t c2 = srv_gate_client((const struct sockaddr *)&q, NULL, NULL);
+    CHECK(srv_gate_client(pa, NULL, "10.0.0.2") == self);               /* no trusted proxy: ignored */
+    CHECK(srv_gate_client(pa, "192.168.1.1", "10.0.0.2") == self);      /* another peer trusted */
+    CHECK(srv_gate_client(pa, "192.168.1.1, 127.0.0.1", "10.0.0.2") == c2);
+    CHECK(srv_gate_client(pa, "127.0.0.1", "6.6.6.6, 10.0.0.2 ") == c2); /* the entry the proxy added */
+    CHECK(srv_gate_client(pa, "127.0.0.1", "10.0.0.2, junk") == self);   /* unparsable: the peer */
+    CHECK(srv_gate_client(pa, "127.0.0.1", "") == self);
+}
+
 int main(void)
 {
     test_openai();
@@ -476,6 +508,7 @@ int main(void)
     test_format();
     test_tools();
     test_websafe();
+    test_client_key();
     test_error_utf8();
     test_think();
     return test_done();

@@ -418,29 +418,43 @@ check "-np is --parallel" '"$BIN" serve -m "$T/models/tiny.rkmojo" -np 0 2>&1 | 
 stopsrv "$PID"
 
 # fair admission: with both slots taken by one client, the next free slot
-# goes to another client's request before that client's own queued one
+# goes to another client's request before that client's own queued one;
+# clients told apart by address, or by X-Forwarded-For from a trusted proxy
 echo "# fair admission"
-start F -m "$T/models/tiny.rkmojo" --ctx 256 --parallel 2 --slow-ms 40
 fa() { # name max_tokens [curl args]: a stream in the background
   local name=$1 n=$2; shift 2
   : >"$T/$name.out"
   curl -sN "$@" "$URL/v1/completions" -d "{\"prompt\":\"Count.\",\"max_tokens\":$n,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
     >"$T/$name.out" 2>/dev/null &
 }
-fa A1 40; FA1=$!
-fa A2 200; FA2=$!
-for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget slots_busy)" = 2 ] && break; sleep 0.05; done
-fa A3 8; FA3=$!
-for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 1 ] && break; sleep 0.05; done
-fa B 8 --interface 127.0.0.2; FB=$!
-for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 2 ] && break; sleep 0.05; done
-check "two of one client's requests run, one of its and another client's wait" '[ "$(curl -s "$URL/health" | jget queue_depth)" = 2 ]'
-wait "$FB"
-check "the other client's request got the freed slot first (it is done, the first client's queued one is not)" \
-  'grep -q "^data: \[DONE\]" "$T/B.out" && ! grep -q "^data: \[DONE\]" "$T/A3.out"'
-wait "$FA3"; wait "$FA1"
-check "... which then completes" 'grep -q "^data: \[DONE\]" "$T/A3.out"'
-kill "$FA2" 2>/dev/null; wait "$FA2" 2>/dev/null
+# fair_run WHAT EXPECT ARGS_A ARGS_B: one client's two streams run, its third
+# and another client's request queue; EXPECT "other" or "fifo" first
+fair_run() {
+  local what=$1 expect=$2 a=$3 b=$4
+  fa A1 40 $a; local p1=$!
+  fa A2 200 $a; local p2=$!
+  for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget slots_busy)" = 2 ] && break; sleep 0.05; done
+  fa A3 8 $a; local p3=$!
+  for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 1 ] && break; sleep 0.05; done
+  fa B 8 $b; local pb=$!
+  for _ in $(seq 300); do [ "$(curl -s "$URL/health" | jget queue_depth)" = 2 ] && break; sleep 0.05; done
+  wait "$pb"
+  if [ "$expect" = other ]; then
+    check "$what: the other client's request got the freed slot first" \
+      'grep -q "^data: \[DONE\]" "$T/B.out" && ! grep -q "^data: \[DONE\]" "$T/A3.out"'
+  else
+    check "$what: first come, first served" 'grep -q "^data: \[DONE\]" "$T/A3.out"'
+  fi
+  wait "$p3"; wait "$p1"
+  check "$what: the queued requests complete" 'grep -q "^data: \[DONE\]" "$T/A3.out" && grep -q "^data: \[DONE\]" "$T/B.out"'
+  kill "$p2" 2>/dev/null; wait "$p2" 2>/dev/null
+}
+start F -m "$T/models/tiny.rkmojo" --ctx 256 --parallel 2 --slow-ms 40
+fair_run "two addresses" other "" "--interface 127.0.0.2"
+fair_run "X-Forwarded-For from an untrusted peer (ignored)" fifo "-H X-Forwarded-For:10.0.0.1" "-H X-Forwarded-For:10.0.0.2"
+stopsrv "$PID"
+start F2 -m "$T/models/tiny.rkmojo" --ctx 256 --parallel 2 --slow-ms 40 --trusted-proxy 127.0.0.1
+fair_run "X-Forwarded-For from a trusted proxy" other "-H X-Forwarded-For:6.6.6.6,10.0.0.1" "-H X-Forwarded-For:6.6.6.6,10.0.0.2"
 stopsrv "$PID"
 
 echo "# reasoning"

@@ -52,6 +52,8 @@ int rkm_cmd_serve(int argc, char **argv)
         {"api-key-file", 0, RKM_OPT_STR, &key_file, .arg = "PATH", .help = "read the key from the first line of PATH"},
         {"allow-host", 0, RKM_OPT_STR, &c.allow_hosts, .arg = "NAMES",
          .help = "Host names to answer besides localhost (comma list; * any; default: loopback names only when bound to loopback)"},
+        {"trusted-proxy", 0, RKM_OPT_STR, &c.trusted_proxies, .arg = "ADDRS",
+         .help = "proxies (comma list of addresses) whose X-Forwarded-For names the client, for fair admission"},
         {"allow-origin", 0, RKM_OPT_STR, &c.allow_origins, .arg = "ORIGINS",
          .help = "browser origins that may call the API (comma list of scheme://host[:port]; * any; default: this server's and loopback pages)"},
         {"idle-unload", 0, RKM_OPT_CALL, &c.idle_unload_s, .arg = "DUR", .fn = duration_opt,

@@ -4,6 +4,7 @@
  */
 #include "server/gate.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -91,10 +92,57 @@ void srv_gate_free(srv_gate *g)
 
 static void addr_key(const struct sockaddr *a, uint8_t out[16]);
 
-uint64_t srv_gate_client(const struct sockaddr *addr)
+/* Whether the address text a (length n, spaces around allowed) parses,
+ * into a sockaddr *out. */
+static int parse_addr(const char *a, size_t n, struct sockaddr_storage *out)
+{
+    while (n && (*a == ' ' || *a == '\t')) a++, n--;
+    while (n && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
+    char buf[INET6_ADDRSTRLEN + 1];
+    if (!n || n >= sizeof buf) return 0;
+    memcpy(buf, a, n);
+    buf[n] = 0;
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, buf, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, buf, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        return 1;
+    }
+    return 0;
+}
+
+static int trusted_peer(const struct sockaddr *addr, const char *trusted)
+{
+    uint8_t k[16], t[16];
+    addr_key(addr, k);
+    for (const char *p = trusted; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        struct sockaddr_storage ss;
+        if (parse_addr(p, n, &ss)) {
+            addr_key((const struct sockaddr *)&ss, t);
+            if (!memcmp(k, t, 16)) return 1;
+        }
+        p = e ? e + 1 : p + n;
+    }
+    return 0;
+}
+
+uint64_t srv_gate_client(const struct sockaddr *addr, const char *trusted, const char *xff)
 {
     uint8_t k[16];
     addr_key(addr, k);
+    if (xff && trusted && trusted_peer(addr, trusted)) {
+        const char *last = strrchr(xff, ',');
+        last = last ? last + 1 : xff;
+        struct sockaddr_storage ss;
+        if (parse_addr(last, strlen(last), &ss)) addr_key((const struct sockaddr *)&ss, k);
+    }
     return rkm_hash(k, sizeof k);
 }
 

@@ -38,8 +38,12 @@ void srv_gate_idle(srv_gate *g, srv_gate_conn *c);
 void srv_gate_close(srv_gate *g, srv_gate_conn *c);
 
 /* A key for the client address (IPv4 and its IPv6-mapped form alike):
- * the engine's fair admission counts running generations per key. */
-uint64_t srv_gate_client(const struct sockaddr *addr);
+ * the engine's fair admission counts running generations per key. When
+ * the peer is one of the trusted proxies (comma list of addresses, or
+ * NULL) and xff (its X-Forwarded-For header, or NULL) ends with an
+ * address, that address is the client: the last entry, the one the proxy
+ * itself added (earlier ones come from the client and prove nothing). */
+uint64_t srv_gate_client(const struct sockaddr *addr, const char *trusted, const char *xff);
 
 /* Connections cut for a late head, and refused over the cap (metrics). */
 uint64_t srv_gate_cut(const srv_gate *g);

@@ -266,7 +266,8 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
         j->req.legacy_embedding = 1;
     }
     const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    j->client = ad ? srv_gate_client(ad->client_addr) : 0;
+    const char *xff = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For");
+    j->client = ad ? srv_gate_client(ad->client_addr, g_cfg->trusted_proxies, xff) : 0;
     int retry = 0, rc = srv_engine_submit(e, j, &retry);
     if (rc) {
         srv_job_release(j);

@@ -43,6 +43,7 @@ typedef struct srv_config {
     const char *api_key;         /* NULL: no authentication */
     const char *allow_hosts;     /* Host names answered besides the default (websafe.h), comma list, or NULL */
     const char *allow_origins;   /* browser origins allowed besides the default (websafe.h), or NULL */
+    const char *trusted_proxies; /* peers whose X-Forwarded-For names the client (fair admission), comma list, or NULL */
     double idle_unload_s;        /* unload a model idle this long; <= 0 never */
     int parallel;                /* sequence slots: generations that run at once; 0: up to 4 as the memory plan allows */
     int queue_max;               /* waiting requests before 503 */
