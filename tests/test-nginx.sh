@@ -33,13 +33,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fails=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-jget() {
-  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let v;try{v=process.argv[1].split(".").reduce((a,k)=>a==null?a:a[k],JSON.parse(s))}catch(e){v="<not json>"}console.log(v!==null&&typeof v==="object"?JSON.stringify(v):String(v))})' "$1"
-}
+. tests/common/check.sh
 free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 
 "$BIN" synth --preset tiny -o "$T/t.gguf" --quiet >"$T/synth.log" 2>&1 || { cat "$T/synth.log"; exit 1; }

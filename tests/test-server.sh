@@ -35,14 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fails=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-# jget PATH < json: a field by dotted path (arrays by index)
-jget() {
-  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let v;try{v=process.argv[1].split(".").reduce((a,k)=>a==null?a:a[k],JSON.parse(s))}catch(e){v="<not json>"}console.log(v!==null&&typeof v==="object"?JSON.stringify(v):String(v))})' "$1"
-}
+. tests/common/check.sh
 
 KEY=test-key-123
 mkdir -p "$T/models"
@@ -347,12 +340,15 @@ PP=("The quick brown fox" "Once upon a time, in a land far away" "Rivers")
 for i in 0 1 2; do
   alone[$i]=$(postr /v1/completions "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true}" | jget choices.0.text)
 done
-for i in 0 1 2; do
-  : >"$T/p$i.out"
-  curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
-    >"$T/p$i.out" 2>/dev/null &
-  PC[$i]=$!
-done
+three_streams() { # the three prompts streamed at once into $T/p$i.out (pids in PC)
+  for i in 0 1 2; do
+    : >"$T/p$i.out"
+    curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
+      >"$T/p$i.out" 2>/dev/null &
+    PC[$i]=$!
+  done
+}
+three_streams
 busy=0
 for _ in $(seq 300); do
   busy=$(curl -s "$URL/metrics" | sed -n 's/^rkmojo_slots_busy //p')
@@ -365,12 +361,7 @@ same=0
 for i in 0 1 2; do [ -n "${alone[$i]}" ] && [ "$(stream_text "$T/p$i.out")" = "${alone[$i]}" ] && same=$((same + 1)); done
 check "each of the three gives the greedy text it gives alone ($same of 3)" '[ "$same" = 3 ]'
 # one canceled mid-way: the other two complete with their texts
-for i in 0 1 2; do
-  : >"$T/p$i.out"
-  curl -sN "$URL/v1/completions" -d "{\"prompt\":\"${PP[$i]}\",\"max_tokens\":20,\"temperature\":0,\"ignore_eos\":true,\"stream\":true}" \
-    >"$T/p$i.out" 2>/dev/null &
-  PC[$i]=$!
-done
+three_streams
 for _ in $(seq 300); do [ "$(grep -c '^data:' "$T/p1.out")" -ge 4 ] && break; sleep 0.05; done
 kill "${PC[1]}"
 wait "${PC[0]}"; wait "${PC[2]}"; wait "${PC[1]}" 2>/dev/null

@@ -110,7 +110,7 @@ typedef struct srv_slot {
     int wait_lead;          /* a choice after the first: waits for the lead's prompt, then copies its session */
     int ended, end_rc;      /* this choice is done (its status), its siblings may not be */
     int32_t next;           /* decoding: the token the next step evaluates */
-    double t0, t_load, tp0, t_prompt;
+    double t0, tp0, t_prompt;
 } srv_slot;
 
 struct srv_engine {
@@ -926,7 +926,6 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
         s->ended = 0;
         s->end_rc = 0;
         s->t0 = t0;
-        s->t_load = t_load;
         s->t_prompt = 0;
         s->g.res.t_load_s = t_load;
     }
@@ -1447,13 +1446,19 @@ static int slots_needed(const srv_engine *e, const srv_job *j)
 static int can_join(srv_engine *e, srv_job *j)
 {
     if (atomic_load(&j->canceled)) return 1;
-    if (!e->model || (is_load_only(&j->req) && j->req.has_keep_alive && j->req.keep_alive_s == 0)) return 0;
-    srv_model_info mi;
-    const char *want = j->req.model && j->req.model[0] ? j->req.model : e->loaded.name;
-    if (srv_models_find(e->models, want, &mi)) return 1; /* a 404 */
-    int same = !strcmp(mi.path, e->loaded.path);
-    free(mi.path);
-    return same && !rkm_model_files_changed(e->model) && !rkm_model_check(e->model);
+    /* once refused, a job waits for the drain: the lookup and the files'
+     * check are not repeated at every step */
+    if (j->wait_drain) return 0;
+    int join = 0;
+    if (e->model && !(is_load_only(&j->req) && j->req.has_keep_alive && j->req.keep_alive_s == 0)) {
+        srv_model_info mi;
+        const char *want = j->req.model && j->req.model[0] ? j->req.model : e->loaded.name;
+        if (srv_models_find(e->models, want, &mi)) return 1; /* a 404 */
+        join = !strcmp(mi.path, e->loaded.path) && !rkm_model_files_changed(e->model) && !rkm_model_check(e->model);
+        free(mi.path);
+    }
+    j->wait_drain = !join;
+    return join;
 }
 
 /* Applies expiry and the size cap to every model's saved states at start,

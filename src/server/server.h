@@ -74,6 +74,7 @@ typedef struct srv_job {
     srv_request req;            /* owned; read-only after submit */
     double t_submit;
     uint64_t client;            /* the client's address key (srv_gate_client), for fair admission */
+    int wait_drain;             /* worker only: refused to join running generations, waits for them to end */
     atomic_int canceled;        /* set by the HTTP side when the client left */
     pthread_mutex_t mu;         /* guards everything below */
     pthread_cond_t cv;          /* signalled on new output and when done */
