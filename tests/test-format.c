@@ -687,6 +687,38 @@ static void test_deepseek_bad_files(void)
     check_bad_edits("ds", "deepseek-v3", sets, (int)RKM_ARRAY_LEN(sets), cases, (int)RKM_ARRAY_LEN(cases));
 }
 
+static void add_conv0(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen35moe.ssm.conv_kernel", 0); }
+static void add_odd_inner(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen35moe.ssm.inner_size", 100); }
+static void add_odd_heads(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen35moe.ssm.time_step_rank", 3); }
+static void add_interval0(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen35moe.full_attention_interval", 0); }
+static void add_short_sections(rkm_gguf_writer *w)
+{
+    int32_t sec[4] = {4, 0, 0, 0}; /* pair 1 in the second section, which text leaves at 0 */
+    rkm_gguf_writer_set_arr(w, "qwen35moe.rope.dimension_sections", RKM_GGUF_INT32, sec, 4);
+}
+
+/* Qwen3.5 files the converter must refuse with a clear message: a
+ * convolution kernel of 0, an inner size that is not the value heads'
+ * states, value heads that are not whole groups of key heads, no full
+ * attention interval, RoPE sections that leave rotated pairs to image
+ * positions, a state tensor (ssm_a, the gated norm) of the wrong length. */
+static void test_qwen35_bad_files(void)
+{
+    static const char *const sets[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                       "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
+                                       "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4", "ssm_d_inner=128"};
+    static const bad_edit cases[] = {
+        {"qwen35moe.ssm.conv_kernel", NULL, add_conv0, "convolution kernel 0 out of range"},
+        {"qwen35moe.ssm.inner_size", NULL, add_odd_inner, "inner size 100 is not 4 value heads of the state size 32"},
+        {"qwen35moe.ssm.time_step_rank", NULL, add_odd_heads, "3 value heads are not whole groups of 2 key heads"},
+        {"qwen35moe.full_attention_interval", NULL, add_interval0, "full_attention_interval 0 out of range"},
+        {"qwen35moe.rope.dimension_sections", NULL, add_short_sections, "leave rotated pair 1"},
+        {NULL, "blk.0.ssm_a", NULL, "blk.0.ssm_a"},
+        {NULL, "blk.2.ssm_norm.weight", NULL, "blk.2.ssm_norm.weight"},
+    };
+    check_bad_edits("q35", "qwen3.5-35b-a3b", sets, (int)RKM_ARRAY_LEN(sets), cases, (int)RKM_ARRAY_LEN(cases));
+}
+
 /* ------------------------------------------------ recommended sampling */
 
 static void add_sampling_keys(rkm_gguf_writer *w)
@@ -1077,6 +1109,7 @@ int main(void)
     check_hf_equivalence("deepseek-v2-lite", dsv2, (int)RKM_ARRAY_LEN(dsv2));
     check_hf_equivalence("deepseek-v3", dsv3, (int)RKM_ARRAY_LEN(dsv3));
     test_deepseek_bad_files();
+    test_qwen35_bad_files();
     test_hf_llama3_rope();
     test_gpt_oss_bad_files();
     return test_done();

@@ -173,12 +173,21 @@ static void test_save_load(rkm_model *m, rkm_model *other, const char *name)
     char path[1100];
     snprintf(path, sizeof path, "%s/%s.session", test_tmpdir(), name);
     rkm_session *s = new_session(m, 512, 32);
-    CHECK(rkm_session_eval(s, ids, 150, NULL) == 0);
+    CHECK(rkm_session_eval(s, ids, 149, NULL) == 0);
     CHECK(rkm_session_save(s, path) == 0);
+    int nv = rkm_model_n_vocab(m);
+    float *la = malloc(sizeof(float) * nv), *lb = malloc(sizeof(float) * nv);
+    CHECK(rkm_session_eval(s, ids + 149, 1, la) == 0);
     int32_t g1[32] = {0}, g2[32] = {0};
     CHECK(rkm_session_generate(s, 20, count_tok, g1) == 0);
     rkm_session *r = new_session(m, 512, 8); /* other chunk: other ring size */
     CHECK(rkm_session_load(r, path) == 0);
+    CHECK(rkm_session_n_past(r) == 149);
+    /* the next position from the restored cache and state: the same logits, bit for bit */
+    CHECK(rkm_session_eval(r, ids + 149, 1, lb) == 0);
+    CHECK_MSG(max_diff(la, lb, nv) == 0, "%s: logits after load differ by %g", name, max_diff(la, lb, nv));
+    free(la);
+    free(lb);
     CHECK(rkm_session_n_past(r) == 150);
     CHECK(rkm_session_generate(r, 20, count_tok, g2) == 0);
     CHECK_MSG(g1[0] == g2[0] && !memcmp(g1, g2, sizeof g1), "%s: generation after load differs", name);
@@ -669,10 +678,11 @@ static void test_grammar(const char *shared)
 
 /* The small DeepSeek-shaped model (latent attention: the KV cache has no
  * V rows), opened. */
-static rkm_model *open_deepseek(const char *shared, const rkm_model_params *mp)
+static rkm_model *open_small(const char *shared, const rkm_model_params *mp,
+                             int (*make)(const char *, char *, size_t))
 {
     char dir[1024];
-    CHECK(test_small_deepseek(shared, dir, sizeof dir) == 0);
+    CHECK(make(shared, dir, sizeof dir) == 0);
     rkm_model *m = rkm_model_open(dir, mp);
     CHECK_MSG(m != NULL, "%s", rkm_last_error());
     return m;
@@ -747,13 +757,24 @@ int main(void)
     test_copy(g, q, "gemma4", 200); /* past the window: the copy's smaller ring keeps its end */
     test_save_load(q, g, "qwen3moe");
     test_save_load(g, q, "gemma4");
-    rkm_model *d = open_deepseek(shared, &mp);
+    rkm_model *d = open_small(shared, &mp, test_small_deepseek);
     if (d) {
         test_chunks(d, "deepseek2");
         test_truncate(d, "deepseek2", 150);
         test_copy(d, q, "deepseek2", 150); /* latent rows, no V */
         test_save_load(d, q, "deepseek2");
         rkm_model_close(d);
+    }
+    /* recurrent layers: a state carried across chunks, evaluated again on
+     * truncation, copied, saved and restored */
+    rkm_model *h = open_small(shared, &mp, test_small_qwen35);
+    if (h) {
+        CHECK(!strcmp(rkm_model_arch(h), "qwen35moe"));
+        test_chunks(h, "qwen35moe");
+        test_truncate(h, "qwen35moe", 150);
+        test_copy(h, q, "qwen35moe", 150);
+        test_save_load(h, q, "qwen35moe");
+        rkm_model_close(h);
     }
     test_errors(q);
     test_router(q, "qwen3moe");

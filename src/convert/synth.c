@@ -45,6 +45,8 @@ static const preset presets[] = {
      * ranks and the rest in rkm_synth_preset */
     {"deepseek-v2-lite", RKM_ARCH_DEEPSEEK2, 27, 2048, 16, 1, 128, 64, 6, 1408, 10944, 2816, 102400, 163840, 1e4f},
     {"deepseek-v3", RKM_ARCH_DEEPSEEK2, 61, 7168, 128, 1, 128, 256, 8, 2048, 18432, 2048, 129280, 163840, 1e4f},
+    /* Gated DeltaNet hybrids: the recurrent geometry in rkm_synth_preset */
+    {"qwen3.5-35b-a3b", RKM_ARCH_QWEN35MOE, 40, 2048, 16, 2, 256, 256, 8, 512, 0, 512, 248320, 262144, 1e7f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -125,6 +127,18 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
             hp->n_expert_group = 8;
             hp->n_group_used = 4;
         }
+    }
+    if (p->arch == RKM_ARCH_QWEN35MOE) {
+        /* Qwen/Qwen3.5-35B-A3B's config.json: a quarter of each 256-wide
+         * head rotated; Gated DeltaNet with 16 key heads and 32 value
+         * heads of 128, a 4-wide convolution; every 4th layer attends */
+        hp->rope_dim = hp->rope_dim_swa = 64;
+        hp->ssm_d_conv = 4;
+        hp->ssm_d_state = 128;
+        hp->ssm_n_group = 16;
+        hp->ssm_dt_rank = 32;
+        hp->ssm_d_inner = 32 * 128;
+        for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->recr_layer[i] = (i + 1) % 4 != 0;
     }
     if (p->arch == RKM_ARCH_GPT_OSS) {
         /* a 128-token window on every other layer (the first slides), YaRN
@@ -237,6 +251,12 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
         case RKM_INIT_NORM: out[i] = (float)(t->gain * (1.0 + 0.1 * z)); break;
         case RKM_INIT_SCALE: out[i] = (float)(1.0 + 0.1 * z); break;
         case RKM_INIT_ROPE_FREQS: out[i] = i < (int64_t)(n / 4) ? 1.0f : 1e30f; break; /* partial rotary 0.25 */
+        case RKM_INIT_SSM_A: out[i] = (float)-(1.0 + 15.0 * rng_uniform(&g)); break;
+        case RKM_INIT_SSM_DT: { /* as the published models initialise dt_bias */
+            double dt = exp(log(0.001) + rng_uniform(&g) * (log(0.1) - log(0.001)));
+            out[i] = (float)(dt + log(-expm1(-dt)));
+            break;
+        }
         default: out[i] = (float)(std * z); break;
         }
     }
@@ -372,6 +392,21 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_u32(w, FKEY("kv_lora_rank"), (uint32_t)hp->kv_lora_rank);
         rkm_gguf_writer_set_u32(w, FKEY("head_dim_k_mla"), (uint32_t)hp->head_dim_k_mla);
         rkm_gguf_writer_set_u32(w, FKEY("head_dim_v_mla"), (uint32_t)hp->head_dim_v_mla);
+    }
+    int interval = 0; /* recurrent layers: every layer but each interval-th */
+    while (interval < hp->n_layer && hp->recr_layer[interval]) interval++;
+    if (interval > 0) { /* Gated DeltaNet, as llama.cpp's converter writes Qwen3.5 */
+        interval++;
+        rkm_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)hp->ssm_d_conv);
+        rkm_gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)hp->ssm_d_state);
+        rkm_gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)hp->ssm_n_group);
+        rkm_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)hp->ssm_dt_rank);
+        rkm_gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)hp->ssm_d_inner);
+        rkm_gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)interval);
+        /* the rotated pairs in three sections (text positions: one) */
+        int pairs = hp->rope_dim / 2;
+        int32_t sec[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+        rkm_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), RKM_GGUF_INT32, sec, 4);
     }
 #undef FKEY
 #undef KEY

@@ -281,6 +281,44 @@ static const rkm_tensor_info deepseek2_tensors[] = {
     ROWS_SHEXP_FFN("mlp.shared_experts."),
 };
 
+/* Qwen3.5 / 3.6 (llama.cpp's qwen35 and qwen35moe): three of every four
+ * layers are Gated DeltaNet (recurrent), the rest gated full attention
+ * (the query projection carries each head's output gate after its
+ * query); both norm into GGUF's post_attention_norm before the FFN; the
+ * MoE variant adds a shared expert with a sigmoid gate. The safetensors
+ * checkpoints need transforms the converter does not make yet (A_log,
+ * the norms' +1, the value heads' order): no HF names. */
+#define ATTN_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(ATTN_LAYER), __VA_ARGS__}
+#define RECR_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(RECR_LAYER), __VA_ARGS__}
+static const rkm_tensor_info qwen35_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", SHAPE2(EMBD, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", SHAPE2(EMBD, SSM_INNER)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE1(SSM_HEADS), INIT(SSM_A)),
+    RECR_ROW(RKM_TENSOR_SSM_BETA, "blk.%d.ssm_beta.weight", SHAPE2(EMBD, SSM_HEADS)),
+    RECR_ROW(RKM_TENSOR_SSM_ALPHA, "blk.%d.ssm_alpha.weight", SHAPE2(EMBD, SSM_HEADS)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    ROWS_DENSE_FFN,
+    ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+                 "mlp.experts.%d.down_proj.weight"),
+    ROWS_SHEXP,
+};
+#undef ATTN_ROW
+#undef RECR_ROW
+
 /* ---------------------------------------------------- architectures */
 
 #define TENSORS(t) .tensors = t, .n_tensors = (int)RKM_ARRAY_LEN(t)
@@ -331,6 +369,14 @@ static const rkm_arch_info archs[] = {
      .keys = {{"n_expert", "expert_count", "n_routed_experts"}, {"n_layer_dense_lead", "leading_dense_block_count",
                                                                   "first_k_dense_replace"}},
      TENSORS(deepseek2_tensors)},
+    /* llama.cpp: LLM_ARCH_QWEN35MOE / QWEN35; NeoX-paired multi-section
+     * rotary over rope_dim of the head (text positions: the plain one) */
+    {RKM_ARCH_QWEN35MOE, "qwen35moe", "qwen35moe", 0, {"qwen3_5_moe"}, {"Qwen3_5MoeForConditionalGeneration"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
+                  {"attn_q_gate", 1}},
+     TENSORS(qwen35_tensors)},
+    {RKM_ARCH_QWEN35, "qwen35", "qwen35", 0, {"qwen3_5"}, {"Qwen3_5ForConditionalGeneration"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"attn_q_gate", 1}}, TENSORS(qwen35_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most

@@ -35,6 +35,8 @@ enum rkm_arch {
     RKM_ARCH_GPT_OSS,  /* gpt-oss: sinks, alternating sliding layers, biased experts */
     RKM_ARCH_GLM4MOE,  /* GLM-4.5 / 4.5-Air / 4.6: sigmoid routing, shared expert, dense lead */
     RKM_ARCH_DEEPSEEK2, /* DeepSeek-V2/V3, Kimi-K2, Moonlight: multi-head latent attention */
+    RKM_ARCH_QWEN35MOE, /* Qwen3.5 / 3.6 MoE: Gated DeltaNet layers, gated full attention every 4th */
+    RKM_ARCH_QWEN35,    /* the dense Qwen3.5 / 3.6 */
     RKM_ARCH_COUNT
 };
 
@@ -111,6 +113,16 @@ enum rkm_tensor_role {
     RKM_TENSOR_ATTN_KV_A_NORM,     /* (kv_lora_rank) */
     RKM_TENSOR_ATTN_K_B,           /* per head: the no-RoPE query part -> latent (absorbed K) */
     RKM_TENSOR_ATTN_V_B,           /* per head: latent -> value head */
+    /* Gated DeltaNet (qwen35, qwen35moe, qwen3next): recurrent layers */
+    RKM_TENSOR_SSM_IN,             /* n_embd -> the convolved channels: q, k (key dims) and v (inner) */
+    RKM_TENSOR_SSM_GATE_Z,         /* n_embd -> inner: the output gate z */
+    RKM_TENSOR_SSM_CONV1D,         /* (conv kernel, channels): the causal short convolution */
+    RKM_TENSOR_SSM_DT,             /* (value heads): bias of the decay's softplus */
+    RKM_TENSOR_SSM_A,              /* (value heads): -exp(A_log) */
+    RKM_TENSOR_SSM_BETA,           /* n_embd -> value heads: the write strength (sigmoid) */
+    RKM_TENSOR_SSM_ALPHA,          /* n_embd -> value heads: the decay's input */
+    RKM_TENSOR_SSM_NORM,           /* (value head dim): the gated RMSNorm */
+    RKM_TENSOR_SSM_OUT,            /* inner -> n_embd */
     RKM_TENSOR_ROLE_COUNT
 };
 
@@ -127,7 +139,8 @@ enum rkm_dim {
     RKM_DIM_ONE = 0,
     RKM_DIM_EMBD,       /* n_embd */
     RKM_DIM_VOCAB,      /* n_vocab */
-    RKM_DIM_Q,          /* n_head * hd (MLA: n_head * head_dim_k_mla) */
+    RKM_DIM_Q,          /* n_head * hd (MLA: n_head * head_dim_k_mla; x2 with attn_q_gate: each
+                           head's query, then its output gate) */
     RKM_DIM_K,          /* kv * hd */
     RKM_DIM_V,          /* kv * hdv */
     RKM_DIM_O,          /* n_head * hdv (MLA: n_head * head_dim_v_mla) */
@@ -145,6 +158,11 @@ enum rkm_dim {
     RKM_DIM_KV_A,       /* kv_lora_rank + rope_dim */
     RKM_DIM_QK_NOPE,    /* head_dim_k_mla - rope_dim */
     RKM_DIM_V_MLA,      /* head_dim_v_mla */
+    RKM_DIM_SSM_CONV,   /* ssm_d_conv: the convolution's kernel */
+    RKM_DIM_SSM_CH,     /* the convolved channels: 2 * ssm_n_group * ssm_d_state + ssm_d_inner */
+    RKM_DIM_SSM_INNER,  /* ssm_d_inner: value heads x value head dim */
+    RKM_DIM_SSM_HEADS,  /* ssm_dt_rank: value heads */
+    RKM_DIM_SSM_HEAD_V, /* ssm_d_inner / ssm_dt_rank */
     RKM_DIM_COUNT
 };
 
@@ -170,6 +188,8 @@ enum rkm_when {
     RKM_WHEN_Q_LORA,       /* q_lora_rank > 0 */
     RKM_WHEN_NO_Q_LORA,    /* q_lora_rank == 0 */
     RKM_WHEN_SIGMOID,      /* sigmoid gating */
+    RKM_WHEN_ATTN_LAYER,   /* the layer attends (not recurrent) */
+    RKM_WHEN_RECR_LAYER,   /* the layer is recurrent (hp->recr_layer) */
     RKM_WHEN_COUNT
 };
 
@@ -184,6 +204,8 @@ enum rkm_init {
     RKM_INIT_SCALE,        /* 1 + N(0, 0.1^2) */
     RKM_INIT_ROPE_FREQS,   /* partial rotary: 1 for the first quarter, 1e30 after */
     RKM_INIT_SINK,         /* N(0, 1): a logit the size of attention scores */
+    RKM_INIT_SSM_A,        /* -U(1, 16): -exp(A_log) of a recurrent layer's decay */
+    RKM_INIT_SSM_DT,       /* softplus^-1 of exp(U(ln 0.001, ln 0.1)): the decay's bias */
 };
 
 enum {

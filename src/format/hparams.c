@@ -29,7 +29,8 @@ static const rkm_hparams_field hp_fields[] = {
     HIO(rope_scaling), HFO(rope_freq_scale), HIO(rope_orig_ctx), HFO(rope_attn_factor), HFO(yarn_ext_factor),
     HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
-    HIO(head_dim_k_mla), HIO(head_dim_v_mla),
+    HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
+    HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -126,8 +127,29 @@ static int validate_mla(const rkm_hparams *hp)
     return 0;
 }
 
+/* Gated DeltaNet's geometry: value heads in whole groups of key heads,
+ * the value head as wide as the key head (the state is square), a
+ * kernel of at least one position. */
+static int validate_recurrent(const rkm_hparams *hp)
+{
+    int any = 0;
+    for (int i = 0; i < hp->n_layer; i++) any |= hp->recr_layer[i];
+    if (!any) return 0;
+    if (hp->ssm_d_conv < 1 || hp->ssm_d_conv > 64)
+        return BAD("recurrent layers: convolution kernel %d out of range (1..64)", hp->ssm_d_conv);
+    if (hp->ssm_d_state < 1 || hp->ssm_d_state > 1024 || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
+        hp->ssm_dt_rank > 4096 || hp->ssm_dt_rank % hp->ssm_n_group)
+        return BAD("recurrent layers: %d value heads are not whole groups of %d key heads (state %d)", hp->ssm_dt_rank,
+                   hp->ssm_n_group, hp->ssm_d_state);
+    if (hp->ssm_d_inner != hp->ssm_dt_rank * hp->ssm_d_state)
+        return BAD("recurrent layers: inner size %d is not %d value heads of the state size %d", hp->ssm_d_inner,
+                   hp->ssm_dt_rank, hp->ssm_d_state);
+    return 0;
+}
+
 int rkm_hparams_validate(const rkm_hparams *hp)
 {
+    int rc;
     if (hp->arch <= RKM_ARCH_UNKNOWN || hp->arch >= RKM_ARCH_COUNT) return BAD("unknown architecture");
     if (hp->n_layer < 1 || hp->n_layer > RKM_MAX_LAYERS) return BAD("n_layer %d out of range", hp->n_layer);
     if (hp->n_embd < 1 || hp->n_embd > 65536) return BAD("n_embd %d out of range", hp->n_embd);
@@ -203,6 +225,7 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     if (!isfinite(hp->yarn_ext_factor) || !isfinite(hp->yarn_beta_fast) || !isfinite(hp->yarn_beta_slow) ||
         !isfinite(hp->yarn_log_mul))
         return BAD("a YaRN parameter is not a finite number");
+    if ((rc = validate_recurrent(hp))) return rc;
     return validate_mla(hp);
 }
 
@@ -222,6 +245,8 @@ static int when(const rkm_hparams *hp, int w, int il)
     case RKM_WHEN_Q_LORA: return hp->q_lora_rank > 0;
     case RKM_WHEN_NO_Q_LORA: return hp->q_lora_rank == 0;
     case RKM_WHEN_SIGMOID: return hp->expert_gating == RKM_GATING_SIGMOID;
+    case RKM_WHEN_ATTN_LAYER: return !rkm_hparams_is_recurrent(hp, il);
+    case RKM_WHEN_RECR_LAYER: return rkm_hparams_is_recurrent(hp, il);
     default: return 0;
     }
 }
@@ -250,7 +275,7 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     switch (d) {
     case RKM_DIM_EMBD: return hp->n_embd;
     case RKM_DIM_VOCAB: return hp->n_vocab;
-    case RKM_DIM_Q: return nh * hd;
+    case RKM_DIM_Q: return nh * hd * (hp->attn_q_gate ? 2 : 1);
     case RKM_DIM_K: return kv * hd;
     case RKM_DIM_V: return kv * hdv;
     case RKM_DIM_O: return nh * hdv;
@@ -268,6 +293,11 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_KV_A: return (int64_t)hp->kv_lora_rank + hp->rope_dim;
     case RKM_DIM_QK_NOPE: return (int64_t)hp->head_dim_k_mla - hp->rope_dim;
     case RKM_DIM_V_MLA: return hp->head_dim_v_mla;
+    case RKM_DIM_SSM_CONV: return hp->ssm_d_conv;
+    case RKM_DIM_SSM_CH: return 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + hp->ssm_d_inner;
+    case RKM_DIM_SSM_INNER: return hp->ssm_d_inner;
+    case RKM_DIM_SSM_HEADS: return hp->ssm_dt_rank;
+    case RKM_DIM_SSM_HEAD_V: return hp->ssm_dt_rank > 0 ? hp->ssm_d_inner / hp->ssm_dt_rank : 0;
     default: return 1;
     }
 }
@@ -276,6 +306,14 @@ int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int i
 {
     for (int d = 0; d < 3; d++) ne[d] = d < t->n_dims ? dim(hp, t->ne[d], il) : 1;
     return t->n_dims;
+}
+
+size_t rkm_hparams_recurrent_state_floats(const rkm_hparams *hp, int il)
+{
+    if (!rkm_hparams_is_recurrent(hp, il) || hp->ssm_d_conv < 1) return 0;
+    size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
+    size_t sd = (size_t)hp->ssm_d_state;
+    return (size_t)(hp->ssm_d_conv - 1) * ch + (size_t)hp->ssm_dt_rank * sd * sd;
 }
 
 /* ---------------------------------------------------------- from GGUF */
@@ -369,6 +407,66 @@ static int rope_scaling_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams
     return 0;
 }
 
+/* Gated DeltaNet's keys (ssm.*), which layers are recurrent (the
+ * attention.recurrent_layers bools, else every layer but each
+ * full_attention_interval-th, 4 by default, as llama.cpp reads them), and
+ * the multi-section RoPE of the attention layers: text positions are the
+ * same in every section but the fourth (0), so the sections must cover
+ * every rotated pair for the rotation to be the plain one. */
+static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *hp)
+{
+    char k[160];
+    static const struct {
+        const char *key;
+        size_t off;
+    } ks[] = {
+        {"ssm.conv_kernel", offsetof(rkm_hparams, ssm_d_conv)},   {"ssm.inner_size", offsetof(rkm_hparams, ssm_d_inner)},
+        {"ssm.state_size", offsetof(rkm_hparams, ssm_d_state)},   {"ssm.time_step_rank", offsetof(rkm_hparams, ssm_dt_rank)},
+        {"ssm.group_count", offsetof(rkm_hparams, ssm_n_group)},
+    };
+    int any = 0;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(ks); i++) {
+        snprintf(k, sizeof k, "%s.%s", ga, ks[i].key);
+        int found = rkm_gguf_find(g, k) >= 0;
+        if (found) opt_int(g, k, (int *)((char *)hp + ks[i].off));
+        any |= found;
+    }
+    if (!any) return 0;
+    if (hp->arch != RKM_ARCH_QWEN35MOE && hp->arch != RKM_ARCH_QWEN35)
+        return rkm_err(RKM_EUNSUPPORTED, "%s: recurrent (ssm) layers are not supported for this architecture", ga);
+    snprintf(k, sizeof k, "%s.attention.recurrent_layers", ga);
+    int ri = rkm_gguf_find(g, k);
+    if (ri >= 0) {
+        if (rkm_gguf_vtype(g, ri) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, ri) < (uint64_t)hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "%s must have one bool per layer", k);
+        for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = rkm_gguf_arr_int(g, ri, (uint64_t)i) != 0;
+    } else {
+        int interval = 4;
+        snprintf(k, sizeof k, "%s.full_attention_interval", ga);
+        opt_int(g, k, &interval);
+        if (interval < 1 || interval > hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "%s %d out of range (1..%d layers)", k, interval, hp->n_layer);
+        for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = (i + 1) % interval != 0;
+    }
+    snprintf(k, sizeof k, "%s.rope.dimension_sections", ga);
+    int si = rkm_gguf_find(g, k);
+    if (si >= 0) {
+        int64_t sec[4] = {0}, sum = 0;
+        if (rkm_gguf_vtype(g, si) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, si) < 3)
+            return rkm_err(RKM_EFORMAT, "%s must hold the RoPE sections", k);
+        for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) sum += sec[i] = rkm_gguf_arr_int(g, si, i);
+        for (int p = 0; p < hp->rope_dim / 2; p++) {
+            int64_t sector = sum > 0 ? p % sum : p;
+            if (!(sector < 3 * sec[sector % 3]))
+                return rkm_err(RKM_EUNSUPPORTED,
+                               "%s: RoPE sections [%lld, %lld, %lld, %lld] leave rotated pair %d to positions "
+                               "text does not have", k, (long long)sec[0], (long long)sec[1], (long long)sec[2],
+                               (long long)sec[3], p);
+        }
+    }
+    return 0;
+}
+
 int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
 {
     const char *ga = rkm_gguf_get_str(g, "general.architecture");
@@ -459,6 +557,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     if (hp->kv_lora_rank > 0 && (hp->head_dim_k_mla == 0 || hp->head_dim_v_mla == 0))
         return rkm_err(RKM_EUNSUPPORTED, "%s: latent attention without attention.key_length_mla: the GGUF predates "
                        "llama.cpp's split attn_k_b / attn_v_b (convert it again from the checkpoint)", ga);
+    if ((rc = recurrent_from_gguf(g, ga, hp))) return rc;
     /* DeepSeek's converted files store 0.1 * mscale_all_dim (llama.cpp
      * divides it back when loading deepseek2) */
     if (arch == RKM_ARCH_DEEPSEEK2) hp->yarn_log_mul /= 0.1f;

@@ -92,6 +92,16 @@ typedef struct rkm_hparams {
     int kv_lora_rank;
     int head_dim_k_mla;       /* per head: query/key dims (no-RoPE part + rope_dim) */
     int head_dim_v_mla;       /* per head: value dims */
+    /* Gated DeltaNet (qwen35, qwen35moe): recurrent layers in place of
+     * attention (recr_layer). Per token, a short causal convolution over
+     * ssm_d_conv positions mixes the channels q, k (ssm_n_group heads of
+     * ssm_d_state) and v (ssm_dt_rank heads of ssm_d_inner / ssm_dt_rank);
+     * each value head keeps a ssm_d_state x head-dim state updated by the
+     * delta rule (runtime/recurrent.c). */
+    int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_dt_rank, ssm_n_group;
+    uint8_t recr_layer[RKM_MAX_LAYERS]; /* 1: recurrent layer */
+    int attn_q_gate;          /* the query projection carries a per-head output gate:
+                                 attention output *= sigmoid(gate) (qwen35) */
 } rkm_hparams;
 
 /* Sets the common defaults, then the arch's (arch.c's table); call before
@@ -124,6 +134,17 @@ int rkm_hparams_set(rkm_hparams *hp, const char *key, const char *value);
 int rkm_hparams_tensor_expected(const rkm_hparams *hp, const rkm_tensor_info *t, int il);
 int rkm_hparams_tensor_required(const rkm_hparams *hp, const rkm_tensor_info *t, int il);
 int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int il, int64_t ne[3]);
+
+/* Is layer il recurrent (no attention, no KV rows)? */
+static inline int rkm_hparams_is_recurrent(const rkm_hparams *hp, int il)
+{
+    return il >= 0 && il < RKM_MAX_LAYERS && hp->recr_layer[il];
+}
+
+/* Floats of layer il's recurrent state (0 unless recurrent): the
+ * convolution's last ssm_d_conv - 1 inputs, then each value head's
+ * ssm_d_state x ssm_d_state matrix. */
+size_t rkm_hparams_recurrent_state_floats(const rkm_hparams *hp, int il);
 
 /* Is layer il an MoE layer (has routed experts)? */
 static inline int rkm_hparams_is_moe_layer(const rkm_hparams *hp, int il)

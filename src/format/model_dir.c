@@ -47,6 +47,12 @@ static cJSON *hparams_to_json(const rkm_hparams *hp)
         cJSON_AddItemToArray(kv, cJSON_CreateNumber(hp->n_head_kv[i]));
         cJSON_AddItemToArray(swa, cJSON_CreateBool(hp->swa_layer[i]));
     }
+    int recr = 0;
+    for (int i = 0; i < hp->n_layer; i++) recr |= hp->recr_layer[i];
+    if (recr) { /* only models with recurrent layers carry the array */
+        cJSON *ra = cJSON_AddArrayToObject(o, "recurrent_layer");
+        for (int i = 0; i < hp->n_layer; i++) cJSON_AddItemToArray(ra, cJSON_CreateBool(hp->recr_layer[i]));
+    }
     return o;
 }
 
@@ -90,6 +96,14 @@ static int hparams_from_json(const cJSON *o, rkm_hparams *hp)
             return rkm_err(RKM_EFORMAT, "manifest: bad per-layer entry");
         hp->n_head_kv[i] = (int)k->valuedouble;
         hp->swa_layer[i] = (uint8_t)cJSON_IsTrue(s);
+    }
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(o, "recurrent_layer");
+    if (ra && (!cJSON_IsArray(ra) || cJSON_GetArraySize(ra) != hp->n_layer))
+        return rkm_err(RKM_EFORMAT, "manifest: recurrent_layer needs one entry per layer");
+    for (int i = 0; ra && i < hp->n_layer; i++) {
+        const cJSON *r = cJSON_GetArrayItem(ra, i);
+        if (!cJSON_IsBool(r)) return rkm_err(RKM_EFORMAT, "manifest: bad recurrent_layer entry");
+        hp->recr_layer[i] = (uint8_t)cJSON_IsTrue(r);
     }
     return rkm_hparams_validate(hp);
 }

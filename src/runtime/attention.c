@@ -36,6 +36,7 @@ int rkm_kv_init(rkm_session *s)
     for (int il = 0; il < nl; il++) {
         const rkm_layer *L = &m->layers[il];
         rkm_kv_layer *kv = &s->kv[il];
+        if (L->recurrent) continue; /* no rows: its state is the session's rs */
         kv->n_kv = L->n_kv;
         kv->hd_k = L->hd_k;
         kv->hd_v = L->hd_v;
@@ -66,6 +67,7 @@ void rkm_kv_free(rkm_session *s)
     if (!s->kv) return;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const rkm_kv_layer *kv = &s->kv[il];
+        if (!kv->k) continue;
         rkm_unmap_weights(kv->k, kv_bytes(kv, kv->k_dim));
         if (kv->v) rkm_unmap_weights(kv->v, kv_bytes(kv, kv->v_dim));
     }

@@ -1,7 +1,8 @@
 /*
  * forward.c - one chunk of the transformer forward pass: embeddings, every
- * layer (attention, grouped-query or latent, then the dense / routed
- * feed-forward of the architecture), final norm and LM head.
+ * layer (attention, grouped-query or latent, or a recurrent layer
+ * (recurrent.c), then the dense / routed feed-forward of the
+ * architecture), final norm and LM head.
  *
  * The chunk's rows go through each op together (matmuls with m = rows), so
  * prefill runs at matrix-matrix speed and routed experts are computed once
@@ -55,6 +56,13 @@ static int attention_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
         return rc;
     }
     if (L->v_from_k) memcpy(s->v, s->k, sizeof(float) * (size_t)n * kd);
+    if (hp->attn_q_gate) /* each head's query, then its gate: the gates aside, the queries packed */
+        for (int r = 0; r < n; r++)
+            for (int h = 0; h < nh; h++) {
+                const float *src = s->q + ((size_t)r * nh + h) * 2 * hd;
+                memcpy(s->gate + ((size_t)r * nh + h) * hd, src + hd, sizeof(float) * (size_t)hd);
+                memmove(s->q + ((size_t)r * nh + h) * hd, src, sizeof(float) * (size_t)hd); /* never ahead of src */
+            }
     add_bias(s->q, L->bq, n, qd);
     add_bias(s->k, L->bk, n, kd);
     add_bias(s->v, L->bv, n, vd);
@@ -82,6 +90,8 @@ static int attention_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
         rkm_kv_store(kv, s->k + r0 * kd, s->v + r0 * vd, seg[i].pos0, seg[i].n);
         rkm_attention(s, kv, il, seg[i].pos0, seg[i].n, s->q + r0 * qd, s->att + r0 * nh * hv);
     }
+    if (hp->attn_q_gate)
+        for (size_t i = 0; i < (size_t)n * nh * hv; i++) s->att[i] /= 1.0f + expf(-s->gate[i]);
     if ((rc = rkm_model_mm(m, &L->wo, s->att, n, s->tmp))) return rc;
     add_bias(s->tmp, L->bo, n, hp->n_embd);
     if (L->post_attn_norm) norm_rows(s->tmp, s->tmp, L->post_attn_norm, n, hp->n_embd, eps);
@@ -284,11 +294,17 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
             for (int i = 0; i < E; i++) x[i] *= es;
     }
     trace(s, -1, "embd", s->x, n, E);
+    /* a sequence from its start: recurrent layers from a zero state */
+    for (int i = 0; i < nseg && m->rs_floats; i++)
+        if (seg[i].pos0 == 0) memset(seg[i].s->rs, 0, sizeof(float) * m->rs_floats);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const rkm_layer *L = &m->layers[il];
         norm_rows(s->cur, s->x, L->attn_norm, n, E, hp->rms_eps);
-        if ((rc = L->mla ? mla_block(s, il, seg, nseg, n) : attention_block(s, il, seg, nseg, n))) goto out;
+        if ((rc = L->recurrent ? rkm_recurrent_block(s, il, seg, nseg, n)
+                  : L->mla     ? mla_block(s, il, seg, nseg, n)
+                               : attention_block(s, il, seg, nseg, n)))
+            goto out;
         for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;

@@ -171,6 +171,11 @@ static const struct {
     FV(ATTN_Q_A_NORM, q_a_norm),      FM(ATTN_Q_B, wq_b),
     FM(ATTN_KV_A_MQA, wkv_a),         FV(ATTN_KV_A_NORM, kv_a_norm),
     FM(ATTN_K_B, wk_b),               FM(ATTN_V_B, wv_b),
+    FM(SSM_IN, ssm_in),               FM(SSM_GATE_Z, ssm_z),
+    FV(SSM_CONV1D, ssm_conv),         FV(SSM_DT, ssm_dt),
+    FV(SSM_A, ssm_a),                 FM(SSM_BETA, ssm_beta),
+    FM(SSM_ALPHA, ssm_alpha),         FV(SSM_NORM, ssm_norm),
+    FM(SSM_OUT, ssm_out),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 
@@ -217,7 +222,10 @@ static int bind_layer(rkm_model *m, int il)
         return rkm_err(RKM_EFORMAT, "model: layer %d: bad attention geometry", il);
     L->v_from_k = hp->v_from_k_full && !L->is_swa;
     if (L->v_from_k && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: V from K needs equal head dims", il);
-    int qd = hp->n_head * L->hd_k, kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;
+    L->recurrent = rkm_hparams_is_recurrent(hp, il);
+    m->rs_floats += rkm_hparams_recurrent_state_floats(hp, il);
+    if (hp->attn_q_gate && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: gated attention needs equal head dims", il);
+    int qd = hp->n_head * L->hd_k * (hp->attn_q_gate ? 2 : 1), kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;
     m->max_hd = RKM_MAX(m->max_hd, RKM_MAX(L->hd_k, L->hd_v));
     m->max_qdim = RKM_MAX(m->max_qdim, RKM_MAX(qd, hp->n_head * L->hd_v));
     if (hp->kv_lora_rank > 0) /* latent attention's query projection and heads' values pass there too */
@@ -294,7 +302,8 @@ int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
 {
     rkm_mat *all[RKM_LAYER_MATS] = {&L->wq,       &L->wk,     &L->wv,      &L->wo,    &L->ffn_gate, &L->ffn_up,
                                     &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down,  &L->sh_gate_inp,
-                                    &L->wq_a,     &L->wq_b,   &L->wkv_a,   &L->wk_b,  &L->wv_b};
+                                    &L->wq_a,     &L->wq_b,   &L->wkv_a,   &L->wk_b,  &L->wv_b,
+                                    &L->ssm_in,   &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
     memcpy(out, all, sizeof all);
     return RKM_LAYER_MATS;
 }

@@ -100,6 +100,15 @@ typedef struct rkm_layer {
     rkm_mat sh_gate, sh_up, sh_down; /* shared expert (qwen2moe) */
     rkm_mat sh_gate_inp;           /* (n_embd -> 1) */
     const rkm_expert_layer *el;    /* routed experts or NULL */
+    /* Gated DeltaNet (recurrent layers, recurrent.c) */
+    rkm_mat ssm_in;                /* (n_embd -> conv channels: q, k, v) */
+    rkm_mat ssm_z;                 /* (n_embd -> inner): the output gate */
+    rkm_mat ssm_beta, ssm_alpha;   /* (n_embd -> value heads) */
+    rkm_mat ssm_out;               /* (inner -> n_embd) */
+    const float *ssm_conv;         /* (channels x kernel) */
+    const float *ssm_dt, *ssm_a;   /* (value heads) */
+    const float *ssm_norm;         /* (value head dim) */
+    int recurrent;                 /* 1: this layer is recurrent (no attention, no KV rows) */
     /* geometry */
     int n_kv, hd_k, hd_v;          /* KV heads and head dims of this layer */
     int is_swa;                    /* sliding-window layer */
@@ -137,7 +146,10 @@ struct rkm_model {
     int prefetch;                  /* hint the next layer's experts while decoding */
     int n_ff_exp;                  /* routed expert width (from the blob parts) */
     int max_hd;                    /* largest head dim over layers */
-    int max_qdim, max_kvdim;       /* largest n_head*hd, n_kv*hd over layers */
+    int max_qdim, max_kvdim;       /* largest n_head*hd, n_kv*hd over layers (the query
+                                    * projection's width with its output gates) */
+    size_t rs_floats;              /* a session's recurrent state: every recurrent layer's
+                                    * convolution and delta-rule states (recurrent.c) */
     pthread_mutex_t lock;          /* guards pool, cache (one forward at a time) */
     pthread_mutex_t trie_lock;     /* guards the building of trie */
     struct rkm_gtrie *trie;        /* the vocabulary's text tokens for grammars (constrain.c), or NULL */
@@ -218,6 +230,10 @@ struct rkm_session {
     /* scratch, n_chunk rows each */
     float *x, *cur, *cur2, *q, *k, *v, *att, *tmp, *ffn, *ffn2;
     float *mla;               /* latent attention: n_chunk * n_head * max(nope, kv_lora), or NULL */
+    float *gate;              /* attention output gates (attn_q_gate): n_chunk * n_head * hd, or NULL */
+    float *rs;                /* recurrent state, m->rs_floats (recurrent.c), or NULL */
+    float *ssm_x, *ssm_z, *ssm_ba, *ssm_o; /* recurrent layers' rows: channels, gates, beta and
+                                             alpha, outputs (n_chunk each), or NULL */
     rkm_mm_task *mla_tasks;   /* latent attention: n_head (one decode job over every head), or NULL */
     float *scores;            /* per thread: n_ctx floats */
     rkm_f16 *q16;             /* per thread: max_hd */
@@ -292,10 +308,18 @@ float rkm_moe_route_row(const rkm_hparams *hp, const rkm_layer *L, float *logits
 int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
- * sh_up sh_down, sh_gate_inp, wq_a wq_b wkv_a wk_b wv_b. Fills out,
+ * sh_up sh_down, sh_gate_inp, wq_a wq_b wkv_a wk_b wv_b, ssm_in ssm_z ssm_beta
+ * ssm_alpha ssm_out. Fills out,
  * returns the count. */
-#define RKM_LAYER_MATS 17
+#define RKM_LAYER_MATS 22
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
+
+/* recurrent.c: Gated DeltaNet layers. */
+/* Layer il's state inside a session's s->rs. */
+float *rkm_recurrent_state(const rkm_session *s, int il);
+/* The recurrent layer il for the chunk's rows (each segment's rows in
+ * order over its own session's state): reads s->cur, writes s->tmp. */
+int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n);
 
 /* linear.c: products with the model's weight views. */
 /* Y = X . W^T on the pool (or the calling thread for small work). */

@@ -78,6 +78,19 @@ static int alloc_scratch(rkm_session *s)
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     if (hp->kv_lora_rank > 0 && !(s->mla_tasks = malloc(sizeof *s->mla_tasks * (size_t)hp->n_head)))
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
+    if (hp->attn_q_gate && !(s->gate = scratch(R * (size_t)m->max_qdim / 2)))
+        return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
+    if (m->rs_floats) {
+        size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
+        s->rs = scratch(m->rs_floats);
+        s->ssm_x = scratch(R * ch);
+        s->ssm_z = scratch(R * (size_t)hp->ssm_d_inner);
+        s->ssm_ba = scratch(R * 2 * (size_t)hp->ssm_dt_rank);
+        s->ssm_o = scratch(R * (size_t)hp->ssm_d_inner);
+        if (!s->rs || !s->ssm_x || !s->ssm_z || !s->ssm_ba || !s->ssm_o)
+            return rkm_err(RKM_ENOMEM, "session: out of memory for the recurrent state");
+        memset(s->rs, 0, sizeof(float) * m->rs_floats);
+    }
     if (!s->x || !s->cur || !s->cur2 || !s->tmp || !s->ffn || !s->ffn2 || !s->q || !s->att || !s->k || !s->v ||
         !s->ge || !s->ue || !s->scores || !s->q16 || !s->p16 || !s->router || !s->sel || !s->selw || !s->margin || !s->xe ||
         !s->epos || !s->erows || !s->logits || !s->embd || !s->tokens || !s->embd_row)
@@ -136,7 +149,8 @@ void rkm_session_free(rkm_session *s)
     rkm_sampler_free(s->sampler);
     rkm_constraint_free(s->grammar);
     float *fl[] = {s->x, s->cur, s->cur2, s->tmp, s->ffn, s->ffn2, s->q, s->att, s->k, s->v, s->ge, s->ue, s->mla,
-                   s->scores, s->router, s->selw, s->margin, s->xe, s->logits, s->embd};
+                   s->scores, s->router, s->selw, s->margin, s->xe, s->logits, s->embd, s->gate, s->rs,
+                   s->ssm_x, s->ssm_z, s->ssm_ba, s->ssm_o};
     for (size_t i = 0; i < RKM_ARRAY_LEN(fl); i++) rkm_free_aligned(fl[i]);
     rkm_free_aligned(s->q16);
     rkm_free_aligned(s->p16);
@@ -530,6 +544,7 @@ int rkm_session_truncate(rkm_session *s, int n)
      * depend on the windows of every layer below it, so no shorter replay
      * is exact. */
     int need = n;
+    if (s->m->rs_floats) need = 0; /* a recurrent state cannot be cut back */
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         if (!s->m->layers[il].is_swa) continue;
         int lo = RKM_MAX(0, n - s->m->hp.sliding_window);
@@ -589,6 +604,7 @@ int rkm_session_copy(rkm_session *dst, const rkm_session *src)
         }
         dk->valid_from = first;
     }
+    if (src->m->rs_floats) memcpy(dst->rs, src->rs, sizeof(float) * src->m->rs_floats);
     memcpy(dst->tokens, src->tokens, sizeof(int32_t) * (size_t)src->n_past);
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)hp->n_vocab);
     memcpy(dst->embd, src->embd, sizeof(float) * (size_t)hp->n_embd);
@@ -652,6 +668,10 @@ int rkm_session_save(const rkm_session *s, const char *path)
             for (int h = 0; h < kv->n_kv; h++) put(&b, rkm_kv_k(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
             for (int h = 0; kv->v_dim && h < kv->n_kv; h++) put(&b, rkm_kv_v(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
+    }
+    if (s->m->rs_floats) { /* the recurrent layers' state after the last position */
+        put_u32(&b, (uint32_t)s->m->rs_floats);
+        put(&b, s->rs, sizeof(float) * s->m->rs_floats);
     }
     if (b.oom) {
         free(b.p);
@@ -755,6 +775,18 @@ int rkm_session_load(rkm_session *s, const char *path)
             for (int kh = 0; kh < kv->n_kv; kh++) get(&b, rkm_kv_k(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_k);
             for (int kh = 0; kv->v_dim && kh < kv->n_kv; kh++) get(&b, rkm_kv_v(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
+    }
+    if (s->m->rs_floats) {
+        uint32_t nf;
+        if (get_u32(&b, &nf) || nf != s->m->rs_floats || get(&b, s->rs, sizeof(float) * nf)) {
+            rkm_err(RKM_EFORMAT, "%s: no recurrent state of this model", path);
+            goto out;
+        }
+        for (uint32_t i = 0; i < nf; i++)
+            if (!isfinite(s->rs[i])) {
+                rkm_err(RKM_EFORMAT, "%s: the recurrent state holds a value that is not a finite number", path);
+                goto out;
+            }
     }
     if (b.off != b.n) {
         rkm_err(RKM_EFORMAT, "%s: trailing bytes", path);

@@ -82,5 +82,9 @@ int test_rkmojo(const char *out_path, const char *fmt, ...);
  * fixture's 512-token vocabulary from shared: synthesized and converted
  * into TMPDIR/ds.rkmojo, whose path goes to dir. The CLI's exit status. */
 int test_small_deepseek(const char *shared, char *dir, size_t cap);
+/* The same for a small Qwen3.5 MoE (three Gated DeltaNet layers, then a
+ * gated attention layer; 8 experts, a gated shared expert), q8_0, into
+ * TMPDIR/q35.rkmojo. */
+int test_small_qwen35(const char *shared, char *dir, size_t cap);
 
 #endif

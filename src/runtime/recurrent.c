@@ -1,0 +1,140 @@
+/*
+ * recurrent.c - Gated DeltaNet layers (Qwen3.5 / 3.6, qwen35 and
+ * qwen35moe), as llama.cpp computes them: the input projections, a short
+ * causal convolution over the last ssm_d_conv positions (SiLU), per-head
+ * L2-normed queries and keys, and per value head a d_state x d_state state
+ * S updated by the gated delta rule
+ *
+ *     S = exp(g) S;  d = (v - S k) beta;  S += d k^T;  o = S q / sqrt(d_state)
+ *
+ * with beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a (ssm_a =
+ * -exp(A_log)); then an RMSNorm of each head's output times SiLU(z), and
+ * the output projection. Value head h reads key head h % key heads (the
+ * tiling llama.cpp's GGUF assumes).
+ *
+ * State: a session's s->rs holds every recurrent layer's state one after
+ * the other (rkm_recurrent_state), the convolution's last ssm_d_conv - 1
+ * inputs (kernel-major) then the value heads' matrices (row j over the
+ * value dim, i over the key dim: S[j][i]). A sequence starting at
+ * position 0 starts from zeros (forward.c clears it). The state cannot
+ * be cut back: rkm_session_truncate evaluates the kept tokens again.
+ *
+ * Threads: the forward pass's (model->lock held); the heads of a row are
+ * shared over the pool.
+ */
+#include <math.h>
+
+#include "runtime/model.h"
+
+float *rkm_recurrent_state(const rkm_session *s, int il)
+{
+    size_t off = 0;
+    for (int i = 0; i < il; i++) off += rkm_hparams_recurrent_state_floats(&s->m->hp, i);
+    return s->rs + off;
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float siluf(float x) { return x / (1.0f + expf(-x)); }
+static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+static void l2_norm(float *x, int n, float eps)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)x[i] * x[i];
+    float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int i = 0; i < n; i++) x[i] *= scale;
+}
+
+/* One row's delta rule over a run of value heads (a pool job). */
+typedef struct {
+    const rkm_hparams *hp;
+    const rkm_layer *L;
+    float *st;          /* the layer's head states */
+    const float *x;     /* the row's convolved q, k, v */
+    const float *ba;    /* the row's beta and alpha inputs (H each) */
+    const float *z;     /* the row's gates */
+    float *o;           /* the row's outputs */
+} delta_job;
+
+static void delta_heads(void *ctx, int ith, int nth)
+{
+    const delta_job *j = ctx;
+    const rkm_hparams *hp = j->hp;
+    const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state;
+    const float scale = 1.0f / sqrtf((float)S), eps = hp->rms_eps;
+    int h0 = (int)((int64_t)H * ith / nth), h1 = (int)((int64_t)H * (ith + 1) / nth);
+    for (int h = h0; h < h1; h++) {
+        const float *q = j->x + (size_t)(h % Hk) * S, *k = j->x + (size_t)(Hk + h % Hk) * S;
+        const float *v = j->x + (size_t)2 * Hk * S + (size_t)h * S;
+        float beta = sigmoidf(j->ba[h]);
+        float decay = expf(softplusf(j->ba[H + h] + j->L->ssm_dt[h]) * j->L->ssm_a[h]);
+        float *M = j->st + (size_t)h * S * S, *o = j->o + (size_t)h * S;
+        for (int r = 0; r < S; r++) {
+            float *row = M + (size_t)r * S;
+            float sk = 0;
+            for (int i = 0; i < S; i++) {
+                row[i] *= decay;
+                sk += row[i] * k[i];
+            }
+            float d = (v[r] - sk) * beta, sq = 0;
+            for (int i = 0; i < S; i++) {
+                row[i] += k[i] * d;
+                sq += row[i] * q[i];
+            }
+            o[r] = sq * scale;
+        }
+        /* gated RMSNorm: norm(o) * silu(z) */
+        rkm_rmsnorm(o, o, j->L->ssm_norm, S, eps);
+        const float *z = j->z + (size_t)h * S;
+        for (int r = 0; r < S; r++) o[r] *= siluf(z[r]);
+    }
+}
+
+int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state, K = hp->ssm_d_conv;
+    const int inner = hp->ssm_d_inner, ch = 2 * Hk * S + inner;
+    const float eps = hp->rms_eps;
+    int rc;
+    /* the ba rows: beta's H inputs, then alpha's */
+    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task t[4] = {rkm_mm_task_of(&L->ssm_in, s->cur, n, s->ssm_x), rkm_mm_task_of(&L->ssm_z, s->cur, n, s->ssm_z),
+                            rkm_mm_task_of(&L->ssm_beta, s->cur, n, s->ssm_ba),
+                            rkm_mm_task_of(&L->ssm_alpha, s->cur, n, s->ssm_ba + H)};
+        t[2].ldy = t[3].ldy = 2 * H;
+        rkm_mm_multi(m->pool, t, 4);
+    } else {
+        if ((rc = rkm_model_mm(m, &L->ssm_in, s->cur, n, s->ssm_x)) || (rc = rkm_model_mm(m, &L->ssm_z, s->cur, n, s->ssm_z)))
+            return rc;
+        /* beta then alpha, each row's pair side by side */
+        rkm_matmul(m->pool, L->ssm_beta.type, L->ssm_beta.data, L->ssm_beta.n_in, L->ssm_beta.n_out, s->cur, n, s->ssm_ba, 2 * H);
+        rkm_matmul(m->pool, L->ssm_alpha.type, L->ssm_alpha.data, L->ssm_alpha.n_in, L->ssm_alpha.n_out, s->cur, n,
+                   s->ssm_ba + H, 2 * H);
+    }
+    for (int i = 0; i < nseg; i++) {
+        float *conv = rkm_recurrent_state(seg[i].s, il);
+        float *st = conv + (size_t)(K - 1) * ch;
+        for (int jr = 0; jr < seg[i].n; jr++) {
+            int r = seg[i].row0 + jr;
+            float *x = s->ssm_x + (size_t)r * ch;
+            /* the causal convolution over the last K inputs of each channel
+             * (weights oldest first), then the window moves on */
+            for (int c = 0; c < ch; c++) {
+                const float *w = L->ssm_conv + (size_t)c * K;
+                float xc = x[c], acc = w[K - 1] * xc;
+                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * ch + c];
+                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
+                if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
+                x[c] = siluf(acc);
+            }
+            for (int h = 0; h < 2 * Hk; h++) l2_norm(x + (size_t)h * S, S, eps);
+            delta_job j = {hp, L, st, x, s->ssm_ba + (size_t)r * 2 * H, s->ssm_z + (size_t)r * inner,
+                           s->ssm_o + (size_t)r * inner};
+            rkm_pool_run(rkm_pool_for(m->pool, (double)H * S * S * 4), delta_heads, &j);
+        }
+    }
+    return rkm_model_mm(m, &L->ssm_out, s->ssm_o, n, s->tmp);
+}
