@@ -165,6 +165,33 @@ static void test_mla_kv(void)
     CHECK_EQ_INT(b.kv_bytes, mla);
 }
 
+/* Recurrent layers (Qwen3.5-35B-A3B's geometry): a fixed state and its
+ * truncation snapshots per session, whatever the context; the attention
+ * layers' rows as before. */
+static void test_recurrent_state(void)
+{
+    rkm_model_dir md = make_md();
+    rkm_hparams *hp = &md.hp;
+    hp->sliding_window = 0;
+    memset(hp->swa_layer, 0, sizeof hp->swa_layer);
+    uint64_t full = rkm_budget_kv_bytes(hp, 1000, 128) / (uint64_t)hp->n_layer; /* one attention layer */
+    hp->ssm_d_conv = 4;
+    hp->ssm_d_state = 128;
+    hp->ssm_n_group = 16;
+    hp->ssm_dt_rank = 32;
+    hp->ssm_d_inner = 4096;
+    for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = (i + 1) % 4 != 0;
+    int n_recr = 0;
+    for (int i = 0; i < hp->n_layer; i++) n_recr += hp->recr_layer[i];
+    uint64_t state = 4ull * (3 * 8192 + 32 * 128 * 128); /* the convolution's window, the heads' matrices */
+    CHECK_EQ_INT(rkm_hparams_recurrent_state_floats(hp, 0) * 4, state);
+    CHECK_EQ_INT(rkm_hparams_recurrent_state_floats(hp, 3), 0);
+    uint64_t want = (uint64_t)n_recr * state * (1 + RKM_RS_SNAPSHOTS) + (uint64_t)(hp->n_layer - n_recr) * full;
+    CHECK_EQ_INT(rkm_budget_kv_bytes(hp, 1000, 128), want);
+    CHECK_EQ_INT(rkm_budget_kv_bytes(hp, 2000, 128) - rkm_budget_kv_bytes(hp, 1000, 128),
+                 (uint64_t)(hp->n_layer - n_recr) * full); /* only the attention layers grow */
+}
+
 static void test_dense_and_args(void)
 {
     rkm_model_dir md = make_md();
@@ -191,5 +218,6 @@ int main(void)
     test_options();
     test_dense_and_args();
     test_mla_kv();
+    test_recurrent_state();
     return test_done();
 }

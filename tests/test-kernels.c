@@ -484,6 +484,51 @@ static void test_read_sum(const char *variant)
     }
 }
 
+/* The gated delta rule's step: every set gives the reference's bits (at
+ * sizes with and without a partial block), and the reference is the
+ * rule computed in double from its definition: the new state
+ * decay*t + k d^T with d = (v - k^T decay t) beta, and o = q^T of it. */
+static void test_delta_step(const char *variant)
+{
+    static const int64_t sizes[] = {128, 64, 40, 7, 1};
+    for (size_t si = 0; si < RKM_ARRAY_LEN(sizes); si++) {
+        int64_t n = sizes[si];
+        size_t nn = (size_t)(n * n);
+        float *t0 = malloc(sizeof(float) * nn), *t1 = malloc(sizeof(float) * nn), *t2 = malloc(sizeof(float) * nn);
+        float q[128], k[128], v[128], o1[128], o2[128], d1[128], d2[128];
+        for (size_t i = 0; i < nn; i++) t0[i] = rng_f();
+        for (int64_t i = 0; i < n; i++) {
+            q[i] = rng_f();
+            k[i] = rng_f() * 0.3f;
+            v[i] = rng_f();
+        }
+        float decay = 0.9f, beta = 0.7f, qk = 0;
+        for (int64_t i = 0; i < n; i++) qk += q[i] * k[i];
+        memcpy(t1, t0, sizeof(float) * nn);
+        memcpy(t2, t0, sizeof(float) * nn);
+        rkm_kernels_ref.delta_step(t1, q, k, v, decay, beta, qk, n, o1, d1);
+        rkm_kernels_active()->delta_step(t2, q, k, v, decay, beta, qk, n, o2, d2);
+        CHECK_MSG(!memcmp(t1, t2, sizeof(float) * nn) && !memcmp(o1, o2, sizeof(float) * (size_t)n),
+                  "%s delta_step n=%lld differs from the reference", variant, (long long)n);
+        double worst = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double sk = 0;
+            for (int64_t i = 0; i < n; i++) sk += (double)k[i] * decay * t0[i * n + j];
+            double dj = ((double)v[j] - sk) * beta, oj = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double ti = (double)decay * t0[i * n + j] + (double)k[i] * dj;
+                worst = fmax(worst, fabs(ti - t1[i * n + j]));
+                oj += (double)q[i] * ti;
+            }
+            worst = fmax(worst, fabs(oj - o1[j]));
+        }
+        CHECK_MSG(worst < 1e-3, "delta_step n=%lld: %g from the definition", (long long)n, worst);
+        free(t0);
+        free(t1);
+        free(t2);
+    }
+}
+
 static void test_membw(rkm_pool **pools, int n_pools)
 {
     rkm_membw *b = rkm_membw_new((size_t)8 << 20);
@@ -730,6 +775,7 @@ int main(void)
         test_ops(names[v]);
         test_rows(names[v]);
         test_read_sum(names[v]);
+        test_delta_step(names[v]);
         printf("ops %s: done\n", names[v]);
         fflush(stdout);
     }

@@ -237,6 +237,73 @@ static void cancel_trace(void *u, int il, const char *what, const float *x, int 
     if (il == cancel_after && !strcmp(what, "layer_out") && rkm_session_n_past(u) >= 8) rkm_session_cancel(u);
 }
 
+/* Recurrent layers: a truncation restores the latest snapshot of the
+ * state at or before its position (the end of the last prompt chunks)
+ * and evaluates only the tokens after it; the logits and greedy ids then
+ * equal a cold run's. A chunk canceled part-way leaves the state ahead of
+ * the kept positions: the next evaluation puts it back first. */
+static void test_snapshots(rkm_model *m, const char *name)
+{
+    int nv = rkm_model_n_vocab(m);
+    int32_t ids[260];
+    prompt_ids(ids, 260, 21);
+    float *a = malloc(sizeof(float) * nv), *b = malloc(sizeof(float) * nv);
+    rkm_session *s = new_session(m, 512, 64);
+    CHECK(rkm_session_eval(s, ids, 200, NULL) == 0); /* snapshots at 128, 192, 200 */
+    for (int i = 200; i < 220; i++) CHECK(rkm_session_eval(s, ids + i, 1, NULL) == 0); /* decoding keeps none */
+    rkm_stats st;
+    /* a session file keeps the snapshots (the server's disk prompt cache) */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s-snap.session", test_tmpdir(), name);
+    CHECK(rkm_session_save(s, path) == 0);
+    rkm_session *r = new_session(m, 512, 64);
+    CHECK(rkm_session_load(r, path) == 0);
+    rkm_session_stats_reset(r);
+    CHECK(rkm_session_truncate(r, 205) == 0);
+    rkm_session_stats(r, &st);
+    CHECK_MSG(st.n_prompt == 5, "%s: a loaded session's truncation evaluated %d tokens, not 5", name, st.n_prompt);
+    CHECK(rkm_session_eval(r, ids + 205, 1, b) == 0);
+    rkm_session_free(r);
+    rkm_session_stats_reset(s);
+    CHECK(rkm_session_truncate(s, 205) == 0);
+    rkm_session_stats(s, &st);
+    CHECK_MSG(st.n_prompt == 5, "%s: truncation to 205 evaluated %d tokens, not the 5 after the snapshot at 200", name,
+              st.n_prompt);
+    CHECK(rkm_session_eval(s, ids + 205, 1, a) == 0);
+    CHECK_MSG(max_diff(a, b, nv) == 0, "%s: the loaded session's replay differs (%g)", name, max_diff(a, b, nv));
+    logits_with_chunk(m, ids, 206, 64, b);
+    CHECK_MSG(max_diff(a, b, nv) < 1e-3, "%s: logits after a snapshot's replay differ from a cold run by %g", name,
+              max_diff(a, b, nv));
+    /* the same greedy continuation as a cold session */
+    rkm_session *c = new_session(m, 512, 64);
+    CHECK(rkm_session_eval(c, ids, 206, NULL) == 0);
+    int32_t g1[32] = {0}, g2[32] = {0};
+    CHECK(rkm_session_generate(s, 20, count_tok, g1) == 0 && rkm_session_generate(c, 20, count_tok, g2) == 0);
+    CHECK_MSG(g1[0] == 20 && !memcmp(g1, g2, sizeof g1), "%s: greedy ids after prefix reuse differ from a cold run", name);
+    /* before every snapshot: from position 0 */
+    rkm_session_stats_reset(s);
+    CHECK(rkm_session_truncate(s, 100) == 0);
+    rkm_session_stats(s, &st);
+    CHECK_MSG(st.n_prompt == 100, "%s: truncation to 100 evaluated %d tokens", name, st.n_prompt);
+    /* a chunk canceled in its third layer: the next evaluation first puts
+     * the state back where the kept positions end */
+    cancel_after = 2;
+    s->trace = cancel_trace;
+    s->trace_user = s;
+    CHECK(rkm_session_eval(s, ids + 100, 100, NULL) == RKM_ECANCELED);
+    s->trace = NULL;
+    int kept = rkm_session_n_past(s);
+    CHECK(kept >= 100 && kept < 200);
+    CHECK(rkm_session_eval(s, ids + kept, 200 - kept, a) == 0);
+    logits_with_chunk(m, ids, 200, 64, b);
+    CHECK_MSG(max_diff(a, b, nv) < 1e-3, "%s: logits after a canceled chunk differ from a cold run by %g", name,
+              max_diff(a, b, nv));
+    rkm_session_free(c);
+    rkm_session_free(s);
+    free(a);
+    free(b);
+}
+
 static void test_errors(rkm_model *m)
 {
     int32_t ids[40];
@@ -774,6 +841,7 @@ int main(void)
         test_truncate(h, "qwen35moe", 150);
         test_copy(h, q, "qwen35moe", 150);
         test_save_load(h, q, "qwen35moe");
+        test_snapshots(h, "qwen35moe");
         rkm_model_close(h);
     }
     test_errors(q);

@@ -137,7 +137,7 @@ static int validate_recurrent(const rkm_hparams *hp)
     if (!any) return 0;
     if (hp->ssm_d_conv < 1 || hp->ssm_d_conv > 64)
         return BAD("recurrent layers: convolution kernel %d out of range (1..64)", hp->ssm_d_conv);
-    if (hp->ssm_d_state < 1 || hp->ssm_d_state > 1024 || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
+    if (hp->ssm_d_state < 1 || hp->ssm_d_state > RKM_MAX_SSM_STATE || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
         hp->ssm_dt_rank > 4096 || hp->ssm_dt_rank % hp->ssm_n_group)
         return BAD("recurrent layers: %d value heads are not whole groups of %d key heads (state %d)", hp->ssm_dt_rank,
                    hp->ssm_n_group, hp->ssm_d_state);

@@ -17,6 +17,8 @@
 #include "format/arch.h"
 
 #define RKM_MAX_LAYERS 256
+/* Largest Gated DeltaNet head (ssm_d_state). */
+#define RKM_MAX_SSM_STATE 1024
 /* Largest per-head query/key or value width of latent attention. */
 #define RKM_MAX_MLA_HEAD 1024
 

@@ -139,6 +139,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(f16_to_f32);
     TAKE(dot_f32_f16);
     TAKE(axpy_f16);
+    TAKE(delta_step);
     TAKE(read_sum);
     /* a set's row-batched entries go with its single-row ones */
     if (s->dot_f32_f16) k->dot_f32_f16_rows = s->dot_f32_f16_rows;
@@ -488,6 +489,12 @@ float rkm_dot_f32_f16(const float *x, const rkm_f16 *y, int64_t n)
 void rkm_axpy_f16(float *y, float a, const rkm_f16 *x, int64_t n)
 {
     rkm_kernels_active()->axpy_f16(y, a, x, n);
+}
+
+void rkm_delta_step(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                    int64_t n, float *o, float *d)
+{
+    rkm_kernels_active()->delta_step(t, q, k, v, decay, beta, qk, n, o, d);
 }
 
 void rkm_dot_f32_f16_rows(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out)

@@ -125,6 +125,15 @@ void rkm_swiglu(float *out, const float *g, const float *u, int64_t n);
 void rkm_geglu(float *out, const float *g, const float *u, int64_t n);
 float rkm_gelu_tanh(float x);
 
+/* One token's step of the gated delta rule on one head's n x n state t
+ * (row i: key dim i over the n value dims): t *= decay; with
+ * sk = k^T t and o = q^T t over the decayed state, d = (v - sk) * beta,
+ * t += k d^T, o += qk * d, so that o = q^T t of the new state when qk is
+ * q . k. o and d get n values each. Exact: every set gives the
+ * reference's bits (runtime/recurrent.c). */
+void rkm_delta_step(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                    int64_t n, float *o, float *d);
+
 /* f16 vectors (KV cache). */
 void rkm_f32_to_f16_row(const float *x, rkm_f16 *y, int64_t n);
 void rkm_f16_to_f32_row(const rkm_f16 *x, float *y, int64_t n);

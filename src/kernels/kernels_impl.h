@@ -98,6 +98,10 @@ typedef struct {
     void (*f16_to_f32)(const rkm_f16 *x, float *y, int64_t n);
     float (*dot_f32_f16)(const float *x, const rkm_f16 *y, int64_t n);
     void (*axpy_f16)(float *y, float a, const rkm_f16 *x, int64_t n);
+    /* rkm_delta_step (kernels.h); every set computes each element with the
+     * reference's multiplies and fused multiply-adds in its order. */
+    void (*delta_step)(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                       int64_t n, float *o, float *d);
     /* Many rows at once (attention over the KV cache), each row computed
      * exactly as the single-row entry above does; optional: NULL runs the
      * single-row entry row by row (dispatch.c). */

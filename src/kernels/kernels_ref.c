@@ -303,6 +303,30 @@ static void axpy_f16_ref(float *y, float a, const rkm_f16 *x, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] += a * rkm_f16_to_f32(x[i]);
 }
 
+/* The gated delta rule's step (kernels.h), element by element: a
+ * multiply for the decay, fused multiply-adds for the sums and the
+ * update, rows in order, which is what each SIMD lane of the other sets
+ * does. */
+static void delta_step_ref(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                           int64_t n, float *o, float *d)
+{
+    for (int64_t j = 0; j < n; j++) d[j] = o[j] = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float *r = t + i * n;
+        for (int64_t j = 0; j < n; j++) {
+            r[j] *= decay;
+            d[j] = fmaf(k[i], r[j], d[j]);
+            o[j] = fmaf(q[i], r[j], o[j]);
+        }
+    }
+    for (int64_t j = 0; j < n; j++) d[j] = (v[j] - d[j]) * beta;
+    for (int64_t i = 0; i < n; i++) {
+        float *r = t + i * n;
+        for (int64_t j = 0; j < n; j++) r[j] = fmaf(k[i], d[j], r[j]);
+    }
+    for (int64_t j = 0; j < n; j++) o[j] = fmaf(qk, d[j], o[j]);
+}
+
 /* The wrapping sum of n words; eight accumulators so that the loop is not
  * one long dependency chain (compilers vectorise it). */
 static uint64_t read_sum_ref(const uint64_t *p, size_t n, int streams)
@@ -346,5 +370,6 @@ const rkm_kernel_set rkm_kernels_ref = {
     .f16_to_f32 = f16_to_f32_ref,
     .dot_f32_f16 = dot_f32_f16_ref,
     .axpy_f16 = axpy_f16_ref,
+    .delta_step = delta_step_ref,
     .read_sum = read_sum_ref,
 };

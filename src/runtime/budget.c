@@ -15,8 +15,8 @@ uint64_t rkm_budget_kv_bytes(const rkm_hparams *hp, int n_ctx, int n_chunk)
     uint64_t total = 0;
     if (n_chunk <= 0) n_chunk = 128;
     for (int il = 0; il < hp->n_layer && il < RKM_MAX_LAYERS; il++) {
-        if (rkm_hparams_is_recurrent(hp, il)) { /* a fixed state instead of rows */
-            total += 4 * (uint64_t)rkm_hparams_recurrent_state_floats(hp, il);
+        if (rkm_hparams_is_recurrent(hp, il)) { /* a fixed state and its snapshots instead of rows */
+            total += 4 * (uint64_t)rkm_hparams_recurrent_state_floats(hp, il) * (1 + RKM_RS_SNAPSHOTS);
             continue;
         }
         uint64_t rows = (uint64_t)n_ctx, dk = (uint64_t)hp->head_dim, dv = (uint64_t)hp->head_dim_v;

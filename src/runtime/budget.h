@@ -24,6 +24,10 @@
 
 #include "format/model_dir.h"
 
+/* Snapshots of a session's recurrent state kept for truncation
+ * (session.c), counted with the state in the KV bytes. */
+#define RKM_RS_SNAPSHOTS 3
+
 typedef struct rkm_budget_opts {
     int n_chunk;              /* prefill chunk rows; 0: 128 */
     int n_sessions;           /* KV caches held at once; 0: 1 */

@@ -296,7 +296,7 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
     trace(s, -1, "embd", s->x, n, E);
     /* a sequence from its start: recurrent layers from a zero state */
     for (int i = 0; i < nseg && m->rs_floats; i++)
-        if (seg[i].pos0 == 0) memset(seg[i].s->rs, 0, sizeof(float) * m->rs_floats);
+        if (seg[i].pos0 == 0) rkm_session_rs_reset(seg[i].s);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const rkm_layer *L = &m->layers[il];
@@ -330,8 +330,11 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
     for (int i = 0; i < nseg; i++) {
         memcpy(seg[i].s->tokens + seg[i].pos0, ids + seg[i].row0, sizeof(int32_t) * (size_t)seg[i].n);
         seg[i].s->n_past = seg[i].pos0 + seg[i].n;
+        if (m->rs_floats && seg[i].n > 1) rkm_session_rs_snapshot(seg[i].s);
     }
 out:
+    /* a chunk that failed part-way left recurrent states ahead of n_past */
+    for (int i = 0; rc && m->rs_floats && i < nseg; i++) seg[i].s->rs_dirty = 1;
     pthread_mutex_unlock(&m->lock);
     return rc;
 }

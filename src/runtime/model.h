@@ -232,6 +232,16 @@ struct rkm_session {
     float *mla;               /* latent attention: n_chunk * n_head * max(nope, kv_lora), or NULL */
     float *gate;              /* attention output gates (attn_q_gate): n_chunk * n_head * hd, or NULL */
     float *rs;                /* recurrent state, m->rs_floats (recurrent.c), or NULL */
+    /* the recurrent state cannot be cut back: copies of it at the ends of
+     * the last prompt chunks (position, state; pos 0: free), which
+     * rkm_session_truncate restores and evaluates forward from; and
+     * whether rs no longer matches n_past (a chunk failed part-way:
+     * the next evaluation restores it first) */
+    struct {
+        int pos;
+        float *rs;
+    } snap[RKM_RS_SNAPSHOTS];
+    int rs_dirty;
     float *ssm_x, *ssm_z, *ssm_ba, *ssm_o; /* recurrent layers' rows: channels, gates, beta and
                                              alpha, outputs (n_chunk each), or NULL */
     rkm_mm_task *mla_tasks;   /* latent attention: n_head (one decode job over every head), or NULL */
@@ -313,6 +323,12 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
  * returns the count. */
 #define RKM_LAYER_MATS 22
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
+
+/* session.c: after a segment of several rows (a prompt chunk) ended at
+ * s->n_past, keeps a copy of its recurrent state there. */
+void rkm_session_rs_snapshot(rkm_session *s);
+/* forward.c: a sequence starts at position 0: a zero state, no snapshots. */
+void rkm_session_rs_reset(rkm_session *s);
 
 /* recurrent.c: Gated DeltaNet layers. */
 /* Layer il's state inside a session's s->rs. */

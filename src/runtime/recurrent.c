@@ -14,8 +14,9 @@
  *
  * State: a session's s->rs holds every recurrent layer's state one after
  * the other (rkm_recurrent_state), the convolution's last ssm_d_conv - 1
- * inputs (kernel-major) then the value heads' matrices (row j over the
- * value dim, i over the key dim: S[j][i]). A sequence starting at
+ * inputs (kernel-major) then the value heads' matrices, transposed (row i
+ * is key dim i over the value dims: S^T, which rkm_delta_step streams
+ * row by row). A sequence starting at
  * position 0 starts from zeros (forward.c clears it). The state cannot
  * be cut back: rkm_session_truncate evaluates the kept tokens again.
  *
@@ -62,27 +63,20 @@ static void delta_heads(void *ctx, int ith, int nth)
     const rkm_hparams *hp = j->hp;
     const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state;
     const float scale = 1.0f / sqrtf((float)S), eps = hp->rms_eps;
+    float qs[RKM_MAX_SSM_STATE], d[RKM_MAX_SSM_STATE];
     int h0 = (int)((int64_t)H * ith / nth), h1 = (int)((int64_t)H * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
         const float *q = j->x + (size_t)(h % Hk) * S, *k = j->x + (size_t)(Hk + h % Hk) * S;
         const float *v = j->x + (size_t)2 * Hk * S + (size_t)h * S;
+        float qk = 0;
+        for (int i = 0; i < S; i++) {
+            qs[i] = q[i] * scale;
+            qk += qs[i] * k[i];
+        }
         float beta = sigmoidf(j->ba[h]);
         float decay = expf(softplusf(j->ba[H + h] + j->L->ssm_dt[h]) * j->L->ssm_a[h]);
-        float *M = j->st + (size_t)h * S * S, *o = j->o + (size_t)h * S;
-        for (int r = 0; r < S; r++) {
-            float *row = M + (size_t)r * S;
-            float sk = 0;
-            for (int i = 0; i < S; i++) {
-                row[i] *= decay;
-                sk += row[i] * k[i];
-            }
-            float d = (v[r] - sk) * beta, sq = 0;
-            for (int i = 0; i < S; i++) {
-                row[i] += k[i] * d;
-                sq += row[i] * q[i];
-            }
-            o[r] = sq * scale;
-        }
+        float *o = j->o + (size_t)h * S;
+        rkm_delta_step(j->st + (size_t)h * S * S, qs, k, v, decay, beta, qk, S, o, d);
         /* gated RMSNorm: norm(o) * silu(z) */
         rkm_rmsnorm(o, o, j->L->ssm_norm, S, eps);
         const float *z = j->z + (size_t)h * S;

@@ -161,6 +161,7 @@ void rkm_session_free(rkm_session *s)
     free(s->epos);
     free(s->embd_row);
     free(s->tokens);
+    for (int i = 0; i < RKM_RS_SNAPSHOTS; i++) free(s->snap[i].rs);
     free(s);
 }
 
@@ -284,6 +285,10 @@ int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *i
         b->logits = lg;
         b->cap_seq = n_seq;
     }
+    for (int i = 0; i < n_seq; i++) { /* a failed pass left recurrent states ahead of their positions */
+        int rrc = ss[i]->rs_dirty ? rkm_session_truncate(ss[i], ss[i]->n_past) : 0;
+        if (rrc) return rrc;
+    }
     for (int i = 0, r = 0; i < n_seq; r += n[i++]) {
         b->seg[i] = (rkm_seg){ss[i], r, n[i], ss[i]->n_past};
         memcpy(b->ids + r, ids[i], sizeof(int32_t) * (size_t)n[i]);
@@ -337,12 +342,14 @@ static int eval_chunks(rkm_session *s, const int32_t *ids, int n, float *last, f
     }
     if (s->n_past + n > s->n_ctx)
         return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
+    int rc = s->rs_dirty ? rkm_session_truncate(s, s->n_past) : 0; /* the state back in step first */
+    if (rc) return rc;
     atomic_store(&s->cancel, 0);
     double t0 = rkm_now();
     if (s->t_first < 0) s->t_first = t0;
     cache_mark mk;
     mark(s, &mk);
-    int nv = s->m->hp.n_vocab, rc = 0;
+    int nv = s->m->hp.n_vocab;
     for (int i = 0; i < n && !rc; i += s->n_chunk) {
         int c = RKM_MIN(s->n_chunk, n - i);
         int is_last = i + c == n;
@@ -535,20 +542,60 @@ static int kv_first(const rkm_session *s, int il)
     return RKM_MAX(lo, kv->valid_from);
 }
 
+void rkm_session_rs_snapshot(rkm_session *s)
+{
+    const size_t bytes = sizeof(float) * s->m->rs_floats;
+    int k = 0; /* the one at this position, else a free one, else the earliest */
+    for (int i = 0; i < RKM_RS_SNAPSHOTS; i++) {
+        if (s->snap[i].pos == s->n_past) {
+            k = i;
+            break;
+        }
+        if (s->snap[i].pos < s->snap[k].pos) k = i;
+    }
+    if (!s->snap[k].rs && !(s->snap[k].rs = malloc(bytes))) return; /* a later truncation evaluates more */
+    memcpy(s->snap[k].rs, s->rs, bytes);
+    s->snap[k].pos = s->n_past;
+}
+
+/* Forgets the snapshots past position n. */
+static void rs_forget(rkm_session *s, int n)
+{
+    for (int i = 0; i < RKM_RS_SNAPSHOTS; i++)
+        if (s->snap[i].pos > n) s->snap[i].pos = 0;
+}
+
+void rkm_session_rs_reset(rkm_session *s)
+{
+    memset(s->rs, 0, sizeof(float) * s->m->rs_floats);
+    rs_forget(s, 0);
+    s->rs_dirty = 0;
+}
+
 int rkm_session_truncate(rkm_session *s, int n)
 {
     if (!s || n < 0 || n > s->n_past) return rkm_err(RKM_EINVAL, "truncate: %d not in [0, %d]", n, s ? s->n_past : 0);
-    if (n == s->n_past) return 0;
+    if (n == s->n_past && !s->rs_dirty) return 0;
     /* Sliding layers need the window before n. If the ring has overwritten
      * it, the tokens are evaluated again from position 0: a row's keys
      * depend on the windows of every layer below it, so no shorter replay
      * is exact. */
     int need = n;
-    if (s->m->rs_floats) need = 0; /* a recurrent state cannot be cut back */
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         if (!s->m->layers[il].is_swa) continue;
         int lo = RKM_MAX(0, n - s->m->hp.sliding_window);
         if (lo < kv_first(s, il)) need = 0;
+    }
+    if (s->m->rs_floats) {
+        /* a recurrent state cannot be cut back: from the latest snapshot
+         * at or before n (else from 0), the tokens after it again */
+        rs_forget(s, n);
+        int k = -1;
+        for (int i = 0; i < RKM_RS_SNAPSHOTS; i++)
+            if (s->snap[i].pos > 0 && s->snap[i].pos <= need && (k < 0 || s->snap[i].pos > s->snap[k].pos)) k = i;
+        need = k < 0 ? 0 : s->snap[k].pos;
+        if (k >= 0) memcpy(s->rs, s->snap[k].rs, sizeof(float) * s->m->rs_floats);
+        s->rs_dirty = 0;
     }
     s->n_past = n;
     s->have_logits = 0;
@@ -556,7 +603,10 @@ int rkm_session_truncate(rkm_session *s, int n)
         for (int il = 0; il < s->m->hp.n_layer; il++) s->kv[il].valid_from = 0;
     if (need < n) {
         int32_t *tail = malloc(sizeof(int32_t) * (size_t)(n - need));
-        if (!tail) return rkm_err(RKM_ENOMEM, "truncate: out of memory");
+        if (!tail) {
+            s->rs_dirty = s->m->rs_floats > 0; /* a state restored to `need`, n_past n */
+            return rkm_err(RKM_ENOMEM, "truncate: out of memory");
+        }
         memcpy(tail, s->tokens + need, sizeof(int32_t) * (size_t)(n - need));
         s->n_past = need;
         int rc = eval_chunks(s, tail, n - need, NULL, NULL);
@@ -604,7 +654,11 @@ int rkm_session_copy(rkm_session *dst, const rkm_session *src)
         }
         dk->valid_from = first;
     }
-    if (src->m->rs_floats) memcpy(dst->rs, src->rs, sizeof(float) * src->m->rs_floats);
+    if (src->m->rs_floats) {
+        memcpy(dst->rs, src->rs, sizeof(float) * src->m->rs_floats);
+        rs_forget(dst, 0); /* its snapshots were another conversation's */
+        dst->rs_dirty = src->rs_dirty;
+    }
     memcpy(dst->tokens, src->tokens, sizeof(int32_t) * (size_t)src->n_past);
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)hp->n_vocab);
     memcpy(dst->embd, src->embd, sizeof(float) * (size_t)hp->n_embd);
@@ -669,9 +723,17 @@ int rkm_session_save(const rkm_session *s, const char *path)
             for (int h = 0; kv->v_dim && h < kv->n_kv; h++) put(&b, rkm_kv_v(kv, h, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
-    if (s->m->rs_floats) { /* the recurrent layers' state after the last position */
+    if (s->m->rs_floats) { /* the recurrent layers' state after the last position, then its snapshots */
         put_u32(&b, (uint32_t)s->m->rs_floats);
         put(&b, s->rs, sizeof(float) * s->m->rs_floats);
+        uint32_t ns = 0;
+        for (int i = 0; i < RKM_RS_SNAPSHOTS; i++) ns += s->snap[i].pos > 0;
+        put_u32(&b, ns);
+        for (int i = 0; i < RKM_RS_SNAPSHOTS; i++)
+            if (s->snap[i].pos > 0) {
+                put_u32(&b, (uint32_t)s->snap[i].pos);
+                put(&b, s->snap[i].rs, sizeof(float) * s->m->rs_floats);
+            }
     }
     if (b.oom) {
         free(b.p);
@@ -776,17 +838,33 @@ int rkm_session_load(rkm_session *s, const char *path)
             for (int kh = 0; kv->v_dim && kh < kv->n_kv; kh++) get(&b, rkm_kv_v(kv, kh, row), sizeof(rkm_f16) * (size_t)kv->hd_v);
         }
     }
+    rs_forget(s, 0);
     if (s->m->rs_floats) {
-        uint32_t nf;
-        if (get_u32(&b, &nf) || nf != s->m->rs_floats || get(&b, s->rs, sizeof(float) * nf)) {
+        uint32_t nf, ns;
+        if (get_u32(&b, &nf) || nf != s->m->rs_floats || get(&b, s->rs, sizeof(float) * nf) || get_u32(&b, &ns) ||
+            ns > RKM_RS_SNAPSHOTS) {
             rkm_err(RKM_EFORMAT, "%s: no recurrent state of this model", path);
             goto out;
         }
-        for (uint32_t i = 0; i < nf; i++)
-            if (!isfinite(s->rs[i])) {
-                rkm_err(RKM_EFORMAT, "%s: the recurrent state holds a value that is not a finite number", path);
+        int bad = 0;
+        for (uint32_t i = 0; i < nf; i++) bad |= !isfinite(s->rs[i]);
+        for (uint32_t k = 0; k < ns && !bad; k++) {
+            uint32_t pos;
+            if (!s->snap[k].rs && !(s->snap[k].rs = malloc(sizeof(float) * nf))) {
+                rc = rkm_err(RKM_ENOMEM, "%s: out of memory for a state snapshot", path);
                 goto out;
             }
+            if (get_u32(&b, &pos) || pos < 1 || pos > n_past || get(&b, s->snap[k].rs, sizeof(float) * nf)) {
+                rkm_err(RKM_EFORMAT, "%s: bad state snapshot %u", path, k);
+                goto out;
+            }
+            for (uint32_t i = 0; i < nf; i++) bad |= !isfinite(s->snap[k].rs[i]);
+            s->snap[k].pos = (int)pos;
+        }
+        if (bad) {
+            rkm_err(RKM_EFORMAT, "%s: the recurrent state holds a value that is not a finite number", path);
+            goto out;
+        }
     }
     if (b.off != b.n) {
         rkm_err(RKM_EFORMAT, "%s: trailing bytes", path);
@@ -794,9 +872,11 @@ int rkm_session_load(rkm_session *s, const char *path)
     }
     s->n_past = (int)n_past;
     s->have_logits = have != 0;
+    s->rs_dirty = 0;
     rc = 0;
 out:
     if (rc) {
+        rs_forget(s, 0);
         s->n_past = 0;
         s->have_logits = 0;
         for (int il = 0; il < hp->n_layer; il++) s->kv[il].valid_from = 0;

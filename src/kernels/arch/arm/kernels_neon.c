@@ -41,6 +41,58 @@ static uint64_t read_sum_neon(const uint64_t *p, size_t n, int streams)
     return vgetq_lane_u64(s0, 0) + vgetq_lane_u64(s0, 1);
 }
 
+/* The gated delta rule's step (kernels.h) in blocks of 16 value columns
+ * held in registers while the rows stream by; each lane does the
+ * reference's multiply and fused multiply-adds in its order. The
+ * dot-product set inherits it. */
+static void delta_step_neon(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                            int64_t n, float *o, float *d)
+{
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        float32x4_t s[4], a[4];
+        for (int b = 0; b < 4; b++) s[b] = a[b] = vdupq_n_f32(0.0f);
+        for (int64_t i = 0; i < n; i++) {
+            float *r = t + i * n + j;
+            for (int b = 0; b < 4; b++) {
+                float32x4_t x = vmulq_n_f32(vld1q_f32(r + 4 * b), decay);
+                vst1q_f32(r + 4 * b, x);
+                s[b] = vfmaq_n_f32(s[b], x, k[i]);
+                a[b] = vfmaq_n_f32(a[b], x, q[i]);
+            }
+        }
+        for (int b = 0; b < 4; b++) {
+            vst1q_f32(d + j + 4 * b, s[b]);
+            vst1q_f32(o + j + 4 * b, a[b]);
+        }
+    }
+    for (; j < n; j++) { /* the columns past the last block, as the reference */
+        float s = 0.0f, a = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            float x = t[i * n + j] * decay;
+            t[i * n + j] = x;
+            s = fmaf(k[i], x, s);
+            a = fmaf(q[i], x, a);
+        }
+        d[j] = s;
+        o[j] = a;
+    }
+    for (j = 0; j + 4 <= n; j += 4) {
+        float32x4_t x = vmulq_n_f32(vsubq_f32(vld1q_f32(v + j), vld1q_f32(d + j)), beta);
+        vst1q_f32(d + j, x);
+        vst1q_f32(o + j, vfmaq_n_f32(vld1q_f32(o + j), x, qk));
+    }
+    for (; j < n; j++) {
+        d[j] = (v[j] - d[j]) * beta;
+        o[j] = fmaf(qk, d[j], o[j]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float *r = t + i * n;
+        for (j = 0; j + 4 <= n; j += 4) vst1q_f32(r + j, vfmaq_n_f32(vld1q_f32(r + j), vld1q_f32(d + j), k[i]));
+        for (; j < n; j++) r[j] = fmaf(k[i], d[j], r[j]);
+    }
+}
+
 const rkm_kernel_set rkm_kernels_neon = {
     .name = "neon",
     .quantize_act = quantize_act_neon,
@@ -73,6 +125,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .f16_to_f32 = f16_to_f32_neon,
     .dot_f32_f16 = dot_f32_f16_neon,
     .axpy_f16 = axpy_f16_neon,
+    .delta_step = delta_step_neon,
     .dot_f32_f16_rows = dot_f32_f16_rows_neon,
     .axpy_f16_rows = axpy_f16_rows_neon,
     .read_sum = read_sum_neon,

@@ -535,6 +535,61 @@ static void axpy_f16_avx2(float *y, float a, const rkm_f16 *x, int64_t n)
     for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
 }
 
+/* The gated delta rule's step (kernels.h) in blocks of 32 value columns:
+ * the block's sums stay in registers while the rows stream by; each lane
+ * does the reference's multiply and fused multiply-adds in its order. */
+static void delta_step_avx2(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
+                            int64_t n, float *o, float *d)
+{
+    const __m256 dv = _mm256_set1_ps(decay);
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 s[4], a[4];
+        for (int b = 0; b < 4; b++) s[b] = a[b] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n; i++) {
+            float *r = t + i * n + j;
+            __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+            for (int b = 0; b < 4; b++) {
+                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(r + 8 * b), dv);
+                _mm256_storeu_ps(r + 8 * b, x);
+                s[b] = _mm256_fmadd_ps(ki, x, s[b]);
+                a[b] = _mm256_fmadd_ps(qi, x, a[b]);
+            }
+        }
+        for (int b = 0; b < 4; b++) {
+            _mm256_storeu_ps(d + j + 8 * b, s[b]);
+            _mm256_storeu_ps(o + j + 8 * b, a[b]);
+        }
+    }
+    for (; j < n; j++) { /* the columns past the last block, as the reference */
+        float s = 0.0f, a = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            float x = t[i * n + j] * decay;
+            t[i * n + j] = x;
+            s = fmaf(k[i], x, s);
+            a = fmaf(q[i], x, a);
+        }
+        d[j] = s;
+        o[j] = a;
+    }
+    const __m256 bv = _mm256_set1_ps(beta), qv = _mm256_set1_ps(qk);
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j), _mm256_loadu_ps(d + j)), bv);
+        _mm256_storeu_ps(d + j, x);
+        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(qv, x, _mm256_loadu_ps(o + j)));
+    }
+    for (; j < n; j++) {
+        d[j] = (v[j] - d[j]) * beta;
+        o[j] = fmaf(qk, d[j], o[j]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float *r = t + i * n;
+        __m256 ki = _mm256_set1_ps(k[i]);
+        for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_fmadd_ps(ki, _mm256_loadu_ps(d + j), _mm256_loadu_ps(r + j)));
+        for (; j < n; j++) r[j] = fmaf(k[i], d[j], r[j]);
+    }
+}
+
 /* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
  * axpy_f16_avx2 computes it. Attention runs them over a head's keys or
  * values, one run of contiguous rows per thread: without software
@@ -670,6 +725,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .f16_to_f32 = f16_to_f32_avx2,
     .dot_f32_f16 = dot_f32_f16_avx2,
     .axpy_f16 = axpy_f16_avx2,
+    .delta_step = delta_step_avx2,
     .dot_f32_f16_rows = dot_f32_f16_rows_avx2,
     .axpy_f16_rows = axpy_f16_rows_avx2,
     .read_sum = read_sum_avx2,
