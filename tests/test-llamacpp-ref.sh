@@ -97,6 +97,9 @@ presets=(
   "glm-4.5-air|$small --set n_head=4 --set n_head_kv=2 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_ff=256"
   "deepseek-v2-lite|$small --set n_head=4 --set kv_lora_rank=64 --set n_ff_exp=128 --set n_ff_shexp=256 --set n_ff=256"
   "deepseek-v3|$small --set n_head=4 --set kv_lora_rank=64 --set q_lora_rank=96 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_ff=256 --set n_expert=32 --set n_layer_dense_lead=1"
+  "qwen3.5-27b|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff=256 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=6 --set ssm_d_inner=192"
+  "qwen3-next-80b-a3b|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=32 --set n_expert_used=4 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=6 --set ssm_d_inner=192"
+  "qwen3-next-80b-a3b+fused|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=32 --set n_expert_used=4 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=6 --set ssm_d_inner=192 --set ssm_fused_in=1"
   "qwen3.5-35b-a3b|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=16 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=4 --set ssm_d_inner=128"
 )
 # an entry NAME+VARIANT is preset NAME with the variant's options (RoPE

@@ -47,6 +47,8 @@ static const preset presets[] = {
     {"deepseek-v3", RKM_ARCH_DEEPSEEK2, 61, 7168, 128, 1, 128, 256, 8, 2048, 18432, 2048, 129280, 163840, 1e4f},
     /* Gated DeltaNet hybrids: the recurrent geometry in rkm_synth_preset */
     {"qwen3.5-35b-a3b", RKM_ARCH_QWEN35MOE, 40, 2048, 16, 2, 256, 256, 8, 512, 0, 512, 248320, 262144, 1e7f},
+    {"qwen3.5-27b", RKM_ARCH_QWEN35, 64, 5120, 24, 4, 256, 0, 0, 0, 17408, 0, 248320, 262144, 1e7f},
+    {"qwen3-next-80b-a3b", RKM_ARCH_QWEN3NEXT, 48, 2048, 16, 2, 256, 512, 10, 512, 0, 512, 151936, 262144, 1e7f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -128,16 +130,18 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
             hp->n_group_used = 4;
         }
     }
-    if (p->arch == RKM_ARCH_QWEN35MOE) {
-        /* Qwen/Qwen3.5-35B-A3B's config.json: a quarter of each 256-wide
-         * head rotated; Gated DeltaNet with 16 key heads and 32 value
-         * heads of 128, a 4-wide convolution; every 4th layer attends */
+    if (p->arch == RKM_ARCH_QWEN35MOE || p->arch == RKM_ARCH_QWEN35 || p->arch == RKM_ARCH_QWEN3NEXT) {
+        /* Qwen/Qwen3.5-35B-A3B's, Qwen3.5-27B's and Qwen3-Next-80B-A3B's
+         * config.json: a quarter of each 256-wide head rotated; Gated
+         * DeltaNet with 16 key heads and 32 (27B: 48) value heads of 128,
+         * a 4-wide convolution; every 4th layer attends */
+        int vh = p->arch == RKM_ARCH_QWEN35 ? 48 : 32;
         hp->rope_dim = hp->rope_dim_swa = 64;
         hp->ssm_d_conv = 4;
         hp->ssm_d_state = 128;
         hp->ssm_n_group = 16;
-        hp->ssm_dt_rank = 32;
-        hp->ssm_d_inner = 32 * 128;
+        hp->ssm_dt_rank = vh;
+        hp->ssm_d_inner = vh * 128;
         for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->recr_layer[i] = (i + 1) % 4 != 0;
     }
     if (p->arch == RKM_ARCH_GPT_OSS) {
@@ -403,10 +407,11 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)hp->ssm_dt_rank);
         rkm_gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)hp->ssm_d_inner);
         rkm_gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)interval);
-        /* the rotated pairs in three sections (text positions: one) */
+        /* Qwen3.5's rotated pairs in three sections (text positions: one) */
         int pairs = hp->rope_dim / 2;
         int32_t sec[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
-        rkm_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), RKM_GGUF_INT32, sec, 4);
+        if (hp->arch != RKM_ARCH_QWEN3NEXT)
+            rkm_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), RKM_GGUF_INT32, sec, 4);
     }
 #undef FKEY
 #undef KEY

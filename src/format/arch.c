@@ -316,6 +316,37 @@ static const rkm_tensor_info qwen35_tensors[] = {
                  "mlp.experts.%d.down_proj.weight"),
     ROWS_SHEXP,
 };
+/* Qwen3-Next (llama.cpp's qwen3next): qwen35moe's layers, the value
+ * heads grouped by key head: beta and alpha in one projection, per key
+ * head (its value heads' betas, then their alphas); in older files q, k,
+ * v and z in one too (per key head: q, k, its value heads' v, then z).
+ * Plain NeoX RoPE. */
+static const rkm_tensor_info qwen3next_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
+    {RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_QKVZ), LAYER(ALL), WHEN(RECR_FUSED)},
+    {RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_CH), LAYER(ALL), WHEN(RECR_SPLIT)},
+    {RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_INNER), LAYER(ALL),
+     WHEN(RECR_SPLIT)},
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE1(SSM_HEADS), INIT(SSM_A)),
+    RECR_ROW(RKM_TENSOR_SSM_BETA_ALPHA, "blk.%d.ssm_ba.weight", SHAPE2(EMBD, SSM_HEADS2)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+                 "mlp.experts.%d.down_proj.weight"),
+    ROWS_SHEXP,
+};
 #undef ATTN_ROW
 #undef RECR_ROW
 
@@ -377,6 +408,10 @@ static const rkm_arch_info archs[] = {
      TENSORS(qwen35_tensors)},
     {RKM_ARCH_QWEN35, "qwen35", "qwen35", 0, {"qwen3_5"}, {"Qwen3_5ForConditionalGeneration"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"attn_q_gate", 1}}, TENSORS(qwen35_tensors)},
+    {RKM_ARCH_QWEN3NEXT, "qwen3next", "qwen3next", 0, {"qwen3_next"}, {"Qwen3NextForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
+                  {"attn_q_gate", 1}, {"ssm_grouped", 1}},
+     TENSORS(qwen3next_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most

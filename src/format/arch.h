@@ -37,6 +37,7 @@ enum rkm_arch {
     RKM_ARCH_DEEPSEEK2, /* DeepSeek-V2/V3, Kimi-K2, Moonlight: multi-head latent attention */
     RKM_ARCH_QWEN35MOE, /* Qwen3.5 / 3.6 MoE: Gated DeltaNet layers, gated full attention every 4th */
     RKM_ARCH_QWEN35,    /* the dense Qwen3.5 / 3.6 */
+    RKM_ARCH_QWEN3NEXT, /* Qwen3-Next: qwen35moe's layers, value heads grouped by key head */
     RKM_ARCH_COUNT
 };
 
@@ -123,6 +124,8 @@ enum rkm_tensor_role {
     RKM_TENSOR_SSM_ALPHA,          /* n_embd -> value heads: the decay's input */
     RKM_TENSOR_SSM_NORM,           /* (value head dim): the gated RMSNorm */
     RKM_TENSOR_SSM_OUT,            /* inner -> n_embd */
+    RKM_TENSOR_SSM_IN_QKVZ,        /* Qwen3-Next's older files: q, k, v and z in one, per key head */
+    RKM_TENSOR_SSM_BETA_ALPHA,     /* Qwen3-Next: beta and alpha in one, per key head */
     RKM_TENSOR_ROLE_COUNT
 };
 
@@ -163,6 +166,8 @@ enum rkm_dim {
     RKM_DIM_SSM_INNER,  /* ssm_d_inner: value heads x value head dim */
     RKM_DIM_SSM_HEADS,  /* ssm_dt_rank: value heads */
     RKM_DIM_SSM_HEAD_V, /* ssm_d_inner / ssm_dt_rank */
+    RKM_DIM_SSM_QKVZ,   /* the convolved channels and the gate z */
+    RKM_DIM_SSM_HEADS2, /* 2 * ssm_dt_rank */
     RKM_DIM_COUNT
 };
 
@@ -190,6 +195,8 @@ enum rkm_when {
     RKM_WHEN_SIGMOID,      /* sigmoid gating */
     RKM_WHEN_ATTN_LAYER,   /* the layer attends (not recurrent) */
     RKM_WHEN_RECR_LAYER,   /* the layer is recurrent (hp->recr_layer) */
+    RKM_WHEN_RECR_SPLIT,   /* ... with q/k/v and z projections apart (!ssm_fused_in) */
+    RKM_WHEN_RECR_FUSED,   /* ... with them in one per key head (ssm_fused_in) */
     RKM_WHEN_COUNT
 };
 

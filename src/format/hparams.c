@@ -30,7 +30,7 @@ static const rkm_hparams_field hp_fields[] = {
     HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
     HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
-    HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate),
+    HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -247,6 +247,8 @@ static int when(const rkm_hparams *hp, int w, int il)
     case RKM_WHEN_SIGMOID: return hp->expert_gating == RKM_GATING_SIGMOID;
     case RKM_WHEN_ATTN_LAYER: return !rkm_hparams_is_recurrent(hp, il);
     case RKM_WHEN_RECR_LAYER: return rkm_hparams_is_recurrent(hp, il);
+    case RKM_WHEN_RECR_SPLIT: return rkm_hparams_is_recurrent(hp, il) && !hp->ssm_fused_in;
+    case RKM_WHEN_RECR_FUSED: return rkm_hparams_is_recurrent(hp, il) && hp->ssm_fused_in;
     default: return 0;
     }
 }
@@ -298,6 +300,8 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_SSM_INNER: return hp->ssm_d_inner;
     case RKM_DIM_SSM_HEADS: return hp->ssm_dt_rank;
     case RKM_DIM_SSM_HEAD_V: return hp->ssm_dt_rank > 0 ? hp->ssm_d_inner / hp->ssm_dt_rank : 0;
+    case RKM_DIM_SSM_QKVZ: return 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + 2 * (int64_t)hp->ssm_d_inner;
+    case RKM_DIM_SSM_HEADS2: return 2 * (int64_t)hp->ssm_dt_rank;
     default: return 1;
     }
 }
@@ -432,7 +436,7 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
         any |= found;
     }
     if (!any) return 0;
-    if (hp->arch != RKM_ARCH_QWEN35MOE && hp->arch != RKM_ARCH_QWEN35)
+    if (hp->arch != RKM_ARCH_QWEN35MOE && hp->arch != RKM_ARCH_QWEN35 && hp->arch != RKM_ARCH_QWEN3NEXT)
         return rkm_err(RKM_EUNSUPPORTED, "%s: recurrent (ssm) layers are not supported for this architecture", ga);
     snprintf(k, sizeof k, "%s.attention.recurrent_layers", ga);
     int ri = rkm_gguf_find(g, k);
@@ -448,6 +452,12 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
             return rkm_err(RKM_EFORMAT, "%s %d out of range (1..%d layers)", k, interval, hp->n_layer);
         for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = (i + 1) % interval != 0;
     }
+    /* older Qwen3-Next files: q, k, v and z in one projection */
+    for (int i = 0; i < hp->n_layer; i++)
+        if (hp->recr_layer[i]) {
+            hp->ssm_fused_in = role_tensor(g, hp->arch, RKM_TENSOR_SSM_IN_QKVZ, i) != NULL;
+            break;
+        }
     snprintf(k, sizeof k, "%s.rope.dimension_sections", ga);
     int si = rkm_gguf_find(g, k);
     if (si >= 0) {

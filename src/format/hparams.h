@@ -102,6 +102,9 @@ typedef struct rkm_hparams {
      * delta rule (runtime/recurrent.c). */
     int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_dt_rank, ssm_n_group;
     uint8_t recr_layer[RKM_MAX_LAYERS]; /* 1: recurrent layer */
+    int ssm_grouped;          /* value head h reads key head h / (value heads per key head), and
+                                 beta / alpha come per key head (qwen3next); else h mod key heads */
+    int ssm_fused_in;         /* q, k, v and z in one projection, per key head (older qwen3next files) */
     int attn_q_gate;          /* the query projection carries a per-head output gate:
                                  attention output *= sigmoid(gate) (qwen35) */
 } rkm_hparams;

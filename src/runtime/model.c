@@ -175,7 +175,8 @@ static const struct {
     FV(SSM_CONV1D, ssm_conv),         FV(SSM_DT, ssm_dt),
     FV(SSM_A, ssm_a),                 FM(SSM_BETA, ssm_beta),
     FM(SSM_ALPHA, ssm_alpha),         FV(SSM_NORM, ssm_norm),
-    FM(SSM_OUT, ssm_out),
+    FM(SSM_OUT, ssm_out),             FM(SSM_IN_QKVZ, ssm_in_qkvz),
+    FM(SSM_BETA_ALPHA, ssm_ba),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 
@@ -303,7 +304,8 @@ int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
     rkm_mat *all[RKM_LAYER_MATS] = {&L->wq,       &L->wk,     &L->wv,      &L->wo,    &L->ffn_gate, &L->ffn_up,
                                     &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down,  &L->sh_gate_inp,
                                     &L->wq_a,     &L->wq_b,   &L->wkv_a,   &L->wk_b,  &L->wv_b,
-                                    &L->ssm_in,   &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+                                    &L->ssm_in,   &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
+                                    &L->ssm_in_qkvz, &L->ssm_ba};
     memcpy(out, all, sizeof all);
     return RKM_LAYER_MATS;
 }

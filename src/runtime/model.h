@@ -105,6 +105,7 @@ typedef struct rkm_layer {
     rkm_mat ssm_z;                 /* (n_embd -> inner): the output gate */
     rkm_mat ssm_beta, ssm_alpha;   /* (n_embd -> value heads) */
     rkm_mat ssm_out;               /* (inner -> n_embd) */
+    rkm_mat ssm_in_qkvz, ssm_ba;   /* qwen3next: the same per key head, in one (recurrent.c) */
     const float *ssm_conv;         /* (channels x kernel) */
     const float *ssm_dt, *ssm_a;   /* (value heads) */
     const float *ssm_norm;         /* (value head dim) */
@@ -319,9 +320,9 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
  * sh_up sh_down, sh_gate_inp, wq_a wq_b wkv_a wk_b wv_b, ssm_in ssm_z ssm_beta
- * ssm_alpha ssm_out. Fills out,
+ * ssm_alpha ssm_out ssm_in_qkvz ssm_ba. Fills out,
  * returns the count. */
-#define RKM_LAYER_MATS 22
+#define RKM_LAYER_MATS 24
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
 
 /* session.c: after a segment of several rows (a prompt chunk) ended at

@@ -10,7 +10,9 @@
  * with beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a (ssm_a =
  * -exp(A_log)); then an RMSNorm of each head's output times SiLU(z), and
  * the output projection. Value head h reads key head h % key heads (the
- * tiling llama.cpp's GGUF assumes).
+ * tiling llama.cpp's Qwen3.5 GGUF assumes), or h / (value heads per key
+ * head) where the heads are grouped (Qwen3-Next, whose projections also
+ * come per key head: fused_inputs).
  *
  * State: a session's s->rs holds every recurrent layer's state one after
  * the other (rkm_recurrent_state), the convolution's last ssm_d_conv - 1
@@ -24,6 +26,7 @@
  * shared over the pool.
  */
 #include <math.h>
+#include <string.h>
 
 #include "runtime/model.h"
 
@@ -66,7 +69,8 @@ static void delta_heads(void *ctx, int ith, int nth)
     float qs[RKM_MAX_SSM_STATE], d[RKM_MAX_SSM_STATE];
     int h0 = (int)((int64_t)H * ith / nth), h1 = (int)((int64_t)H * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
-        const float *q = j->x + (size_t)(h % Hk) * S, *k = j->x + (size_t)(Hk + h % Hk) * S;
+        const int kh = hp->ssm_grouped ? h / (H / Hk) : h % Hk;
+        const float *q = j->x + (size_t)kh * S, *k = j->x + (size_t)(Hk + kh) * S;
         const float *v = j->x + (size_t)2 * Hk * S + (size_t)h * S;
         float qk = 0;
         for (int i = 0; i < S; i++) {
@@ -84,6 +88,52 @@ static void delta_heads(void *ctx, int ith, int nth)
     }
 }
 
+/* Qwen3-Next's projections, which group the value heads by key head:
+ * beta and alpha in one (per key head: its r value heads' betas, then
+ * their alphas), and in older files q, k, v and z in one (per key head:
+ * q, k, then its value heads' v, then their z). Into the layout of the
+ * split projections: s->ssm_x [q | k | v], s->ssm_z, s->ssm_ba [beta |
+ * alpha]. */
+static int fused_inputs(rkm_session *s, const rkm_layer *L, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state, r = H / Hk;
+    const int inner = hp->ssm_d_inner, ch = 2 * Hk * S + inner;
+    int rc;
+    if (hp->ssm_fused_in) {
+        float *t = s->ssm_o; /* n x (ch + inner), until the rows below use it */
+        if ((rc = rkm_model_mm(m, &L->ssm_in_qkvz, s->cur, n, t))) return rc;
+        for (int row = 0; row < n; row++) {
+            const float *src = t + (size_t)row * (ch + inner);
+            float *x = s->ssm_x + (size_t)row * ch, *z = s->ssm_z + (size_t)row * inner;
+            for (int g = 0; g < Hk; g++, src += 2 * S + 2 * r * S) {
+                memcpy(x + (size_t)g * S, src, sizeof(float) * (size_t)S);
+                memcpy(x + (size_t)(Hk + g) * S, src + S, sizeof(float) * (size_t)S);
+                memcpy(x + (size_t)2 * Hk * S + (size_t)g * r * S, src + 2 * S, sizeof(float) * (size_t)r * S);
+                memcpy(z + (size_t)g * r * S, src + 2 * S + r * S, sizeof(float) * (size_t)r * S);
+            }
+        }
+    } else if (n <= RKM_MM_MULTI_MAX_ROWS) {
+        rkm_mm_task t[2] = {rkm_mm_task_of(&L->ssm_in, s->cur, n, s->ssm_x), rkm_mm_task_of(&L->ssm_z, s->cur, n, s->ssm_z)};
+        rkm_mm_multi(m->pool, t, 2);
+    } else if ((rc = rkm_model_mm(m, &L->ssm_in, s->cur, n, s->ssm_x)) || (rc = rkm_model_mm(m, &L->ssm_z, s->cur, n, s->ssm_z))) {
+        return rc;
+    }
+    if ((rc = rkm_model_mm(m, &L->ssm_ba, s->cur, n, s->ssm_ba))) return rc;
+    float *tmp = s->ssm_o; /* 2H <= inner */
+    for (int row = 0; row < n; row++) {
+        float *ba = s->ssm_ba + (size_t)row * 2 * H;
+        memcpy(tmp, ba, sizeof(float) * 2 * (size_t)H);
+        for (int g = 0; g < Hk; g++)
+            for (int i = 0; i < r; i++) {
+                ba[g * r + i] = tmp[g * 2 * r + i];
+                ba[H + g * r + i] = tmp[g * 2 * r + r + i];
+            }
+    }
+    return 0;
+}
+
 int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
 {
     rkm_model *m = s->m;
@@ -94,7 +144,9 @@ int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
     const float eps = hp->rms_eps;
     int rc;
     /* the ba rows: beta's H inputs, then alpha's */
-    if (n <= RKM_MM_MULTI_MAX_ROWS) {
+    if (hp->ssm_fused_in || hp->ssm_grouped) {
+        if ((rc = fused_inputs(s, L, n))) return rc;
+    } else if (n <= RKM_MM_MULTI_MAX_ROWS) {
         rkm_mm_task t[4] = {rkm_mm_task_of(&L->ssm_in, s->cur, n, s->ssm_x), rkm_mm_task_of(&L->ssm_z, s->cur, n, s->ssm_z),
                             rkm_mm_task_of(&L->ssm_beta, s->cur, n, s->ssm_ba),
                             rkm_mm_task_of(&L->ssm_alpha, s->cur, n, s->ssm_ba + H)};

@@ -86,7 +86,8 @@ static int alloc_scratch(rkm_session *s)
         s->ssm_x = scratch(R * ch);
         s->ssm_z = scratch(R * (size_t)hp->ssm_d_inner);
         s->ssm_ba = scratch(R * 2 * (size_t)hp->ssm_dt_rank);
-        s->ssm_o = scratch(R * (size_t)hp->ssm_d_inner);
+        /* fused q/k/v/z (qwen3next) pass through ssm_o */
+        s->ssm_o = scratch(R * ((size_t)hp->ssm_d_inner + (hp->ssm_fused_in ? ch : 0)));
         if (!s->rs || !s->ssm_x || !s->ssm_z || !s->ssm_ba || !s->ssm_o)
             return rkm_err(RKM_ENOMEM, "session: out of memory for the recurrent state");
         memset(s->rs, 0, sizeof(float) * m->rs_floats);
