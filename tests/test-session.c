@@ -844,6 +844,16 @@ int main(void)
         test_snapshots(h, "qwen35moe");
         rkm_model_close(h);
     }
+    rkm_model *l = open_small(shared, &mp, test_small_lfm2);
+    if (l) {
+        CHECK(!strcmp(rkm_model_arch(l), "lfm2moe"));
+        test_chunks(l, "lfm2moe");
+        test_truncate(l, "lfm2moe", 150);
+        test_copy(l, q, "lfm2moe", 150);
+        test_save_load(l, q, "lfm2moe");
+        test_snapshots(l, "lfm2moe");
+        rkm_model_close(l);
+    }
     test_errors(q);
     test_router(q, "qwen3moe");
     test_router(g, "gemma4");

@@ -49,6 +49,9 @@ static const preset presets[] = {
     {"qwen3.5-35b-a3b", RKM_ARCH_QWEN35MOE, 40, 2048, 16, 2, 256, 256, 8, 512, 0, 512, 248320, 262144, 1e7f},
     {"qwen3.5-27b", RKM_ARCH_QWEN35, 64, 5120, 24, 4, 256, 0, 0, 0, 17408, 0, 248320, 262144, 1e7f},
     {"qwen3-next-80b-a3b", RKM_ARCH_QWEN3NEXT, 48, 2048, 16, 2, 256, 512, 10, 512, 0, 512, 151936, 262144, 1e7f},
+    /* short convolutions and attention: the layer pattern in rkm_synth_preset */
+    {"lfm2-1.2b", RKM_ARCH_LFM2, 16, 2048, 32, 8, 64, 0, 0, 0, 8192, 0, 65536, 128000, 1e6f},
+    {"lfm2-8b-a1b", RKM_ARCH_LFM2MOE, 24, 2048, 32, 8, 64, 32, 4, 1792, 7168, 0, 65536, 128000, 1e6f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -143,6 +146,24 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         hp->ssm_dt_rank = vh;
         hp->ssm_d_inner = vh * 128;
         for (int i = 0; i < RKM_MAX_LAYERS; i++) hp->recr_layer[i] = (i + 1) % 4 != 0;
+    }
+    if (p->arch == RKM_ARCH_LFM2 || p->arch == RKM_ARCH_LFM2MOE) {
+        /* LiquidAI/LFM2-1.2B's and LFM2-8B-A1B's config.json: a 3-wide
+         * short convolution in every layer but the attending ones (no kv
+         * heads elsewhere); the MoE: two dense lead layers, sigmoid routing
+         * with a selection bias */
+        static const int att12[] = {2, 5, 8, 10, 12, 14}, att8[] = {2, 6, 10, 14, 18, 21};
+        int moe = p->arch == RKM_ARCH_LFM2MOE;
+        const int *att = moe ? att8 : att12;
+        hp->ssm_d_conv = 3;
+        hp->rms_eps = 1e-5f;
+        for (int i = 0; i < RKM_MAX_LAYERS; i++) {
+            int attends = 0;
+            for (int k = 0; k < 6; k++) attends |= att[k] == i;
+            hp->recr_layer[i] = !attends;
+            hp->n_head_kv[i] = attends ? p->n_kv : 0;
+        }
+        if (moe) hp->n_layer_dense_lead = 2;
     }
     if (p->arch == RKM_ARCH_GPT_OSS) {
         /* a 128-token window on every other layer (the first slides), YaRN
@@ -345,6 +366,12 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"), 0);
         rkm_gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), 0);
         rkm_gguf_writer_set_f32(w, FKEY("final_softcap"), hp->final_softcap);
+    } else if (hp->recr_kind == RKM_RECR_SHORTCONV) { /* no kv heads marks LFM2's convolution layers */
+        int32_t kv[RKM_MAX_LAYERS];
+        for (int i = 0; i < hp->n_layer; i++) kv[i] = hp->recr_layer[i] ? 0 : hp->n_head_kv[i];
+        rkm_gguf_writer_set_arr(w, FKEY("n_head_kv"), RKM_GGUF_INT32, kv, (uint64_t)hp->n_layer);
+        rkm_gguf_writer_set_u32(w, KEY("shortconv.l_cache"), (uint32_t)hp->ssm_d_conv);
+        if (hp->sliding_window) rkm_gguf_writer_set_u32(w, FKEY("sliding_window"), (uint32_t)hp->sliding_window);
     } else {
         rkm_gguf_writer_set_u32(w, FKEY("n_head_kv"), (uint32_t)hp->n_head_kv[0]);
         /* the layers' pattern is the architecture's (arch.h swa_period) */
@@ -399,7 +426,7 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     }
     int interval = 0; /* recurrent layers: every layer but each interval-th */
     while (interval < hp->n_layer && hp->recr_layer[interval]) interval++;
-    if (interval > 0) { /* Gated DeltaNet, as llama.cpp's converter writes Qwen3.5 */
+    if (interval > 0 && hp->recr_kind == RKM_RECR_DELTANET) { /* Gated DeltaNet, as llama.cpp's converter writes Qwen3.5 */
         interval++;
         rkm_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)hp->ssm_d_conv);
         rkm_gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)hp->ssm_d_state);

@@ -347,6 +347,41 @@ static const rkm_tensor_info qwen3next_tensors[] = {
                  "mlp.experts.%d.down_proj.weight"),
     ROWS_SHEXP,
 };
+/* LFM2 (llama.cpp's lfm2, lfm2moe): the layers without kv heads are
+ * gated short convolutions (in_proj gives b, c and x; the convolution
+ * runs over b*x; c gates its output); the others attend with per-head
+ * q/k norms; the output norm is GGUF's token_embd_norm; LFM2-8B-A1B
+ * routes after its dense lead layers, by sigmoid scores with a selection
+ * bias. */
+static const rkm_tensor_info lfm2_tensors[] = {
+    {RKM_TENSOR_TOKEN_EMBD, "token_embd.weight", NULL, {"model.embed_tokens.weight"}, SHAPE2(EMBD, VOCAB),
+     LAYER(GLOBAL), INIT(EMBED)},
+    {RKM_TENSOR_OUTPUT_NORM, "token_embd_norm.weight", NULL, {"model.embedding_norm.weight"}, SHAPE1(EMBD),
+     LAYER(GLOBAL), INIT(NORM)},
+    {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED),
+     INIT(OUTPUT)},
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", SHAPE2(EMBD, EMBD_X3)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", SHAPE2(SSM_CONV, EMBD)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", SHAPE2(EMBD, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),
+     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {NULL}, SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS),
+     .gain = 5.0f},
+};
 #undef ATTN_ROW
 #undef RECR_ROW
 
@@ -412,6 +447,14 @@ static const rkm_arch_info archs[] = {
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
                   {"attn_q_gate", 1}, {"ssm_grouped", 1}},
      TENSORS(qwen3next_tensors)},
+    /* llama.cpp: LLM_ARCH_LFM2 / LFM2MOE; NeoX RoPE; safetensors not read yet */
+    {RKM_ARCH_LFM2, "lfm2", "lfm2", 0, {"lfm2"}, {"Lfm2ForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV}},
+     TENSORS(lfm2_tensors)},
+    {RKM_ARCH_LFM2MOE, "lfm2moe", "lfm2moe", 0, {"lfm2_moe"}, {"Lfm2MoeForCausalLM"},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV},
+                  {"expert_gating", RKM_GATING_SIGMOID}, {"expert_norm_topk", 1}},
+     TENSORS(lfm2_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most

@@ -38,6 +38,8 @@ enum rkm_arch {
     RKM_ARCH_QWEN35MOE, /* Qwen3.5 / 3.6 MoE: Gated DeltaNet layers, gated full attention every 4th */
     RKM_ARCH_QWEN35,    /* the dense Qwen3.5 / 3.6 */
     RKM_ARCH_QWEN3NEXT, /* Qwen3-Next: qwen35moe's layers, value heads grouped by key head */
+    RKM_ARCH_LFM2,      /* LFM2: gated short convolutions and attention layers */
+    RKM_ARCH_LFM2MOE,   /* LFM2-8B-A1B: the same with routed experts after dense lead layers */
     RKM_ARCH_COUNT
 };
 
@@ -60,6 +62,12 @@ enum rkm_gating {
     RKM_GATING_SIGMOID         /* sigmoid scores; chosen by score + the per-expert selection
                                   bias (ffn exp_probs_b), weighed by the unbiased score
                                   (DeepSeek-V3, GLM-4.5) */
+};
+
+/* The recurrent layers' kind (runtime/recurrent.c). */
+enum rkm_recr_kind {
+    RKM_RECR_DELTANET = 0, /* Gated DeltaNet (qwen35, qwen35moe, qwen3next) */
+    RKM_RECR_SHORTCONV     /* LFM2's gated short convolution over ssm_d_conv positions */
 };
 
 /* What a tensor is for, whatever its name in a given file format. */
@@ -126,6 +134,10 @@ enum rkm_tensor_role {
     RKM_TENSOR_SSM_OUT,            /* inner -> n_embd */
     RKM_TENSOR_SSM_IN_QKVZ,        /* Qwen3-Next's older files: q, k, v and z in one, per key head */
     RKM_TENSOR_SSM_BETA_ALPHA,     /* Qwen3-Next: beta and alpha in one, per key head */
+    /* LFM2's gated short convolution */
+    RKM_TENSOR_SHORTCONV_IN,       /* n_embd -> 3 n_embd: the gates b and c, the input x */
+    RKM_TENSOR_SHORTCONV_CONV,     /* (kernel, n_embd) */
+    RKM_TENSOR_SHORTCONV_OUT,      /* n_embd -> n_embd */
     RKM_TENSOR_ROLE_COUNT
 };
 
@@ -168,6 +180,7 @@ enum rkm_dim {
     RKM_DIM_SSM_HEAD_V, /* ssm_d_inner / ssm_dt_rank */
     RKM_DIM_SSM_QKVZ,   /* the convolved channels and the gate z */
     RKM_DIM_SSM_HEADS2, /* 2 * ssm_dt_rank */
+    RKM_DIM_EMBD_X3,    /* 3 * n_embd */
     RKM_DIM_COUNT
 };
 

@@ -30,7 +30,7 @@ static const rkm_hparams_field hp_fields[] = {
     HFO(yarn_attn_factor), HFO(yarn_beta_fast), HFO(yarn_beta_slow), HFO(yarn_log_mul),
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
     HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
-    HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in),
+    HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in), HIO(recr_kind),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -137,6 +137,8 @@ static int validate_recurrent(const rkm_hparams *hp)
     if (!any) return 0;
     if (hp->ssm_d_conv < 1 || hp->ssm_d_conv > 64)
         return BAD("recurrent layers: convolution kernel %d out of range (1..64)", hp->ssm_d_conv);
+    if (hp->recr_kind == RKM_RECR_SHORTCONV) return 0;
+    if (hp->recr_kind != RKM_RECR_DELTANET) return BAD("unknown recurrent layer kind %d", hp->recr_kind);
     if (hp->ssm_d_state < 1 || hp->ssm_d_state > RKM_MAX_SSM_STATE || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
         hp->ssm_dt_rank > 4096 || hp->ssm_dt_rank % hp->ssm_n_group)
         return BAD("recurrent layers: %d value heads are not whole groups of %d key heads (state %d)", hp->ssm_dt_rank,
@@ -161,6 +163,7 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     if (hp->n_ctx_train < 1) return BAD("n_ctx_train %d out of range", hp->n_ctx_train);
     for (int i = 0; i < hp->n_layer; i++) {
         int kv = hp->n_head_kv[i];
+        if (hp->recr_layer[i]) continue; /* no attention */
         if (kv < 1 || kv > hp->n_head || hp->n_head % kv)
             return BAD("layer %d: %d kv heads do not divide %d heads", i, kv, hp->n_head);
         if (hp->swa_layer[i] && hp->sliding_window < 1) return BAD("layer %d is sliding but the window is 0", i);
@@ -302,6 +305,7 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_SSM_HEAD_V: return hp->ssm_dt_rank > 0 ? hp->ssm_d_inner / hp->ssm_dt_rank : 0;
     case RKM_DIM_SSM_QKVZ: return 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + 2 * (int64_t)hp->ssm_d_inner;
     case RKM_DIM_SSM_HEADS2: return 2 * (int64_t)hp->ssm_dt_rank;
+    case RKM_DIM_EMBD_X3: return 3 * (int64_t)hp->n_embd;
     default: return 1;
     }
 }
@@ -315,6 +319,7 @@ int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int i
 size_t rkm_hparams_recurrent_state_floats(const rkm_hparams *hp, int il)
 {
     if (!rkm_hparams_is_recurrent(hp, il) || hp->ssm_d_conv < 1) return 0;
+    if (hp->recr_kind == RKM_RECR_SHORTCONV) return (size_t)(hp->ssm_d_conv - 1) * (size_t)hp->n_embd;
     size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
     size_t sd = (size_t)hp->ssm_d_state;
     return (size_t)(hp->ssm_d_conv - 1) * ch + (size_t)hp->ssm_dt_rank * sd * sd;
@@ -428,6 +433,19 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
         {"ssm.state_size", offsetof(rkm_hparams, ssm_d_state)},   {"ssm.time_step_rank", offsetof(rkm_hparams, ssm_dt_rank)},
         {"ssm.group_count", offsetof(rkm_hparams, ssm_n_group)},
     };
+    if (hp->arch == RKM_ARCH_LFM2 || hp->arch == RKM_ARCH_LFM2MOE) {
+        /* the layers without kv heads convolve; with a sliding window, the
+         * attention layers slide */
+        snprintf(k, sizeof k, "%s.shortconv.l_cache", ga);
+        if (rkm_gguf_find(g, k) < 0) return rkm_err(RKM_EFORMAT, "GGUF metadata lacks '%s'", k);
+        opt_int(g, k, &hp->ssm_d_conv);
+        if (hp->ssm_d_conv < 2) return rkm_err(RKM_EFORMAT, "%s %d: a convolution needs a kernel of 2 or more", k, hp->ssm_d_conv);
+        for (int i = 0; i < hp->n_layer; i++) {
+            hp->recr_layer[i] = hp->n_head_kv[i] == 0;
+            hp->swa_layer[i] = hp->sliding_window > 0 && !hp->recr_layer[i];
+        }
+        return 0;
+    }
     int any = 0;
     for (size_t i = 0; i < RKM_ARRAY_LEN(ks); i++) {
         snprintf(k, sizeof k, "%s.%s", ga, ks[i].key);

@@ -105,6 +105,7 @@ typedef struct rkm_hparams {
     int ssm_grouped;          /* value head h reads key head h / (value heads per key head), and
                                  beta / alpha come per key head (qwen3next); else h mod key heads */
     int ssm_fused_in;         /* q, k, v and z in one projection, per key head (older qwen3next files) */
+    int recr_kind;            /* enum rkm_recr_kind: what the recurrent layers are */
     int attn_q_gate;          /* the query projection carries a per-head output gate:
                                  attention output *= sigmoid(gate) (qwen35) */
 } rkm_hparams;

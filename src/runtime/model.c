@@ -176,7 +176,8 @@ static const struct {
     FV(SSM_A, ssm_a),                 FM(SSM_BETA, ssm_beta),
     FM(SSM_ALPHA, ssm_alpha),         FV(SSM_NORM, ssm_norm),
     FM(SSM_OUT, ssm_out),             FM(SSM_IN_QKVZ, ssm_in_qkvz),
-    FM(SSM_BETA_ALPHA, ssm_ba),
+    FM(SSM_BETA_ALPHA, ssm_ba),       FM(SHORTCONV_IN, sc_in),
+    FV(SHORTCONV_CONV, ssm_conv),     FM(SHORTCONV_OUT, sc_out),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 
@@ -217,13 +218,14 @@ static int bind_layer(rkm_model *m, int il)
     L->hd_k = L->is_swa ? hp->head_dim_swa : hp->head_dim;
     L->hd_v = L->is_swa ? hp->head_dim_swa : hp->head_dim_v;
     int rope_dim = L->is_swa ? hp->rope_dim_swa : hp->rope_dim;
+    L->recurrent = rkm_hparams_is_recurrent(hp, il);
+    if (L->recurrent && L->n_kv == 0) L->n_kv = 1; /* LFM2's recurrent layers have none: geometry unused */
     if (L->n_kv <= 0 || hp->n_head % L->n_kv || L->hd_k <= 0 || L->hd_v <= 0 || rope_dim > L->hd_k ||
         L->hd_k > RKM_MAX_HEAD_DIM || L->hd_v > RKM_MAX_HEAD_DIM ||
         rope_dim < 0 || (rope_dim & 1))
         return rkm_err(RKM_EFORMAT, "model: layer %d: bad attention geometry", il);
     L->v_from_k = hp->v_from_k_full && !L->is_swa;
     if (L->v_from_k && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: V from K needs equal head dims", il);
-    L->recurrent = rkm_hparams_is_recurrent(hp, il);
     m->rs_floats += rkm_hparams_recurrent_state_floats(hp, il);
     if (hp->attn_q_gate && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: gated attention needs equal head dims", il);
     int qd = hp->n_head * L->hd_k * (hp->attn_q_gate ? 2 : 1), kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;
@@ -305,7 +307,7 @@ int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS])
                                     &L->ffn_down, &L->router, &L->sh_gate, &L->sh_up, &L->sh_down,  &L->sh_gate_inp,
                                     &L->wq_a,     &L->wq_b,   &L->wkv_a,   &L->wk_b,  &L->wv_b,
                                     &L->ssm_in,   &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
-                                    &L->ssm_in_qkvz, &L->ssm_ba};
+                                    &L->ssm_in_qkvz, &L->ssm_ba, &L->sc_in, &L->sc_out};
     memcpy(out, all, sizeof all);
     return RKM_LAYER_MATS;
 }

@@ -106,6 +106,8 @@ typedef struct rkm_layer {
     rkm_mat ssm_beta, ssm_alpha;   /* (n_embd -> value heads) */
     rkm_mat ssm_out;               /* (inner -> n_embd) */
     rkm_mat ssm_in_qkvz, ssm_ba;   /* qwen3next: the same per key head, in one (recurrent.c) */
+    rkm_mat sc_in, sc_out;         /* LFM2's short convolution: (n_embd -> b, c, x), (n_embd -> n_embd);
+                                    * its kernel (n_embd x kernel) is ssm_conv */
     const float *ssm_conv;         /* (channels x kernel) */
     const float *ssm_dt, *ssm_a;   /* (value heads) */
     const float *ssm_norm;         /* (value head dim) */
@@ -320,9 +322,9 @@ int rkm_moe_experts(rkm_session *s, int il, const float *x, int n, float *out);
 /* The resident matrices of a layer (absent ones have data NULL), in a
  * fixed order: wq wk wv wo, ffn_gate ffn_up ffn_down, router, sh_gate
  * sh_up sh_down, sh_gate_inp, wq_a wq_b wkv_a wk_b wv_b, ssm_in ssm_z ssm_beta
- * ssm_alpha ssm_out ssm_in_qkvz ssm_ba. Fills out,
+ * ssm_alpha ssm_out ssm_in_qkvz ssm_ba sc_in sc_out. Fills out,
  * returns the count. */
-#define RKM_LAYER_MATS 24
+#define RKM_LAYER_MATS 26
 int rkm_layer_mats(rkm_layer *L, rkm_mat *out[RKM_LAYER_MATS]);
 
 /* session.c: after a segment of several rows (a prompt chunk) ended at

@@ -1,6 +1,7 @@
 /*
- * recurrent.c - Gated DeltaNet layers (Qwen3.5 / 3.6, qwen35 and
- * qwen35moe), as llama.cpp computes them: the input projections, a short
+ * recurrent.c - the recurrent layers, as llama.cpp computes them: LFM2's
+ * gated short convolution (shortconv_block), and Gated DeltaNet (Qwen3.5
+ * / 3.6, qwen35 and qwen35moe; Qwen3-Next): the input projections, a short
  * causal convolution over the last ssm_d_conv positions (SiLU), per-head
  * L2-normed queries and keys, and per value head a d_state x d_state state
  * S updated by the gated delta rule
@@ -134,8 +135,40 @@ static int fused_inputs(rkm_session *s, const rkm_layer *L, int n)
     return 0;
 }
 
+/* LFM2's gated short convolution: in_proj gives b, c and x per channel;
+ * the causal convolution over the last K values of b*x (weights oldest
+ * first), gated by c, then out_proj. The state: the last K - 1 values of
+ * b*x. */
+static int shortconv_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_layer *L = &m->layers[il];
+    const int E = m->hp.n_embd, K = m->hp.ssm_d_conv;
+    int rc;
+    if ((rc = rkm_model_mm(m, &L->sc_in, s->cur, n, s->ssm_x))) return rc;
+    for (int i = 0; i < nseg; i++) {
+        float *conv = rkm_recurrent_state(seg[i].s, il);
+        for (int jr = 0; jr < seg[i].n; jr++) {
+            int r = seg[i].row0 + jr;
+            const float *b = s->ssm_x + (size_t)r * 3 * E, *c = b + E, *x = b + 2 * E;
+            float *y = s->ssm_o + (size_t)r * E;
+            for (int e = 0; e < E; e++) {
+                const float *w = L->ssm_conv + (size_t)e * K;
+                float bx = b[e] * x[e], acc = 0;
+                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * E + e];
+                acc += w[K - 1] * bx;
+                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * E + e] = conv[(size_t)(k + 1) * E + e];
+                if (K > 1) conv[(size_t)(K - 2) * E + e] = bx;
+                y[e] = c[e] * acc;
+            }
+        }
+    }
+    return rkm_model_mm(m, &L->sc_out, s->ssm_o, n, s->tmp);
+}
+
 int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
 {
+    if (s->m->hp.recr_kind == RKM_RECR_SHORTCONV) return shortconv_block(s, il, seg, nseg, n);
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
     const rkm_layer *L = &m->layers[il];
@@ -170,8 +203,9 @@ int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
              * (weights oldest first), then the window moves on */
             for (int c = 0; c < ch; c++) {
                 const float *w = L->ssm_conv + (size_t)c * K;
-                float xc = x[c], acc = w[K - 1] * xc;
+                float xc = x[c], acc = 0;
                 for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * ch + c];
+                acc += w[K - 1] * xc;
                 for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
                 if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
                 x[c] = siluf(acc);

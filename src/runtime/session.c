@@ -82,12 +82,13 @@ static int alloc_scratch(rkm_session *s)
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     if (m->rs_floats) {
         size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
+        if (hp->recr_kind == RKM_RECR_SHORTCONV) ch = 3 * E; /* b, c, x; outputs in ssm_o (inner: n_embd) */
         s->rs = scratch(m->rs_floats);
         s->ssm_x = scratch(R * ch);
         s->ssm_z = scratch(R * (size_t)hp->ssm_d_inner);
         s->ssm_ba = scratch(R * 2 * (size_t)hp->ssm_dt_rank);
         /* fused q/k/v/z (qwen3next) pass through ssm_o */
-        s->ssm_o = scratch(R * ((size_t)hp->ssm_d_inner + (hp->ssm_fused_in ? ch : 0)));
+        s->ssm_o = scratch(R * (RKM_MAX((size_t)hp->ssm_d_inner, E) + (hp->ssm_fused_in ? ch : 0)));
         if (!s->rs || !s->ssm_x || !s->ssm_z || !s->ssm_ba || !s->ssm_o)
             return rkm_err(RKM_ENOMEM, "session: out of memory for the recurrent state");
         memset(s->rs, 0, sizeof(float) * m->rs_floats);

@@ -129,6 +129,20 @@ int test_small_qwen35(const char *shared, char *dir, size_t cap)
                        shared, gguf, test_rkmojo_bin(), gguf, dir);
 }
 
+int test_small_lfm2(const char *shared, char *dir, size_t cap)
+{
+    char gguf[1024];
+    snprintf(gguf, sizeof gguf, "%s/lfm2.gguf", test_tmpdir());
+    snprintf(dir, cap, "%s/lfm2.rkmojo", test_tmpdir());
+    return test_rkmojo("/dev/null",
+                       "synth --preset lfm2-8b-a1b --dtype q8_0 --set n_layer=4 --set n_embd=128 --set n_head=4 "
+                       "--set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set rope_dim=32 --set n_ff=128 "
+                       "--set n_ff_exp=64 --set n_expert=8 --set n_expert_used=2 "
+                       "--vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
+                       "%s convert %s %s --quant keep --quiet",
+                       shared, gguf, test_rkmojo_bin(), gguf, dir);
+}
+
 int test_rkmojo(const char *out_path, const char *fmt, ...)
 {
     char args[6144], cmd[8192];

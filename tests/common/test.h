@@ -86,5 +86,8 @@ int test_small_deepseek(const char *shared, char *dir, size_t cap);
  * gated attention layer; 8 experts, a gated shared expert), q8_0, into
  * TMPDIR/q35.rkmojo. */
 int test_small_qwen35(const char *shared, char *dir, size_t cap);
+/* The same for a small LFM2-8B-A1B (short convolutions, one attention
+ * layer, two dense lead layers then routed experts), into TMPDIR/lfm2.rkmojo. */
+int test_small_lfm2(const char *shared, char *dir, size_t cap);
 
 #endif
