@@ -102,6 +102,7 @@ presets=(
   "qwen3-next-80b-a3b+fused|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=32 --set n_expert_used=4 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=6 --set ssm_d_inner=192 --set ssm_fused_in=1"
   "lfm2-1.2b|--set n_layer=6 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=64 --set n_ff=256"
   "lfm2-8b-a1b|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=64 --set n_ff=256 --set n_ff_exp=128 --set n_expert=16"
+  "granite-4.0-h-tiny|--set n_layer=6 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=16 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=8 --set ssm_d_inner=512"
   "qwen3.5-35b-a3b|--set n_layer=4 --set n_embd=256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set head_dim_v=64 --set rope_dim=16 --set n_ff_exp=128 --set n_ff_shexp=128 --set n_expert=16 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=4 --set ssm_d_inner=128"
 )
 # an entry NAME+VARIANT is preset NAME with the variant's options (RoPE

@@ -854,6 +854,16 @@ int main(void)
         test_snapshots(l, "lfm2moe");
         rkm_model_close(l);
     }
+    rkm_model *gr = open_small(shared, &mp, test_small_granite);
+    if (gr) {
+        CHECK(!strcmp(rkm_model_arch(gr), "granitehybrid"));
+        test_chunks(gr, "granitehybrid");
+        test_truncate(gr, "granitehybrid", 150);
+        test_copy(gr, q, "granitehybrid", 150);
+        test_save_load(gr, q, "granitehybrid");
+        test_snapshots(gr, "granitehybrid");
+        rkm_model_close(gr);
+    }
     test_errors(q);
     test_router(q, "qwen3moe");
     test_router(g, "gemma4");

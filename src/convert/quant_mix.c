@@ -4,8 +4,8 @@
  * each role, the per-tensor rules of llama.cpp's mixes, and the fallbacks.
  *
  * Every choice first applies rkmojo's own rules, the same for all:
- *   - 1-D tensors (norms, biases, scales), biases of any shape (gpt-oss's
- *     per-expert ones) and rows whose length is not a
+ *   - 1-D tensors (norms, biases, scales), norms and biases of any shape
+ *     (Mamba-2's per-group norm, gpt-oss's per-expert biases) and rows whose length is not a
  *     multiple of 32: f32 (the matmuls take 32-value blocks);
  *   - routers (ffn_gate_inp, the shared expert's gate): f32, since top-k
  *     choices flip on small errors and they are tiny;
@@ -295,7 +295,9 @@ int rkm_quant_plan_type(const rkm_quant_plan *p, const rkm_tensor_info *t, int i
                         int src_type)
 {
     const rkm_quant_mix *m = p->mix;
-    if (n_dims == 1 || ne0 % 32 || (t && (t->init == RKM_INIT_ROUTER || t->init == RKM_INIT_BIAS))) return RKM_TYPE_F32;
+    if (n_dims == 1 || ne0 % 32 ||
+        (t && (t->init == RKM_INIT_ROUTER || t->init == RKM_INIT_BIAS || t->init == RKM_INIT_NORM)))
+        return RKM_TYPE_F32;
     if (m->id == MIX_KEEP) return rkm_type_matmul(src_type) ? src_type : RKM_TYPE_Q8_0;
     int cls = t ? role_class[t->role] : C_OTHER;
     const int tied = cls == C_TOKEN_EMBD && p->tied;

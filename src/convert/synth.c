@@ -52,6 +52,8 @@ static const preset presets[] = {
     /* short convolutions and attention: the layer pattern in rkm_synth_preset */
     {"lfm2-1.2b", RKM_ARCH_LFM2, 16, 2048, 32, 8, 64, 0, 0, 0, 8192, 0, 65536, 128000, 1e6f},
     {"lfm2-8b-a1b", RKM_ARCH_LFM2MOE, 24, 2048, 32, 8, 64, 32, 4, 1792, 7168, 0, 65536, 128000, 1e6f},
+    /* Mamba-2 and attention: the layer pattern and scales in rkm_synth_preset */
+    {"granite-4.0-h-tiny", RKM_ARCH_GRANITEHYBRID, 40, 1536, 12, 4, 128, 64, 6, 512, 0, 1024, 100352, 131072, 1e4f},
 };
 
 const char *const *rkm_synth_preset_names(void)
@@ -164,6 +166,27 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
             hp->n_head_kv[i] = attends ? p->n_kv : 0;
         }
         if (moe) hp->n_layer_dense_lead = 2;
+    }
+    if (p->arch == RKM_ARCH_GRANITEHYBRID) {
+        /* ibm-granite/granite-4.0-h-tiny's config.json: Mamba-2 (48 heads
+         * of 64, one group, state 128, a 4-wide convolution) in every
+         * layer but four attending ones, no RoPE; Granite's embedding,
+         * residual, logit and attention scales */
+        hp->rope_dim = hp->rope_dim_swa = 0;
+        hp->ssm_d_conv = 4;
+        hp->ssm_d_state = 128;
+        hp->ssm_n_group = 1;
+        hp->ssm_dt_rank = 48;
+        hp->ssm_d_inner = 2 * p->n_embd;
+        hp->rms_eps = 1e-5f;
+        hp->embed_scale = 12.0f;
+        hp->residual_scale = 0.22f;
+        hp->logit_scale = 6.0f;
+        hp->attn_scale = 0.0078125f;
+        for (int i = 0; i < RKM_MAX_LAYERS; i++) {
+            hp->recr_layer[i] = i % 10 != 5;
+            hp->n_head_kv[i] = hp->recr_layer[i] ? 0 : p->n_kv;
+        }
     }
     if (p->arch == RKM_ARCH_GPT_OSS) {
         /* a 128-token window on every other layer (the first slides), YaRN
@@ -292,7 +315,9 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
 
 static int tensor_type(const synth_tensor *t, int dtype)
 {
-    if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->init == RKM_INIT_BIAS || t->ne[0] % 32) return RKM_TYPE_F32;
+    /* norms stay f32 whatever their shape (Mamba-2's is per group), as llama.cpp's quantizer keeps them */
+    if (t->n_dims == 1 || t->init == RKM_INIT_ROUTER || t->init == RKM_INIT_BIAS || t->init == RKM_INIT_NORM || t->ne[0] % 32)
+        return RKM_TYPE_F32;
     return dtype;
 }
 
@@ -366,11 +391,11 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         rkm_gguf_writer_set_u32(w, KEY("attention.shared_kv_layers"), 0);
         rkm_gguf_writer_set_u32(w, KEY("embedding_length_per_layer_input"), 0);
         rkm_gguf_writer_set_f32(w, FKEY("final_softcap"), hp->final_softcap);
-    } else if (hp->recr_kind == RKM_RECR_SHORTCONV) { /* no kv heads marks LFM2's convolution layers */
+    } else if (hp->recr_kind != RKM_RECR_DELTANET) { /* no kv heads marks LFM2's and Granite's recurrent layers */
         int32_t kv[RKM_MAX_LAYERS];
         for (int i = 0; i < hp->n_layer; i++) kv[i] = hp->recr_layer[i] ? 0 : hp->n_head_kv[i];
         rkm_gguf_writer_set_arr(w, FKEY("n_head_kv"), RKM_GGUF_INT32, kv, (uint64_t)hp->n_layer);
-        rkm_gguf_writer_set_u32(w, KEY("shortconv.l_cache"), (uint32_t)hp->ssm_d_conv);
+        if (hp->recr_kind == RKM_RECR_SHORTCONV) rkm_gguf_writer_set_u32(w, KEY("shortconv.l_cache"), (uint32_t)hp->ssm_d_conv);
         if (hp->sliding_window) rkm_gguf_writer_set_u32(w, FKEY("sliding_window"), (uint32_t)hp->sliding_window);
     } else {
         rkm_gguf_writer_set_u32(w, FKEY("n_head_kv"), (uint32_t)hp->n_head_kv[0]);
@@ -426,13 +451,22 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
     }
     int interval = 0; /* recurrent layers: every layer but each interval-th */
     while (interval < hp->n_layer && hp->recr_layer[interval]) interval++;
-    if (interval > 0 && hp->recr_kind == RKM_RECR_DELTANET) { /* Gated DeltaNet, as llama.cpp's converter writes Qwen3.5 */
-        interval++;
+    if (hp->recr_kind == RKM_RECR_MAMBA2) { /* as llama.cpp's converter writes Granite 4.0-H */
+        rkm_gguf_writer_set_f32(w, KEY("embedding_scale"), hp->embed_scale);
+        rkm_gguf_writer_set_f32(w, KEY("residual_scale"), hp->residual_scale);
+        rkm_gguf_writer_set_f32(w, KEY("logit_scale"), hp->logit_scale);
+        rkm_gguf_writer_set_f32(w, KEY("attention.scale"), hp->attn_scale);
+        rkm_gguf_writer_set_bool(w, KEY("rope.scaling.finetuned"), hp->rope_dim > 0);
+    }
+    if ((interval > 0 && hp->recr_kind == RKM_RECR_DELTANET) || hp->recr_kind == RKM_RECR_MAMBA2) {
         rkm_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)hp->ssm_d_conv);
         rkm_gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)hp->ssm_d_state);
         rkm_gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)hp->ssm_n_group);
         rkm_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)hp->ssm_dt_rank);
         rkm_gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)hp->ssm_d_inner);
+    }
+    if (interval > 0 && hp->recr_kind == RKM_RECR_DELTANET) { /* Gated DeltaNet, as llama.cpp's converter writes Qwen3.5 */
+        interval++;
         rkm_gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)interval);
         /* Qwen3.5's rotated pairs in three sections (text positions: one) */
         int pairs = hp->rope_dim / 2;

@@ -382,6 +382,43 @@ static const rkm_tensor_info lfm2_tensors[] = {
     {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {NULL}, SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS),
      .gain = 5.0f},
 };
+/* Granite 4.0-H (llama.cpp's granitehybrid): the layers without kv heads
+ * are Mamba-2 (in_proj: z, then x B C, then dt; a causal convolution
+ * with a bias over x B C; the selective scan with a scalar decay per
+ * head, the D skip, a SiLU(z) gate and an RMSNorm per group); the others
+ * attend (no RoPE in 4.0-H); routed experts and an ungated shared
+ * expert, or a dense FFN. */
+static const rkm_tensor_info granitehybrid_tensors[] = {
+    ROWS_LLAMA_GLOBAL,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
+    RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", SHAPE2(EMBD, SSM_MAMBA_IN)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", SHAPE1(SSM_CH), INIT(BIAS), .gain = 10.0f),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE2(ONE, SSM_HEADS), INIT(SSM_A)),
+    RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE2(SSM_GROUP_W, SSM_GROUPS), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),
+     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
+     WHEN(SHEXP)},
+    {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
+     WHEN(SHEXP)},
+    {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {NULL}, SHAPE2(FF_SHEXP, EMBD), LAYER(MOE),
+     WHEN(SHEXP)},
+};
 #undef ATTN_ROW
 #undef RECR_ROW
 
@@ -451,6 +488,11 @@ static const rkm_arch_info archs[] = {
     {RKM_ARCH_LFM2, "lfm2", "lfm2", 0, {"lfm2"}, {"Lfm2ForCausalLM"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV}},
      TENSORS(lfm2_tensors)},
+    /* llama.cpp: LLM_ARCH_GRANITE_HYBRID; safetensors not read yet */
+    {RKM_ARCH_GRANITEHYBRID, "granitehybrid", "granitehybrid", 0, {"granitemoehybrid"}, {"GraniteMoeHybridForCausalLM"},
+     .expert_width_in_ff = 1,
+     .defaults = {{"rope_neox", 0}, {"expert_norm_topk", 1}, {"recr_kind", RKM_RECR_MAMBA2}},
+     TENSORS(granitehybrid_tensors)},
     {RKM_ARCH_LFM2MOE, "lfm2moe", "lfm2moe", 0, {"lfm2_moe"}, {"Lfm2MoeForCausalLM"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV},
                   {"expert_gating", RKM_GATING_SIGMOID}, {"expert_norm_topk", 1}},

@@ -40,6 +40,7 @@ enum rkm_arch {
     RKM_ARCH_QWEN3NEXT, /* Qwen3-Next: qwen35moe's layers, value heads grouped by key head */
     RKM_ARCH_LFM2,      /* LFM2: gated short convolutions and attention layers */
     RKM_ARCH_LFM2MOE,   /* LFM2-8B-A1B: the same with routed experts after dense lead layers */
+    RKM_ARCH_GRANITEHYBRID, /* Granite 4.0-H: Mamba-2 layers and attention, routed + shared experts */
     RKM_ARCH_COUNT
 };
 
@@ -67,7 +68,8 @@ enum rkm_gating {
 /* The recurrent layers' kind (runtime/recurrent.c). */
 enum rkm_recr_kind {
     RKM_RECR_DELTANET = 0, /* Gated DeltaNet (qwen35, qwen35moe, qwen3next) */
-    RKM_RECR_SHORTCONV     /* LFM2's gated short convolution over ssm_d_conv positions */
+    RKM_RECR_SHORTCONV,    /* LFM2's gated short convolution over ssm_d_conv positions */
+    RKM_RECR_MAMBA2        /* Mamba-2's selective scan (granitehybrid) */
 };
 
 /* What a tensor is for, whatever its name in a given file format. */
@@ -132,7 +134,10 @@ enum rkm_tensor_role {
     RKM_TENSOR_SSM_ALPHA,          /* n_embd -> value heads: the decay's input */
     RKM_TENSOR_SSM_NORM,           /* (value head dim): the gated RMSNorm */
     RKM_TENSOR_SSM_OUT,            /* inner -> n_embd */
-    RKM_TENSOR_SSM_IN_QKVZ,        /* Qwen3-Next's older files: q, k, v and z in one, per key head */
+    RKM_TENSOR_SSM_IN_QKVZ,        /* every input projection in one: Qwen3-Next's older files (q, k, v,
+                                      z per key head), Mamba-2 (z, then x B C, then dt) */
+    RKM_TENSOR_SSM_CONV1D_BIAS,    /* Mamba-2: (channels) */
+    RKM_TENSOR_SSM_D,              /* Mamba-2: (heads) the skip connection's scale */
     RKM_TENSOR_SSM_BETA_ALPHA,     /* Qwen3-Next: beta and alpha in one, per key head */
     /* LFM2's gated short convolution */
     RKM_TENSOR_SHORTCONV_IN,       /* n_embd -> 3 n_embd: the gates b and c, the input x */
@@ -181,6 +186,9 @@ enum rkm_dim {
     RKM_DIM_SSM_QKVZ,   /* the convolved channels and the gate z */
     RKM_DIM_SSM_HEADS2, /* 2 * ssm_dt_rank */
     RKM_DIM_EMBD_X3,    /* 3 * n_embd */
+    RKM_DIM_SSM_MAMBA_IN, /* Mamba-2's in_proj: 2 * ssm_d_inner + 2 * ssm_n_group * ssm_d_state + ssm_dt_rank */
+    RKM_DIM_SSM_GROUP_W,  /* ssm_d_inner / ssm_n_group */
+    RKM_DIM_SSM_GROUPS,   /* ssm_n_group */
     RKM_DIM_COUNT
 };
 

@@ -31,6 +31,7 @@ static const rkm_hparams_field hp_fields[] = {
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
     HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
     HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in), HIO(recr_kind),
+    HFO(residual_scale), HFO(logit_scale),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -138,6 +139,14 @@ static int validate_recurrent(const rkm_hparams *hp)
     if (hp->ssm_d_conv < 1 || hp->ssm_d_conv > 64)
         return BAD("recurrent layers: convolution kernel %d out of range (1..64)", hp->ssm_d_conv);
     if (hp->recr_kind == RKM_RECR_SHORTCONV) return 0;
+    if (hp->recr_kind == RKM_RECR_MAMBA2) {
+        if (hp->ssm_d_state < 1 || hp->ssm_d_state > RKM_MAX_SSM_STATE || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
+            hp->ssm_dt_rank % hp->ssm_n_group || hp->ssm_d_inner < 1 || hp->ssm_d_inner % hp->ssm_dt_rank ||
+            hp->ssm_d_inner % hp->ssm_n_group)
+            return BAD("Mamba-2 layers: inner size %d, %d heads, %d groups and state %d do not divide", hp->ssm_d_inner,
+                       hp->ssm_dt_rank, hp->ssm_n_group, hp->ssm_d_state);
+        return 0;
+    }
     if (hp->recr_kind != RKM_RECR_DELTANET) return BAD("unknown recurrent layer kind %d", hp->recr_kind);
     if (hp->ssm_d_state < 1 || hp->ssm_d_state > RKM_MAX_SSM_STATE || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 ||
         hp->ssm_dt_rank > 4096 || hp->ssm_dt_rank % hp->ssm_n_group)
@@ -222,6 +231,9 @@ int rkm_hparams_validate(const rkm_hparams *hp)
             return BAD("YaRN: ext_factor %g or log multiplier %g out of range", (double)hp->yarn_ext_factor,
                        (double)hp->yarn_log_mul);
     }
+    if (!(hp->residual_scale >= 0 && hp->residual_scale < 1e6) || !(hp->logit_scale >= 0 && hp->logit_scale < 1e6) ||
+        !(hp->attn_scale >= 0 && hp->attn_scale < 1e6))
+        return BAD("a residual, logit or attention scale is negative or not a finite number");
     if (!(hp->embed_scale > 0 && isfinite(hp->embed_scale)) || !isfinite(hp->final_softcap) || hp->final_softcap < 0 ||
         !isfinite(hp->attn_softcap) || hp->attn_softcap < 0)
         return BAD("a soft cap or the embedding scale is not a finite non-negative number");
@@ -306,6 +318,10 @@ static int64_t dim(const rkm_hparams *hp, int d, int il)
     case RKM_DIM_SSM_QKVZ: return 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + 2 * (int64_t)hp->ssm_d_inner;
     case RKM_DIM_SSM_HEADS2: return 2 * (int64_t)hp->ssm_dt_rank;
     case RKM_DIM_EMBD_X3: return 3 * (int64_t)hp->n_embd;
+    case RKM_DIM_SSM_MAMBA_IN:
+        return 2 * (int64_t)hp->ssm_d_inner + 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + hp->ssm_dt_rank;
+    case RKM_DIM_SSM_GROUP_W: return hp->ssm_n_group > 0 ? hp->ssm_d_inner / hp->ssm_n_group : 0;
+    case RKM_DIM_SSM_GROUPS: return hp->ssm_n_group;
     default: return 1;
     }
 }
@@ -320,6 +336,9 @@ size_t rkm_hparams_recurrent_state_floats(const rkm_hparams *hp, int il)
 {
     if (!rkm_hparams_is_recurrent(hp, il) || hp->ssm_d_conv < 1) return 0;
     if (hp->recr_kind == RKM_RECR_SHORTCONV) return (size_t)(hp->ssm_d_conv - 1) * (size_t)hp->n_embd;
+    if (hp->recr_kind == RKM_RECR_MAMBA2) /* the convolution's window over x B C; each head's dim x state */
+        return (size_t)(hp->ssm_d_conv - 1) * ((size_t)hp->ssm_d_inner + 2 * (size_t)hp->ssm_n_group * hp->ssm_d_state) +
+               (size_t)hp->ssm_d_inner * (size_t)hp->ssm_d_state;
     size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
     size_t sd = (size_t)hp->ssm_d_state;
     return (size_t)(hp->ssm_d_conv - 1) * ch + (size_t)hp->ssm_dt_rank * sd * sd;
@@ -454,8 +473,30 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
         any |= found;
     }
     if (!any) return 0;
-    if (hp->arch != RKM_ARCH_QWEN35MOE && hp->arch != RKM_ARCH_QWEN35 && hp->arch != RKM_ARCH_QWEN3NEXT)
+    if (hp->arch != RKM_ARCH_QWEN35MOE && hp->arch != RKM_ARCH_QWEN35 && hp->arch != RKM_ARCH_QWEN3NEXT &&
+        hp->arch != RKM_ARCH_GRANITEHYBRID)
         return rkm_err(RKM_EUNSUPPORTED, "%s: recurrent (ssm) layers are not supported for this architecture", ga);
+    if (hp->arch == RKM_ARCH_GRANITEHYBRID) {
+        /* the layers without kv heads are Mamba-2; Granite's scales; no
+         * RoPE unless rope.scaling.finetuned says so (4.0-H: NoPE) */
+        for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = hp->n_head_kv[i] == 0;
+        static const struct {
+            const char *key;
+            size_t off;
+        } sc[] = {
+            {"embedding_scale", offsetof(rkm_hparams, embed_scale)}, {"residual_scale", offsetof(rkm_hparams, residual_scale)},
+            {"logit_scale", offsetof(rkm_hparams, logit_scale)},     {"attention.scale", offsetof(rkm_hparams, attn_scale)},
+        };
+        for (size_t i = 0; i < RKM_ARRAY_LEN(sc); i++) {
+            snprintf(k, sizeof k, "%s.%s", ga, sc[i].key);
+            opt_float(g, k, (float *)((char *)hp + sc[i].off));
+        }
+        int ft = 1;
+        snprintf(k, sizeof k, "%s.rope.scaling.finetuned", ga);
+        rkm_gguf_get_bool(g, k, &ft);
+        if (!ft) hp->rope_dim = hp->rope_dim_swa = 0;
+        return 0;
+    }
     snprintf(k, sizeof k, "%s.attention.recurrent_layers", ga);
     int ri = rkm_gguf_find(g, k);
     if (ri >= 0) {

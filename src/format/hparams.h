@@ -106,6 +106,8 @@ typedef struct rkm_hparams {
                                  beta / alpha come per key head (qwen3next); else h mod key heads */
     int ssm_fused_in;         /* q, k, v and z in one projection, per key head (older qwen3next files) */
     int recr_kind;            /* enum rkm_recr_kind: what the recurrent layers are */
+    float residual_scale;     /* each block's output scaled before the residual add (Granite; 0: 1) */
+    float logit_scale;        /* logits divided by this (Granite; 0: 1) */
     int attn_q_gate;          /* the query projection carries a per-head output gate:
                                  attention output *= sigmoid(gate) (qwen35) */
 } rkm_hparams;

@@ -321,7 +321,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
     if (arch == RKM_ARCH_QWEN35MOE || arch == RKM_ARCH_QWEN35 || arch == RKM_ARCH_QWEN3NEXT || arch == RKM_ARCH_LFM2 ||
-        arch == RKM_ARCH_LFM2MOE)
+        arch == RKM_ARCH_LFM2MOE || arch == RKM_ARCH_GRANITEHYBRID)
         return rkm_err(RKM_EUNSUPPORTED, "model_type '%s' converts from its GGUF (llama.cpp's convert_hf_to_gguf.py "
                                          "writes it); its safetensors are not read yet", m ? m : ar->valuestring);
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");

@@ -204,7 +204,8 @@ static int ffn_block(rkm_session *s, int il, int n)
         } else if ((rc = rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue))) {
             return rc;
         }
-        for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i];
+        float rsc = hp->residual_scale > 0 ? hp->residual_scale : 1.0f; /* Granite */
+        for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i] * rsc;
         return 0;
     }
     /* gemma4: dense MLP and routed experts side by side, sandwich norms.
@@ -246,6 +247,10 @@ static void lm_head(rkm_session *s, const float *h, int rows, float *logits)
     const rkm_model *m = s->m;
     rkm_matmul_mat(m->pool, &m->output, h, rows, logits);
     float c = m->hp.final_softcap;
+    if (m->hp.logit_scale > 0) { /* Granite */
+        size_t nv = (size_t)rows * m->hp.n_vocab;
+        for (size_t i = 0; i < nv; i++) logits[i] /= m->hp.logit_scale;
+    }
     if (c > 0) {
         size_t nv = (size_t)rows * m->hp.n_vocab;
         for (size_t i = 0; i < nv; i++) logits[i] = c * tanhf(logits[i] / c);
@@ -305,7 +310,8 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
                   : L->mla     ? mla_block(s, il, seg, nseg, n)
                                : attention_block(s, il, seg, nseg, n)))
             goto out;
-        for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i];
+        float rsc = hp->residual_scale > 0 ? hp->residual_scale : 1.0f; /* Granite */
+        for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i] * rsc;
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;
         trace(s, il, "layer_out", s->x, n, E);

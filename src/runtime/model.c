@@ -178,6 +178,7 @@ static const struct {
     FM(SSM_OUT, ssm_out),             FM(SSM_IN_QKVZ, ssm_in_qkvz),
     FM(SSM_BETA_ALPHA, ssm_ba),       FM(SHORTCONV_IN, sc_in),
     FV(SHORTCONV_CONV, ssm_conv),     FM(SHORTCONV_OUT, sc_out),
+    FV(SSM_CONV1D_BIAS, ssm_conv_b),  FV(SSM_D, ssm_d),
     {RKM_TENSOR_LAYER_OUT_SCALE, FIELD_SCALAR, offsetof(rkm_layer, out_scale)},
 };
 

@@ -110,7 +110,8 @@ typedef struct rkm_layer {
                                     * its kernel (n_embd x kernel) is ssm_conv */
     const float *ssm_conv;         /* (channels x kernel) */
     const float *ssm_dt, *ssm_a;   /* (value heads) */
-    const float *ssm_norm;         /* (value head dim) */
+    const float *ssm_norm;         /* (value head dim); Mamba-2: (inner), per group */
+    const float *ssm_conv_b, *ssm_d; /* Mamba-2: the convolution's bias (channels), the skip (heads) */
     int recurrent;                 /* 1: this layer is recurrent (no attention, no KV rows) */
     /* geometry */
     int n_kv, hd_k, hd_v;          /* KV heads and head dims of this layer */

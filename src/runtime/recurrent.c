@@ -1,6 +1,7 @@
 /*
  * recurrent.c - the recurrent layers, as llama.cpp computes them: LFM2's
- * gated short convolution (shortconv_block), and Gated DeltaNet (Qwen3.5
+ * gated short convolution (shortconv_block), Mamba-2 (Granite 4.0-H,
+ * mamba2_block), and Gated DeltaNet (Qwen3.5
  * / 3.6, qwen35 and qwen35moe; Qwen3-Next): the input projections, a short
  * causal convolution over the last ssm_d_conv positions (SiLU), per-head
  * L2-normed queries and keys, and per value head a d_state x d_state state
@@ -166,9 +167,83 @@ static int shortconv_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
     return rkm_model_mm(m, &L->sc_out, s->ssm_o, n, s->tmp);
 }
 
+/* One row's Mamba-2 scan over a run of heads (a pool job). */
+typedef struct {
+    const rkm_hparams *hp;
+    const rkm_layer *L;
+    float *st;          /* the layer's (inner x state) scan state */
+    const float *xbc;   /* the row's convolved x, B, C */
+    const float *dt;    /* the row's dt inputs (heads) */
+    float *y;           /* the row's outputs (inner) */
+} mamba_job;
+
+static void mamba_heads(void *ctx, int ith, int nth)
+{
+    const mamba_job *j = ctx;
+    const rkm_hparams *hp = j->hp;
+    const int nh = hp->ssm_dt_rank, ng = hp->ssm_n_group, ds = hp->ssm_d_state, di = hp->ssm_d_inner, hd = di / nh;
+    int h0 = (int)((int64_t)nh * ith / nth), h1 = (int)((int64_t)nh * (ith + 1) / nth);
+    for (int h = h0; h < h1; h++) {
+        const float dtp = softplusf(j->dt[h] + j->L->ssm_dt[h]), dA = expf(dtp * j->L->ssm_a[h]);
+        const int g = h / (nh / ng);
+        const float *B = j->xbc + di + (size_t)g * ds, *C = j->xbc + di + (size_t)ng * ds + (size_t)g * ds;
+        for (int d = 0; d < hd; d++) {
+            const int ii = h * hd + d;
+            const float xdt = j->xbc[ii] * dtp;
+            float *st = j->st + (size_t)ii * ds, sum = 0;
+            for (int i = 0; i < ds; i++) {
+                st[i] = st[i] * dA + B[i] * xdt;
+                sum += st[i] * C[i];
+            }
+            j->y[ii] = sum + j->xbc[ii] * j->L->ssm_d[h];
+        }
+    }
+}
+
+/* Mamba-2 (Granite 4.0-H): in_proj gives z, x B C and dt; a causal
+ * convolution with a bias over x B C (SiLU); per head h (B and C of group
+ * h / (heads per group)) the scan state[d][i] = exp(softplus(dt + bias) A)
+ * state[d][i] + B[i] x[d] softplus(...), y[d] = state[d] . C + D x[d];
+ * then y * SiLU(z), an RMSNorm per group, and out_proj. The state: the
+ * convolution's last K - 1 inputs, then inner x d_state. */
+static int mamba2_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
+{
+    rkm_model *m = s->m;
+    const rkm_hparams *hp = &m->hp;
+    const rkm_layer *L = &m->layers[il];
+    const int K = hp->ssm_d_conv, di = hp->ssm_d_inner, ng = hp->ssm_n_group, ds = hp->ssm_d_state, nh = hp->ssm_dt_rank;
+    const int ch = di + 2 * ng * ds, nin = di + ch + nh, gw = di / ng;
+    int rc;
+    if ((rc = rkm_model_mm(m, &L->ssm_in_qkvz, s->cur, n, s->ssm_x))) return rc;
+    for (int i = 0; i < nseg; i++) {
+        float *conv = rkm_recurrent_state(seg[i].s, il);
+        float *st = conv + (size_t)(K - 1) * ch;
+        for (int jr = 0; jr < seg[i].n; jr++) {
+            int r = seg[i].row0 + jr;
+            float *z = s->ssm_x + (size_t)r * nin, *xbc = z + di, *dt = xbc + ch;
+            for (int c = 0; c < ch; c++) {
+                const float *w = L->ssm_conv + (size_t)c * K;
+                float xc = xbc[c], acc = 0;
+                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * ch + c];
+                acc += w[K - 1] * xc;
+                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
+                if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
+                xbc[c] = siluf(acc + L->ssm_conv_b[c]);
+            }
+            float *y = s->ssm_o + (size_t)r * di;
+            mamba_job j = {hp, L, st, xbc, dt, y};
+            rkm_pool_run(rkm_pool_for(m->pool, (double)di * ds * 3), mamba_heads, &j);
+            for (int e = 0; e < di; e++) y[e] *= siluf(z[e]);
+            for (int g = 0; g < ng; g++) rkm_rmsnorm(y + (size_t)g * gw, y + (size_t)g * gw, L->ssm_norm + (size_t)g * gw, gw, hp->rms_eps);
+        }
+    }
+    return rkm_model_mm(m, &L->ssm_out, s->ssm_o, n, s->tmp);
+}
+
 int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n)
 {
     if (s->m->hp.recr_kind == RKM_RECR_SHORTCONV) return shortconv_block(s, il, seg, nseg, n);
+    if (s->m->hp.recr_kind == RKM_RECR_MAMBA2) return mamba2_block(s, il, seg, nseg, n);
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
     const rkm_layer *L = &m->layers[il];

@@ -83,6 +83,7 @@ static int alloc_scratch(rkm_session *s)
     if (m->rs_floats) {
         size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
         if (hp->recr_kind == RKM_RECR_SHORTCONV) ch = 3 * E; /* b, c, x; outputs in ssm_o (inner: n_embd) */
+        if (hp->recr_kind == RKM_RECR_MAMBA2) ch += (size_t)hp->ssm_d_inner + (size_t)hp->ssm_dt_rank; /* z, x B C, dt */
         s->rs = scratch(m->rs_floats);
         s->ssm_x = scratch(R * ch);
         s->ssm_z = scratch(R * (size_t)hp->ssm_d_inner);

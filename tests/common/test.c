@@ -143,6 +143,21 @@ int test_small_lfm2(const char *shared, char *dir, size_t cap)
                        shared, gguf, test_rkmojo_bin(), gguf, dir);
 }
 
+int test_small_granite(const char *shared, char *dir, size_t cap)
+{
+    char gguf[1024];
+    snprintf(gguf, sizeof gguf, "%s/granite.gguf", test_tmpdir());
+    snprintf(dir, cap, "%s/granite.rkmojo", test_tmpdir());
+    return test_rkmojo("/dev/null",
+                       "synth --preset granite-4.0-h-tiny --dtype q8_0 --set n_layer=6 --set n_embd=128 --set n_head=4 "
+                       "--set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set n_ff_exp=64 --set n_ff_shexp=64 "
+                       "--set n_expert=8 --set n_expert_used=2 --set ssm_d_state=32 --set ssm_n_group=2 "
+                       "--set ssm_dt_rank=8 --set ssm_d_inner=256 "
+                       "--vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
+                       "%s convert %s %s --quant keep --quiet",
+                       shared, gguf, test_rkmojo_bin(), gguf, dir);
+}
+
 int test_rkmojo(const char *out_path, const char *fmt, ...)
 {
     char args[6144], cmd[8192];

@@ -89,5 +89,8 @@ int test_small_qwen35(const char *shared, char *dir, size_t cap);
 /* The same for a small LFM2-8B-A1B (short convolutions, one attention
  * layer, two dense lead layers then routed experts), into TMPDIR/lfm2.rkmojo. */
 int test_small_lfm2(const char *shared, char *dir, size_t cap);
+/* The same for a small Granite 4.0-H (Mamba-2 layers and one attention
+ * layer, no RoPE, Granite's scales), into TMPDIR/granite.rkmojo. */
+int test_small_granite(const char *shared, char *dir, size_t cap);
 
 #endif
