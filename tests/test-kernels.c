@@ -529,6 +529,34 @@ static void test_delta_step(const char *variant)
     }
 }
 
+/* The Mamba-2 scan step: the state equal to the reference's bit for bit,
+ * the sum within float rounding of the double sum. */
+static void test_scan_step(const char *variant)
+{
+    static const int64_t sizes[] = {128, 64, 37, 8, 3};
+    for (size_t si = 0; si < RKM_ARRAY_LEN(sizes); si++) {
+        int64_t n = sizes[si];
+        float st1[128], st2[128], b[128], c[128];
+        for (int64_t i = 0; i < n; i++) {
+            st1[i] = st2[i] = rng_f();
+            b[i] = rng_f();
+            c[i] = rng_f();
+        }
+        float da = 0.93f, xdt = -0.41f;
+        rkm_kernels_ref.scan_step(st1, b, c, da, xdt, n);
+        float sum = rkm_kernels_active()->scan_step(st2, b, c, da, xdt, n);
+        CHECK_MSG(!memcmp(st1, st2, sizeof(float) * (size_t)n), "%s scan_step n=%lld: the state differs", variant,
+                  (long long)n);
+        double exact = 0, abs_sum = 0;
+        for (int64_t i = 0; i < n; i++) {
+            exact += (double)st1[i] * c[i];
+            abs_sum += fabs((double)st1[i] * c[i]);
+        }
+        CHECK_MSG(fabs(sum - exact) <= ((double)n + 2) * U * abs_sum + 1e-30, "%s scan_step n=%lld: %.9g vs %.9g",
+                  variant, (long long)n, sum, exact);
+    }
+}
+
 static void test_membw(rkm_pool **pools, int n_pools)
 {
     rkm_membw *b = rkm_membw_new((size_t)8 << 20);
@@ -776,6 +804,7 @@ int main(void)
         test_rows(names[v]);
         test_read_sum(names[v]);
         test_delta_step(names[v]);
+        test_scan_step(names[v]);
         printf("ops %s: done\n", names[v]);
         fflush(stdout);
     }

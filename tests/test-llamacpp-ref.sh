@@ -63,7 +63,9 @@
 #          q4_0 runs of every preset, Q4_K_M for every preset, each other
 #          mix for a third of the presets (mix j on preset i when
 #          (i + j) % 3 == 0, so every mix and every preset are in it),
-#          gpt-oss in MXFP4_MOE (its published type) too,
+#          gpt-oss in MXFP4_MOE (its published type) too, the entries
+#          whose layers a sibling covers (the dense Qwen3.5 and LFM2,
+#          Qwen3-Next's older layout) in f32 and Q4_K_M only,
 #          each grid type for one of its two presets, and the width
 #          check; the 128-expert gemma4-26b-a4b shape (about a minute of
 #          router analysis a file) in f32 and Q4_K_M only;
@@ -116,6 +118,12 @@ if [ -n "${RKM_REF_PRESETS:-}" ]; then
 fi
 fail=0
 f32_steps=0
+# light PRESET: outside the full tier, only f32 and Q4_K_M for the entries
+# whose layers another entry covers in every type (the dense Qwen3.5 and
+# LFM2 beside their MoE siblings, Qwen3-Next's older file layout)
+light() {
+  [ "$tier" != full ] && case $1 in qwen3.5-27b | lfm2-1.2b | qwen3-next-80b-a3b+fused) true ;; *) false ;; esac
+}
 # a router decision closer than this (probability) is flipped in rkmojo's
 # analysis (rkmojo perplexity --router-ties): f32 files, quantized files
 RT_F32=${RKM_ROUTER_TIE_F32:-2e-3}
@@ -167,6 +175,7 @@ for dt in $greedy_types; do
     # the 128-expert shape's router analysis takes a minute a file (500
     # close decisions): outside the full tier, f32 only here
     [ "$tier" != full ] && [ "$p" = gemma4-26b-a4b ] && [ $dt != f32 ] && continue
+    light "$p" && [ $dt != f32 ] && continue
     # shellcheck disable=SC2086  # $sets is a list of options
     if ! g=$(model_synth --preset "${p%%+*}" --dtype $dt --vocab-from "$vocab" $sets); then
       echo "FAIL $name: synth"; fail=1; continue
@@ -264,7 +273,7 @@ for entry in "${presets[@]}"; do
   for j in "${!mixes[@]}"; do
     case $tier in
       quick) [ "$j" -eq 0 ] || continue ;;
-      ci) [ "$j" -eq 0 ] || { [ $(((i + j) % 3)) -eq 0 ] && [ "$p" != gemma4-26b-a4b ]; } ||
+      ci) [ "$j" -eq 0 ] || { [ $(((i + j) % 3)) -eq 0 ] && [ "$p" != gemma4-26b-a4b ] && ! light "$p"; } ||
           { [ "${p%%+*}" = gpt-oss-20b ] && [ "${mixes[$j]}" = mxfp4_moe ]; } || continue ;;
     esac
     check_mix "$p" "$g32" "${mixes[$j]}"

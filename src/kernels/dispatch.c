@@ -140,6 +140,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(dot_f32_f16);
     TAKE(axpy_f16);
     TAKE(delta_step);
+    TAKE(scan_step);
     TAKE(read_sum);
     /* a set's row-batched entries go with its single-row ones */
     if (s->dot_f32_f16) k->dot_f32_f16_rows = s->dot_f32_f16_rows;
@@ -495,6 +496,11 @@ void rkm_delta_step(float *t, const float *q, const float *k, const float *v, fl
                     int64_t n, float *o, float *d)
 {
     rkm_kernels_active()->delta_step(t, q, k, v, decay, beta, qk, n, o, d);
+}
+
+float rkm_scan_step(float *st, const float *b, const float *c, float da, float xdt, int64_t n)
+{
+    return rkm_kernels_active()->scan_step(st, b, c, da, xdt, n);
 }
 
 void rkm_dot_f32_f16_rows(const float *x, const rkm_f16 *y, int64_t stride, int64_t rows, int64_t n, float *out)

@@ -134,6 +134,11 @@ float rkm_gelu_tanh(float x);
 void rkm_delta_step(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
                     int64_t n, float *o, float *d);
 
+/* One Mamba-2 scan step of one state row of n values (runtime/recurrent.c):
+ * st[i] = st[i] * da + b[i] * xdt (a multiply, a multiply and an add, as
+ * ggml computes it); returns sum st[i] * c[i] over the new state. */
+float rkm_scan_step(float *st, const float *b, const float *c, float da, float xdt, int64_t n);
+
 /* f16 vectors (KV cache). */
 void rkm_f32_to_f16_row(const float *x, rkm_f16 *y, int64_t n);
 void rkm_f16_to_f32_row(const rkm_f16 *x, float *y, int64_t n);

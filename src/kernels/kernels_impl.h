@@ -102,6 +102,9 @@ typedef struct {
      * reference's multiplies and fused multiply-adds in its order. */
     void (*delta_step)(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
                        int64_t n, float *o, float *d);
+    /* rkm_scan_step (kernels.h): the state's elements exactly as the
+     * reference computes them; the sum in the set's own order. */
+    float (*scan_step)(float *st, const float *b, const float *c, float da, float xdt, int64_t n);
     /* Many rows at once (attention over the KV cache), each row computed
      * exactly as the single-row entry above does; optional: NULL runs the
      * single-row entry row by row (dispatch.c). */

@@ -327,6 +327,16 @@ static void delta_step_ref(float *t, const float *q, const float *k, const float
     for (int64_t j = 0; j < n; j++) o[j] = fmaf(qk, d[j], o[j]);
 }
 
+static float scan_step_ref(float *st, const float *b, const float *c, float da, float xdt, int64_t n)
+{
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        st[i] = st[i] * da + b[i] * xdt;
+        sum += st[i] * c[i];
+    }
+    return sum;
+}
+
 /* The wrapping sum of n words; eight accumulators so that the loop is not
  * one long dependency chain (compilers vectorise it). */
 static uint64_t read_sum_ref(const uint64_t *p, size_t n, int streams)
@@ -371,5 +381,6 @@ const rkm_kernel_set rkm_kernels_ref = {
     .dot_f32_f16 = dot_f32_f16_ref,
     .axpy_f16 = axpy_f16_ref,
     .delta_step = delta_step_ref,
+    .scan_step = scan_step_ref,
     .read_sum = read_sum_ref,
 };

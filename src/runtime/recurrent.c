@@ -190,11 +190,7 @@ static void mamba_heads(void *ctx, int ith, int nth)
         for (int d = 0; d < hd; d++) {
             const int ii = h * hd + d;
             const float xdt = j->xbc[ii] * dtp;
-            float *st = j->st + (size_t)ii * ds, sum = 0;
-            for (int i = 0; i < ds; i++) {
-                st[i] = st[i] * dA + B[i] * xdt;
-                sum += st[i] * C[i];
-            }
+            float sum = rkm_scan_step(j->st + (size_t)ii * ds, B, C, dA, xdt, ds);
             j->y[ii] = sum + j->xbc[ii] * j->L->ssm_d[h];
         }
     }

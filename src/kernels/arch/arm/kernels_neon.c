@@ -93,6 +93,28 @@ static void delta_step_neon(float *t, const float *q, const float *k, const floa
     }
 }
 
+/* A Mamba-2 scan step (kernels.h): the state as the reference computes
+ * it, the sum in two sets of four lanes. The dot-product set inherits it. */
+static float scan_step_neon(float *st, const float *b, const float *c, float da, float xdt, int64_t n)
+{
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t s0 = vaddq_f32(vmulq_n_f32(vld1q_f32(st + i), da), vmulq_n_f32(vld1q_f32(b + i), xdt));
+        float32x4_t s1 = vaddq_f32(vmulq_n_f32(vld1q_f32(st + i + 4), da), vmulq_n_f32(vld1q_f32(b + i + 4), xdt));
+        vst1q_f32(st + i, s0);
+        vst1q_f32(st + i + 4, s1);
+        a0 = vfmaq_f32(a0, s0, vld1q_f32(c + i));
+        a1 = vfmaq_f32(a1, s1, vld1q_f32(c + i + 4));
+    }
+    float sum = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; i < n; i++) {
+        st[i] = st[i] * da + b[i] * xdt;
+        sum += st[i] * c[i];
+    }
+    return sum;
+}
+
 const rkm_kernel_set rkm_kernels_neon = {
     .name = "neon",
     .quantize_act = quantize_act_neon,
@@ -126,6 +148,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .dot_f32_f16 = dot_f32_f16_neon,
     .axpy_f16 = axpy_f16_neon,
     .delta_step = delta_step_neon,
+    .scan_step = scan_step_neon,
     .dot_f32_f16_rows = dot_f32_f16_rows_neon,
     .axpy_f16_rows = axpy_f16_rows_neon,
     .read_sum = read_sum_neon,

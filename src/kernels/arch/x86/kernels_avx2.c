@@ -590,6 +590,26 @@ static void delta_step_avx2(float *t, const float *q, const float *k, const floa
     }
 }
 
+/* A Mamba-2 scan step (kernels.h): the state as the reference computes
+ * it, the sum in eight lanes. */
+static float scan_step_avx2(float *st, const float *b, const float *c, float da, float xdt, int64_t n)
+{
+    const __m256 dav = _mm256_set1_ps(da), xv = _mm256_set1_ps(xdt);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 s = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(st + i), dav), _mm256_mul_ps(_mm256_loadu_ps(b + i), xv));
+        _mm256_storeu_ps(st + i, s);
+        acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(c + i), acc);
+    }
+    float sum = rkm_x86_hsum_ps(acc);
+    for (; i < n; i++) {
+        st[i] = st[i] * da + b[i] * xdt;
+        sum += st[i] * c[i];
+    }
+    return sum;
+}
+
 /* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
  * axpy_f16_avx2 computes it. Attention runs them over a head's keys or
  * values, one run of contiguous rows per thread: without software
@@ -726,6 +746,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .dot_f32_f16 = dot_f32_f16_avx2,
     .axpy_f16 = axpy_f16_avx2,
     .delta_step = delta_step_avx2,
+    .scan_step = scan_step_avx2,
     .dot_f32_f16_rows = dot_f32_f16_rows_avx2,
     .axpy_f16_rows = axpy_f16_rows_avx2,
     .read_sum = read_sum_avx2,
