@@ -199,7 +199,7 @@ int main(void)
         check_ring(ms[1]);
     }
     char dir[1024];
-    CHECK(test_small_deepseek(shared, dir, sizeof dir) == 0);
+    CHECK(test_small(shared, "ds", dir, sizeof dir) == 0);
     rkm_model *d = rkm_model_open(dir, &mp);
     CHECK_MSG(d != NULL, "%s", rkm_last_error());
     if (d) check_model(d, "deepseek-v3 (latent attention)");

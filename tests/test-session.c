@@ -745,11 +745,10 @@ static void test_grammar(const char *shared)
 
 /* The small DeepSeek-shaped model (latent attention: the KV cache has no
  * V rows), opened. */
-static rkm_model *open_small(const char *shared, const rkm_model_params *mp,
-                             int (*make)(const char *, char *, size_t))
+static rkm_model *open_small(const char *shared, const rkm_model_params *mp, const char *which)
 {
     char dir[1024];
-    CHECK(make(shared, dir, sizeof dir) == 0);
+    CHECK(test_small(shared, which, dir, sizeof dir) == 0);
     rkm_model *m = rkm_model_open(dir, mp);
     CHECK_MSG(m != NULL, "%s", rkm_last_error());
     return m;
@@ -824,7 +823,7 @@ int main(void)
     test_copy(g, q, "gemma4", 200); /* past the window: the copy's smaller ring keeps its end */
     test_save_load(q, g, "qwen3moe");
     test_save_load(g, q, "gemma4");
-    rkm_model *d = open_small(shared, &mp, test_small_deepseek);
+    rkm_model *d = open_small(shared, &mp, "ds");
     if (d) {
         test_chunks(d, "deepseek2");
         test_truncate(d, "deepseek2", 150);
@@ -832,37 +831,21 @@ int main(void)
         test_save_load(d, q, "deepseek2");
         rkm_model_close(d);
     }
-    /* recurrent layers: a state carried across chunks, evaluated again on
+    /* recurrent layers (Gated DeltaNet, short convolutions, Mamba-2): a
+     * state carried across chunks, evaluated again from a snapshot on
      * truncation, copied, saved and restored */
-    rkm_model *h = open_small(shared, &mp, test_small_qwen35);
-    if (h) {
-        CHECK(!strcmp(rkm_model_arch(h), "qwen35moe"));
-        test_chunks(h, "qwen35moe");
-        test_truncate(h, "qwen35moe", 150);
-        test_copy(h, q, "qwen35moe", 150);
-        test_save_load(h, q, "qwen35moe");
-        test_snapshots(h, "qwen35moe");
+    static const char *const hybrid[][2] = {{"q35", "qwen35moe"}, {"lfm2", "lfm2moe"}, {"granite", "granitehybrid"}};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(hybrid); i++) {
+        rkm_model *h = open_small(shared, &mp, hybrid[i][0]);
+        if (!h) continue;
+        const char *name = hybrid[i][1];
+        CHECK(!strcmp(rkm_model_arch(h), name));
+        test_chunks(h, name);
+        test_truncate(h, name, 150);
+        test_copy(h, q, name, 150);
+        test_save_load(h, q, name);
+        test_snapshots(h, name);
         rkm_model_close(h);
-    }
-    rkm_model *l = open_small(shared, &mp, test_small_lfm2);
-    if (l) {
-        CHECK(!strcmp(rkm_model_arch(l), "lfm2moe"));
-        test_chunks(l, "lfm2moe");
-        test_truncate(l, "lfm2moe", 150);
-        test_copy(l, q, "lfm2moe", 150);
-        test_save_load(l, q, "lfm2moe");
-        test_snapshots(l, "lfm2moe");
-        rkm_model_close(l);
-    }
-    rkm_model *gr = open_small(shared, &mp, test_small_granite);
-    if (gr) {
-        CHECK(!strcmp(rkm_model_arch(gr), "granitehybrid"));
-        test_chunks(gr, "granitehybrid");
-        test_truncate(gr, "granitehybrid", 150);
-        test_copy(gr, q, "granitehybrid", 150);
-        test_save_load(gr, q, "granitehybrid");
-        test_snapshots(gr, "granitehybrid");
-        rkm_model_close(gr);
     }
     test_errors(q);
     test_router(q, "qwen3moe");

@@ -290,16 +290,19 @@ static const rkm_tensor_info deepseek2_tensors[] = {
  * the norms' +1, the value heads' order): no HF names. */
 #define ATTN_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(ATTN_LAYER), __VA_ARGS__}
 #define RECR_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(RECR_LAYER), __VA_ARGS__}
+/* the attention layers' rows (the recurrent ones have none) */
+#define ROWS_QWEN35_ATTN                                                                                              \
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
+     INIT(NORM)},                                                                                                     \
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),                                             \
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),                                             \
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),                                             \
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),                                      \
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),                     \
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM))
 static const rkm_tensor_info qwen35_tensors[] = {
     ROWS_LLAMA_GLOBAL,
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
-     INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
-    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
+    ROWS_QWEN35_ATTN,
     RECR_ROW(RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", SHAPE2(EMBD, SSM_CH)),
     RECR_ROW(RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", SHAPE2(EMBD, SSM_INNER)),
     RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
@@ -323,14 +326,7 @@ static const rkm_tensor_info qwen35_tensors[] = {
  * Plain NeoX RoPE. */
 static const rkm_tensor_info qwen3next_tensors[] = {
     ROWS_LLAMA_GLOBAL,
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
-     INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
-    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
+    ROWS_QWEN35_ATTN,
     {RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_QKVZ), LAYER(ALL), WHEN(RECR_FUSED)},
     {RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_CH), LAYER(ALL), WHEN(RECR_SPLIT)},
     {RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_INNER), LAYER(ALL),
@@ -347,6 +343,19 @@ static const rkm_tensor_info qwen3next_tensors[] = {
                  "mlp.experts.%d.down_proj.weight"),
     ROWS_SHEXP,
 };
+/* the FFN norm, a dense FFN or routed experts, by GGUF names only (no
+ * safetensors names yet: LFM2, Granite 4.0-H) */
+#define ROWS_GGUF_FFN                                                                                                 \
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},             \
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},                   \
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},                       \
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},                   \
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),          \
+     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},                                                \
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)}, \
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},   \
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)}
+
 /* LFM2 (llama.cpp's lfm2, lfm2moe): the layers without kv heads are
  * gated short convolutions (in_proj gives b, c and x; the convolution
  * runs over b*x; c gates its output); the others attend with per-head
@@ -370,15 +379,7 @@ static const rkm_tensor_info lfm2_tensors[] = {
     RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", SHAPE2(EMBD, EMBD_X3)),
     RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", SHAPE2(SSM_CONV, EMBD)),
     RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", SHAPE2(EMBD, EMBD)),
-    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),
-     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
-    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
-    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
-    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    ROWS_GGUF_FFN,
     {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {NULL}, SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS),
      .gain = 5.0f},
 };
@@ -403,15 +404,7 @@ static const rkm_tensor_info granitehybrid_tensors[] = {
     RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
     RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE2(SSM_GROUP_W, SSM_GROUPS), INIT(NORM)),
     RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
-    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},
-    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),
-     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
-    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
-    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
-    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
+    ROWS_GGUF_FFN,
     {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
      WHEN(SHEXP)},
     {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
@@ -419,6 +412,8 @@ static const rkm_tensor_info granitehybrid_tensors[] = {
     {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {NULL}, SHAPE2(FF_SHEXP, EMBD), LAYER(MOE),
      WHEN(SHEXP)},
 };
+#undef ROWS_QWEN35_ATTN
+#undef ROWS_GGUF_FFN
 #undef ATTN_ROW
 #undef RECR_ROW
 

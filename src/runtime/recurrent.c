@@ -51,6 +51,23 @@ static void l2_norm(float *x, int n, float eps)
     for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
+/* One position of a causal convolution over the last K inputs of ch
+ * channels (weights oldest first, as ggml_ssm_conv sums them), plus the
+ * bias if any, through SiLU, in place in x; the window conv (K - 1 rows
+ * of ch) moves on by x's raw values. */
+static void conv_silu(float *conv, const float *w, const float *bias, float *x, int ch, int K)
+{
+    for (int c = 0; c < ch; c++) {
+        const float *wc = w + (size_t)c * K;
+        float xc = x[c], acc = 0;
+        for (int k = 0; k < K - 1; k++) acc += wc[k] * conv[(size_t)k * ch + c];
+        acc += wc[K - 1] * xc;
+        for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
+        if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
+        x[c] = siluf(bias ? acc + bias[c] : acc);
+    }
+}
+
 /* One row's delta rule over a run of value heads (a pool job). */
 typedef struct {
     const rkm_hparams *hp;
@@ -217,15 +234,7 @@ static int mamba2_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
         for (int jr = 0; jr < seg[i].n; jr++) {
             int r = seg[i].row0 + jr;
             float *z = s->ssm_x + (size_t)r * nin, *xbc = z + di, *dt = xbc + ch;
-            for (int c = 0; c < ch; c++) {
-                const float *w = L->ssm_conv + (size_t)c * K;
-                float xc = xbc[c], acc = 0;
-                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * ch + c];
-                acc += w[K - 1] * xc;
-                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
-                if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
-                xbc[c] = siluf(acc + L->ssm_conv_b[c]);
-            }
+            conv_silu(conv, L->ssm_conv, L->ssm_conv_b, xbc, ch, K);
             float *y = s->ssm_o + (size_t)r * di;
             mamba_job j = {hp, L, st, xbc, dt, y};
             rkm_pool_run(rkm_pool_for(m->pool, (double)di * ds * 3), mamba_heads, &j);
@@ -270,17 +279,7 @@ int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
         for (int jr = 0; jr < seg[i].n; jr++) {
             int r = seg[i].row0 + jr;
             float *x = s->ssm_x + (size_t)r * ch;
-            /* the causal convolution over the last K inputs of each channel
-             * (weights oldest first), then the window moves on */
-            for (int c = 0; c < ch; c++) {
-                const float *w = L->ssm_conv + (size_t)c * K;
-                float xc = x[c], acc = 0;
-                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * ch + c];
-                acc += w[K - 1] * xc;
-                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
-                if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
-                x[c] = siluf(acc);
-            }
+            conv_silu(conv, L->ssm_conv, NULL, x, ch, K);
             for (int h = 0; h < 2 * Hk; h++) l2_norm(x + (size_t)h * S, S, eps);
             delta_job j = {hp, L, st, x, s->ssm_ba + (size_t)r * 2 * H, s->ssm_z + (size_t)r * inner,
                            s->ssm_o + (size_t)r * inner};

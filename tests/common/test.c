@@ -100,62 +100,40 @@ int test_sh(const char *fmt, ...)
     return run_cmd(cmd);
 }
 
-int test_small_deepseek(const char *shared, char *dir, size_t cap)
-{
-    char gguf[1024];
-    snprintf(gguf, sizeof gguf, "%s/ds.gguf", test_tmpdir());
-    snprintf(dir, cap, "%s/ds.rkmojo", test_tmpdir());
-    return test_rkmojo("/dev/null",
-                       "synth --preset deepseek-v3 --dtype q8_0 --set n_layer=2 --set n_embd=128 --set n_head=4 "
-                       "--set kv_lora_rank=64 --set q_lora_rank=64 --set n_ff_exp=64 --set n_ff_shexp=64 --set n_ff=128 "
-                       "--set n_expert=8 --set n_expert_used=2 --set n_expert_group=4 --set n_group_used=2 "
-                       "--set n_layer_dense_lead=1 --vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                       "%s convert %s %s --quant keep --quiet",
-                       shared, gguf, test_rkmojo_bin(), gguf, dir);
-}
+/* The small models of test_small: the synth preset and its shrinking. */
+static const struct {
+    const char *name, *preset, *sets;
+} small_models[] = {
+    {"ds", "deepseek-v3",
+     "--set n_layer=2 --set n_embd=128 --set n_head=4 --set kv_lora_rank=64 --set q_lora_rank=64 --set n_ff_exp=64 "
+     "--set n_ff_shexp=64 --set n_ff=128 --set n_expert=8 --set n_expert_used=2 --set n_expert_group=4 "
+     "--set n_group_used=2 --set n_layer_dense_lead=1"},
+    {"q35", "qwen3.5-35b-a3b",
+     "--set n_layer=4 --set n_embd=128 --set n_head=4 --set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 "
+     "--set rope_dim=16 --set n_ff_exp=64 --set n_ff_shexp=64 --set n_expert=8 --set n_expert_used=2 "
+     "--set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=4 --set ssm_d_inner=128"},
+    {"lfm2", "lfm2-8b-a1b",
+     "--set n_layer=4 --set n_embd=128 --set n_head=4 --set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 "
+     "--set rope_dim=32 --set n_ff=128 --set n_ff_exp=64 --set n_expert=8 --set n_expert_used=2"},
+    {"granite", "granite-4.0-h-tiny",
+     "--set n_layer=6 --set n_embd=128 --set n_head=4 --set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 "
+     "--set n_ff_exp=64 --set n_ff_shexp=64 --set n_expert=8 --set n_expert_used=2 --set ssm_d_state=32 "
+     "--set ssm_n_group=2 --set ssm_dt_rank=8 --set ssm_d_inner=256"},
+};
 
-int test_small_qwen35(const char *shared, char *dir, size_t cap)
+int test_small(const char *shared, const char *which, char *dir, size_t cap)
 {
-    char gguf[1024];
-    snprintf(gguf, sizeof gguf, "%s/q35.gguf", test_tmpdir());
-    snprintf(dir, cap, "%s/q35.rkmojo", test_tmpdir());
-    return test_rkmojo("/dev/null",
-                       "synth --preset qwen3.5-35b-a3b --dtype q8_0 --set n_layer=4 --set n_embd=128 --set n_head=4 "
-                       "--set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set rope_dim=16 --set n_ff_exp=64 "
-                       "--set n_ff_shexp=64 --set n_expert=8 --set n_expert_used=2 --set ssm_d_state=32 "
-                       "--set ssm_n_group=2 --set ssm_dt_rank=4 --set ssm_d_inner=128 "
-                       "--vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                       "%s convert %s %s --quant keep --quiet",
-                       shared, gguf, test_rkmojo_bin(), gguf, dir);
-}
-
-int test_small_lfm2(const char *shared, char *dir, size_t cap)
-{
-    char gguf[1024];
-    snprintf(gguf, sizeof gguf, "%s/lfm2.gguf", test_tmpdir());
-    snprintf(dir, cap, "%s/lfm2.rkmojo", test_tmpdir());
-    return test_rkmojo("/dev/null",
-                       "synth --preset lfm2-8b-a1b --dtype q8_0 --set n_layer=4 --set n_embd=128 --set n_head=4 "
-                       "--set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set rope_dim=32 --set n_ff=128 "
-                       "--set n_ff_exp=64 --set n_expert=8 --set n_expert_used=2 "
-                       "--vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                       "%s convert %s %s --quant keep --quiet",
-                       shared, gguf, test_rkmojo_bin(), gguf, dir);
-}
-
-int test_small_granite(const char *shared, char *dir, size_t cap)
-{
-    char gguf[1024];
-    snprintf(gguf, sizeof gguf, "%s/granite.gguf", test_tmpdir());
-    snprintf(dir, cap, "%s/granite.rkmojo", test_tmpdir());
-    return test_rkmojo("/dev/null",
-                       "synth --preset granite-4.0-h-tiny --dtype q8_0 --set n_layer=6 --set n_embd=128 --set n_head=4 "
-                       "--set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set n_ff_exp=64 --set n_ff_shexp=64 "
-                       "--set n_expert=8 --set n_expert_used=2 --set ssm_d_state=32 --set ssm_n_group=2 "
-                       "--set ssm_dt_rank=8 --set ssm_d_inner=256 "
-                       "--vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
-                       "%s convert %s %s --quant keep --quiet",
-                       shared, gguf, test_rkmojo_bin(), gguf, dir);
+    for (size_t i = 0; i < sizeof small_models / sizeof small_models[0]; i++) {
+        if (strcmp(small_models[i].name, which)) continue;
+        char gguf[1024];
+        snprintf(gguf, sizeof gguf, "%s/%s.gguf", test_tmpdir(), which);
+        snprintf(dir, cap, "%s/%s.rkmojo", test_tmpdir(), which);
+        return test_rkmojo("/dev/null",
+                           "synth --preset %s --dtype q8_0 %s --vocab-from %s/fixtures/qwen3moe-f32.gguf -o %s --quiet && "
+                           "%s convert %s %s --quant keep --quiet",
+                           small_models[i].preset, small_models[i].sets, shared, gguf, test_rkmojo_bin(), gguf, dir);
+    }
+    return -1;
 }
 
 int test_rkmojo(const char *out_path, const char *fmt, ...)

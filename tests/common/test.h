@@ -77,20 +77,15 @@ int test_sh(const char *fmt, ...);
 /* Runs the rkmojo CLI with args (printf-style), output to out_path if
  * non-NULL; returns its exit status. */
 int test_rkmojo(const char *out_path, const char *fmt, ...);
-/* A small DeepSeek-V3-shaped model (latent attention, q LoRA, sigmoid
- * routing with groups, a dense first layer), q8_0, with the qwen3moe
- * fixture's 512-token vocabulary from shared: synthesized and converted
- * into TMPDIR/ds.rkmojo, whose path goes to dir. The CLI's exit status. */
-int test_small_deepseek(const char *shared, char *dir, size_t cap);
-/* The same for a small Qwen3.5 MoE (three Gated DeltaNet layers, then a
- * gated attention layer; 8 experts, a gated shared expert), q8_0, into
- * TMPDIR/q35.rkmojo. */
-int test_small_qwen35(const char *shared, char *dir, size_t cap);
-/* The same for a small LFM2-8B-A1B (short convolutions, one attention
- * layer, two dense lead layers then routed experts), into TMPDIR/lfm2.rkmojo. */
-int test_small_lfm2(const char *shared, char *dir, size_t cap);
-/* The same for a small Granite 4.0-H (Mamba-2 layers and one attention
- * layer, no RoPE, Granite's scales), into TMPDIR/granite.rkmojo. */
-int test_small_granite(const char *shared, char *dir, size_t cap);
+/* A small model of another family, q8_0, with the qwen3moe fixture's
+ * 512-token vocabulary from shared, synthesized and converted into
+ * TMPDIR/WHICH.rkmojo, whose path goes to dir: "ds" (DeepSeek-V3: latent
+ * attention, q LoRA, sigmoid routing with groups, a dense first layer),
+ * "q35" (Qwen3.5 MoE: three Gated DeltaNet layers, then gated attention;
+ * a gated shared expert), "lfm2" (LFM2-8B-A1B: short convolutions, one
+ * attention layer, two dense lead layers), "granite" (Granite 4.0-H:
+ * Mamba-2 layers and one attention layer, no RoPE, Granite's scales).
+ * The CLI's exit status; -1 for an unknown name. */
+int test_small(const char *shared, const char *which, char *dir, size_t cap);
 
 #endif
