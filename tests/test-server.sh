@@ -694,6 +694,26 @@ a3=$(greedy | jget choices.0.message.content)
 check "converted again in place: the new weights answer ('$a3')" '[ -n "$a3" ] && [ "$a3" != "$a1" ] && [ "$(grep -c "loading it again" "$T/C.log")" -ge 2 ]'
 stopsrv "$PID"
 
+# ---------------------------------------------------------------- server D
+echo "# a model with recurrent layers (Qwen3.5's Gated DeltaNet)"
+"$BIN" synth --preset qwen3.5-35b-a3b --vocab-from "$T/t.gguf" --set n_layer=4 --set n_embd=128 --set n_head=4 \
+  --set n_head_kv=2 --set head_dim=32 --set head_dim_v=32 --set rope_dim=16 --set n_ff_exp=64 --set n_ff_shexp=64 \
+  --set n_expert=8 --set n_expert_used=2 --set ssm_d_state=32 --set ssm_n_group=2 --set ssm_dt_rank=4 \
+  --set ssm_d_inner=128 -o "$T/h.gguf" --quiet && "$BIN" convert "$T/h.gguf" "$T/h.rkmojo" --quiet
+start D -m "$T/h.rkmojo" --ctx 1024
+long=$(printf 'tide %.0s' $(seq 300))
+hcomp() { postr /v1/completions "{\"prompt\":\"$long $1\",\"temperature\":0,\"max_tokens\":8$2}"; }
+hcomp first "" >/dev/null
+r=$(hcomp second "")
+hc=$(echo "$r" | jget usage.prompt_tokens_details.cached_tokens)
+hp=$(echo "$r" | jget usage.prompt_tokens)
+rn=$(hcomp second ',"cache_prompt":false')
+check "a shared prefix resumes from the state's snapshot at a chunk's end (cached $hc of $hp)" \
+  '[ "$hc" -gt 0 ] && [ "$hc" -lt "$hp" ] && [ $((hc % 128)) = 0 ]'
+check "... with the text of a cold evaluation ('$(echo "$r" | jget choices.0.text)')" \
+  '[ -n "$(echo "$r" | jget choices.0.text)" ] && [ "$(echo "$r" | jget choices.0.text)" = "$(echo "$rn" | jget choices.0.text)" ]'
+stopsrv "$PID"
+
 if [ "$fails" -gt 0 ]; then
   for f in "$T"/*.log; do echo "--- $f"; tail -n 30 "$f"; done
 fi

@@ -106,6 +106,8 @@ typedef struct srv_slot {
     char id[48];            /* the response's id */
     int32_t *toks;          /* the prompt */
     int n, pos, cached;     /* its length, tokens evaluated, tokens reused */
+    int replayed;           /* of the reused, those the session evaluated again to reach them (a
+                             * recurrent model's state restored from an earlier snapshot) */
     int decoding;           /* the prompt is in: tokens are being generated */
     int wait_lead;          /* a choice after the first: waits for the lead's prompt, then copies its session */
     int ended, end_rc;      /* this choice is done (its status), its siblings may not be */
@@ -583,10 +585,14 @@ static int reuse_prefix(srv_engine *e, srv_slot *sl, const int32_t *toks, int n,
     /* Keep at least one token to evaluate: its logits start generation. */
     int keep = RKM_MIN(lcp, n - 1);
     if (keep < 0) keep = 0;
+    rkm_stats st0, st1;
+    rkm_session_stats(sl->sess, &st0);
     if (keep < n_live && rkm_session_truncate(sl->sess, keep)) {
         rkm_session_truncate(sl->sess, 0);
         keep = 0;
     }
+    rkm_session_stats(sl->sess, &st1);
+    sl->replayed = RKM_MIN(keep, RKM_MAX(0, st1.n_prompt - st0.n_prompt));
     return keep;
 }
 
@@ -977,7 +983,8 @@ static void finish_choice(srv_engine *e, srv_slot *sl, int rc)
     rkm_stats st;
     rkm_session_stats(sl->sess, &st);
     srv_gen_stats gs = {
-        .n_prompt = lead ? sl->n - sl->cached : 0, .n_cached = lead ? sl->cached : 0, .n_gen = g->n_gen,
+        .n_prompt = lead ? sl->n - sl->cached + sl->replayed : 0, .n_cached = lead ? sl->cached - sl->replayed : 0,
+        .n_gen = g->n_gen,
         .t_prompt_s = lead ? sl->t_prompt : 0, .t_gen_s = g->t_gen,
         .ttft_s = g->n_gen ? g->t_first - j->t_submit : -1,
         .expert_hits = st.expert_hits, .expert_misses = st.expert_misses,
@@ -1004,7 +1011,7 @@ static void finish_choice(srv_engine *e, srv_slot *sl, int rc)
     g->res.tc_from = rq->stream ? g->calls_sent : 0; /* the calls not yet sent */
     g->res.tc_to = n_calls;
     g->res.n_prompt = sl->n;
-    g->res.n_cached = sl->cached;
+    g->res.n_cached = sl->cached - sl->replayed;
     g->res.n_gen = g->n_gen;
     g->res.t_prompt_s = sl->t_prompt;
     g->res.t_gen_s = g->t_gen;
