@@ -85,6 +85,20 @@ int rkm_cmd_inspect(int argc, char **argv)
         for (int i = 0; i < hp->n_layer; i++) n += hp->swa_layer[i];
         printf("sliding window:   %d tokens on %d of %d layers\n", hp->sliding_window, n, hp->n_layer);
     }
+    int n_recr = 0;
+    size_t rs = 0;
+    for (int i = 0; i < hp->n_layer; i++) {
+        n_recr += hp->recr_layer[i];
+        rs += rkm_hparams_recurrent_state_floats(hp, i);
+    }
+    if (n_recr) {
+        static const char *const kinds[] = {"Gated DeltaNet", "short convolution", "Mamba-2"};
+        const char *kind = hp->recr_kind >= 0 && hp->recr_kind < 3 ? kinds[hp->recr_kind] : "?";
+        printf("recurrent:        %d of %d layers %s (kernel %d", n_recr, hp->n_layer, kind, hp->ssm_d_conv);
+        if (hp->recr_kind != RKM_RECR_SHORTCONV)
+            printf(", %d heads, state %d, %d groups", hp->ssm_dt_rank, hp->ssm_d_state, hp->ssm_n_group);
+        printf("), %s of state per session\n", rkm_fmt_bytes(4 * (uint64_t)rs, b1, sizeof b1));
+    }
     printf("norms:            rms eps %g, qk-norm %s%s\n", hp->rms_eps,
            hp->qk_norm == RKM_QK_NORM_HEAD ? "per head" : hp->qk_norm == RKM_QK_NORM_FULL ? "full" : "none",
            hp->gemma4_norms ? ", gemma4 sandwich norms" : "");
