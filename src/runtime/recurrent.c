@@ -17,12 +17,14 @@
  * come per key head: fused_inputs).
  *
  * State: a session's s->rs holds every recurrent layer's state one after
- * the other (rkm_recurrent_state), the convolution's last ssm_d_conv - 1
- * inputs (kernel-major) then the value heads' matrices, transposed (row i
- * is key dim i over the value dims: S^T, which rkm_delta_step streams
- * row by row). A sequence starting at
- * position 0 starts from zeros (forward.c clears it). The state cannot
- * be cut back: rkm_session_truncate evaluates the kept tokens again.
+ * the other (rkm_recurrent_state): the convolution's last ssm_d_conv - 1
+ * inputs (kernel-major), then for Gated DeltaNet the value heads'
+ * matrices, transposed (row i is key dim i over the value dims: S^T,
+ * which rkm_delta_step streams row by row), for Mamba-2 each inner dim's
+ * d_state values (rkm_scan_step); LFM2's is the window alone. A sequence
+ * starting at position 0 starts from zeros (forward.c). The state cannot
+ * be cut back: rkm_session_truncate restores a snapshot taken at the end
+ * of a prompt chunk and evaluates the tokens after it (session.c).
  *
  * Threads: the forward pass's (model->lock held); the heads of a row are
  * shared over the pool.
