@@ -46,6 +46,7 @@
 #ifndef RKM_KERNELS_IMPL_H
 #define RKM_KERNELS_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -116,6 +117,38 @@ typedef struct {
      * with software prefetch ahead (the decode kernels' pattern). */
     uint64_t (*read_sum)(const uint64_t *p, size_t n, int streams);
 } rkm_kernel_set;
+
+/* The scalar pieces of the recurrent kernels, which the reference is made
+ * of and the SIMD sets use past their last whole block, so that every set
+ * computes those elements with the same operations.
+ * rkm_delta_cols: rkm_delta_step's first pass over value columns [j0, n):
+ * the decay, then k^T t into d and q^T t into o, rows in order. */
+static inline void rkm_delta_cols(float *t, const float *q, const float *k, float decay, int64_t n, int64_t j0, float *o,
+                                  float *d)
+{
+    for (int64_t j = j0; j < n; j++) {
+        float s = 0.0f, a = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            float x = t[i * n + j] * decay;
+            t[i * n + j] = x;
+            s = fmaf(k[i], x, s);
+            a = fmaf(q[i], x, a);
+        }
+        d[j] = s;
+        o[j] = a;
+    }
+}
+
+/* rkm_scan_step over the state values [i0, n), added to sum. */
+static inline float rkm_scan_tail(float *st, const float *b, const float *c, float da, float xdt, int64_t i0, int64_t n,
+                                  float sum)
+{
+    for (int64_t i = i0; i < n; i++) {
+        st[i] = st[i] * da + b[i] * xdt;
+        sum += st[i] * c[i];
+    }
+    return sum;
+}
 
 /* The reference (every entry set). */
 extern const rkm_kernel_set rkm_kernels_ref;

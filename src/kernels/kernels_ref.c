@@ -306,19 +306,11 @@ static void axpy_f16_ref(float *y, float a, const rkm_f16 *x, int64_t n)
 /* The gated delta rule's step (kernels.h), element by element: a
  * multiply for the decay, fused multiply-adds for the sums and the
  * update, rows in order, which is what each SIMD lane of the other sets
- * does. */
+ * does (the first pass column by column: rkm_delta_cols). */
 static void delta_step_ref(float *t, const float *q, const float *k, const float *v, float decay, float beta, float qk,
                            int64_t n, float *o, float *d)
 {
-    for (int64_t j = 0; j < n; j++) d[j] = o[j] = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        float *r = t + i * n;
-        for (int64_t j = 0; j < n; j++) {
-            r[j] *= decay;
-            d[j] = fmaf(k[i], r[j], d[j]);
-            o[j] = fmaf(q[i], r[j], o[j]);
-        }
-    }
+    rkm_delta_cols(t, q, k, decay, n, 0, o, d);
     for (int64_t j = 0; j < n; j++) d[j] = (v[j] - d[j]) * beta;
     for (int64_t i = 0; i < n; i++) {
         float *r = t + i * n;
@@ -329,12 +321,7 @@ static void delta_step_ref(float *t, const float *q, const float *k, const float
 
 static float scan_step_ref(float *st, const float *b, const float *c, float da, float xdt, int64_t n)
 {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        st[i] = st[i] * da + b[i] * xdt;
-        sum += st[i] * c[i];
-    }
-    return sum;
+    return rkm_scan_tail(st, b, c, da, xdt, 0, n, 0.0f);
 }
 
 /* The wrapping sum of n words; eight accumulators so that the loop is not

@@ -28,6 +28,10 @@ static void add_bias(float *y, const float *b, int rows, int n)
         for (int c = 0; c < n; c++) y[(size_t)r * n + c] += b[c];
 }
 
+/* What a block's output is scaled by before its residual add (Granite's
+ * residual_scale, else 1). */
+static float block_scale(const rkm_hparams *hp) { return hp->residual_scale > 0 ? hp->residual_scale : 1.0f; }
+
 static void trace(rkm_session *s, int il, const char *what, const float *x, int rows, int cols)
 {
     if (s->trace) s->trace(s->trace_user, il, what, x, rows, cols);
@@ -204,7 +208,7 @@ static int ffn_block(rkm_session *s, int il, int n)
         } else if ((rc = rkm_ffn_dense(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->cur, n, s->ffn, s->ge, s->ue))) {
             return rc;
         }
-        float rsc = hp->residual_scale > 0 ? hp->residual_scale : 1.0f; /* Granite */
+        const float rsc = block_scale(hp);
         for (size_t i = 0; i < rowsz; i++) s->x[i] += s->ffn[i] * rsc;
         return 0;
     }
@@ -310,7 +314,7 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
                   : L->mla     ? mla_block(s, il, seg, nseg, n)
                                : attention_block(s, il, seg, nseg, n)))
             goto out;
-        float rsc = hp->residual_scale > 0 ? hp->residual_scale : 1.0f; /* Granite */
+        const float rsc = block_scale(hp);
         for (size_t i = 0; i < (size_t)n * E; i++) s->x[i] += s->tmp[i] * rsc;
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;

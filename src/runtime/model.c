@@ -227,6 +227,7 @@ static int bind_layer(rkm_model *m, int il)
         return rkm_err(RKM_EFORMAT, "model: layer %d: bad attention geometry", il);
     L->v_from_k = hp->v_from_k_full && !L->is_swa;
     if (L->v_from_k && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: V from K needs equal head dims", il);
+    L->rs_off = m->rs_floats;
     m->rs_floats += rkm_hparams_recurrent_state_floats(hp, il);
     if (hp->attn_q_gate && L->hd_v != L->hd_k) return rkm_err(RKM_EFORMAT, "model: layer %d: gated attention needs equal head dims", il);
     int qd = hp->n_head * L->hd_k * (hp->attn_q_gate ? 2 : 1), kd = L->n_kv * L->hd_k, vd = L->n_kv * L->hd_v;

@@ -113,6 +113,7 @@ typedef struct rkm_layer {
     const float *ssm_norm;         /* (value head dim); Mamba-2: (inner), per group */
     const float *ssm_conv_b, *ssm_d; /* Mamba-2: the convolution's bias (channels), the skip (heads) */
     int recurrent;                 /* 1: this layer is recurrent (no attention, no KV rows) */
+    size_t rs_off;                 /* its state's offset in a session's s->rs (floats) */
     /* geometry */
     int n_kv, hd_k, hd_v;          /* KV heads and head dims of this layer */
     int is_swa;                    /* sliding-window layer */
@@ -337,6 +338,11 @@ void rkm_session_rs_reset(rkm_session *s);
 /* recurrent.c: Gated DeltaNet layers. */
 /* Layer il's state inside a session's s->rs. */
 float *rkm_recurrent_state(const rkm_session *s, int il);
+/* Floats per chunk row of the recurrent layers' scratch (session.c
+ * allocates n_chunk rows of each): s->ssm_x (the input projections),
+ * s->ssm_z, s->ssm_ba, s->ssm_o (the outputs; also where fused
+ * projections are staged). */
+void rkm_recurrent_row_floats(const rkm_hparams *hp, size_t *x, size_t *z, size_t *ba, size_t *o);
 /* The recurrent layer il for the chunk's rows (each segment's rows in
  * order over its own session's state): reads s->cur, writes s->tmp. */
 int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, int n);

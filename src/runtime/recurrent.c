@@ -34,11 +34,27 @@
 
 #include "runtime/model.h"
 
-float *rkm_recurrent_state(const rkm_session *s, int il)
+float *rkm_recurrent_state(const rkm_session *s, int il) { return s->rs + s->m->layers[il].rs_off; }
+
+void rkm_recurrent_row_floats(const rkm_hparams *hp, size_t *x, size_t *z, size_t *ba, size_t *o)
 {
-    size_t off = 0;
-    for (int i = 0; i < il; i++) off += rkm_hparams_recurrent_state_floats(&s->m->hp, i);
-    return s->rs + off;
+    const size_t inner = (size_t)hp->ssm_d_inner, ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + inner;
+    *z = inner;
+    *ba = 2 * (size_t)hp->ssm_dt_rank;
+    switch (hp->recr_kind) {
+    case RKM_RECR_SHORTCONV: /* b, c, x; the gated outputs */
+        *x = 3 * (size_t)hp->n_embd;
+        *o = (size_t)hp->n_embd;
+        break;
+    case RKM_RECR_MAMBA2: /* z, x B C, dt; the outputs */
+        *x = inner + ch + (size_t)hp->ssm_dt_rank;
+        *o = inner;
+        break;
+    default: /* q k v; the outputs, or the fused projections before fused_inputs takes them apart */
+        *x = ch;
+        *o = inner + (hp->ssm_fused_in ? ch : 0);
+        break;
+    }
 }
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -53,19 +69,26 @@ static void l2_norm(float *x, int n, float eps)
     for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
-/* One position of a causal convolution over the last K inputs of ch
- * channels (weights oldest first, as ggml_ssm_conv sums them), plus the
- * bias if any, through SiLU, in place in x; the window conv (K - 1 rows
- * of ch) moves on by x's raw values. */
+/* Channel c of a causal convolution at one position: its K weights wc
+ * (oldest first, as ggml_ssm_conv sums them) over the window conv (the
+ * last K - 1 inputs of ch channels, kernel-major) and the new input xc;
+ * the window then moves on by xc. */
+static float conv_tap(float *conv, const float *wc, float xc, int c, int ch, int K)
+{
+    float acc = 0;
+    for (int k = 0; k < K - 1; k++) acc += wc[k] * conv[(size_t)k * ch + c];
+    acc += wc[K - 1] * xc;
+    for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
+    if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
+    return acc;
+}
+
+/* One position of the convolution over every channel of x, plus the bias
+ * if any, through SiLU, in place (Gated DeltaNet, Mamba-2). */
 static void conv_silu(float *conv, const float *w, const float *bias, float *x, int ch, int K)
 {
     for (int c = 0; c < ch; c++) {
-        const float *wc = w + (size_t)c * K;
-        float xc = x[c], acc = 0;
-        for (int k = 0; k < K - 1; k++) acc += wc[k] * conv[(size_t)k * ch + c];
-        acc += wc[K - 1] * xc;
-        for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
-        if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
+        float acc = conv_tap(conv, w + (size_t)c * K, x[c], c, ch, K);
         x[c] = siluf(bias ? acc + bias[c] : acc);
     }
 }
@@ -172,15 +195,7 @@ static int shortconv_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
             int r = seg[i].row0 + jr;
             const float *b = s->ssm_x + (size_t)r * 3 * E, *c = b + E, *x = b + 2 * E;
             float *y = s->ssm_o + (size_t)r * E;
-            for (int e = 0; e < E; e++) {
-                const float *w = L->ssm_conv + (size_t)e * K;
-                float bx = b[e] * x[e], acc = 0;
-                for (int k = 0; k < K - 1; k++) acc += w[k] * conv[(size_t)k * E + e];
-                acc += w[K - 1] * bx;
-                for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * E + e] = conv[(size_t)(k + 1) * E + e];
-                if (K > 1) conv[(size_t)(K - 2) * E + e] = bx;
-                y[e] = c[e] * acc;
-            }
+            for (int e = 0; e < E; e++) y[e] = c[e] * conv_tap(conv, L->ssm_conv + (size_t)e * K, b[e] * x[e], e, E, K);
         }
     }
     return rkm_model_mm(m, &L->sc_out, s->ssm_o, n, s->tmp);

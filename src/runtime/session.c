@@ -81,15 +81,13 @@ static int alloc_scratch(rkm_session *s)
     if (hp->attn_q_gate && !(s->gate = scratch(R * (size_t)m->max_qdim / 2)))
         return rkm_err(RKM_ENOMEM, "session: out of memory for scratch buffers");
     if (m->rs_floats) {
-        size_t ch = 2 * (size_t)hp->ssm_n_group * (size_t)hp->ssm_d_state + (size_t)hp->ssm_d_inner;
-        if (hp->recr_kind == RKM_RECR_SHORTCONV) ch = 3 * E; /* b, c, x; outputs in ssm_o (inner: n_embd) */
-        if (hp->recr_kind == RKM_RECR_MAMBA2) ch += (size_t)hp->ssm_d_inner + (size_t)hp->ssm_dt_rank; /* z, x B C, dt */
+        size_t wx, wz, wba, wo;
+        rkm_recurrent_row_floats(hp, &wx, &wz, &wba, &wo);
         s->rs = scratch(m->rs_floats);
-        s->ssm_x = scratch(R * ch);
-        s->ssm_z = scratch(R * (size_t)hp->ssm_d_inner);
-        s->ssm_ba = scratch(R * 2 * (size_t)hp->ssm_dt_rank);
-        /* fused q/k/v/z (qwen3next) pass through ssm_o */
-        s->ssm_o = scratch(R * (RKM_MAX((size_t)hp->ssm_d_inner, E) + (hp->ssm_fused_in ? ch : 0)));
+        s->ssm_x = scratch(R * wx);
+        s->ssm_z = scratch(R * wz);
+        s->ssm_ba = scratch(R * wba);
+        s->ssm_o = scratch(R * wo);
         if (!s->rs || !s->ssm_x || !s->ssm_z || !s->ssm_ba || !s->ssm_o)
             return rkm_err(RKM_ENOMEM, "session: out of memory for the recurrent state");
         memset(s->rs, 0, sizeof(float) * m->rs_floats);

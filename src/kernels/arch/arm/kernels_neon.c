@@ -66,17 +66,7 @@ static void delta_step_neon(float *t, const float *q, const float *k, const floa
             vst1q_f32(o + j + 4 * b, a[b]);
         }
     }
-    for (; j < n; j++) { /* the columns past the last block, as the reference */
-        float s = 0.0f, a = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            float x = t[i * n + j] * decay;
-            t[i * n + j] = x;
-            s = fmaf(k[i], x, s);
-            a = fmaf(q[i], x, a);
-        }
-        d[j] = s;
-        o[j] = a;
-    }
+    rkm_delta_cols(t, q, k, decay, n, j, o, d); /* the columns past the last block */
     for (j = 0; j + 4 <= n; j += 4) {
         float32x4_t x = vmulq_n_f32(vsubq_f32(vld1q_f32(v + j), vld1q_f32(d + j)), beta);
         vst1q_f32(d + j, x);
@@ -107,12 +97,7 @@ static float scan_step_neon(float *st, const float *b, const float *c, float da,
         a0 = vfmaq_f32(a0, s0, vld1q_f32(c + i));
         a1 = vfmaq_f32(a1, s1, vld1q_f32(c + i + 4));
     }
-    float sum = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < n; i++) {
-        st[i] = st[i] * da + b[i] * xdt;
-        sum += st[i] * c[i];
-    }
-    return sum;
+    return rkm_scan_tail(st, b, c, da, xdt, i, n, vaddvq_f32(vaddq_f32(a0, a1)));
 }
 
 const rkm_kernel_set rkm_kernels_neon = {

@@ -561,17 +561,7 @@ static void delta_step_avx2(float *t, const float *q, const float *k, const floa
             _mm256_storeu_ps(o + j + 8 * b, a[b]);
         }
     }
-    for (; j < n; j++) { /* the columns past the last block, as the reference */
-        float s = 0.0f, a = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            float x = t[i * n + j] * decay;
-            t[i * n + j] = x;
-            s = fmaf(k[i], x, s);
-            a = fmaf(q[i], x, a);
-        }
-        d[j] = s;
-        o[j] = a;
-    }
+    rkm_delta_cols(t, q, k, decay, n, j, o, d); /* the columns past the last block */
     const __m256 bv = _mm256_set1_ps(beta), qv = _mm256_set1_ps(qk);
     for (j = 0; j + 8 <= n; j += 8) {
         __m256 x = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j), _mm256_loadu_ps(d + j)), bv);
@@ -602,12 +592,7 @@ static float scan_step_avx2(float *st, const float *b, const float *c, float da,
         _mm256_storeu_ps(st + i, s);
         acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(c + i), acc);
     }
-    float sum = rkm_x86_hsum_ps(acc);
-    for (; i < n; i++) {
-        st[i] = st[i] * da + b[i] * xdt;
-        sum += st[i] * c[i];
-    }
-    return sum;
+    return rkm_scan_tail(st, b, c, da, xdt, i, n, rkm_x86_hsum_ps(acc));
 }
 
 /* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
