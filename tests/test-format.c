@@ -719,6 +719,97 @@ static void test_qwen35_bad_files(void)
     check_bad_edits("q35", "qwen3.5-35b-a3b", sets, (int)RKM_ARRAY_LEN(sets), cases, (int)RKM_ARRAY_LEN(cases));
 }
 
+/* Qwen3.5's value heads: HF holds them grouped by key head (key head g's
+ * value heads j = 0..per-1 together), GGUF tiled (value head j of every
+ * key head together); the index maps follow from listing both orders. */
+static void test_vhead_order(void)
+{
+    rkm_hparams hp;
+    rkm_hparams_init(&hp, RKM_ARCH_QWEN35MOE);
+    const int nk = 2, per = 3, hd = 4, off = 10;
+    hp.ssm_n_group = nk;
+    hp.ssm_dt_rank = nk * per;
+    hp.ssm_d_inner = nk * per * hd;
+    int bad = 0;
+    for (int t = 0; t < nk * per; t++) {
+        int g = t % nk, j = t / nk, h = g * per + j; /* tiled position t holds (g, j); grouped holds it at h */
+        for (int w = 0; w < hd; w++) {
+            bad += rkm_hf_vhead_index(&hp, off + t * hd + w, off, hd, 1) != off + h * hd + w;
+            bad += rkm_hf_vhead_index(&hp, off + h * hd + w, off, hd, 0) != off + t * hd + w;
+        }
+    }
+    for (int i = 0; i < off; i++) bad += rkm_hf_vhead_index(&hp, i, off, hd, 1) != i; /* q and k stay */
+    CHECK_MSG(bad == 0, "%d value-head indices misplaced", bad);
+    int64_t o, d;
+    hp.ssm_d_state = 5;
+    CHECK(rkm_hf_vheads(&hp, RKM_TENSOR_SSM_IN, &o, &d) == 1 && o == 2 * nk * 5 && d == hd);
+    CHECK(rkm_hf_vheads(&hp, RKM_TENSOR_SSM_OUT, &o, &d) == 2 && o == 0 && d == hd);
+    CHECK(rkm_hf_vheads(&hp, RKM_TENSOR_SSM_A, &o, &d) == 2 && d == 1);
+    CHECK(rkm_hf_vheads(&hp, RKM_TENSOR_ATTN_Q, &o, &d) == 0);
+}
+
+/* config.json of HF directory dir with text_config's key set to v (a
+ * number), or removed (v NULL); the error converting it must contain want. */
+static void check_hf_config_error(const char *dir, const char *key, const char *v, const char *want)
+{
+    char cp[1100], out[1100];
+    snprintf(cp, sizeof cp, "%s/config.json", dir);
+    snprintf(out, sizeof out, "%s-bad.rkmojo", dir);
+    size_t n;
+    char *js = rkm_read_file(cp, &n), *orig = js ? strdup(js) : NULL;
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    CHECK(c != NULL && orig != NULL);
+    if (!c || !orig) {
+        cJSON_Delete(root);
+        free(orig);
+        return;
+    }
+    cJSON_DeleteItemFromObject(c, key);
+    if (v) cJSON_AddItemToObject(c, key, cJSON_Parse(v));
+    char *txt = cJSON_Print(root);
+    CHECK(write_str(cp, txt) == 0);
+    rkm_convert_opts co = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(dir, out, &co) != 0 && strstr(rkm_last_error(), want), "%s=%s: '%s', want '%s'", key,
+              v ? v : "(none)", rkm_last_error(), want);
+    CHECK(write_str(cp, orig) == 0);
+    free(txt);
+    free(orig);
+    cJSON_Delete(root);
+}
+
+/* The hybrids from their safetensors: Qwen3.5-MoE as published (text
+ * model under model.language_model., experts fused, a vision tower and an
+ * MTP block beside it), Qwen3.5 dense, Qwen3-Next (q, k, v and z in one
+ * projection): each converts to the model its GGUF gives; bad configs
+ * are refused by name. */
+static void test_hybrid_hf(void)
+{
+    static const char *const q35[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                      "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
+                                      "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4", "ssm_d_inner=128"};
+    static const char *const q35d[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                       "rope_dim=16", "n_ff=128", "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4",
+                                       "ssm_d_inner=128"};
+    static const char *const next[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                       "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
+                                       "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256",
+                                       "ssm_fused_in=1"};
+    check_hf_equivalence("qwen3.5-35b-a3b", q35, (int)RKM_ARRAY_LEN(q35));
+    check_hf_equivalence("qwen3.5-27b", q35d, (int)RKM_ARRAY_LEN(q35d));
+    check_hf_equivalence("qwen3-next-80b-a3b", next, (int)RKM_ARRAY_LEN(next));
+    char hf[1024];
+    snprintf(hf, sizeof hf, "%s/eq-%s-hf", test_tmpdir(), "qwen3.5-35b-a3b");
+    check_hf_config_error(hf, "linear_value_head_dim", "16", "linear_value_head_dim 16 differs from linear_key_head_dim 32");
+    check_hf_config_error(hf, "linear_conv_kernel_dim", NULL, "linear_conv_kernel_dim (2 or more)");
+    check_hf_config_error(hf, "layer_types", "[\"linear_attention\", \"mamba\", \"linear_attention\", \"full_attention\"]",
+                          "layer_types[1] is not linear_attention or full_attention");
+    check_hf_config_error(hf, "linear_num_value_heads", "3", "3 value heads are not whole groups of 2 key heads");
+    check_hf_config_error(hf, "attn_output_gate", "false", "attn_output_gate false is not supported");
+    check_hf_config_error(hf, "moe_intermediate_size", "32", "mlp.experts.gate_up_proj: expected [experts, 2 x expert width, hidden]");
+}
+
 /* ------------------------------------------------ recommended sampling */
 
 static void add_sampling_keys(rkm_gguf_writer *w)
@@ -1110,6 +1201,8 @@ int main(void)
     check_hf_equivalence("deepseek-v3", dsv3, (int)RKM_ARRAY_LEN(dsv3));
     test_deepseek_bad_files();
     test_qwen35_bad_files();
+    test_vhead_order();
+    test_hybrid_hf();
     test_hf_llama3_rope();
     test_gpt_oss_bad_files();
     return test_done();

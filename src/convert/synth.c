@@ -276,8 +276,11 @@ static void tensor_list(const rkm_hparams *hp, tlist *l)
             if (rkm_hparams_tensor_expected(hp, &a->tensors[i], il)) add(l, hp, &a->tensors[i], il);
 }
 
-/* Row r (of the tensor flattened to ne[0]-wide rows) into out. */
-static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, int64_t r, float *out)
+/* Row r (of the tensor flattened to ne[0]-wide rows) into out; hf: the
+ * values as Hugging Face stores them (RKM_TF_HF_PLUS_ONE: w - 1;
+ * RKM_INIT_SSM_A: A_log, of which GGUF's -exp(A_log) is computed as the
+ * converter does). */
+static void gen_row_as(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, int64_t r, float *out, int hf)
 {
     rng g = {0};
     g.s = seed ^ rkm_hash(t->name, strlen(t->name)) ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
@@ -299,7 +302,11 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
         case RKM_INIT_NORM: out[i] = (float)(t->gain * (1.0 + 0.1 * z)); break;
         case RKM_INIT_SCALE: out[i] = (float)(1.0 + 0.1 * z); break;
         case RKM_INIT_ROPE_FREQS: out[i] = i < (int64_t)(n / 4) ? 1.0f : 1e30f; break; /* partial rotary 0.25 */
-        case RKM_INIT_SSM_A: out[i] = (float)-(1.0 + 15.0 * rng_uniform(&g)); break;
+        case RKM_INIT_SSM_A: {
+            float a_log = logf((float)(1.0 + 15.0 * rng_uniform(&g)));
+            out[i] = hf ? a_log : -expf(a_log);
+            break;
+        }
         case RKM_INIT_SSM_DT: { /* as the published models initialise dt_bias */
             double dt = exp(log(0.001) + rng_uniform(&g) * (log(0.1) - log(0.001)));
             out[i] = (float)(dt + log(-expm1(-dt)));
@@ -311,6 +318,13 @@ static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed,
     /* special tokens (the last 4 ids of the built-in vocabulary) are rarely predicted */
     if ((t->init == RKM_INIT_OUTPUT || (t->init == RKM_INIT_EMBED && hp->tied_output)) && r >= hp->n_vocab - 4)
         for (int64_t i = 0; i < n; i++) out[i] *= 0.25f;
+    if (hf && (t->info->flags & RKM_TF_HF_PLUS_ONE)) /* exact: the weights are within [0.5, 2] of 1 */
+        for (int64_t i = 0; i < n; i++) out[i] -= 1.0f;
+}
+
+static void gen_row(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, int64_t r, float *out)
+{
+    gen_row_as(t, hp, seed, r, out, 0);
 }
 
 static int tensor_type(const synth_tensor *t, int dtype)
@@ -534,6 +548,54 @@ static cJSON *gemma4_config(const rkm_hparams *hp)
     return root;
 }
 
+/* Gated DeltaNet's fields, as Qwen/Qwen3.5-35B-A3B's, Qwen3.5-27B's and
+ * Qwen3-Next-80B-A3B's config.json name them; Qwen3.5's text model nests
+ * in text_config with its RoPE in rope_parameters. Takes c; returns the
+ * config to write. */
+static cJSON *deltanet_config(const rkm_hparams *hp, cJSON *c)
+{
+    cJSON_AddNumberToObject(c, "linear_conv_kernel_dim", hp->ssm_d_conv);
+    cJSON_AddNumberToObject(c, "linear_key_head_dim", hp->ssm_d_state);
+    cJSON_AddNumberToObject(c, "linear_value_head_dim", hp->ssm_d_inner / hp->ssm_dt_rank);
+    cJSON_AddNumberToObject(c, "linear_num_key_heads", hp->ssm_n_group);
+    cJSON_AddNumberToObject(c, "linear_num_value_heads", hp->ssm_dt_rank);
+    int interval = 0;
+    while (interval < hp->n_layer && hp->recr_layer[interval]) interval++;
+    cJSON_AddNumberToObject(c, "full_attention_interval", interval + 1);
+    cJSON_AddBoolToObject(c, "attn_output_gate", 1);
+    if (hp->arch == RKM_ARCH_QWEN3NEXT) {
+        cJSON_AddNumberToObject(c, "partial_rotary_factor", (double)hp->rope_dim / hp->head_dim);
+        cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
+        cJSON_AddArrayToObject(c, "mlp_only_layers");
+        return c;
+    }
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int i = 0; i < hp->n_layer; i++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "linear_attention" : "full_attention"));
+    cJSON *rp = cJSON_AddObjectToObject(c, "rope_parameters");
+    cJSON_AddStringToObject(rp, "rope_type", "default");
+    cJSON_AddNumberToObject(rp, "rope_theta", hp->rope_theta);
+    cJSON_AddNumberToObject(rp, "partial_rotary_factor", (double)hp->rope_dim / hp->head_dim);
+    int pairs = hp->rope_dim / 2, sec[3] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3};
+    cJSON_AddItemToObject(rp, "mrope_section", cJSON_CreateIntArray(sec, 3));
+    cJSON_AddBoolToObject(rp, "mrope_interleaved", 1);
+    cJSON_DeleteItemFromObject(c, "rope_theta");
+    cJSON_AddNumberToObject(c, "mtp_num_hidden_layers", 1);
+    char tt[64];
+    snprintf(tt, sizeof tt, "%s_text", hf_model_type(hp->arch));
+    cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString(tt));
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model_type", hf_model_type(hp->arch));
+    cJSON *ar = cJSON_AddArrayToObject(root, "architectures");
+    cJSON_AddItemToArray(ar, cJSON_CreateString(rkm_arch_info_of(hp->arch)->hf_architectures[0]));
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", hp->tied_output);
+    cJSON_AddItemToObject(root, "text_config", c);
+    cJSON *vc = cJSON_AddObjectToObject(root, "vision_config"); /* the tower the converter leaves out */
+    cJSON_AddNumberToObject(vc, "depth", 1);
+    cJSON_AddNumberToObject(vc, "hidden_size", 16);
+    return root;
+}
+
 static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tokenizer *tok)
 {
     if (hp->arch == RKM_ARCH_GEMMA4) {
@@ -627,6 +689,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     cJSON_AddBoolToObject(c, "tie_word_embeddings", hp->tied_output);
     cJSON_AddNumberToObject(c, "bos_token_id", rkm_tokenizer_bos(tok));
     cJSON_AddNumberToObject(c, "eos_token_id", rkm_tokenizer_eos(tok));
+    if (hp->recr_kind == RKM_RECR_DELTANET && hp->ssm_d_conv > 0) c = deltanet_config(hp, c);
     char *js = cJSON_Print(c);
     cJSON_Delete(c);
     char *p = rkm_path_join(dir, "config.json");
@@ -640,7 +703,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
  * gpt-oss's published experts (kind): MXFP4 blocks or scales of gate/up
  * rows interleaved (t gate, t2 up) or of down, and the interleaved
  * gate/up biases. */
-enum { HF_PLAIN = 0, HF_MXFP4_BLOCKS, HF_MXFP4_SCALES, HF_BIAS_PAIRS, HF_KV_B };
+enum { HF_PLAIN = 0, HF_MXFP4_BLOCKS, HF_MXFP4_SCALES, HF_BIAS_PAIRS, HF_KV_B, HF_GATE_UP, HF_OTHER_PART };
 typedef struct {
     char *hf;
     const synth_tensor *t, *t2;
@@ -777,19 +840,64 @@ static int write_kv_b_item(const hf_item *it, const rkm_hparams *hp, const rkm_s
     return rc;
 }
 
+/* The HF name as the checkpoint of hp's arch spells it: the multimodal
+ * ones (Qwen3.5) keep the text model under their prefix. Takes name. */
+static char *hf_spelling(const rkm_hparams *hp, char *name)
+{
+    const rkm_arch_info *a = rkm_arch_info_of(hp->arch);
+    size_t pl = a->hf_prefix ? strlen(a->hf_prefix) : 0;
+    if (!name || !pl || !a->hf_text_config || strncmp(name, "model.", 6) || !strncmp(name, a->hf_prefix, pl)) return name;
+    size_t n = pl + strlen(name) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s%s", a->hf_prefix, name + 6);
+    free(name);
+    return p;
+}
+
+/* Qwen3.5's MoE checkpoints keep each layer's experts in two tensors
+ * (transformers 5's layout): gate_up_proj [E, 2F, H], down_proj [E, H, F]. */
+static int hf_experts_fused(int arch) { return arch == RKM_ARCH_QWEN35MOE; }
+
 static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist *l, const rkm_tokenizer *tok)
 {
     if (!hf_model_type(hp->arch))
         return rkm_err(RKM_EUNSUPPORTED, "--hf-out: no Hugging Face layout for %s", hp->arch_name);
     int rc = rkm_mkdir_p(o->hf_out);
     if (rc) return rc;
-    int cap = 0, n = 0;
+    int cap = 2, n = 0;
     for (int i = 0; i < l->n; i++) cap += l->t[i].n_dims == 3 ? (int)l->t[i].ne[2] : 2;
     hf_item *items = calloc((size_t)cap + 1, sizeof *items);
     if (!items) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (hp->recr_kind == RKM_RECR_DELTANET && hp->ssm_d_conv > 0) {
+        /* parts the published checkpoints carry beside the text model: a
+         * vision tower (Qwen3.5), multi-token prediction */
+        static const char *const other[] = {"model.visual.patch_embed.proj.weight", "mtp.fc.weight"};
+        for (int k = hp->arch == RKM_ARCH_QWEN3NEXT; k < 2; k++) {
+            items[n] = (hf_item){strdup(other[k]), &l->t[0], NULL, -1, HF_OTHER_PART};
+            if (!items[n++].hf) {
+                rc = rkm_err(RKM_ENOMEM, "out of memory");
+                goto out;
+            }
+        }
+    }
     for (int i = 0; i < l->n; i++) {
         const synth_tensor *t = &l->t[i];
         int fused = !t->info->gguf_split; /* HF keeps these experts stacked in one tensor (Gemma 4) */
+        int role = t->info->role;
+        if (hf_experts_fused(hp->arch) &&
+            (role == RKM_TENSOR_FFN_GATE_EXPS || role == RKM_TENSOR_FFN_UP_EXPS || role == RKM_TENSOR_FFN_DOWN_EXPS)) {
+            if (role == RKM_TENSOR_FFN_UP_EXPS) continue; /* with its gate rows */
+            char nm[128];
+            snprintf(nm, sizeof nm, "model.language_model.layers.%d.mlp.experts.%s", t->il,
+                     role == RKM_TENSOR_FFN_DOWN_EXPS ? "down_proj" : "gate_up_proj");
+            items[n] = (hf_item){strdup(nm), t, role == RKM_TENSOR_FFN_GATE_EXPS ? find_synth(l, RKM_TENSOR_FFN_UP_EXPS, t->il) : NULL,
+                                 -1, role == RKM_TENSOR_FFN_DOWN_EXPS ? HF_PLAIN : HF_GATE_UP};
+            if (!items[n++].hf) {
+                rc = rkm_err(RKM_ENOMEM, "out of memory");
+                goto out;
+            }
+            continue;
+        }
         if (t->info->role == RKM_TENSOR_ATTN_K_B) { /* DeepSeek: one kv_b_proj for attn_k_b and attn_v_b */
             char nm[96];
             snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", t->il);
@@ -809,7 +917,7 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         }
         int ne = t->n_dims == 3 && !fused ? (int)t->ne[2] : 1;
         for (int e = 0; e < ne; e++) {
-            items[n].hf = rkm_gguf_name_to_hf(hp->arch, t->name, e);
+            items[n].hf = hf_spelling(hp, rkm_gguf_name_to_hf(hp->arch, t->name, e));
             items[n].t = t;
             items[n].expert = t->n_dims == 3 && !fused ? e : -1;
             if (!items[n].hf) {
@@ -821,7 +929,7 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
     }
     /* two shards + index, to exercise sharded loading */
     int split = (n + 1) / 2;
-    int64_t max_ne0 = 1;
+    int64_t max_ne0 = 16 * 16; /* HF_OTHER_PART */
     for (int i = 0; i < l->n; i++) max_ne0 = RKM_MAX(max_ne0, l->t[i].ne[0]);
     float *row = malloc(sizeof(float) * (size_t)max_ne0);
     uint8_t *qrow = malloc(sizeof(float) * (size_t)max_ne0);
@@ -834,6 +942,13 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         int a = sh ? split : 0, b = sh ? n : split;
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
+            if (items[i].kind == HF_OTHER_PART || items[i].kind == HF_GATE_UP) { /* [16, 16] f32; [E, 2F, H] */
+                int64_t ot[2] = {16, 16}, gu[3] = {t->ne[0], 2 * t->ne[1], t->ne[2]};
+                rc = items[i].kind == HF_OTHER_PART ? rkm_st_writer_add(w, items[i].hf, RKM_TYPE_F32, 2, ot)
+                                                    : rkm_st_writer_add(w, items[i].hf, t->type, 3, gu);
+                cJSON_AddStringToObject(wm, items[i].hf, fname);
+                continue;
+            }
             if (items[i].kind == HF_KV_B) { /* [heads x (nope + v), latent] */
                 int64_t kv[2] = {t->ne[1], t->ne[2] * (t->ne[0] + items[i].t2->ne[1])};
                 rc = rkm_st_writer_add(w, items[i].hf, t->type, 2, kv);
@@ -855,6 +970,11 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
                 nd = 2;
                 ne[1] = 1;
             }
+            if (t->info->role == RKM_TENSOR_SSM_CONV1D) { /* torch's Conv1d: [channels, 1, kernel] */
+                nd = 3;
+                ne[2] = ne[1];
+                ne[1] = 1;
+            }
             rc = rkm_st_writer_add(w, items[i].hf, t->type, nd, ne);
             cJSON_AddStringToObject(wm, items[i].hf, fname);
         }
@@ -862,6 +982,22 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         if (!rc) rc = rkm_st_writer_begin(w, p);
         for (int i = a; i < b && !rc; i++) {
             const synth_tensor *t = items[i].t;
+            if (items[i].kind == HF_OTHER_PART) {
+                memset(row, 0, 16 * 16 * sizeof(float));
+                rc = rkm_st_writer_write(w, row, 16 * 16 * sizeof(float));
+                continue;
+            }
+            if (items[i].kind == HF_GATE_UP) { /* each expert's gate rows, then its up rows */
+                size_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+                for (int64_t r = 0; r < 2 * n_rows(t) && !rc; r++) {
+                    int64_t e = r / (2 * t->ne[1]), k = r % (2 * t->ne[1]);
+                    const synth_tensor *src = k < t->ne[1] ? t : items[i].t2;
+                    gen_row(src, hp, o->seed, e * t->ne[1] + k % t->ne[1], row);
+                    rkm_quantize_row(t->type, row, qrow, t->ne[0]);
+                    rc = rkm_st_writer_write(w, qrow, rb);
+                }
+                continue;
+            }
             if (items[i].kind != HF_PLAIN) {
                 rc = items[i].kind == HF_KV_B ? write_kv_b_item(&items[i], hp, o, row, qrow, w)
                                               : write_gpt_oss_item(&items[i], hp, o, row, qrow, w);
@@ -873,14 +1009,21 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
             char *g = rkm_hf_name_to_gguf(hp->arch, items[i].hf, hp, &perm);
             free(g);
             (void)dummy;
-            int64_t hd = perm ? rows / perm : 0;
+            int64_t hd = perm ? rows / perm : 0, v_off = 0, v_hd = 1;
+            int vk = t->info->flags & RKM_TF_HF_VHEADS ? rkm_hf_vheads(hp, t->info->role, &v_off, &v_hd) : 0;
             for (int64_t r = 0; r < rows && !rc; r++) {
                 int64_t src = r0 + r;
                 if (perm) { /* HF row h*hd + j*hd/2 + i holds GGUF row h*hd + 2i + j */
                     int64_t h = r / hd, k = r % hd, j = k / (hd / 2), ii = k % (hd / 2);
                     src = h * hd + 2 * ii + j;
                 }
-                gen_row(t, hp, o->seed, src, row);
+                if (vk == 1) src = rkm_hf_vhead_index(hp, src, v_off, v_hd, 0);
+                gen_row_as(t, hp, o->seed, src, row, 1);
+                if (vk == 2) { /* the elements of the row (qrow as scratch) */
+                    float *gg = (float *)qrow;
+                    memcpy(gg, row, sizeof(float) * (size_t)t->ne[0]);
+                    for (int64_t q = 0; q < t->ne[0]; q++) row[q] = gg[rkm_hf_vhead_index(hp, q, v_off, v_hd, 0)];
+                }
                 rkm_quantize_row(type, row, qrow, t->ne[0]);
                 rc = rkm_st_writer_write(w, qrow, rkm_type_row_bytes(type, t->ne[0]));
             }

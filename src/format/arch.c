@@ -285,35 +285,53 @@ static const rkm_tensor_info deepseek2_tensors[] = {
  * layers are Gated DeltaNet (recurrent), the rest gated full attention
  * (the query projection carries each head's output gate after its
  * query); both norm into GGUF's post_attention_norm before the FFN; the
- * MoE variant adds a shared expert with a sigmoid gate. The safetensors
- * checkpoints need transforms the converter does not make yet (A_log,
- * the norms' +1, the value heads' order): no HF names. */
-#define ATTN_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(ATTN_LAYER), __VA_ARGS__}
-#define RECR_ROW(role, gguf, shape, ...) {role, gguf, NULL, {NULL}, shape, LAYER(ALL), WHEN(RECR_LAYER), __VA_ARGS__}
+ * MoE variant adds a shared expert with a sigmoid gate. From safetensors
+ * (transformers' Qwen3_5 / Qwen3_5Moe, names under model.language_model.
+ * in the multimodal checkpoints) the converter makes llama.cpp's
+ * converter's transforms: the norms scale by 1 + w (all but the
+ * recurrent layers' gated norm), A_log becomes -exp(A_log), the
+ * convolution loses its unit dimension, and the value heads go from
+ * grouped by key head to tiled (RKM_TF_HF_VHEADS); fused experts
+ * (mlp.experts.gate_up_proj / down_proj) are split (source.c). */
+#define ATTN_ROW(role, gguf, hf, shape, ...) {role, gguf, NULL, {hf}, shape, LAYER(ALL), WHEN(ATTN_LAYER), __VA_ARGS__}
+#define RECR_ROW(role, gguf, hf, shape, ...) {role, gguf, NULL, {hf}, shape, LAYER(ALL), WHEN(RECR_LAYER), __VA_ARGS__}
+#define P1_ .flags = RKM_TF_HF_PLUS_ONE
+#define VH_ .flags = RKM_TF_HF_VHEADS
+#define ROWS_QWEN35_GLOBAL                                                                                            \
+    {RKM_TENSOR_TOKEN_EMBD, "token_embd.weight", NULL, {"model.embed_tokens.weight"}, SHAPE2(EMBD, VOCAB),            \
+     LAYER(GLOBAL), INIT(EMBED)},                                                                                     \
+    {RKM_TENSOR_OUTPUT_NORM, "output_norm.weight", NULL, {"model.norm.weight"}, SHAPE1(EMBD), LAYER(GLOBAL),         \
+     INIT(NORM), P1_},                                                                                                \
+    {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED), \
+     INIT(OUTPUT)}
 /* the attention layers' rows (the recurrent ones have none) */
 #define ROWS_QWEN35_ATTN                                                                                              \
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
-     INIT(NORM)},                                                                                                     \
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),                                             \
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),                                             \
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),                                             \
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),                                      \
-    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),                     \
-    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM))
+     INIT(NORM), P1_},                                                                                                \
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.o_proj.weight", SHAPE2(O, EMBD)),       \
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", L_ "self_attn.q_norm.weight", SHAPE1(QK_NORM_Q),   \
+             INIT(NORM), P1_),                                                                                        \
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", L_ "self_attn.k_norm.weight", SHAPE1(QK_NORM_K),   \
+             INIT(NORM), P1_)
+#define LA_ L_ "linear_attn."
 static const rkm_tensor_info qwen35_tensors[] = {
-    ROWS_LLAMA_GLOBAL,
+    ROWS_QWEN35_GLOBAL,
     ROWS_QWEN35_ATTN,
-    RECR_ROW(RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", SHAPE2(EMBD, SSM_CH)),
-    RECR_ROW(RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", SHAPE2(EMBD, SSM_INNER)),
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
-    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
-    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE1(SSM_HEADS), INIT(SSM_A)),
-    RECR_ROW(RKM_TENSOR_SSM_BETA, "blk.%d.ssm_beta.weight", SHAPE2(EMBD, SSM_HEADS)),
-    RECR_ROW(RKM_TENSOR_SSM_ALPHA, "blk.%d.ssm_alpha.weight", SHAPE2(EMBD, SSM_HEADS)),
-    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    RECR_ROW(RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", LA_ "in_proj_qkv.weight", SHAPE2(EMBD, SSM_CH), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", LA_ "in_proj_z.weight", SHAPE2(EMBD, SSM_INNER), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", LA_ "conv1d.weight", SHAPE2(SSM_CONV, SSM_CH), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", LA_ "dt_bias", SHAPE1(SSM_HEADS), INIT(SSM_DT), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", LA_ "A_log", SHAPE1(SSM_HEADS), INIT(SSM_A),
+             .flags = RKM_TF_HF_NEG_EXP | RKM_TF_HF_VHEADS),
+    RECR_ROW(RKM_TENSOR_SSM_BETA, "blk.%d.ssm_beta.weight", LA_ "in_proj_b.weight", SHAPE2(EMBD, SSM_HEADS), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_ALPHA, "blk.%d.ssm_alpha.weight", LA_ "in_proj_a.weight", SHAPE2(EMBD, SSM_HEADS), VH_),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", LA_ "norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", LA_ "out_proj.weight", SHAPE2(SSM_INNER, EMBD), VH_),
     {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
-     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM), P1_},
     ROWS_DENSE_FFN,
     ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
                  "mlp.experts.%d.down_proj.weight"),
@@ -322,27 +340,33 @@ static const rkm_tensor_info qwen35_tensors[] = {
 /* Qwen3-Next (llama.cpp's qwen3next): qwen35moe's layers, the value
  * heads grouped by key head: beta and alpha in one projection, per key
  * head (its value heads' betas, then their alphas); in older files q, k,
- * v and z in one too (per key head: q, k, its value heads' v, then z).
- * Plain NeoX RoPE. */
+ * v and z in one too (per key head: q, k, its value heads' v, then z),
+ * which is how the safetensors hold them (in_proj_qkvz). Plain NeoX
+ * RoPE. */
 static const rkm_tensor_info qwen3next_tensors[] = {
-    ROWS_LLAMA_GLOBAL,
+    ROWS_QWEN35_GLOBAL,
     ROWS_QWEN35_ATTN,
-    {RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_QKVZ), LAYER(ALL), WHEN(RECR_FUSED)},
+    {RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, {LA_ "in_proj_qkvz.weight"}, SHAPE2(EMBD, SSM_QKVZ),
+     LAYER(ALL), WHEN(RECR_FUSED)},
     {RKM_TENSOR_SSM_IN, "blk.%d.attn_qkv.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_CH), LAYER(ALL), WHEN(RECR_SPLIT)},
     {RKM_TENSOR_SSM_GATE_Z, "blk.%d.attn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, SSM_INNER), LAYER(ALL),
      WHEN(RECR_SPLIT)},
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
-    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
-    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE1(SSM_HEADS), INIT(SSM_A)),
-    RECR_ROW(RKM_TENSOR_SSM_BETA_ALPHA, "blk.%d.ssm_ba.weight", SHAPE2(EMBD, SSM_HEADS2)),
-    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", LA_ "conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", LA_ "dt_bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", LA_ "A_log", SHAPE1(SSM_HEADS), INIT(SSM_A), .flags = RKM_TF_HF_NEG_EXP),
+    RECR_ROW(RKM_TENSOR_SSM_BETA_ALPHA, "blk.%d.ssm_ba.weight", LA_ "in_proj_ba.weight", SHAPE2(EMBD, SSM_HEADS2)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", LA_ "norm.weight", SHAPE1(SSM_HEAD_V), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", LA_ "out_proj.weight", SHAPE2(SSM_INNER, EMBD)),
     {RKM_TENSOR_FFN_NORM, "blk.%d.post_attention_norm.weight", NULL, {L_ "post_attention_layernorm.weight"},
-     SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+     SHAPE1(EMBD), LAYER(ALL), INIT(NORM), P1_},
     ROWS_EXPERTS("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
                  "mlp.experts.%d.down_proj.weight"),
     ROWS_SHEXP,
 };
+#undef P1_
+#undef VH_
+#undef LA_
+#undef ROWS_QWEN35_GLOBAL
 /* the FFN norm, a dense FFN or routed experts, by GGUF names only (no
  * safetensors names yet: LFM2, Granite 4.0-H) */
 #define ROWS_GGUF_FFN                                                                                                 \
@@ -370,15 +394,15 @@ static const rkm_tensor_info lfm2_tensors[] = {
     {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED),
      INIT(OUTPUT)},
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
-    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", SHAPE1(QK_NORM_Q), INIT(NORM)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", SHAPE1(QK_NORM_K), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", SHAPE2(EMBD, EMBD_X3)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", SHAPE2(SSM_CONV, EMBD)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", SHAPE2(EMBD, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, SHAPE2(O, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, SHAPE1(QK_NORM_Q), INIT(NORM)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, SHAPE1(QK_NORM_K), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", NULL, SHAPE2(EMBD, EMBD_X3)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", NULL, SHAPE2(SSM_CONV, EMBD)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", NULL, SHAPE2(EMBD, EMBD)),
     ROWS_GGUF_FFN,
     {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {NULL}, SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS),
      .gain = 5.0f},
@@ -392,18 +416,18 @@ static const rkm_tensor_info lfm2_tensors[] = {
 static const rkm_tensor_info granitehybrid_tensors[] = {
     ROWS_LLAMA_GLOBAL,
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", SHAPE2(O, EMBD)),
-    RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", SHAPE2(EMBD, SSM_MAMBA_IN)),
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", SHAPE1(SSM_CH), INIT(BIAS), .gain = 10.0f),
-    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
-    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", SHAPE2(ONE, SSM_HEADS), INIT(SSM_A)),
-    RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", SHAPE2(SSM_GROUP_W, SSM_GROUPS), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", SHAPE2(SSM_INNER, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, SHAPE2(O, EMBD)),
+    RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, SHAPE2(EMBD, SSM_MAMBA_IN)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", NULL, SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", NULL, SHAPE1(SSM_CH), INIT(BIAS), .gain = 10.0f),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", NULL, SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", NULL, SHAPE2(ONE, SSM_HEADS), INIT(SSM_A)),
+    RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", NULL, SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", NULL, SHAPE2(SSM_GROUP_W, SSM_GROUPS), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", NULL, SHAPE2(SSM_INNER, EMBD)),
     ROWS_GGUF_FFN,
     {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
      WHEN(SHEXP)},
@@ -469,11 +493,13 @@ static const rkm_arch_info archs[] = {
      TENSORS(deepseek2_tensors)},
     /* llama.cpp: LLM_ARCH_QWEN35MOE / QWEN35; NeoX-paired multi-section
      * rotary over rope_dim of the head (text positions: the plain one) */
-    {RKM_ARCH_QWEN35MOE, "qwen35moe", "qwen35moe", 0, {"qwen3_5_moe"}, {"Qwen3_5MoeForConditionalGeneration"},
+    {RKM_ARCH_QWEN35MOE, "qwen35moe", "qwen35moe", 0, {"qwen3_5_moe", "qwen3_5_moe_text"},
+     {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"}, .hf_prefix = G4_, .hf_text_config = 1,
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
                   {"attn_q_gate", 1}},
      TENSORS(qwen35_tensors)},
-    {RKM_ARCH_QWEN35, "qwen35", "qwen35", 0, {"qwen3_5"}, {"Qwen3_5ForConditionalGeneration"},
+    {RKM_ARCH_QWEN35, "qwen35", "qwen35", 0, {"qwen3_5", "qwen3_5_text"},
+     {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"}, .hf_prefix = G4_, .hf_text_config = 1,
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"attn_q_gate", 1}}, TENSORS(qwen35_tensors)},
     {RKM_ARCH_QWEN3NEXT, "qwen3next", "qwen3next", 0, {"qwen3_next"}, {"Qwen3NextForCausalLM"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
@@ -678,13 +704,20 @@ const rkm_tensor_info *rkm_arch_tensor_by_hf(int arch, const char *s, int *il, i
     char norm[256];
     int v[2], nv;
     if (!a) return NULL;
+    /* the name as given, then with the prefix swapped for "model." or
+     * "model." for the prefix (tables name either form) */
     size_t pl = a->hf_prefix ? strlen(a->hf_prefix) : 0;
-    if (pl && !strncmp(s, "model.", 6) && strncmp(s, a->hf_prefix, pl)) {
+    const char *alt = NULL;
+    if (pl && !strncmp(s, a->hf_prefix, pl)) {
+        snprintf(norm, sizeof norm, "model.%s", s + pl);
+        alt = norm;
+    } else if (pl && !strncmp(s, "model.", 6)) {
         snprintf(norm, sizeof norm, "%s%s", a->hf_prefix, s + 6);
-        s = norm;
+        alt = norm;
     }
-    for (int i = 0; i < a->n_tensors; i++)
-        for (int k = 0; k < RKM_ARCH_MAX_HF && a->tensors[i].hf[k]; k++)
-            if (rkm_arch_match(a->tensors[i].hf[k], s, v, &nv)) return matched(&a->tensors[i], v, nv, il, expert);
+    for (int pass = 0; pass < (alt ? 2 : 1); pass++, s = alt)
+        for (int i = 0; i < a->n_tensors; i++)
+            for (int k = 0; k < RKM_ARCH_MAX_HF && a->tensors[i].hf[k]; k++)
+                if (rkm_arch_match(a->tensors[i].hf[k], s, v, &nv)) return matched(&a->tensors[i], v, nv, il, expert);
     return NULL;
 }

@@ -239,7 +239,11 @@ enum rkm_init {
 enum {
     RKM_TF_HF_ROW = 1,            /* HF stores the vector as a [1, n] matrix */
     RKM_TF_HF_DERIVED = 2,        /* no HF tensor: the converter derives it from config.json */
-    RKM_TF_GAIN_OVER_SQRT_EMBD = 4 /* synth's gain is divided by sqrt(n_embd) */
+    RKM_TF_GAIN_OVER_SQRT_EMBD = 4, /* synth's gain is divided by sqrt(n_embd) */
+    RKM_TF_HF_PLUS_ONE = 8,         /* HF stores w - 1 (the model scales by 1 + w): GGUF's is w + 1 */
+    RKM_TF_HF_NEG_EXP = 16,         /* HF stores A_log: GGUF's is -exp(A_log) */
+    RKM_TF_HF_VHEADS = 32           /* HF groups the value heads by key head, GGUF tiles them (Qwen3.5):
+                                     * rows, or elements of 1-D and out_proj rows, permuted (source.c) */
 };
 
 #define RKM_ARCH_MAX_HF 2

@@ -520,18 +520,25 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
     snprintf(k, sizeof k, "%s.rope.dimension_sections", ga);
     int si = rkm_gguf_find(g, k);
     if (si >= 0) {
-        int64_t sec[4] = {0}, sum = 0;
+        int64_t sec[4] = {0};
         if (rkm_gguf_vtype(g, si) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, si) < 3)
             return rkm_err(RKM_EFORMAT, "%s must hold the RoPE sections", k);
-        for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) sum += sec[i] = rkm_gguf_arr_int(g, si, i);
-        for (int p = 0; p < hp->rope_dim / 2; p++) {
-            int64_t sector = sum > 0 ? p % sum : p;
-            if (!(sector < 3 * sec[sector % 3]))
-                return rkm_err(RKM_EUNSUPPORTED,
-                               "%s: RoPE sections [%lld, %lld, %lld, %lld] leave rotated pair %d to positions "
-                               "text does not have", k, (long long)sec[0], (long long)sec[1], (long long)sec[2],
-                               (long long)sec[3], p);
-        }
+        for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) sec[i] = rkm_gguf_arr_int(g, si, i);
+        return rkm_hparams_check_rope_sections(hp, sec, k);
+    }
+    return 0;
+}
+
+int rkm_hparams_check_rope_sections(const rkm_hparams *hp, const int64_t sec[4], const char *what)
+{
+    int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int p = 0; p < hp->rope_dim / 2; p++) {
+        int64_t sector = sum > 0 ? p % sum : p;
+        if (!(sector < 3 * sec[sector % 3]))
+            return rkm_err(RKM_EUNSUPPORTED,
+                           "%s: RoPE sections [%lld, %lld, %lld, %lld] leave rotated pair %d to positions "
+                           "text does not have", what, (long long)sec[0], (long long)sec[1], (long long)sec[2],
+                           (long long)sec[3], p);
     }
     return 0;
 }

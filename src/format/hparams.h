@@ -121,6 +121,10 @@ struct rkm_gguf;
 /* Reads the hyper-parameters from GGUF metadata (and tensor shapes);
  * RKM_EUNSUPPORTED names an unsupported architecture. */
 int rkm_hparams_from_gguf(const struct rkm_gguf *g, rkm_hparams *hp);
+/* Multi-section RoPE (Qwen3.5's sections sec[0..3], named what in errors):
+ * text positions are the same in every section but the fourth, so the
+ * sections must cover every rotated pair; RKM_EUNSUPPORTED if not. */
+int rkm_hparams_check_rope_sections(const rkm_hparams *hp, const int64_t sec[4], const char *what);
 /* The scalar fields, by name, for the manifest and `synth --set`. */
 enum { RKM_HP_INT = 0, RKM_HP_FLOAT, RKM_HP_BOOL };
 typedef struct rkm_hparams_field {

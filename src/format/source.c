@@ -303,6 +303,62 @@ static int hf_mla(const cJSON *c, rkm_hparams *hp)
     return 0;
 }
 
+/* Gated DeltaNet in config.json (Qwen3.5, Qwen3-Next): the linear_*
+ * geometry, which layers attend (layer_types, else every
+ * full_attention_interval-th), the gated attention output, and Qwen3.5's
+ * RoPE sections; Qwen3-Next's q, k, v and z stay in one projection as
+ * published (in_proj_qkvz). */
+static int hf_deltanet(const cJSON *c, rkm_hparams *hp)
+{
+    hp->ssm_d_conv = jint(c, "linear_conv_kernel_dim", 0);
+    hp->ssm_d_state = jint(c, "linear_key_head_dim", 0);
+    hp->ssm_n_group = jint(c, "linear_num_key_heads", 0);
+    hp->ssm_dt_rank = jint(c, "linear_num_value_heads", 0);
+    int hv = jint(c, "linear_value_head_dim", 0);
+    if (hp->ssm_d_conv < 2 || hp->ssm_d_state < 1 || hp->ssm_n_group < 1 || hp->ssm_dt_rank < 1 || hv < 1)
+        return rkm_err(RKM_EFORMAT, "config.json: linear_conv_kernel_dim (2 or more), linear_key_head_dim, "
+                                    "linear_num_key_heads, linear_num_value_heads and linear_value_head_dim must be set");
+    if (hv != hp->ssm_d_state)
+        return rkm_err(RKM_EUNSUPPORTED, "config.json: linear_value_head_dim %d differs from linear_key_head_dim %d",
+                       hv, hp->ssm_d_state);
+    hp->ssm_d_inner = hv * hp->ssm_dt_rank;
+    const cJSON *gate = cJSON_GetObjectItemCaseSensitive(c, "attn_output_gate");
+    if (cJSON_IsFalse(gate)) return rkm_err(RKM_EUNSUPPORTED, "config.json: attn_output_gate false is not supported");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    if (lt) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
+        for (int i = 0; i < hp->n_layer; i++) {
+            const cJSON *x = cJSON_GetArrayItem(lt, i);
+            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "linear_attention") && strcmp(x->valuestring, "full_attention")))
+                return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not linear_attention or full_attention", i);
+            hp->recr_layer[i] = !strcmp(x->valuestring, "linear_attention");
+        }
+    } else {
+        int interval = jint(c, "full_attention_interval", 4);
+        if (interval < 1 || interval > hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "config.json: full_attention_interval %d out of range (1..%d layers)", interval,
+                           hp->n_layer);
+        for (int i = 0; i < hp->n_layer; i++) hp->recr_layer[i] = (i + 1) % interval != 0;
+    }
+    hp->ssm_fused_in = hp->arch == RKM_ARCH_QWEN3NEXT;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "rope_parameters"), "mrope_section");
+    if (!ms) ms = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "rope_scaling"), "mrope_section");
+    if (ms) {
+        int64_t sec[4] = {0};
+        if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) < 3 || cJSON_GetArraySize(ms) > 4)
+            return rkm_err(RKM_EFORMAT, "config.json: mrope_section must hold 3 or 4 numbers");
+        for (int i = 0; i < cJSON_GetArraySize(ms); i++) {
+            const cJSON *x = cJSON_GetArrayItem(ms, i);
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1024)
+                return rkm_err(RKM_EFORMAT, "config.json: mrope_section[%d] is not a count", i);
+            sec[i] = (int64_t)x->valuedouble;
+        }
+        return rkm_hparams_check_rope_sections(hp, sec, "config.json mrope_section");
+    }
+    return 0;
+}
+
 static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, double llama3[4])
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
@@ -320,8 +376,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     int n_exp = jint(c, hk(a->experts_arch ? a->experts_arch : arch, "n_expert"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert"), 0));
     arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
-    if (arch == RKM_ARCH_QWEN35MOE || arch == RKM_ARCH_QWEN35 || arch == RKM_ARCH_QWEN3NEXT || arch == RKM_ARCH_LFM2 ||
-        arch == RKM_ARCH_LFM2MOE || arch == RKM_ARCH_GRANITEHYBRID)
+    if (arch == RKM_ARCH_LFM2 || arch == RKM_ARCH_LFM2MOE || arch == RKM_ARCH_GRANITEHYBRID)
         return rkm_err(RKM_EUNSUPPORTED, "model_type '%s' converts from its GGUF (llama.cpp's convert_hf_to_gguf.py "
                                          "writes it); its safetensors are not read yet", m ? m : ar->valuestring);
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");
@@ -356,7 +411,8 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     /* GLM-4.5 and DeepSeek's fields: partial rotary, shared experts
      * counted in experts' widths, dense leading layers, sigmoid scoring with
      * groups and a routed scale, optional q/k norms */
-    double prf = jnum(c, "partial_rotary_factor", 1.0);
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
+    double prf = jnum(c, "partial_rotary_factor", cJSON_IsObject(rp) ? jnum(rp, "partial_rotary_factor", 1.0) : 1.0);
     if (!(prf > 0 && prf <= 1)) return rkm_err(RKM_EFORMAT, "config.json: partial_rotary_factor %g out of (0, 1]", prf);
     hp->rope_dim = 2 * (int)(hp->head_dim * prf / 2 + 0.5);
     int n_shared = jint(c, hk(arch, "n_shared_experts"), 0);
@@ -375,6 +431,7 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_qk_norm")) && hp->qk_norm == RKM_QK_NORM_NONE)
         hp->qk_norm = RKM_QK_NORM_HEAD;
     if (arch == RKM_ARCH_DEEPSEEK2) return hf_mla(c, hp);
+    if (arch == RKM_ARCH_QWEN35MOE || arch == RKM_ARCH_QWEN35 || arch == RKM_ARCH_QWEN3NEXT) return hf_deltanet(c, hp);
     return 0;
 }
 
@@ -645,6 +702,84 @@ static int deepseek_kv_b(rkm_source *s, int f, const rkm_st_tensor *st)
     return 0;
 }
 
+/* Experts kept fused as transformers 5 saves them (Qwen3.5, and Qwen2/3
+ * MoE re-saved): mlp.experts.gate_up_proj [E, 2F, H] (each expert's gate
+ * rows, then its up rows) split into ffn_gate_exps and ffn_up_exps, and
+ * mlp.experts.down_proj [E, H, F] read as ffn_down_exps, as llama.cpp's
+ * converter does. Returns 1 if st is not one of these, 0 when taken, or
+ * an error. */
+static int fused_experts(rkm_source *s, int f, const rkm_st_tensor *st)
+{
+    static const char *const sfx[] = {".mlp.experts.gate_up_proj", ".mlp.experts.down_proj"};
+    char base[256];
+    snprintf(base, sizeof base, "%s", st->name);
+    size_t n = strlen(base);
+    if (n > 7 && !strcmp(base + n - 7, ".weight")) base[n -= 7] = 0;
+    int k = -1, il = -1;
+    for (int i = 0; i < 2; i++) {
+        size_t l = strlen(sfx[i]);
+        if (n > l && !strcmp(base + n - l, sfx[i])) k = i;
+    }
+    if (k < 0 || !rkm_arch_tensor(s->hp.arch, RKM_TENSOR_FFN_GATE_EXPS) || !rkm_arch_tensor(s->hp.arch, RKM_TENSOR_FFN_UP_EXPS))
+        return 1;
+    if (sscanf(base, "model.layers.%d.", &il) != 1 && sscanf(base, "model.language_model.layers.%d.", &il) != 1) return 1;
+    const int64_t E = s->hp.n_expert, F = s->hp.n_ff_exp, H = s->hp.n_embd;
+    if (il < 0 || il >= s->hp.n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
+    if (st->type < 0 || st->n_dims != 3 || st->ne[2] != E || st->ne[k ? 1 : 0] != H || st->ne[k ? 0 : 1] != (k ? F : 2 * F))
+        return rkm_err(RKM_EFORMAT, "%s: expected %s floats", st->name,
+                       k ? "[experts, hidden, expert width]" : "[experts, 2 x expert width, hidden]");
+    if (k == 1) return gathered(s, RKM_TENSOR_FFN_DOWN_EXPS, il, st->type, 3, F, H, E, f, st, RKM_GATHER_NONE, 0) ? 0 : RKM_EFORMAT;
+    for (int part = 0; part < 2; part++) {
+        rkm_src_tensor *t = gathered(s, part ? RKM_TENSOR_FFN_UP_EXPS : RKM_TENSOR_FFN_GATE_EXPS, il, st->type, 3, H, F, E,
+                                     f, st, RKM_GATHER_SPLIT, part);
+        if (!t) return RKM_EFORMAT;
+        t->src_stride = 2;
+    }
+    return 0;
+}
+
+/* Tensors of a checkpoint's other parts, which the text model does not
+ * use: vision and audio towers, multi-token-prediction blocks. */
+static int hf_skipped(const char *name)
+{
+    static const char *const pre[] = {"model.visual.", "visual.", "model.vision_tower.", "model.audio_tower.",
+                                      "model.embed_vision.", "model.embed_audio.", "mtp.", "model.mtp."};
+    for (size_t i = 0; i < RKM_ARRAY_LEN(pre); i++)
+        if (!strncmp(name, pre[i], strlen(pre[i]))) return 1;
+    return 0;
+}
+
+int rkm_hf_vheads(const rkm_hparams *hp, int role, int64_t *off, int64_t *hd)
+{
+    int64_t hv = hp->ssm_dt_rank > 0 ? hp->ssm_d_inner / hp->ssm_dt_rank : 1;
+    *off = 0;
+    *hd = 1;
+    switch (role) {
+    case RKM_TENSOR_SSM_IN:
+    case RKM_TENSOR_SSM_CONV1D: /* q and k channels, then the value heads' */
+        *off = 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state;
+        *hd = hv;
+        return 1;
+    case RKM_TENSOR_SSM_GATE_Z: *hd = hv; return 1;
+    case RKM_TENSOR_SSM_BETA:
+    case RKM_TENSOR_SSM_ALPHA: return 1;
+    case RKM_TENSOR_SSM_DT:
+    case RKM_TENSOR_SSM_A: return 2;
+    case RKM_TENSOR_SSM_OUT: *hd = hv; return 2;
+    default: return 0;
+    }
+}
+
+int64_t rkm_hf_vhead_index(const rkm_hparams *hp, int64_t i, int64_t off, int64_t hd, int to_hf)
+{
+    int64_t nk = hp->ssm_n_group, per = nk > 0 ? hp->ssm_dt_rank / nk : 0;
+    if (i < off || nk < 1 || per < 1 || hd < 1) return i;
+    int64_t h = (i - off) / hd, w = (i - off) % hd;
+    /* GGUF's head j * nk + g is HF's g * per + j (value head j of key head g) */
+    int64_t m = to_hf ? (h % nk) * per + h / nk : (h % per) * nk + h / per;
+    return off + m * hd + w;
+}
+
 static int open_hf(rkm_source *s, const char *dir)
 {
     s->kind = 1;
@@ -665,13 +800,13 @@ static int open_hf(rkm_source *s, const char *dir)
     if ((rc = list_shards(s, dir))) return rc;
     int total = 0;
     for (int f = 0; f < s->n_files; f++) total += rkm_safetensors_n_tensors(s->st[f]);
-    /* + a derived rope_freqs; gpt-oss's fused gate/up tensors split in two */
+    /* + a derived rope_freqs; fused gate/up tensors split in two */
     s->tensors = calloc(2 * (size_t)total + 2, sizeof *s->tensors);
     if (!s->tensors || rkm_name_index_init(&s->ix, 2 * (size_t)total + 2)) return rkm_err(RKM_ENOMEM, "out of memory");
     for (int f = 0; f < s->n_files; f++) {
         for (int i = 0; i < rkm_safetensors_n_tensors(s->st[f]); i++) {
             const rkm_st_tensor *st = rkm_safetensors_tensor_at(s->st[f], i);
-            if (strstr(st->name, "rotary_emb.inv_freq")) continue;
+            if (strstr(st->name, "rotary_emb.inv_freq") || hf_skipped(st->name)) continue;
             if (beyond_layers(s, "model.layers.%d.", st->name)) continue;
             if (s->hp.arch == RKM_ARCH_GPT_OSS && (rc = gpt_oss_expert_tensor(s, f, st)) != 1) {
                 if (rc) return rc;
@@ -681,7 +816,11 @@ static int open_hf(rkm_source *s, const char *dir)
                 if (rc) return rc;
                 continue;
             }
-            int perm;
+            int il, e, perm;
+            if (!rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e) && (rc = fused_experts(s, f, st)) != 1) {
+                if (rc) return rc;
+                continue;
+            }
             char *g = rkm_hf_name_to_gguf(s->hp.arch, st->name, &s->hp, &perm);
             if (!g) return rkm_err(RKM_EUNSUPPORTED, "%s: tensor '%s' is not known for %s", rkm_safetensors_path(s->st[f]),
                                    st->name, s->hp.arch_name);
@@ -699,14 +838,30 @@ static int open_hf(rkm_source *s, const char *dir)
             t->type = st->type;
             t->n_dims = st->n_dims;
             memcpy(t->ne, st->ne, sizeof t->ne);
-            int il, e;
             const rkm_tensor_info *ti = rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e);
             if (ti->flags & RKM_TF_HF_ROW) t->n_dims = 1; /* HF [1, n] -> GGUF [n] */
+            if (t->n_dims > ti->n_dims) { /* a unit dimension GGUF drops (conv1d [C, 1, K] -> [K, C]) */
+                int64_t ne[4] = {1, 1, 1, 1};
+                int nd = 0;
+                for (int d = 0; d < t->n_dims; d++)
+                    if (t->ne[d] != 1 && nd < 4) ne[nd++] = t->ne[d];
+                if (nd <= ti->n_dims) {
+                    memcpy(t->ne, ne, sizeof ne);
+                    t->n_dims = ti->n_dims;
+                }
+            }
             t->nbytes = st->nbytes;
             t->file = f;
             t->handle = st;
             t->permute_heads = perm;
-            s->total_bytes += st->nbytes;
+            t->role = ti->role;
+            t->hf_flags = ti->flags & (RKM_TF_HF_PLUS_ONE | RKM_TF_HF_NEG_EXP | RKM_TF_HF_VHEADS);
+            if (t->hf_flags & (RKM_TF_HF_PLUS_ONE | RKM_TF_HF_NEG_EXP)) { /* the values change: read as f32 */
+                t->src_type = t->type;
+                t->type = RKM_TYPE_F32;
+                t->nbytes = st->nbytes / rkm_type_row_bytes(t->src_type, 1) * sizeof(float);
+            }
+            s->total_bytes += t->nbytes;
         }
     }
     if (s->hp.arch == RKM_ARCH_GEMMA4 && (rc = gemma4_dims(s, partial_rotary))) return rc;
@@ -943,6 +1098,15 @@ static int read_gathered(const rkm_source *s, const rkm_src_tensor *t, int64_t r
         return rc;
     }
     if (t->gather == RKM_GATHER_KV_B) return read_kv_b(s, t, r0, nr, out);
+    if (t->gather == RKM_GATHER_SPLIT) { /* expert e's row i: source row (e * stride + off) * F + i */
+        size_t row = rkm_type_row_bytes(t->type, t->ne[0]);
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            int64_t e = r / t->ne[1], i = r % t->ne[1], sr = (e * t->src_stride + t->src_off) * t->ne[1] + i;
+            int rc = rkm_safetensors_read(f, t->handle, (uint64_t)sr * row, out + (size_t)(r - r0) * row, row);
+            if (rc) return rc;
+        }
+        return 0;
+    }
     /* MXFP4: HF packs value k of a 32-value block in byte k/2 (low nibble
      * first); ggml's block is the e8m0 scale, then qs[j] = value j | value
      * j+16 << 4 */
@@ -969,9 +1133,44 @@ static int read_gathered(const rkm_source *s, const rkm_src_tensor *t, int64_t r
     return rc;
 }
 
+/* Rows of a tensor whose HF values differ from GGUF's (hf_flags): the
+ * value heads reordered (rows, or the elements of each row), then w + 1
+ * or -exp(A_log) computed in f32. */
+static int read_transformed(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, uint8_t *out)
+{
+    int64_t off = 0, hd = 1, n0 = t->ne[0];
+    int kind = t->hf_flags & RKM_TF_HF_VHEADS ? rkm_hf_vheads(&s->hp, t->role, &off, &hd) : 0;
+    int values = t->hf_flags & (RKM_TF_HF_PLUS_ONE | RKM_TF_HF_NEG_EXP);
+    int stype = values ? t->src_type : t->type;
+    size_t es = rkm_type_row_bytes(stype, 1), oes = rkm_type_row_bytes(t->type, 1);
+    uint8_t *raw = malloc((size_t)n0 * es);
+    float *f = values ? malloc(sizeof(float) * (size_t)n0) : NULL;
+    int rc = raw && (f || !values) ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+    for (int64_t r = r0; r < r0 + nr && !rc; r++) {
+        int64_t sr = kind == 1 ? rkm_hf_vhead_index(&s->hp, r, off, hd, 1) : r;
+        rc = read_raw(s, t, (uint64_t)sr * (uint64_t)n0 * es, raw, (size_t)n0 * es);
+        if (rc) break;
+        uint8_t *o = out + (size_t)(r - r0) * (size_t)n0 * oes;
+        if (values) rkm_dequantize_row(stype, raw, f, n0);
+        for (int64_t i = 0; i < n0; i++) {
+            int64_t si = kind == 2 ? rkm_hf_vhead_index(&s->hp, i, off, hd, 1) : i;
+            if (!values) {
+                memcpy(o + (size_t)i * oes, raw + (size_t)si * es, es);
+                continue;
+            }
+            float v = t->hf_flags & RKM_TF_HF_NEG_EXP ? -expf(f[si]) : f[si] + 1.0f;
+            memcpy(o + (size_t)i * oes, &v, sizeof v);
+        }
+    }
+    free(raw);
+    free(f);
+    return rc;
+}
+
 int rkm_source_read_rows(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf)
 {
     if (t->gather) return read_gathered(s, t, r0, nr, buf);
+    if (t->hf_flags) return read_transformed(s, t, r0, nr, buf);
     size_t row = rkm_type_row_bytes(t->type, t->ne[0]);
     if (!t->permute_heads) return read_raw(s, t, (uint64_t)r0 * row, buf, (size_t)nr * row);
     /* GGUF row h*hd + 2i + j holds HF row h*hd + j*hd/2 + i */

@@ -5,9 +5,11 @@
  * mapped to GGUF names through the architecture's table (arch.h); per-expert HF tensors become
  * "blk.L.ffn_{gate,up,down}.E.weight"; HF llama/mixtral q/k rows are
  * permuted to GGUF's interleaved rope order on read (permute_heads);
- * gpt-oss's fused MXFP4 experts and interleaved gate/up biases, and
- * DeepSeek's kv_b_proj, are split and re-laid as llama.cpp's converter
- * does (gather).
+ * gpt-oss's fused MXFP4 experts and interleaved gate/up biases, fused
+ * gate_up_proj experts, and DeepSeek's kv_b_proj, are split and re-laid
+ * as llama.cpp's converter does (gather); the values HF stores otherwise
+ * (norms as w - 1, A_log, Qwen3.5's value heads grouped by key head) are
+ * transformed on read (hf_flags, the table's RKM_TF_HF_*).
  *
  * Threads: immutable after open; reads use pread. Ownership:
  * rkm_source_close frees everything.
@@ -35,14 +37,19 @@ typedef struct rkm_src_tensor {
     int gather;         /* enum rkm_gather */
     const void *handle2; /* RKM_GATHER_MXFP4: the scales tensor, in file2 */
     int file2;
-    int src_stride, src_off; /* MXFP4: source row r*stride + off; HALF: elements 2i + off */
+    int src_stride, src_off; /* MXFP4: source row r*stride + off; HALF: elements 2i + off;
+                              * SPLIT: expert e's row i is source row (e*stride + off)*ne[1] + i */
+    int role;           /* enum rkm_tensor_role of HF tensors (arch.h) */
+    int hf_flags;       /* RKM_TF_HF_PLUS_ONE / _NEG_EXP / _VHEADS to apply on read */
+    int src_type;       /* the stored type when hf_flags change values (type is then f32) */
 } rkm_src_tensor;
 
 enum rkm_gather {
     RKM_GATHER_NONE = 0,
     RKM_GATHER_MXFP4,   /* HF MXFP4 blocks [rows, nb, 16] + e8m0 scales [rows, nb] -> ggml MXFP4 rows */
     RKM_GATHER_HALF,    /* every other element of each source row (interleaved gate/up biases) */
-    RKM_GATHER_KV_B     /* DeepSeek's kv_b_proj split per head: attn_k_b (src_off 0), attn_v_b (1) */
+    RKM_GATHER_KV_B,    /* DeepSeek's kv_b_proj split per head: attn_k_b (src_off 0), attn_v_b (1) */
+    RKM_GATHER_SPLIT    /* fused experts' gate_up_proj [E, 2F, H]: gate rows (src_off 0) or up rows (1) */
 };
 
 typedef struct rkm_source {
@@ -76,5 +83,13 @@ char *rkm_hf_name_to_gguf(int arch, const char *hf, const rkm_hparams *hp, int *
 /* The reverse, for writing HF checkpoints (synth --hf-out); expert e is
  * used for per-expert names. NULL if the tensor has no HF name. */
 char *rkm_gguf_name_to_hf(int arch, const char *gguf_name, int expert);
+/* Qwen3.5's value heads (RKM_TF_HF_VHEADS): HF groups them by key head
+ * (key head g's value heads together), GGUF tiles them (value head j of
+ * every key head together). For role's tensor: 0 if it has no value-head
+ * axis, 1 if its rows carry them, 2 if the elements of each row do; *off
+ * gets the first index of the value part, *hd the indices per head. */
+int rkm_hf_vheads(const rkm_hparams *hp, int role, int64_t *off, int64_t *hd);
+/* Index i of the GGUF layout in the HF one (to_hf), or the reverse. */
+int64_t rkm_hf_vhead_index(const rkm_hparams *hp, int64_t i, int64_t off, int64_t hd, int to_hf);
 
 #endif
