@@ -748,8 +748,9 @@ static void test_vhead_order(void)
     CHECK(rkm_hf_vheads(&hp, RKM_TENSOR_ATTN_Q, &o, &d) == 0);
 }
 
-/* config.json of HF directory dir with text_config's key set to v (a
- * number), or removed (v NULL); the error converting it must contain want. */
+/* config.json of HF directory dir with key (in text_config when nested)
+ * set to v (JSON), or removed (v NULL); the error converting it must
+ * contain want. */
 static void check_hf_config_error(const char *dir, const char *key, const char *v, const char *want)
 {
     char cp[1100], out[1100];
@@ -760,6 +761,7 @@ static void check_hf_config_error(const char *dir, const char *key, const char *
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     free(js);
     cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!c) c = root;
     CHECK(c != NULL && orig != NULL);
     if (!c || !orig) {
         cJSON_Delete(root);
@@ -782,8 +784,9 @@ static void check_hf_config_error(const char *dir, const char *key, const char *
 /* The hybrids from their safetensors: Qwen3.5-MoE as published (text
  * model under model.language_model., experts fused, a vision tower and an
  * MTP block beside it), Qwen3.5 dense, Qwen3-Next (q, k, v and z in one
- * projection): each converts to the model its GGUF gives; bad configs
- * are refused by name. */
+ * projection), LFM2 dense and MoE, Granite 4.0-H with experts and dense:
+ * each converts to the model its GGUF gives; bad configs are refused by
+ * name. */
 static void test_hybrid_hf(void)
 {
     static const char *const q35[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
@@ -807,7 +810,36 @@ static void test_hybrid_hf(void)
                           "layer_types[1] is not linear_attention or full_attention");
     check_hf_config_error(hf, "linear_num_value_heads", "3", "3 value heads are not whole groups of 2 key heads");
     check_hf_config_error(hf, "attn_output_gate", "false", "attn_output_gate false is not supported");
-    check_hf_config_error(hf, "moe_intermediate_size", "32", "mlp.experts.gate_up_proj: expected [experts, 2 x expert width, hidden]");
+    check_hf_config_error(hf, "moe_intermediate_size", "32", "mlp.experts.gate_up_proj: expected [experts, 2 x width, hidden]");
+
+    /* LFM2 (its dense width from block_ff_dim through llama.cpp's
+     * adjustment) and LFM2-8B-A1B; Granite 4.0-H with routed experts and
+     * dense (the shared MLP as its FFN) */
+    static const char *const lfm2[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                       "rope_dim=32", "n_ff=128"};
+    static const char *const lfm2moe[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32",
+                                          "head_dim_v=32", "rope_dim=32", "n_ff=128", "n_ff_exp=64", "n_expert=8",
+                                          "n_expert_used=2"};
+    static const char *const gr[] = {"n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                     "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2", "ssm_d_state=32",
+                                     "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256"};
+    static const char *const grd[] = {"n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+                                      "n_ff=96", "n_ff_exp=0", "n_ff_shexp=0", "n_expert=0", "n_expert_used=0",
+                                      "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256"};
+    check_hf_equivalence("lfm2-1.2b", lfm2, (int)RKM_ARRAY_LEN(lfm2));
+    check_hf_equivalence("lfm2-8b-a1b", lfm2moe, (int)RKM_ARRAY_LEN(lfm2moe));
+    check_hf_equivalence("granite-4.0-h-tiny", gr, (int)RKM_ARRAY_LEN(gr));
+    snprintf(hf, sizeof hf, "%s/eq-%s-hf", test_tmpdir(), "lfm2-1.2b");
+    check_hf_config_error(hf, "conv_L_cache", "1", "conv_L_cache 1: a convolution needs a kernel of 2 or more");
+    check_hf_config_error(hf, "layer_types", "[\"conv\", \"mamba\", \"conv\", \"full_attention\"]",
+                          "layer_types[1] is not conv or full_attention");
+    check_hf_config_error(hf, "block_ff_dim", "300", "blk.0.ffn_gate.weight' has shape [128, 128, 1], the hyper-parameters imply [128, 256, 1]");
+    snprintf(hf, sizeof hf, "%s/eq-%s-hf", test_tmpdir(), "granite-4.0-h-tiny");
+    check_hf_config_error(hf, "mamba_d_head", "16", "mamba_n_heads 8 x mamba_d_head 16 is not mamba_expand x hidden_size 256");
+    check_hf_config_error(hf, "mamba_conv_bias", "false", "mamba_conv_bias true and mamba_proj_bias false");
+    check_hf_config_error(hf, "layer_types", "[\"mamba\"]", "layer_types needs one entry per layer (6)");
+    check_hf_config_error(hf, "shared_intermediate_size", "32", "shared_mlp.input_linear.weight: expected [2 x width, hidden]");
+    check_hf_equivalence("granite-4.0-h-tiny", grd, (int)RKM_ARRAY_LEN(grd));
 }
 
 /* ------------------------------------------------ recommended sampling */

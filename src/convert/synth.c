@@ -370,7 +370,8 @@ static const char *gguf_arch(const rkm_hparams *hp) { return rkm_arch_info_of(hp
 /* Mixtral (GGUF arch "llama") and OLMoE have no dense FFN: llama.cpp
  * reads their experts' width from feed_forward_length, as their
  * converted checkpoints store it, and there is no expert_ key. */
-static int ff_is_expert_width(const rkm_hparams *hp) { return rkm_arch_info_of(hp->arch)->expert_width_in_ff; }
+/* the expert width is stored as the FFN width (mixtral, olmoe, granite), when there are experts */
+static int ff_is_expert_width(const rkm_hparams *hp) { return rkm_arch_info_of(hp->arch)->expert_width_in_ff && hp->n_expert > 0; }
 
 static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *name)
 {
@@ -596,6 +597,67 @@ static cJSON *deltanet_config(const rkm_hparams *hp, cJSON *c)
     return root;
 }
 
+/* the attending layers' kv heads (the recurrent ones have none) */
+static int max_kv_heads(const rkm_hparams *hp)
+{
+    int kv = 0;
+    for (int i = 0; i < hp->n_layer; i++) kv = RKM_MAX(kv, hp->n_head_kv[i]);
+    return kv;
+}
+
+/* LFM2's fields as LiquidAI/LFM2-1.2B's and LFM2-8B-A1B's config.json
+ * name them: the dense width as block_ff_dim before llama.cpp's
+ * adjustment (2/3, rounded up to block_multiple_of). */
+static void lfm2_config(const rkm_hparams *hp, cJSON *c)
+{
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int i = 0; i < hp->n_layer; i++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "conv" : "full_attention"));
+    cJSON_AddNumberToObject(c, "conv_L_cache", hp->ssm_d_conv);
+    cJSON_AddBoolToObject(c, "conv_bias", 0);
+    cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(max_kv_heads(hp)));
+    cJSON_AddNumberToObject(c, "norm_eps", hp->rms_eps);
+    cJSON_DeleteItemFromObject(c, "rms_norm_eps");
+    cJSON_DeleteItemFromObject(c, "head_dim");
+    if (hp->arch == RKM_ARCH_LFM2) {
+        int mo = 256;
+        while (mo > 1 && hp->n_ff % mo) mo /= 2;
+        cJSON_AddNumberToObject(c, "block_ff_dim", hp->n_ff * 3 / 2);
+        cJSON_AddBoolToObject(c, "block_auto_adjust_ff_dim", 1);
+        cJSON_AddNumberToObject(c, "block_ffn_dim_multiplier", 1.0);
+        cJSON_AddNumberToObject(c, "block_multiple_of", mo);
+        cJSON_AddBoolToObject(c, "tie_embedding", hp->tied_output);
+        cJSON_DeleteItemFromObject(c, "intermediate_size");
+    } else {
+        cJSON_AddNumberToObject(c, "num_dense_layers", hp->n_layer_dense_lead);
+        cJSON_AddBoolToObject(c, "use_expert_bias", 1);
+    }
+}
+
+/* Granite 4.0-H's fields as ibm-granite/granite-4.0-h-tiny's config.json
+ * names them. */
+static void granite_config(const rkm_hparams *hp, cJSON *c)
+{
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int i = 0; i < hp->n_layer; i++) cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "mamba" : "attention"));
+    cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(max_kv_heads(hp)));
+    cJSON_DeleteItemFromObject(c, "head_dim");
+    cJSON_AddNumberToObject(c, "mamba_n_heads", hp->ssm_dt_rank);
+    cJSON_AddNumberToObject(c, "mamba_d_head", hp->ssm_d_inner / hp->ssm_dt_rank);
+    cJSON_AddNumberToObject(c, "mamba_d_state", hp->ssm_d_state);
+    cJSON_AddNumberToObject(c, "mamba_n_groups", hp->ssm_n_group);
+    cJSON_AddNumberToObject(c, "mamba_d_conv", hp->ssm_d_conv);
+    cJSON_AddNumberToObject(c, "mamba_expand", hp->ssm_d_inner / hp->n_embd);
+    cJSON_AddBoolToObject(c, "mamba_conv_bias", 1);
+    cJSON_AddBoolToObject(c, "mamba_proj_bias", 0);
+    cJSON_AddNumberToObject(c, "embedding_multiplier", hp->embed_scale);
+    cJSON_AddNumberToObject(c, "residual_multiplier", hp->residual_scale);
+    cJSON_AddNumberToObject(c, "logits_scaling", hp->logit_scale);
+    cJSON_AddNumberToObject(c, "attention_multiplier", hp->attn_scale);
+    cJSON_AddStringToObject(c, "position_embedding_type", hp->rope_dim > 0 ? "rope" : "nope");
+    if (hp->n_expert == 0) cJSON_AddNumberToObject(c, "shared_intermediate_size", hp->n_ff);
+}
+
 static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tokenizer *tok)
 {
     if (hp->arch == RKM_ARCH_GEMMA4) {
@@ -624,7 +686,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         cJSON_AddBoolToObject(c, "norm_topk_prob", hp->expert_norm_topk);
     }
     if (hp->n_ff_shexp && hp->arch != RKM_ARCH_GLM4MOE && hp->arch != RKM_ARCH_DEEPSEEK2)
-        cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", hp->n_ff_shexp);
+        cJSON_AddNumberToObject(c, rkm_arch_key(hp->arch, "n_ff_shexp")->hf, hp->n_ff_shexp);
     if (hp->arch == RKM_ARCH_DEEPSEEK2) { /* as deepseek-ai/DeepSeek-V3's config.json names them */
         cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(hp->n_head));
         cJSON_DeleteItemFromObject(c, "head_dim");
@@ -690,6 +752,8 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
     cJSON_AddNumberToObject(c, "bos_token_id", rkm_tokenizer_bos(tok));
     cJSON_AddNumberToObject(c, "eos_token_id", rkm_tokenizer_eos(tok));
     if (hp->recr_kind == RKM_RECR_DELTANET && hp->ssm_d_conv > 0) c = deltanet_config(hp, c);
+    if (hp->recr_kind == RKM_RECR_SHORTCONV) lfm2_config(hp, c);
+    if (hp->recr_kind == RKM_RECR_MAMBA2) granite_config(hp, c);
     char *js = cJSON_Print(c);
     cJSON_Delete(c);
     char *p = rkm_path_join(dir, "config.json");
@@ -854,9 +918,39 @@ static char *hf_spelling(const rkm_hparams *hp, char *name)
     return p;
 }
 
-/* Qwen3.5's MoE checkpoints keep each layer's experts in two tensors
- * (transformers 5's layout): gate_up_proj [E, 2F, H], down_proj [E, H, F]. */
-static int hf_experts_fused(int arch) { return arch == RKM_ARCH_QWEN35MOE; }
+/* The FFN tensors arch's checkpoints hold fused (source.c's fused_ffn
+ * reads them): the HF name (after "model.layers.N.") of role, "" for the
+ * up part written with its gate, NULL if role is not fused. Qwen3.5-MoE
+ * keeps each layer's experts in two tensors (transformers 5's layout),
+ * Granite the gate and up rows of its experts and shared MLP. */
+static const char *hf_fused_name(const rkm_hparams *hp, int role)
+{
+    if (hp->arch == RKM_ARCH_QWEN35MOE) {
+        if (role == RKM_TENSOR_FFN_GATE_EXPS) return "mlp.experts.gate_up_proj";
+        if (role == RKM_TENSOR_FFN_DOWN_EXPS) return "mlp.experts.down_proj";
+        return role == RKM_TENSOR_FFN_UP_EXPS ? "" : NULL;
+    }
+    if (hp->arch != RKM_ARCH_GRANITEHYBRID) return NULL;
+    switch (role) {
+    case RKM_TENSOR_FFN_GATE_EXPS: return "block_sparse_moe.input_linear.weight";
+    case RKM_TENSOR_FFN_DOWN_EXPS: return "block_sparse_moe.output_linear.weight";
+    case RKM_TENSOR_FFN_GATE_SHEXP:
+    case RKM_TENSOR_FFN_GATE: return "shared_mlp.input_linear.weight";
+    case RKM_TENSOR_FFN_DOWN_SHEXP:
+    case RKM_TENSOR_FFN_DOWN: return "shared_mlp.output_linear.weight";
+    case RKM_TENSOR_FFN_UP_EXPS:
+    case RKM_TENSOR_FFN_UP_SHEXP:
+    case RKM_TENSOR_FFN_UP: return "";
+    default: return NULL;
+    }
+}
+
+static int hf_up_role(int gate_role)
+{
+    return gate_role == RKM_TENSOR_FFN_GATE_EXPS ? RKM_TENSOR_FFN_UP_EXPS
+         : gate_role == RKM_TENSOR_FFN_GATE_SHEXP ? RKM_TENSOR_FFN_UP_SHEXP
+                                                  : RKM_TENSOR_FFN_UP;
+}
 
 static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist *l, const rkm_tokenizer *tok)
 {
@@ -884,15 +978,15 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
         const synth_tensor *t = &l->t[i];
         int fused = !t->info->gguf_split; /* HF keeps these experts stacked in one tensor (Gemma 4) */
         int role = t->info->role;
-        if (hf_experts_fused(hp->arch) &&
-            (role == RKM_TENSOR_FFN_GATE_EXPS || role == RKM_TENSOR_FFN_UP_EXPS || role == RKM_TENSOR_FFN_DOWN_EXPS)) {
-            if (role == RKM_TENSOR_FFN_UP_EXPS) continue; /* with its gate rows */
+        const char *fn = hf_fused_name(hp, role);
+        if (fn) {
+            if (!*fn) continue; /* with its gate rows */
             char nm[128];
-            snprintf(nm, sizeof nm, "model.language_model.layers.%d.mlp.experts.%s", t->il,
-                     role == RKM_TENSOR_FFN_DOWN_EXPS ? "down_proj" : "gate_up_proj");
-            items[n] = (hf_item){strdup(nm), t, role == RKM_TENSOR_FFN_GATE_EXPS ? find_synth(l, RKM_TENSOR_FFN_UP_EXPS, t->il) : NULL,
-                                 -1, role == RKM_TENSOR_FFN_DOWN_EXPS ? HF_PLAIN : HF_GATE_UP};
-            if (!items[n++].hf) {
+            snprintf(nm, sizeof nm, "model.layers.%d.%s", t->il, fn);
+            int gu = strstr(fn, "gate_up") || strstr(fn, "input_linear");
+            items[n] = (hf_item){hf_spelling(hp, strdup(nm)), t, gu ? find_synth(l, hf_up_role(role), t->il) : NULL, -1,
+                                 gu ? HF_GATE_UP : HF_PLAIN};
+            if (!items[n++].hf || (gu && !items[n - 1].t2)) {
                 rc = rkm_err(RKM_ENOMEM, "out of memory");
                 goto out;
             }
@@ -945,7 +1039,7 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
             if (items[i].kind == HF_OTHER_PART || items[i].kind == HF_GATE_UP) { /* [16, 16] f32; [E, 2F, H] */
                 int64_t ot[2] = {16, 16}, gu[3] = {t->ne[0], 2 * t->ne[1], t->ne[2]};
                 rc = items[i].kind == HF_OTHER_PART ? rkm_st_writer_add(w, items[i].hf, RKM_TYPE_F32, 2, ot)
-                                                    : rkm_st_writer_add(w, items[i].hf, t->type, 3, gu);
+                                                    : rkm_st_writer_add(w, items[i].hf, t->type, t->n_dims, gu);
                 cJSON_AddStringToObject(wm, items[i].hf, fname);
                 continue;
             }
@@ -970,10 +1064,15 @@ static int write_hf(const rkm_synth_opts *o, const rkm_hparams *hp, const tlist 
                 nd = 2;
                 ne[1] = 1;
             }
-            if (t->info->role == RKM_TENSOR_SSM_CONV1D) { /* torch's Conv1d: [channels, 1, kernel] */
-                nd = 3;
+            if (t->info->role == RKM_TENSOR_SSM_CONV1D || t->info->role == RKM_TENSOR_SHORTCONV_CONV) {
+                nd = 3; /* torch's Conv1d: [channels, 1, kernel] */
                 ne[2] = ne[1];
                 ne[1] = 1;
+            }
+            if (hp->arch == RKM_ARCH_GRANITEHYBRID && (t->info->role == RKM_TENSOR_SSM_A || t->info->role == RKM_TENSOR_SSM_D ||
+                                                       t->info->role == RKM_TENSOR_SSM_NORM)) {
+                nd = 1; /* Mamba-2's per-head vectors and its norm, flat */
+                ne[0] *= ne[1];
             }
             rc = rkm_st_writer_add(w, items[i].hf, t->type, nd, ne);
             cJSON_AddStringToObject(wm, items[i].hf, fname);

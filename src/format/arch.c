@@ -367,25 +367,14 @@ static const rkm_tensor_info qwen3next_tensors[] = {
 #undef VH_
 #undef LA_
 #undef ROWS_QWEN35_GLOBAL
-/* the FFN norm, a dense FFN or routed experts, by GGUF names only (no
- * safetensors names yet: LFM2, Granite 4.0-H) */
-#define ROWS_GGUF_FFN                                                                                                 \
-    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},             \
-    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},                   \
-    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},                       \
-    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},                   \
-    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {NULL}, SHAPE2(EMBD, EXPERT), LAYER(MOE),          \
-     INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},                                                \
-    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)}, \
-    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},   \
-    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)}
-
-/* LFM2 (llama.cpp's lfm2, lfm2moe): the layers without kv heads are
- * gated short convolutions (in_proj gives b, c and x; the convolution
- * runs over b*x; c gates its output); the others attend with per-head
- * q/k norms; the output norm is GGUF's token_embd_norm; LFM2-8B-A1B
- * routes after its dense lead layers, by sigmoid scores with a selection
- * bias. */
+/* LFM2 (llama.cpp's lfm2, lfm2moe; transformers' Lfm2 / Lfm2Moe): the
+ * layers without kv heads are gated short convolutions (in_proj gives b,
+ * c and x; the convolution runs over b*x; c gates its output); the others
+ * attend with per-head q/k norms; the output norm is GGUF's
+ * token_embd_norm (HF's embedding_norm, applied last); LFM2-8B-A1B routes
+ * after its dense lead layers, by sigmoid scores with a selection bias.
+ * HF's conv.conv is [C, 1, L]. */
+#define FF_ L_ "feed_forward."
 static const rkm_tensor_info lfm2_tensors[] = {
     {RKM_TENSOR_TOKEN_EMBD, "token_embd.weight", NULL, {"model.embed_tokens.weight"}, SHAPE2(EMBD, VOCAB),
      LAYER(GLOBAL), INIT(EMBED)},
@@ -393,42 +382,67 @@ static const rkm_tensor_info lfm2_tensors[] = {
      LAYER(GLOBAL), INIT(NORM)},
     {RKM_TENSOR_OUTPUT, "output.weight", NULL, {"lm_head.weight"}, SHAPE2(EMBD, VOCAB), LAYER(GLOBAL), WHEN(UNTIED),
      INIT(OUTPUT)},
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, SHAPE2(O, EMBD)),
-    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", NULL, SHAPE1(QK_NORM_Q), INIT(NORM)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", NULL, SHAPE1(QK_NORM_K), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", NULL, SHAPE2(EMBD, EMBD_X3)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", NULL, SHAPE2(SSM_CONV, EMBD)),
-    RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", NULL, SHAPE2(EMBD, EMBD)),
-    ROWS_GGUF_FFN,
-    {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {NULL}, SHAPE1(EXPERT), LAYER(MOE), INIT(BIAS),
-     .gain = 5.0f},
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "operator_norm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.out_proj.weight", SHAPE2(O, EMBD)),
+    ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", L_ "self_attn.q_layernorm.weight", SHAPE1(QK_NORM_Q),
+             INIT(NORM)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", L_ "self_attn.k_layernorm.weight", SHAPE1(QK_NORM_K),
+             INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_IN, "blk.%d.shortconv.in_proj.weight", L_ "conv.in_proj.weight", SHAPE2(EMBD, EMBD_X3)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_CONV, "blk.%d.shortconv.conv.weight", L_ "conv.conv.weight", SHAPE2(SSM_CONV, EMBD)),
+    RECR_ROW(RKM_TENSOR_SHORTCONV_OUT, "blk.%d.shortconv.out_proj.weight", L_ "conv.out_proj.weight", SHAPE2(EMBD, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "ffn_norm.weight"}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {FF_ "w1.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {FF_ "w3.weight"}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {FF_ "w2.weight"}, SHAPE2(FF, EMBD), LAYER(DENSE)},
+    ROWS_EXPERTS("feed_forward.gate.weight", "feed_forward.experts.%d.w1.weight", "feed_forward.experts.%d.w3.weight",
+                 "feed_forward.experts.%d.w2.weight"),
+    {RKM_TENSOR_FFN_EXP_PROBS_B, "blk.%d.exp_probs_b.bias", NULL, {FF_ "expert_bias"}, SHAPE1(EXPERT), LAYER(MOE),
+     INIT(BIAS), .gain = 5.0f},
 };
-/* Granite 4.0-H (llama.cpp's granitehybrid): the layers without kv heads
- * are Mamba-2 (in_proj: z, then x B C, then dt; a causal convolution
- * with a bias over x B C; the selective scan with a scalar decay per
- * head, the D skip, a SiLU(z) gate and an RMSNorm per group); the others
- * attend (no RoPE in 4.0-H); routed experts and an ungated shared
- * expert, or a dense FFN. */
+#undef FF_
+/* Granite 4.0-H (llama.cpp's granitehybrid; transformers'
+ * GraniteMoeHybrid): the layers without kv heads are Mamba-2 (in_proj:
+ * z, then x B C, then dt; a causal convolution with a bias over x B C;
+ * the selective scan with a scalar decay per head, the D skip, a SiLU(z)
+ * gate and an RMSNorm per group); the others attend (no RoPE in 4.0-H);
+ * routed experts and an ungated shared expert, or a dense FFN. HF keeps
+ * A_log, D and the norm as vectors (reshaped), and each FFN's gate and up
+ * rows in one input_linear (source.c splits them). */
+#define MB_ L_ "mamba."
 static const rkm_tensor_info granitehybrid_tensors[] = {
     ROWS_LLAMA_GLOBAL,
-    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {NULL}, SHAPE1(EMBD), LAYER(ALL), INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", NULL, SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", NULL, SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", NULL, SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", NULL, SHAPE2(O, EMBD)),
-    RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", NULL, SHAPE2(EMBD, SSM_MAMBA_IN)),
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", NULL, SHAPE2(SSM_CONV, SSM_CH)),
-    RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", NULL, SHAPE1(SSM_CH), INIT(BIAS), .gain = 10.0f),
-    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", NULL, SHAPE1(SSM_HEADS), INIT(SSM_DT)),
-    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", NULL, SHAPE2(ONE, SSM_HEADS), INIT(SSM_A)),
-    RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", NULL, SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", NULL, SHAPE2(SSM_GROUP_W, SSM_GROUPS), INIT(NORM)),
-    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", NULL, SHAPE2(SSM_INNER, EMBD)),
-    ROWS_GGUF_FFN,
+    {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
+     INIT(NORM)},
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.o_proj.weight", SHAPE2(O, EMBD)),
+    RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", MB_ "in_proj.weight", SHAPE2(EMBD, SSM_MAMBA_IN)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", MB_ "conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
+    RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", MB_ "conv1d.bias", SHAPE1(SSM_CH), INIT(BIAS),
+             .gain = 10.0f),
+    RECR_ROW(RKM_TENSOR_SSM_DT, "blk.%d.ssm_dt.bias", MB_ "dt_bias", SHAPE1(SSM_HEADS), INIT(SSM_DT)),
+    RECR_ROW(RKM_TENSOR_SSM_A, "blk.%d.ssm_a", MB_ "A_log", SHAPE2(ONE, SSM_HEADS), INIT(SSM_A),
+             .flags = RKM_TF_HF_NEG_EXP),
+    RECR_ROW(RKM_TENSOR_SSM_D, "blk.%d.ssm_d", MB_ "D", SHAPE2(ONE, SSM_HEADS), INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_NORM, "blk.%d.ssm_norm.weight", MB_ "norm.weight", SHAPE2(SSM_GROUP_W, SSM_GROUPS),
+             INIT(NORM)),
+    RECR_ROW(RKM_TENSOR_SSM_OUT, "blk.%d.ssm_out.weight", MB_ "out_proj.weight", SHAPE2(SSM_INNER, EMBD)),
+    {RKM_TENSOR_FFN_NORM, "blk.%d.ffn_norm.weight", NULL, {L_ "post_attention_layernorm.weight"}, SHAPE1(EMBD),
+     LAYER(ALL), INIT(NORM)},
+    {RKM_TENSOR_FFN_GATE, "blk.%d.ffn_gate.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_UP, "blk.%d.ffn_up.weight", NULL, {NULL}, SHAPE2(EMBD, FF), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_DOWN, "blk.%d.ffn_down.weight", NULL, {NULL}, SHAPE2(FF, EMBD), LAYER(DENSE)},
+    {RKM_TENSOR_FFN_GATE_INP, "blk.%d.ffn_gate_inp.weight", NULL, {L_ "block_sparse_moe.router.layer.weight"},
+     SHAPE2(EMBD, EXPERT), LAYER(MOE), INIT(ROUTER), .gain = 2.0f, .flags = RKM_TF_GAIN_OVER_SQRT_EMBD},
+    {RKM_TENSOR_FFN_GATE_EXPS, "blk.%d.ffn_gate_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_UP_EXPS, "blk.%d.ffn_up_exps.weight", NULL, {NULL}, SHAPE3(EMBD, FF_EXP, EXPERT), LAYER(MOE)},
+    {RKM_TENSOR_FFN_DOWN_EXPS, "blk.%d.ffn_down_exps.weight", NULL, {NULL}, SHAPE3(FF_EXP, EMBD, EXPERT), LAYER(MOE)},
     {RKM_TENSOR_FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
      WHEN(SHEXP)},
     {RKM_TENSOR_FFN_UP_SHEXP, "blk.%d.ffn_up_shexp.weight", NULL, {NULL}, SHAPE2(EMBD, FF_SHEXP), LAYER(MOE),
@@ -436,8 +450,8 @@ static const rkm_tensor_info granitehybrid_tensors[] = {
     {RKM_TENSOR_FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp.weight", NULL, {NULL}, SHAPE2(FF_SHEXP, EMBD), LAYER(MOE),
      WHEN(SHEXP)},
 };
+#undef MB_
 #undef ROWS_QWEN35_ATTN
-#undef ROWS_GGUF_FFN
 #undef ATTN_ROW
 #undef RECR_ROW
 
@@ -505,18 +519,23 @@ static const rkm_arch_info archs[] = {
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}, {"shexp_gate", 1},
                   {"attn_q_gate", 1}, {"ssm_grouped", 1}},
      TENSORS(qwen3next_tensors)},
-    /* llama.cpp: LLM_ARCH_LFM2 / LFM2MOE; NeoX RoPE; safetensors not read yet */
+    /* llama.cpp: LLM_ARCH_LFM2 / LFM2MOE; NeoX RoPE */
     {RKM_ARCH_LFM2, "lfm2", "lfm2", 0, {"lfm2"}, {"Lfm2ForCausalLM"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV}},
-     TENSORS(lfm2_tensors)},
-    /* llama.cpp: LLM_ARCH_GRANITE_HYBRID; safetensors not read yet */
+     .keys = {{"rms_eps", "attention.layer_norm_rms_epsilon", "norm_eps"}}, TENSORS(lfm2_tensors)},
+    /* llama.cpp: LLM_ARCH_GRANITE_HYBRID; HF q/k rows permuted like llama's
+     * (llama.cpp's converter does; without RoPE it changes nothing) */
     {RKM_ARCH_GRANITEHYBRID, "granitehybrid", "granitehybrid", 0, {"granitemoehybrid"}, {"GraniteMoeHybridForCausalLM"},
-     .expert_width_in_ff = 1,
+     .expert_width_in_ff = 1, .hf_rope_permute = 1,
      .defaults = {{"rope_neox", 0}, {"expert_norm_topk", 1}, {"recr_kind", RKM_RECR_MAMBA2}},
+     .keys = {{"n_expert", "expert_count", "num_local_experts"},
+              {"n_ff_shexp", "expert_shared_feed_forward_length", "shared_intermediate_size"}},
      TENSORS(granitehybrid_tensors)},
     {RKM_ARCH_LFM2MOE, "lfm2moe", "lfm2moe", 0, {"lfm2_moe"}, {"Lfm2MoeForCausalLM"},
      .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"tied_output", 1}, {"recr_kind", RKM_RECR_SHORTCONV},
                   {"expert_gating", RKM_GATING_SIGMOID}, {"expert_norm_topk", 1}},
+     .keys = {{"rms_eps", "attention.layer_norm_rms_epsilon", "norm_eps"},
+              {"n_layer_dense_lead", "leading_dense_block_count", "num_dense_layers"}},
      TENSORS(lfm2_tensors)},
 };
 

@@ -359,6 +359,105 @@ static int hf_deltanet(const cJSON *c, rkm_hparams *hp)
     return 0;
 }
 
+/* layer_types of a hybrid: entries equal to `recurrent` mark the
+ * recurrent layers (no kv heads, as llama.cpp's GGUF has them), entries
+ * equal to `attention` the attending ones; anything else is refused. */
+static int hf_hybrid_layers(const cJSON *lt, rkm_hparams *hp, const char *recurrent, const char *attention)
+{
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+        return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
+    for (int i = 0; i < hp->n_layer; i++) {
+        const cJSON *x = cJSON_GetArrayItem(lt, i);
+        if (!cJSON_IsString(x) || (strcmp(x->valuestring, recurrent) && strcmp(x->valuestring, attention)))
+            return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not %s or %s", i, recurrent, attention);
+        hp->recr_layer[i] = !strcmp(x->valuestring, recurrent);
+        if (hp->recr_layer[i]) hp->n_head_kv[i] = 0;
+    }
+    return 0;
+}
+
+/* LFM2's config.json: the convolution's cache (conv_L_cache = its
+ * kernel), which layers convolve (layer_types "conv" / "full_attention",
+ * else full_attn_idxs), norm_eps, tie_embedding, and the dense FFN's
+ * width as llama.cpp's converter derives it (block_auto_adjust_ff_dim:
+ * 2/3 of block_ff_dim, times block_ffn_dim_multiplier, rounded up to
+ * block_multiple_of). */
+static int hf_lfm2(const cJSON *c, rkm_hparams *hp)
+{
+    hp->ssm_d_conv = jint(c, "conv_L_cache", 0);
+    if (hp->ssm_d_conv < 2)
+        return rkm_err(RKM_EFORMAT, "config.json: conv_L_cache %d: a convolution needs a kernel of 2 or more", hp->ssm_d_conv);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c, "tie_embedding");
+    if (cJSON_IsBool(tie)) hp->tied_output = cJSON_IsTrue(tie);
+    if (hp->arch == RKM_ARCH_LFM2) {
+        int ff = jint(c, "block_ff_dim", hp->n_ff);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "block_auto_adjust_ff_dim"))) {
+            int mo = jint(c, "block_multiple_of", 256);
+            double mul = jnum(c, "block_ffn_dim_multiplier", 1.0);
+            if (mo < 1 || !(mul > 0 && mul < 100))
+                return rkm_err(RKM_EFORMAT, "config.json: block_multiple_of %d / block_ffn_dim_multiplier %g out of range",
+                               mo, mul);
+            ff = (int)(mul * (2 * ff / 3));
+            ff = mo * ((ff + mo - 1) / mo);
+        }
+        hp->n_ff = ff;
+    }
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    if (lt) return hf_hybrid_layers(lt, hp, "conv", "full_attention");
+    const cJSON *idx = cJSON_GetObjectItemCaseSensitive(c, "full_attn_idxs");
+    if (!cJSON_IsArray(idx)) return rkm_err(RKM_EFORMAT, "config.json: neither layer_types nor full_attn_idxs");
+    int kv = hp->n_head_kv[0];
+    for (int i = 0; i < hp->n_layer; i++) {
+        hp->recr_layer[i] = 1;
+        hp->n_head_kv[i] = 0;
+    }
+    for (const cJSON *x = idx->child; x; x = x->next) {
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= hp->n_layer)
+            return rkm_err(RKM_EFORMAT, "config.json: full_attn_idxs holds a layer out of range (0..%d)", hp->n_layer - 1);
+        hp->recr_layer[(int)x->valuedouble] = 0;
+        hp->n_head_kv[(int)x->valuedouble] = kv;
+    }
+    return 0;
+}
+
+/* Granite 4.0-H's config.json (GraniteMoeHybrid): Mamba-2's geometry
+ * (mamba_n_heads, mamba_d_head, mamba_d_state, mamba_n_groups,
+ * mamba_d_conv, mamba_expand), layer_types "mamba" / "attention", the
+ * embedding, residual, logit and attention multipliers; attention without
+ * RoPE when Mamba layers are present (as llama.cpp's converter decides);
+ * without routed experts the shared MLP is the dense FFN. */
+static int hf_granite(const cJSON *c, rkm_hparams *hp)
+{
+    hp->ssm_d_conv = jint(c, "mamba_d_conv", 0);
+    hp->ssm_d_state = jint(c, "mamba_d_state", 0);
+    hp->ssm_n_group = jint(c, "mamba_n_groups", 1);
+    hp->ssm_dt_rank = jint(c, "mamba_n_heads", 0);
+    hp->ssm_d_inner = jint(c, "mamba_expand", 2) * hp->n_embd;
+    int dh = jint(c, "mamba_d_head", 0);
+    if (hp->ssm_d_conv < 2 || hp->ssm_d_state < 1 || hp->ssm_dt_rank < 1)
+        return rkm_err(RKM_EFORMAT, "config.json: mamba_d_conv (2 or more), mamba_d_state and mamba_n_heads must be set");
+    if (dh > 0 && (int64_t)dh * hp->ssm_dt_rank != hp->ssm_d_inner)
+        return rkm_err(RKM_EFORMAT, "config.json: mamba_n_heads %d x mamba_d_head %d is not mamba_expand x hidden_size %d",
+                       hp->ssm_dt_rank, dh, hp->ssm_d_inner);
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "mamba_conv_bias")) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "mamba_proj_bias")))
+        return rkm_err(RKM_EUNSUPPORTED, "config.json: Mamba layers need mamba_conv_bias true and mamba_proj_bias false");
+    int rc = hf_hybrid_layers(cJSON_GetObjectItemCaseSensitive(c, "layer_types"), hp, "mamba", "attention");
+    if (rc) return rc;
+    hp->embed_scale = (float)jnum(c, "embedding_multiplier", 0);
+    hp->residual_scale = (float)jnum(c, "residual_multiplier", 0);
+    hp->logit_scale = (float)jnum(c, "logits_scaling", 0);
+    hp->attn_scale = (float)jnum(c, "attention_multiplier", 0);
+    int any = 0;
+    for (int i = 0; i < hp->n_layer; i++) any |= hp->recr_layer[i];
+    if (any) hp->rope_dim = hp->rope_dim_swa = 0;
+    if (hp->n_expert == 0) { /* the shared MLP is the dense FFN */
+        hp->n_ff = hp->n_ff_shexp;
+        hp->n_ff_shexp = hp->n_ff_exp = 0;
+    }
+    return 0;
+}
+
 static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, double llama3[4])
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
@@ -376,9 +475,6 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     int n_exp = jint(c, hk(a->experts_arch ? a->experts_arch : arch, "n_expert"), jint(c, hk(RKM_ARCH_UNKNOWN, "n_expert"), 0));
     arch = rkm_arch_from_hf(m, cJSON_IsString(ar) ? ar->valuestring : NULL, n_exp > 0);
     if (arch == RKM_ARCH_GEMMA4) return gemma4_hparams(c, hp);
-    if (arch == RKM_ARCH_LFM2 || arch == RKM_ARCH_LFM2MOE || arch == RKM_ARCH_GRANITEHYBRID)
-        return rkm_err(RKM_EUNSUPPORTED, "model_type '%s' converts from its GGUF (llama.cpp's convert_hf_to_gguf.py "
-                                         "writes it); its safetensors are not read yet", m ? m : ar->valuestring);
     const cJSON *mlp_only = cJSON_GetObjectItemCaseSensitive(c, "mlp_only_layers");
     if (cJSON_IsArray(mlp_only) && cJSON_GetArraySize(mlp_only) > 0)
         return rkm_err(RKM_EUNSUPPORTED, "config.json: mlp_only_layers is not supported");
@@ -432,6 +528,8 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
         hp->qk_norm = RKM_QK_NORM_HEAD;
     if (arch == RKM_ARCH_DEEPSEEK2) return hf_mla(c, hp);
     if (arch == RKM_ARCH_QWEN35MOE || arch == RKM_ARCH_QWEN35 || arch == RKM_ARCH_QWEN3NEXT) return hf_deltanet(c, hp);
+    if (arch == RKM_ARCH_LFM2 || arch == RKM_ARCH_LFM2MOE) return hf_lfm2(c, hp);
+    if (arch == RKM_ARCH_GRANITEHYBRID) return hf_granite(c, hp);
     return 0;
 }
 
@@ -702,36 +800,52 @@ static int deepseek_kv_b(rkm_source *s, int f, const rkm_st_tensor *st)
     return 0;
 }
 
-/* Experts kept fused as transformers 5 saves them (Qwen3.5, and Qwen2/3
- * MoE re-saved): mlp.experts.gate_up_proj [E, 2F, H] (each expert's gate
- * rows, then its up rows) split into ffn_gate_exps and ffn_up_exps, and
- * mlp.experts.down_proj [E, H, F] read as ffn_down_exps, as llama.cpp's
- * converter does. Returns 1 if st is not one of these, 0 when taken, or
- * an error. */
-static int fused_experts(rkm_source *s, int f, const rkm_st_tensor *st)
+/* FFN tensors that hold several of GGUF's: experts kept fused as
+ * transformers 5 saves them (Qwen3.5, and Qwen2/3 MoE re-saved:
+ * mlp.experts.gate_up_proj [E, 2F, H], each expert's gate rows then its
+ * up rows, and mlp.experts.down_proj [E, H, F]) and Granite's
+ * (block_sparse_moe.input_linear / output_linear alike, shared_mlp's
+ * [2F, H] / [H, F], the dense FFN when there are no routed experts),
+ * split as llama.cpp's converter does. Returns 1 if st is not one of
+ * these, 0 when taken, or an error. */
+static int fused_ffn(rkm_source *s, int f, const rkm_st_tensor *st)
 {
-    static const char *const sfx[] = {".mlp.experts.gate_up_proj", ".mlp.experts.down_proj"};
+    static const struct {
+        const char *sfx;
+        int down, shared;
+    } names[] = {
+        {".mlp.experts.gate_up_proj", 0, 0},      {".mlp.experts.down_proj", 1, 0},
+        {".block_sparse_moe.input_linear", 0, 0}, {".block_sparse_moe.output_linear", 1, 0},
+        {".shared_mlp.input_linear", 0, 1},       {".shared_mlp.output_linear", 1, 1},
+    };
     char base[256];
     snprintf(base, sizeof base, "%s", st->name);
     size_t n = strlen(base);
     if (n > 7 && !strcmp(base + n - 7, ".weight")) base[n -= 7] = 0;
     int k = -1, il = -1;
-    for (int i = 0; i < 2; i++) {
-        size_t l = strlen(sfx[i]);
-        if (n > l && !strcmp(base + n - l, sfx[i])) k = i;
+    for (int i = 0; i < (int)RKM_ARRAY_LEN(names) && k < 0; i++) {
+        size_t l = strlen(names[i].sfx);
+        if (n > l && !strcmp(base + n - l, names[i].sfx)) k = i;
     }
-    if (k < 0 || !rkm_arch_tensor(s->hp.arch, RKM_TENSOR_FFN_GATE_EXPS) || !rkm_arch_tensor(s->hp.arch, RKM_TENSOR_FFN_UP_EXPS))
+    if (k < 0 || (sscanf(base, "model.layers.%d.", &il) != 1 && sscanf(base, "model.language_model.layers.%d.", &il) != 1))
         return 1;
-    if (sscanf(base, "model.layers.%d.", &il) != 1 && sscanf(base, "model.language_model.layers.%d.", &il) != 1) return 1;
-    const int64_t E = s->hp.n_expert, F = s->hp.n_ff_exp, H = s->hp.n_embd;
-    if (il < 0 || il >= s->hp.n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
-    if (st->type < 0 || st->n_dims != 3 || st->ne[2] != E || st->ne[k ? 1 : 0] != H || st->ne[k ? 0 : 1] != (k ? F : 2 * F))
-        return rkm_err(RKM_EFORMAT, "%s: expected %s floats", st->name,
-                       k ? "[experts, hidden, expert width]" : "[experts, 2 x expert width, hidden]");
-    if (k == 1) return gathered(s, RKM_TENSOR_FFN_DOWN_EXPS, il, st->type, 3, F, H, E, f, st, RKM_GATHER_NONE, 0) ? 0 : RKM_EFORMAT;
+    const rkm_hparams *hp = &s->hp;
+    int shared = names[k].shared, dense = shared && hp->n_expert == 0;
+    int gate = dense ? RKM_TENSOR_FFN_GATE : shared ? RKM_TENSOR_FFN_GATE_SHEXP : RKM_TENSOR_FFN_GATE_EXPS;
+    int up = dense ? RKM_TENSOR_FFN_UP : shared ? RKM_TENSOR_FFN_UP_SHEXP : RKM_TENSOR_FFN_UP_EXPS;
+    int down = dense ? RKM_TENSOR_FFN_DOWN : shared ? RKM_TENSOR_FFN_DOWN_SHEXP : RKM_TENSOR_FFN_DOWN_EXPS;
+    if (!rkm_arch_tensor(hp->arch, gate) || !rkm_arch_tensor(hp->arch, up)) return 1;
+    if (il < 0 || il >= hp->n_layer) return rkm_err(RKM_EFORMAT, "%s: layer out of range", st->name);
+    const int64_t E = shared ? 1 : hp->n_expert, F = dense ? hp->n_ff : shared ? hp->n_ff_shexp : hp->n_ff_exp,
+                  H = hp->n_embd, nd = shared ? 2 : 3;
+    const int down_k = names[k].down;
+    if (st->type < 0 || st->n_dims != nd || (nd == 3 && st->ne[2] != E) || st->ne[down_k ? 1 : 0] != H ||
+        st->ne[down_k ? 0 : 1] != (down_k ? F : 2 * F))
+        return rkm_err(RKM_EFORMAT, "%s: expected %s%s floats", st->name, shared ? "[" : "[experts, ",
+                       down_k ? "hidden, width]" : "2 x width, hidden]");
+    if (down_k) return gathered(s, down, il, st->type, (int)nd, F, H, E, f, st, RKM_GATHER_NONE, 0) ? 0 : RKM_EFORMAT;
     for (int part = 0; part < 2; part++) {
-        rkm_src_tensor *t = gathered(s, part ? RKM_TENSOR_FFN_UP_EXPS : RKM_TENSOR_FFN_GATE_EXPS, il, st->type, 3, H, F, E,
-                                     f, st, RKM_GATHER_SPLIT, part);
+        rkm_src_tensor *t = gathered(s, part ? up : gate, il, st->type, (int)nd, H, F, E, f, st, RKM_GATHER_SPLIT, part);
         if (!t) return RKM_EFORMAT;
         t->src_stride = 2;
     }
@@ -817,7 +931,7 @@ static int open_hf(rkm_source *s, const char *dir)
                 continue;
             }
             int il, e, perm;
-            if (!rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e) && (rc = fused_experts(s, f, st)) != 1) {
+            if (!rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e) && (rc = fused_ffn(s, f, st)) != 1) {
                 if (rc) return rc;
                 continue;
             }
@@ -840,14 +954,16 @@ static int open_hf(rkm_source *s, const char *dir)
             memcpy(t->ne, st->ne, sizeof t->ne);
             const rkm_tensor_info *ti = rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e);
             if (ti->flags & RKM_TF_HF_ROW) t->n_dims = 1; /* HF [1, n] -> GGUF [n] */
-            if (t->n_dims > ti->n_dims) { /* a unit dimension GGUF drops (conv1d [C, 1, K] -> [K, C]) */
-                int64_t ne[4] = {1, 1, 1, 1};
-                int nd = 0;
-                for (int d = 0; d < t->n_dims; d++)
-                    if (t->ne[d] != 1 && nd < 4) ne[nd++] = t->ne[d];
-                if (nd <= ti->n_dims) {
-                    memcpy(t->ne, ne, sizeof ne);
-                    t->n_dims = ti->n_dims;
+            if (t->n_dims != ti->n_dims && il < s->hp.n_layer) {
+                /* the same values in GGUF's shape: conv1d [C, 1, K] -> [K, C],
+                 * Mamba-2's A_log [H] -> [1, H], its norm [inner] -> [inner / groups, groups] */
+                int64_t want[3] = {1, 1, 1}, have = 1, got = 1;
+                int nd = rkm_hparams_tensor_ne(&s->hp, ti, il, want);
+                for (int d = 0; d < t->n_dims; d++) have *= t->ne[d];
+                for (int d = 0; d < nd; d++) got *= want[d];
+                if (have == got) {
+                    t->n_dims = nd;
+                    for (int d = 0; d < 4; d++) t->ne[d] = d < nd ? want[d] : 1;
                 }
             }
             t->nbytes = st->nbytes;
