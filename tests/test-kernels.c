@@ -557,6 +557,56 @@ static void test_scan_step(const char *variant)
     }
 }
 
+/* The causal convolution's step: outputs and window equal to the
+ * reference's bit for bit (in place too, out = x), the outputs within
+ * float rounding of the double sum, the window moved on by x. Several
+ * steps, so the window carries earlier inputs. */
+static void test_conv_step(const char *variant)
+{
+    static const int64_t chs[] = {8192 + 5, 64, 37, 8, 3};
+    static const int ks[] = {4, 3, 2};
+    for (size_t ci = 0; ci < RKM_ARRAY_LEN(chs); ci++)
+        for (size_t ki = 0; ki < RKM_ARRAY_LEN(ks); ki++) {
+            const int64_t ch = chs[ci];
+            const int K = ks[ki];
+            float *w = malloc(sizeof(float) * (size_t)(ch * K)), *w1 = malloc(sizeof(float) * (size_t)(ch * (K - 1))),
+                  *w2 = malloc(sizeof(float) * (size_t)(ch * (K - 1))), *x = malloc(sizeof(float) * (size_t)ch),
+                  *o1 = malloc(sizeof(float) * (size_t)ch), *o2 = malloc(sizeof(float) * (size_t)ch);
+            for (int64_t i = 0; i < ch * K; i++) w[i] = rng_f();
+            for (int64_t i = 0; i < ch * (K - 1); i++) w1[i] = w2[i] = rng_f();
+            int bad = 0, worst = 0;
+            for (int step = 0; step < 3; step++) {
+                for (int64_t c = 0; c < ch; c++) x[c] = rng_f();
+                double *exact = malloc(sizeof(double) * 2 * (size_t)ch), *mag = exact + ch;
+                for (int64_t c = 0; c < ch; c++) {
+                    exact[c] = (double)w[(K - 1) * ch + c] * x[c];
+                    mag[c] = fabs(exact[c]);
+                    for (int k = 0; k < K - 1; k++) {
+                        exact[c] += (double)w[k * ch + c] * w1[k * ch + c];
+                        mag[c] += fabs((double)w[k * ch + c] * w1[k * ch + c]);
+                    }
+                }
+                rkm_kernels_ref.conv_step(w1, w, x, ch, K, o1);
+                memcpy(o2, x, sizeof(float) * (size_t)ch);
+                rkm_kernels_active()->conv_step(w2, w, o2, ch, K, o2); /* in place */
+                bad += memcmp(o1, o2, sizeof(float) * (size_t)ch) != 0 || memcmp(w1, w2, sizeof(float) * (size_t)(ch * (K - 1))) != 0;
+                for (int64_t c = 0; c < ch; c++) {
+                    worst += fabs(o1[c] - exact[c]) > (K + 2) * U * mag[c] + 1e-30;
+                    worst += w1[(K - 2) * ch + c] != x[c]; /* the newest input ends the window */
+                }
+                free(exact);
+            }
+            CHECK_MSG(bad == 0, "%s conv_step ch=%lld K=%d differs from the reference", variant, (long long)ch, K);
+            CHECK_MSG(worst == 0, "%s conv_step ch=%lld K=%d: %d values off the definition", variant, (long long)ch, K, worst);
+            free(w);
+            free(w1);
+            free(w2);
+            free(x);
+            free(o1);
+            free(o2);
+        }
+}
+
 static void test_membw(rkm_pool **pools, int n_pools)
 {
     rkm_membw *b = rkm_membw_new((size_t)8 << 20);
@@ -805,6 +855,7 @@ int main(void)
         test_read_sum(names[v]);
         test_delta_step(names[v]);
         test_scan_step(names[v]);
+        test_conv_step(names[v]);
         printf("ops %s: done\n", names[v]);
         fflush(stdout);
     }

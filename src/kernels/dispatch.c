@@ -141,6 +141,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(axpy_f16);
     TAKE(delta_step);
     TAKE(scan_step);
+    TAKE(conv_step);
     TAKE(read_sum);
     /* a set's row-batched entries go with its single-row ones */
     if (s->dot_f32_f16) k->dot_f32_f16_rows = s->dot_f32_f16_rows;
@@ -496,6 +497,11 @@ void rkm_delta_step(float *t, const float *q, const float *k, const float *v, fl
                     int64_t n, float *o, float *d)
 {
     rkm_kernels_active()->delta_step(t, q, k, v, decay, beta, qk, n, o, d);
+}
+
+void rkm_conv_step(float *win, const float *w, const float *x, int64_t ch, int K, float *out)
+{
+    rkm_kernels_active()->conv_step(win, w, x, ch, K, out);
 }
 
 float rkm_scan_step(float *st, const float *b, const float *c, float da, float xdt, int64_t n)

@@ -139,6 +139,15 @@ void rkm_delta_step(float *t, const float *q, const float *k, const float *v, fl
  * ggml computes it); returns sum st[i] * c[i] over the new state. */
 float rkm_scan_step(float *st, const float *b, const float *c, float da, float xdt, int64_t n);
 
+/* One position of a causal depthwise convolution over ch channels
+ * (runtime/recurrent.c: Gated DeltaNet's, LFM2's and Mamba-2's): win holds
+ * the last K - 1 inputs (K - 1 rows of ch, oldest first) and w the kernel
+ * (K rows of ch, oldest tap first); out[c] = sum over k of w[k][c] times
+ * input k (the window's, then x[c]), fused multiply-adds in that order
+ * from 0; the window then moves on by x. out may be x. Exact: every set
+ * gives the reference's bits. */
+void rkm_conv_step(float *win, const float *w, const float *x, int64_t ch, int K, float *out);
+
 /* f16 vectors (KV cache). */
 void rkm_f32_to_f16_row(const float *x, rkm_f16 *y, int64_t n);
 void rkm_f16_to_f32_row(const rkm_f16 *x, float *y, int64_t n);

@@ -106,6 +106,9 @@ typedef struct {
     /* rkm_scan_step (kernels.h): the state's elements exactly as the
      * reference computes them; the sum in the set's own order. */
     float (*scan_step)(float *st, const float *b, const float *c, float da, float xdt, int64_t n);
+    /* rkm_conv_step (kernels.h); every set does the reference's fused
+     * multiply-adds in its order (rkm_conv_cols). */
+    void (*conv_step)(float *win, const float *w, const float *x, int64_t ch, int K, float *out);
     /* Many rows at once (attention over the KV cache), each row computed
      * exactly as the single-row entry above does; optional: NULL runs the
      * single-row entry row by row (dispatch.c). */
@@ -148,6 +151,19 @@ static inline float rkm_scan_tail(float *st, const float *b, const float *c, flo
         sum += st[i] * c[i];
     }
     return sum;
+}
+
+/* rkm_conv_step over the channels [c0, ch). */
+static inline void rkm_conv_cols(float *win, const float *w, const float *x, int64_t ch, int K, int64_t c0, float *out)
+{
+    for (int64_t c = c0; c < ch; c++) {
+        float xc = x[c], acc = 0.0f;
+        for (int k = 0; k < K - 1; k++) acc = fmaf(w[(int64_t)k * ch + c], win[(int64_t)k * ch + c], acc);
+        acc = fmaf(w[(int64_t)(K - 1) * ch + c], xc, acc);
+        for (int k = 0; k + 1 < K - 1; k++) win[(int64_t)k * ch + c] = win[(int64_t)(k + 1) * ch + c];
+        if (K > 1) win[(int64_t)(K - 2) * ch + c] = xc;
+        out[c] = acc;
+    }
 }
 
 /* The reference (every entry set). */

@@ -324,6 +324,11 @@ static float scan_step_ref(float *st, const float *b, const float *c, float da, 
     return rkm_scan_tail(st, b, c, da, xdt, 0, n, 0.0f);
 }
 
+static void conv_step_ref(float *win, const float *w, const float *x, int64_t ch, int K, float *out)
+{
+    rkm_conv_cols(win, w, x, ch, K, 0, out);
+}
+
 /* The wrapping sum of n words; eight accumulators so that the loop is not
  * one long dependency chain (compilers vectorise it). */
 static uint64_t read_sum_ref(const uint64_t *p, size_t n, int streams)
@@ -369,5 +374,6 @@ const rkm_kernel_set rkm_kernels_ref = {
     .axpy_f16 = axpy_f16_ref,
     .delta_step = delta_step_ref,
     .scan_step = scan_step_ref,
+    .conv_step = conv_step_ref,
     .read_sum = read_sum_ref,
 };

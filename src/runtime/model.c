@@ -209,6 +209,31 @@ static int bind_rows(rkm_model *m, rkm_layer *L, int il)
     return 0;
 }
 
+/* A recurrent layer's convolution kernel kernel-major (K rows of the
+ * channels), as rkm_conv_step reads it; the file holds it channel-major. */
+static int conv_kernel_major(rkm_model *m, rkm_layer *L)
+{
+    const int K = m->hp.ssm_d_conv;
+    const rkm_tensor_info *t =
+        rkm_arch_tensor(m->hp.arch, m->hp.recr_kind == RKM_RECR_SHORTCONV ? RKM_TENSOR_SHORTCONV_CONV : RKM_TENSOR_SSM_CONV1D);
+    int64_t ne[3] = {1, 1, 1};
+    if (!t || rkm_hparams_tensor_ne(&m->hp, t, (int)(L - m->layers), ne) != 2 || ne[0] != K)
+        return rkm_err(RKM_EFORMAT, "model: layer %d: convolution shape", (int)(L - m->layers));
+    const int64_t ch = ne[1];
+    float *buf = malloc(sizeof(float) * (size_t)(ch * K));
+    float **o = buf ? realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1)) : NULL;
+    if (!buf || !o) {
+        free(buf);
+        return rkm_err(RKM_ENOMEM, "model: out of memory");
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = buf;
+    for (int64_t c = 0; c < ch; c++)
+        for (int k = 0; k < K; k++) buf[(int64_t)k * ch + c] = L->ssm_conv[c * K + k];
+    L->ssm_conv = buf;
+    return 0;
+}
+
 static int bind_layer(rkm_model *m, int il)
 {
     const rkm_hparams *hp = &m->hp;
@@ -245,6 +270,7 @@ static int bind_layer(rkm_model *m, int il)
         return rc;
     rkm_rope_setup(&L->rope, hp, rope_dim, L->is_swa ? hp->rope_theta_swa : hp->rope_theta, freqs);
     if ((rc = bind_rows(m, L, il))) return rc;
+    if (L->recurrent && L->ssm_conv && (rc = conv_kernel_major(m, L))) return rc;
     L->mla = hp->kv_lora_rank > 0;
     L->wk_b.heads = L->wv_b.heads = hp->n_head;
     L->kq_scale = rkm_attn_scale(hp, L);

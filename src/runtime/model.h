@@ -108,7 +108,7 @@ typedef struct rkm_layer {
     rkm_mat ssm_in_qkvz, ssm_ba;   /* qwen3next: the same per key head, in one (recurrent.c) */
     rkm_mat sc_in, sc_out;         /* LFM2's short convolution: (n_embd -> b, c, x), (n_embd -> n_embd);
                                     * its kernel (n_embd x kernel) is ssm_conv */
-    const float *ssm_conv;         /* (channels x kernel) */
+    const float *ssm_conv;         /* (kernel x channels): transposed at load for rkm_conv_step */
     const float *ssm_dt, *ssm_a;   /* (value heads) */
     const float *ssm_norm;         /* (value head dim); Mamba-2: (inner), per group */
     const float *ssm_conv_b, *ssm_d; /* Mamba-2: the convolution's bias (channels), the skip (heads) */

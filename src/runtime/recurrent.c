@@ -69,66 +69,57 @@ static void l2_norm(float *x, int n, float eps)
     for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
-/* Channel c of a causal convolution at one position: its K weights wc
- * (oldest first, as ggml_ssm_conv sums them) over the window conv (the
- * last K - 1 inputs of ch channels, kernel-major) and the new input xc;
- * the window then moves on by xc. */
-static float conv_tap(float *conv, const float *wc, float xc, int c, int ch, int K)
-{
-    float acc = 0;
-    for (int k = 0; k < K - 1; k++) acc += wc[k] * conv[(size_t)k * ch + c];
-    acc += wc[K - 1] * xc;
-    for (int k = 0; k + 1 < K - 1; k++) conv[(size_t)k * ch + c] = conv[(size_t)(k + 1) * ch + c];
-    if (K > 1) conv[(size_t)(K - 2) * ch + c] = xc;
-    return acc;
-}
-
-/* One position of the convolution over every channel of x, plus the bias
- * if any, through SiLU, in place (Gated DeltaNet, Mamba-2). */
+/* One position of the convolution over every channel of x (the window
+ * conv and the kernel w kernel-major: rkm_conv_step), plus the bias if
+ * any, through SiLU, in place (Gated DeltaNet, Mamba-2). */
 static void conv_silu(float *conv, const float *w, const float *bias, float *x, int ch, int K)
 {
-    for (int c = 0; c < ch; c++) {
-        float acc = conv_tap(conv, w + (size_t)c * K, x[c], c, ch, K);
-        x[c] = siluf(bias ? acc + bias[c] : acc);
-    }
+    rkm_conv_step(conv, w, x, ch, K, x);
+    for (int c = 0; c < ch; c++) x[c] = siluf(bias ? x[c] + bias[c] : x[c]);
 }
 
-/* One row's delta rule over a run of value heads (a pool job). */
+/* The delta rule over a run of value heads (a pool job): each head
+ * takes the segment's rows in order (the heads are independent, so one
+ * job covers every row of a sequence's segment). */
 typedef struct {
     const rkm_hparams *hp;
     const rkm_layer *L;
     float *st;          /* the layer's head states */
-    const float *x;     /* the row's convolved q, k, v */
-    const float *ba;    /* the row's beta and alpha inputs (H each) */
-    const float *z;     /* the row's gates */
-    float *o;           /* the row's outputs */
+    const float *x;     /* the rows' convolved q, k, v (ch apart) */
+    const float *ba;    /* the rows' beta and alpha inputs (H each, 2H apart) */
+    const float *z;     /* the rows' gates (inner apart) */
+    float *o;           /* the rows' outputs (inner apart) */
+    int n;              /* rows */
 } delta_job;
 
 static void delta_heads(void *ctx, int ith, int nth)
 {
     const delta_job *j = ctx;
     const rkm_hparams *hp = j->hp;
-    const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state;
+    const int H = hp->ssm_dt_rank, Hk = hp->ssm_n_group, S = hp->ssm_d_state, inner = hp->ssm_d_inner;
+    const size_t ch = (size_t)2 * Hk * S + (size_t)inner;
     const float scale = 1.0f / sqrtf((float)S), eps = hp->rms_eps;
     float qs[RKM_MAX_SSM_STATE], d[RKM_MAX_SSM_STATE];
     int h0 = (int)((int64_t)H * ith / nth), h1 = (int)((int64_t)H * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
         const int kh = hp->ssm_grouped ? h / (H / Hk) : h % Hk;
-        const float *q = j->x + (size_t)kh * S, *k = j->x + (size_t)(Hk + kh) * S;
-        const float *v = j->x + (size_t)2 * Hk * S + (size_t)h * S;
-        float qk = 0;
-        for (int i = 0; i < S; i++) {
-            qs[i] = q[i] * scale;
-            qk += qs[i] * k[i];
+        for (int r = 0; r < j->n; r++) {
+            const float *x = j->x + r * ch, *ba = j->ba + (size_t)r * 2 * H;
+            const float *q = x + (size_t)kh * S, *k = x + (size_t)(Hk + kh) * S, *v = x + (size_t)2 * Hk * S + (size_t)h * S;
+            float qk = 0;
+            for (int i = 0; i < S; i++) {
+                qs[i] = q[i] * scale;
+                qk += qs[i] * k[i];
+            }
+            float beta = sigmoidf(ba[h]);
+            float decay = expf(softplusf(ba[H + h] + j->L->ssm_dt[h]) * j->L->ssm_a[h]);
+            float *o = j->o + (size_t)r * inner + (size_t)h * S;
+            rkm_delta_step(j->st + (size_t)h * S * S, qs, k, v, decay, beta, qk, S, o, d);
+            /* gated RMSNorm: norm(o) * silu(z) */
+            rkm_rmsnorm(o, o, j->L->ssm_norm, S, eps);
+            const float *z = j->z + (size_t)r * inner + (size_t)h * S;
+            for (int e = 0; e < S; e++) o[e] *= siluf(z[e]);
         }
-        float beta = sigmoidf(j->ba[h]);
-        float decay = expf(softplusf(j->ba[H + h] + j->L->ssm_dt[h]) * j->L->ssm_a[h]);
-        float *o = j->o + (size_t)h * S;
-        rkm_delta_step(j->st + (size_t)h * S * S, qs, k, v, decay, beta, qk, S, o, d);
-        /* gated RMSNorm: norm(o) * silu(z) */
-        rkm_rmsnorm(o, o, j->L->ssm_norm, S, eps);
-        const float *z = j->z + (size_t)h * S;
-        for (int r = 0; r < S; r++) o[r] *= siluf(z[r]);
     }
 }
 
@@ -195,20 +186,25 @@ static int shortconv_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
             int r = seg[i].row0 + jr;
             const float *b = s->ssm_x + (size_t)r * 3 * E, *c = b + E, *x = b + 2 * E;
             float *y = s->ssm_o + (size_t)r * E;
-            for (int e = 0; e < E; e++) y[e] = c[e] * conv_tap(conv, L->ssm_conv + (size_t)e * K, b[e] * x[e], e, E, K);
+            for (int e = 0; e < E; e++) y[e] = b[e] * x[e];
+            rkm_conv_step(conv, L->ssm_conv, y, E, K, y);
+            for (int e = 0; e < E; e++) y[e] *= c[e];
         }
     }
     return rkm_model_mm(m, &L->sc_out, s->ssm_o, n, s->tmp);
 }
 
-/* One row's Mamba-2 scan over a run of heads (a pool job). */
+/* Mamba-2's scan over a run of heads (a pool job), each head taking the
+ * segment's rows in order. */
 typedef struct {
     const rkm_hparams *hp;
     const rkm_layer *L;
     float *st;          /* the layer's (inner x state) scan state */
-    const float *xbc;   /* the row's convolved x, B, C */
-    const float *dt;    /* the row's dt inputs (heads) */
-    float *y;           /* the row's outputs (inner) */
+    const float *xbc;   /* the rows' convolved x, B, C (nin apart) */
+    const float *dt;    /* the rows' dt inputs (heads; nin apart) */
+    float *y;           /* the rows' outputs (inner apart) */
+    int n;              /* rows */
+    size_t nin;         /* the in_proj row */
 } mamba_job;
 
 static void mamba_heads(void *ctx, int ith, int nth)
@@ -218,14 +214,18 @@ static void mamba_heads(void *ctx, int ith, int nth)
     const int nh = hp->ssm_dt_rank, ng = hp->ssm_n_group, ds = hp->ssm_d_state, di = hp->ssm_d_inner, hd = di / nh;
     int h0 = (int)((int64_t)nh * ith / nth), h1 = (int)((int64_t)nh * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
-        const float dtp = softplusf(j->dt[h] + j->L->ssm_dt[h]), dA = expf(dtp * j->L->ssm_a[h]);
         const int g = h / (nh / ng);
-        const float *B = j->xbc + di + (size_t)g * ds, *C = j->xbc + di + (size_t)ng * ds + (size_t)g * ds;
-        for (int d = 0; d < hd; d++) {
-            const int ii = h * hd + d;
-            const float xdt = j->xbc[ii] * dtp;
-            float sum = rkm_scan_step(j->st + (size_t)ii * ds, B, C, dA, xdt, ds);
-            j->y[ii] = sum + j->xbc[ii] * j->L->ssm_d[h];
+        for (int r = 0; r < j->n; r++) {
+            const float *xbc = j->xbc + r * j->nin, *dt = j->dt + r * j->nin;
+            float *y = j->y + (size_t)r * di;
+            const float dtp = softplusf(dt[h] + j->L->ssm_dt[h]), dA = expf(dtp * j->L->ssm_a[h]);
+            const float *B = xbc + di + (size_t)g * ds, *C = xbc + di + (size_t)ng * ds + (size_t)g * ds;
+            for (int d = 0; d < hd; d++) {
+                const int ii = h * hd + d;
+                const float xdt = xbc[ii] * dtp;
+                float sum = rkm_scan_step(j->st + (size_t)ii * ds, B, C, dA, xdt, ds);
+                y[ii] = sum + xbc[ii] * j->L->ssm_d[h];
+            }
         }
     }
 }
@@ -248,13 +248,15 @@ static int mamba2_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
     for (int i = 0; i < nseg; i++) {
         float *conv = rkm_recurrent_state(seg[i].s, il);
         float *st = conv + (size_t)(K - 1) * ch;
+        const int r0 = seg[i].row0;
+        for (int jr = 0; jr < seg[i].n; jr++)
+            conv_silu(conv, L->ssm_conv, L->ssm_conv_b, s->ssm_x + (size_t)(r0 + jr) * nin + di, ch, K);
+        float *z0 = s->ssm_x + (size_t)r0 * nin;
+        mamba_job j = {hp, L, st, z0 + di, z0 + di + ch, s->ssm_o + (size_t)r0 * di, seg[i].n, (size_t)nin};
+        rkm_pool_run(rkm_pool_for(m->pool, (double)di * ds * 3 * seg[i].n), mamba_heads, &j);
         for (int jr = 0; jr < seg[i].n; jr++) {
-            int r = seg[i].row0 + jr;
-            float *z = s->ssm_x + (size_t)r * nin, *xbc = z + di, *dt = xbc + ch;
-            conv_silu(conv, L->ssm_conv, L->ssm_conv_b, xbc, ch, K);
-            float *y = s->ssm_o + (size_t)r * di;
-            mamba_job j = {hp, L, st, xbc, dt, y};
-            rkm_pool_run(rkm_pool_for(m->pool, (double)di * ds * 3), mamba_heads, &j);
+            const float *z = z0 + (size_t)jr * nin;
+            float *y = s->ssm_o + (size_t)(r0 + jr) * di;
             for (int e = 0; e < di; e++) y[e] *= siluf(z[e]);
             for (int g = 0; g < ng; g++) rkm_rmsnorm(y + (size_t)g * gw, y + (size_t)g * gw, L->ssm_norm + (size_t)g * gw, gw, hp->rms_eps);
         }
@@ -293,15 +295,15 @@ int rkm_recurrent_block(rkm_session *s, int il, const rkm_seg *seg, int nseg, in
     for (int i = 0; i < nseg; i++) {
         float *conv = rkm_recurrent_state(seg[i].s, il);
         float *st = conv + (size_t)(K - 1) * ch;
+        const int r0 = seg[i].row0;
         for (int jr = 0; jr < seg[i].n; jr++) {
-            int r = seg[i].row0 + jr;
-            float *x = s->ssm_x + (size_t)r * ch;
+            float *x = s->ssm_x + (size_t)(r0 + jr) * ch;
             conv_silu(conv, L->ssm_conv, NULL, x, ch, K);
             for (int h = 0; h < 2 * Hk; h++) l2_norm(x + (size_t)h * S, S, eps);
-            delta_job j = {hp, L, st, x, s->ssm_ba + (size_t)r * 2 * H, s->ssm_z + (size_t)r * inner,
-                           s->ssm_o + (size_t)r * inner};
-            rkm_pool_run(rkm_pool_for(m->pool, (double)H * S * S * 4), delta_heads, &j);
         }
+        delta_job j = {hp, L, st, s->ssm_x + (size_t)r0 * ch, s->ssm_ba + (size_t)r0 * 2 * H, s->ssm_z + (size_t)r0 * inner,
+                       s->ssm_o + (size_t)r0 * inner, seg[i].n};
+        rkm_pool_run(rkm_pool_for(m->pool, (double)H * S * S * 4 * seg[i].n), delta_heads, &j);
     }
     return rkm_model_mm(m, &L->ssm_out, s->ssm_o, n, s->tmp);
 }

@@ -100,6 +100,24 @@ static float scan_step_neon(float *st, const float *b, const float *c, float da,
     return rkm_scan_tail(st, b, c, da, xdt, i, n, vaddvq_f32(vaddq_f32(a0, a1)));
 }
 
+/* A causal convolution's step (kernels.h) four channels at a time, each
+ * lane doing the reference's fused multiply-adds in its order. The
+ * dot-product set inherits it. */
+static void conv_step_neon(float *win, const float *w, const float *x, int64_t ch, int K, float *out)
+{
+    int64_t c = 0;
+    for (; c + 4 <= ch; c += 4) {
+        float32x4_t xc = vld1q_f32(x + c), acc = vdupq_n_f32(0.0f);
+        for (int k = 0; k < K - 1; k++)
+            acc = vfmaq_f32(acc, vld1q_f32(w + (int64_t)k * ch + c), vld1q_f32(win + (int64_t)k * ch + c));
+        acc = vfmaq_f32(acc, vld1q_f32(w + (int64_t)(K - 1) * ch + c), xc);
+        for (int k = 0; k + 1 < K - 1; k++) vst1q_f32(win + (int64_t)k * ch + c, vld1q_f32(win + (int64_t)(k + 1) * ch + c));
+        if (K > 1) vst1q_f32(win + (int64_t)(K - 2) * ch + c, xc);
+        vst1q_f32(out + c, acc);
+    }
+    rkm_conv_cols(win, w, x, ch, K, c, out);
+}
+
 const rkm_kernel_set rkm_kernels_neon = {
     .name = "neon",
     .quantize_act = quantize_act_neon,
@@ -134,6 +152,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .axpy_f16 = axpy_f16_neon,
     .delta_step = delta_step_neon,
     .scan_step = scan_step_neon,
+    .conv_step = conv_step_neon,
     .dot_f32_f16_rows = dot_f32_f16_rows_neon,
     .axpy_f16_rows = axpy_f16_rows_neon,
     .read_sum = read_sum_neon,

@@ -595,6 +595,24 @@ static float scan_step_avx2(float *st, const float *b, const float *c, float da,
     return rkm_scan_tail(st, b, c, da, xdt, i, n, rkm_x86_hsum_ps(acc));
 }
 
+/* A causal convolution's step (kernels.h) eight channels at a time, each
+ * lane doing the reference's fused multiply-adds in its order. */
+static void conv_step_avx2(float *win, const float *w, const float *x, int64_t ch, int K, float *out)
+{
+    int64_t c = 0;
+    for (; c + 8 <= ch; c += 8) {
+        __m256 xc = _mm256_loadu_ps(x + c), acc = _mm256_setzero_ps();
+        for (int k = 0; k < K - 1; k++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + (int64_t)k * ch + c), _mm256_loadu_ps(win + (int64_t)k * ch + c), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + (int64_t)(K - 1) * ch + c), xc, acc);
+        for (int k = 0; k + 1 < K - 1; k++)
+            _mm256_storeu_ps(win + (int64_t)k * ch + c, _mm256_loadu_ps(win + (int64_t)(k + 1) * ch + c));
+        if (K > 1) _mm256_storeu_ps(win + (int64_t)(K - 2) * ch + c, xc);
+        _mm256_storeu_ps(out + c, acc);
+    }
+    rkm_conv_cols(win, w, x, ch, K, c, out);
+}
+
 /* Row-batched forms: each row exactly as dot_f32_f16_avx2 / a row of
  * axpy_f16_avx2 computes it. Attention runs them over a head's keys or
  * values, one run of contiguous rows per thread: without software
@@ -732,6 +750,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .axpy_f16 = axpy_f16_avx2,
     .delta_step = delta_step_avx2,
     .scan_step = scan_step_avx2,
+    .conv_step = conv_step_avx2,
     .dot_f32_f16_rows = dot_f32_f16_rows_avx2,
     .axpy_f16_rows = axpy_f16_rows_avx2,
     .read_sum = read_sum_avx2,
