@@ -144,8 +144,17 @@ expect 1 "rkmojo chat: no server at http://127.0.0.1:1" chat --url 127.0.0.1:1
 expect 1 "rkmojo ps: no server at http://127.0.0.1:1" ps --url http://127.0.0.1:1/
 
 # demo parses its options, then runs synth and convert in the same process
-$R demo --dir "$T/demo" -n2 --temp=0 > "$T/out" 2> "$T/err" && grep -q "The text above is noise" "$T/out" \
-  && ok "demo runs synth and convert after its own options" || fail "demo: $(tail -3 "$T/err")"
+# (a small shape here: the default is ~2 GB), generates under its budget and
+# says what happened; a second run reuses the converted model
+$R demo --dir "$T/demo" --preset tiny --layers all --mem-budget 64M -n2 --temp=0 > "$T/out" 2> "$T/err" &&
+  grep -q "The text above is noise" "$T/out" && grep -q "memory budget      64.00 MiB" "$T/out" &&
+  grep -q "expert-cache hit rate" "$T/out" && grep -q "per generated token" "$T/out" && ! grep -q "reserved_" "$T/out" \
+  && ok "demo runs synth and convert after its own options" || fail "demo: $(tail -3 "$T/err") $(tail -5 "$T/out")"
+$R demo --dir "$T/demo" --preset tiny --layers all --mem-budget 64M -n2 --temp=0 > "$T/out" 2> "$T/err" &&
+  grep -q "holds the converted model from an earlier run" "$T/out" && ! grep -q "^== 2" "$T/out" \
+  && ok "demo reuses the converted model" || fail "demo rerun: $(tail -3 "$T/err")"
+$R synth --preset tiny --set n_vocab=100 -o "$T/v.gguf" --quiet 2> "$T/err"; grep -q "the built-in vocabulary takes 260" "$T/err" \
+  && ok "synth: n_vocab out of range refused" || fail "synth n_vocab: $(cat "$T/err")"
 
 # the knob registry: doctor --env shows every knob with the value in force,
 # never the API key; a bad model knob is refused with a message naming it

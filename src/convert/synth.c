@@ -14,6 +14,7 @@
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "format/source.h"
+#include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -493,17 +494,45 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
 #undef KEY
 }
 
-static int write_tensor_rows(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, float *row,
-                             uint8_t *qrow, rkm_gguf_writer *w, rkm_progress *prog)
+/* A batch of a tensor's rows generated and quantized by the pool's
+ * threads (each row depends only on the seed, the tensor and its index,
+ * so the bytes do not depend on the thread count). */
+typedef struct {
+    const synth_tensor *t;
+    const rkm_hparams *hp;
+    uint64_t seed;
+    int64_t r0, n;  /* the batch's rows */
+    size_t rb;      /* bytes per row */
+    uint8_t *out;   /* n * rb */
+    float *scratch; /* per thread: a float row and a quantized row */
+    int64_t ne0;
+} gen_batch;
+
+static void gen_rows(void *ctx, int ith, int nth)
 {
-    const int type = t->type;
-    size_t rb = rkm_type_row_bytes(type, t->ne[0]);
-    for (int64_t r = 0; r < n_rows(t); r++) {
-        gen_row(t, hp, seed, r, row);
-        rkm_quantize_row(type, row, qrow, t->ne[0]);
-        int rc = rkm_gguf_writer_write_data(w, qrow, rb);
+    const gen_batch *j = ctx;
+    float *row = j->scratch + (size_t)ith * 2 * (size_t)j->ne0;
+    uint8_t *q = (uint8_t *)(row + j->ne0);
+    for (int64_t r = j->n * ith / nth; r < j->n * (ith + 1) / nth; r++) {
+        gen_row(j->t, j->hp, j->seed, j->r0 + r, row);
+        rkm_quantize_row(j->t->type, row, q, j->ne0);
+        memcpy(j->out + (size_t)r * j->rb, q, j->rb);
+    }
+}
+
+static int write_tensor_rows(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, rkm_pool *pool, float *scratch,
+                             uint8_t *batch, size_t batch_bytes, rkm_gguf_writer *w, rkm_progress *prog)
+{
+    const size_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+    const int64_t per = RKM_MAX((int64_t)1, (int64_t)(batch_bytes / rb));
+    for (int64_t r = 0; r < n_rows(t); r += per) {
+        gen_batch j = {t, hp, seed, r, RKM_MIN(per, n_rows(t) - r), rb, batch, scratch, t->ne[0]};
+        if (j.n * (int64_t)t->ne[0] < 4096) gen_rows(&j, 0, 1); /* too small to share */
+        else rkm_pool_run(pool, gen_rows, &j);
+        rkm_pool_park(pool); /* the write may block */
+        int rc = rkm_gguf_writer_write_data(w, batch, (size_t)j.n * rb);
         if (rc) return rc;
-        rkm_progress_add(prog, rb);
+        rkm_progress_add(prog, (uint64_t)j.n * rb);
     }
     return 0;
 }
@@ -1166,6 +1195,16 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
         return rkm_err(RKM_EINVAL, "--dtype must be f32, f16, bf16, q8_0, q4_0 or a mix of convert --quant");
     if (o->hf_out && (o->mix || (o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_BF16)))
         return rkm_err(RKM_EINVAL, "--hf-out needs --dtype f32, f16 or bf16");
+    /* the built-in vocabulary takes --set n_vocab; a loaded one sets it */
+    for (int i = 0; i < o->n_sets; i++)
+        if (!strncmp(o->sets[i], "n_vocab=", 8)) {
+            if (o->vocab_from) return rkm_err(RKM_EINVAL, "n_vocab follows the tokenizer of --vocab-from");
+            char *end;
+            long v = strtol(o->sets[i] + 8, &end, 10);
+            if (*end || v < 260 || v > (1 << 22))
+                return rkm_err(RKM_EINVAL, "n_vocab '%s': the built-in vocabulary takes 260 to 4194304", o->sets[i] + 8);
+            hp.n_vocab = (int)v;
+        }
     rkm_tokenizer *tok = o->vocab_from ? rkm_tokenizer_load(o->vocab_from, NULL) : rkm_tokenizer_builtin(hp.n_vocab);
     if (!tok) return rkm_err_prefix(RKM_EFORMAT, "tokenizer");
     hp.n_vocab = rkm_tokenizer_n_vocab(tok);
@@ -1178,10 +1217,7 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
         }
         memcpy(key, o->sets[i], (size_t)(eq - o->sets[i]));
         key[eq - o->sets[i]] = 0;
-        if (!strcmp(key, "n_vocab")) {
-            rkm_tokenizer_free(tok);
-            return rkm_err(RKM_EINVAL, "n_vocab follows the tokenizer; use --vocab-from");
-        }
+        if (!strcmp(key, "n_vocab")) continue; /* above */
         if ((rc = rkm_hparams_set(&hp, key, eq + 1))) {
             rkm_tokenizer_free(tok);
             return rc;
@@ -1224,19 +1260,24 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
         total += rkm_type_row_bytes(type, l.t[i].ne[0]) * (uint64_t)n_rows(&l.t[i]);
         max_ne0 = RKM_MAX(max_ne0, l.t[i].ne[0]);
     }
-    float *row = malloc(sizeof(float) * (size_t)max_ne0);
-    uint8_t *qrow = malloc(sizeof(float) * (size_t)max_ne0);
-    if (!rc && (!row || !qrow)) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    /* rows in batches of about 8 MiB, generated on every core */
+    rkm_pool *pool = rkm_pool_new(o->threads);
+    const int nth = pool ? rkm_pool_n_threads(pool) : 1;
+    const size_t batch_bytes = (size_t)8 << 20;
+    float *scratch = malloc(sizeof(float) * 2 * (size_t)max_ne0 * (size_t)nth);
+    uint8_t *batch = malloc(batch_bytes + sizeof(float) * (size_t)max_ne0);
+    if (!rc && (!scratch || !batch)) rc = rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) rc = rkm_gguf_writer_begin(w, out);
     rkm_progress prog;
     rkm_progress_init(&prog, o->progress, "synth", total);
     for (int i = 0; i < l.n && !rc; i++)
-        rc = write_tensor_rows(&l.t[i], &hp, o->seed, row, qrow, w, &prog);
+        rc = write_tensor_rows(&l.t[i], &hp, o->seed, pool, scratch, batch, batch_bytes, w, &prog);
     if (!rc) rc = rkm_gguf_writer_finish(w);
     if (!rc) rkm_progress_done(&prog);
     rkm_gguf_writer_free(w);
-    free(row);
-    free(qrow);
+    rkm_pool_free(pool);
+    free(scratch);
+    free(batch);
     if (!rc && o->hf_out) rc = write_hf(o, &hp, &l, tok);
     free(l.t);
     rkm_tokenizer_free(tok);

@@ -32,6 +32,7 @@ typedef struct rkm_synth_opts {
     const char *const *sets; /* "key=value" hparams overrides */
     int n_sets;
     FILE *progress;
+    int threads;             /* rows generated on this many threads; 0: every performance core */
 } rkm_synth_opts;
 
 /* Fills hp with a preset's shapes; RKM_ENOENT if unknown. */
