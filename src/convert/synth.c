@@ -578,6 +578,13 @@ static cJSON *gemma4_config(const rkm_hparams *hp)
     return root;
 }
 
+/* config.json's layer_types: one string per layer, yes where flag[i], else no. */
+static void add_layer_types(cJSON *c, const rkm_hparams *hp, const uint8_t *flag, const char *yes, const char *no)
+{
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int i = 0; i < hp->n_layer; i++) cJSON_AddItemToArray(lt, cJSON_CreateString(flag[i] ? yes : no));
+}
+
 /* Gated DeltaNet's fields, as Qwen/Qwen3.5-35B-A3B's, Qwen3.5-27B's and
  * Qwen3-Next-80B-A3B's config.json name them; Qwen3.5's text model nests
  * in text_config with its RoPE in rope_parameters. Takes c; returns the
@@ -599,9 +606,7 @@ static cJSON *deltanet_config(const rkm_hparams *hp, cJSON *c)
         cJSON_AddArrayToObject(c, "mlp_only_layers");
         return c;
     }
-    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
-    for (int i = 0; i < hp->n_layer; i++)
-        cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "linear_attention" : "full_attention"));
+    add_layer_types(c, hp, hp->recr_layer, "linear_attention", "full_attention");
     cJSON *rp = cJSON_AddObjectToObject(c, "rope_parameters");
     cJSON_AddStringToObject(rp, "rope_type", "default");
     cJSON_AddNumberToObject(rp, "rope_theta", hp->rope_theta);
@@ -639,9 +644,7 @@ static int max_kv_heads(const rkm_hparams *hp)
  * adjustment (2/3, rounded up to block_multiple_of). */
 static void lfm2_config(const rkm_hparams *hp, cJSON *c)
 {
-    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
-    for (int i = 0; i < hp->n_layer; i++)
-        cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "conv" : "full_attention"));
+    add_layer_types(c, hp, hp->recr_layer, "conv", "full_attention");
     cJSON_AddNumberToObject(c, "conv_L_cache", hp->ssm_d_conv);
     cJSON_AddBoolToObject(c, "conv_bias", 0);
     cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(max_kv_heads(hp)));
@@ -667,8 +670,7 @@ static void lfm2_config(const rkm_hparams *hp, cJSON *c)
  * names them. */
 static void granite_config(const rkm_hparams *hp, cJSON *c)
 {
-    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
-    for (int i = 0; i < hp->n_layer; i++) cJSON_AddItemToArray(lt, cJSON_CreateString(hp->recr_layer[i] ? "mamba" : "attention"));
+    add_layer_types(c, hp, hp->recr_layer, "mamba", "attention");
     cJSON_ReplaceItemInObject(c, "num_key_value_heads", cJSON_CreateNumber(max_kv_heads(hp)));
     cJSON_DeleteItemFromObject(c, "head_dim");
     cJSON_AddNumberToObject(c, "mamba_n_heads", hp->ssm_dt_rank);
@@ -753,9 +755,7 @@ static int write_hf_config(const rkm_hparams *hp, const char *dir, const rkm_tok
         cJSON_AddBoolToObject(c, "attention_bias", 1);
         cJSON_AddNumberToObject(c, "sliding_window", hp->sliding_window);
         cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
-        cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
-        for (int i = 0; i < hp->n_layer; i++)
-            cJSON_AddItemToArray(lt, cJSON_CreateString(hp->swa_layer[i] ? "sliding_attention" : "full_attention"));
+        add_layer_types(c, hp, hp->swa_layer, "sliding_attention", "full_attention");
         cJSON *qc = cJSON_AddObjectToObject(c, "quantization_config");
         cJSON_AddStringToObject(qc, "quant_method", "mxfp4");
     }

@@ -295,6 +295,13 @@ static const rkm_tensor_info deepseek2_tensors[] = {
  * (mlp.experts.gate_up_proj / down_proj) are split (source.c). */
 #define ATTN_ROW(role, gguf, hf, shape, ...) {role, gguf, NULL, {hf}, shape, LAYER(ALL), WHEN(ATTN_LAYER), __VA_ARGS__}
 #define RECR_ROW(role, gguf, hf, shape, ...) {role, gguf, NULL, {hf}, shape, LAYER(ALL), WHEN(RECR_LAYER), __VA_ARGS__}
+/* the attending layers' q, k, v and output projections (o_hf: the
+ * output's HF name after "self_attn.") */
+#define ATTN_ROWS_QKVO(o_hf)                                                                                          \
+    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),              \
+    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn." o_hf, SHAPE2(O, EMBD))
 #define P1_ .flags = RKM_TF_HF_PLUS_ONE
 #define VH_ .flags = RKM_TF_HF_VHEADS
 #define ROWS_QWEN35_GLOBAL                                                                                            \
@@ -308,10 +315,7 @@ static const rkm_tensor_info deepseek2_tensors[] = {
 #define ROWS_QWEN35_ATTN                                                                                              \
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),  \
      INIT(NORM), P1_},                                                                                                \
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),              \
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),              \
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),              \
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.o_proj.weight", SHAPE2(O, EMBD)),       \
+    ATTN_ROWS_QKVO("o_proj.weight"),                                                                                 \
     ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", L_ "self_attn.q_norm.weight", SHAPE1(QK_NORM_Q),   \
              INIT(NORM), P1_),                                                                                        \
     ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", L_ "self_attn.k_norm.weight", SHAPE1(QK_NORM_K),   \
@@ -384,10 +388,7 @@ static const rkm_tensor_info lfm2_tensors[] = {
      INIT(OUTPUT)},
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "operator_norm.weight"}, SHAPE1(EMBD), LAYER(ALL),
      INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.out_proj.weight", SHAPE2(O, EMBD)),
+    ATTN_ROWS_QKVO("out_proj.weight"),
     ATTN_ROW(RKM_TENSOR_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", L_ "self_attn.q_layernorm.weight", SHAPE1(QK_NORM_Q),
              INIT(NORM)),
     ATTN_ROW(RKM_TENSOR_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", L_ "self_attn.k_layernorm.weight", SHAPE1(QK_NORM_K),
@@ -418,10 +419,7 @@ static const rkm_tensor_info granitehybrid_tensors[] = {
     ROWS_LLAMA_GLOBAL,
     {RKM_TENSOR_ATTN_NORM, "blk.%d.attn_norm.weight", NULL, {L_ "input_layernorm.weight"}, SHAPE1(EMBD), LAYER(ALL),
      INIT(NORM)},
-    ATTN_ROW(RKM_TENSOR_ATTN_Q, "blk.%d.attn_q.weight", L_ "self_attn.q_proj.weight", SHAPE2(EMBD, Q)),
-    ATTN_ROW(RKM_TENSOR_ATTN_K, "blk.%d.attn_k.weight", L_ "self_attn.k_proj.weight", SHAPE2(EMBD, K)),
-    ATTN_ROW(RKM_TENSOR_ATTN_V, "blk.%d.attn_v.weight", L_ "self_attn.v_proj.weight", SHAPE2(EMBD, V)),
-    ATTN_ROW(RKM_TENSOR_ATTN_OUT, "blk.%d.attn_output.weight", L_ "self_attn.o_proj.weight", SHAPE2(O, EMBD)),
+    ATTN_ROWS_QKVO("o_proj.weight"),
     RECR_ROW(RKM_TENSOR_SSM_IN_QKVZ, "blk.%d.ssm_in.weight", MB_ "in_proj.weight", SHAPE2(EMBD, SSM_MAMBA_IN)),
     RECR_ROW(RKM_TENSOR_SSM_CONV1D, "blk.%d.ssm_conv1d.weight", MB_ "conv1d.weight", SHAPE2(SSM_CONV, SSM_CH)),
     RECR_ROW(RKM_TENSOR_SSM_CONV1D_BIAS, "blk.%d.ssm_conv1d.bias", MB_ "conv1d.bias", SHAPE1(SSM_CH), INIT(BIAS),
@@ -452,6 +450,7 @@ static const rkm_tensor_info granitehybrid_tensors[] = {
 };
 #undef MB_
 #undef ROWS_QWEN35_ATTN
+#undef ATTN_ROWS_QKVO
 #undef ATTN_ROW
 #undef RECR_ROW
 

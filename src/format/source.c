@@ -303,6 +303,24 @@ static int hf_mla(const cJSON *c, rkm_hparams *hp)
     return 0;
 }
 
+/* layer_types of a hybrid: entries equal to `recurrent` mark the
+ * recurrent layers (no_kv: with no kv heads, as llama.cpp's LFM2 and
+ * Granite GGUFs have them), entries equal to `attention` the attending
+ * ones; anything else is refused. */
+static int hf_hybrid_layers(const cJSON *lt, rkm_hparams *hp, const char *recurrent, const char *attention, int no_kv)
+{
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+        return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
+    for (int i = 0; i < hp->n_layer; i++) {
+        const cJSON *x = cJSON_GetArrayItem(lt, i);
+        if (!cJSON_IsString(x) || (strcmp(x->valuestring, recurrent) && strcmp(x->valuestring, attention)))
+            return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not %s or %s", i, recurrent, attention);
+        hp->recr_layer[i] = !strcmp(x->valuestring, recurrent);
+        if (hp->recr_layer[i] && no_kv) hp->n_head_kv[i] = 0;
+    }
+    return 0;
+}
+
 /* Gated DeltaNet in config.json (Qwen3.5, Qwen3-Next): the linear_*
  * geometry, which layers attend (layer_types, else every
  * full_attention_interval-th), the gated attention output, and Qwen3.5's
@@ -325,15 +343,9 @@ static int hf_deltanet(const cJSON *c, rkm_hparams *hp)
     const cJSON *gate = cJSON_GetObjectItemCaseSensitive(c, "attn_output_gate");
     if (cJSON_IsFalse(gate)) return rkm_err(RKM_EUNSUPPORTED, "config.json: attn_output_gate false is not supported");
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    int rc;
     if (lt) {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
-            return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
-        for (int i = 0; i < hp->n_layer; i++) {
-            const cJSON *x = cJSON_GetArrayItem(lt, i);
-            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "linear_attention") && strcmp(x->valuestring, "full_attention")))
-                return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not linear_attention or full_attention", i);
-            hp->recr_layer[i] = !strcmp(x->valuestring, "linear_attention");
-        }
+        if ((rc = hf_hybrid_layers(lt, hp, "linear_attention", "full_attention", 0))) return rc;
     } else {
         int interval = jint(c, "full_attention_interval", 4);
         if (interval < 1 || interval > hp->n_layer)
@@ -355,23 +367,6 @@ static int hf_deltanet(const cJSON *c, rkm_hparams *hp)
             sec[i] = (int64_t)x->valuedouble;
         }
         return rkm_hparams_check_rope_sections(hp, sec, "config.json mrope_section");
-    }
-    return 0;
-}
-
-/* layer_types of a hybrid: entries equal to `recurrent` mark the
- * recurrent layers (no kv heads, as llama.cpp's GGUF has them), entries
- * equal to `attention` the attending ones; anything else is refused. */
-static int hf_hybrid_layers(const cJSON *lt, rkm_hparams *hp, const char *recurrent, const char *attention)
-{
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
-        return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
-    for (int i = 0; i < hp->n_layer; i++) {
-        const cJSON *x = cJSON_GetArrayItem(lt, i);
-        if (!cJSON_IsString(x) || (strcmp(x->valuestring, recurrent) && strcmp(x->valuestring, attention)))
-            return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not %s or %s", i, recurrent, attention);
-        hp->recr_layer[i] = !strcmp(x->valuestring, recurrent);
-        if (hp->recr_layer[i]) hp->n_head_kv[i] = 0;
     }
     return 0;
 }
@@ -403,7 +398,7 @@ static int hf_lfm2(const cJSON *c, rkm_hparams *hp)
         hp->n_ff = ff;
     }
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
-    if (lt) return hf_hybrid_layers(lt, hp, "conv", "full_attention");
+    if (lt) return hf_hybrid_layers(lt, hp, "conv", "full_attention", 1);
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(c, "full_attn_idxs");
     if (!cJSON_IsArray(idx)) return rkm_err(RKM_EFORMAT, "config.json: neither layer_types nor full_attn_idxs");
     int kv = hp->n_head_kv[0];
@@ -442,7 +437,7 @@ static int hf_granite(const cJSON *c, rkm_hparams *hp)
     if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c, "mamba_conv_bias")) ||
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "mamba_proj_bias")))
         return rkm_err(RKM_EUNSUPPORTED, "config.json: Mamba layers need mamba_conv_bias true and mamba_proj_bias false");
-    int rc = hf_hybrid_layers(cJSON_GetObjectItemCaseSensitive(c, "layer_types"), hp, "mamba", "attention");
+    int rc = hf_hybrid_layers(cJSON_GetObjectItemCaseSensitive(c, "layer_types"), hp, "mamba", "attention", 1);
     if (rc) return rc;
     hp->embed_scale = (float)jnum(c, "embedding_multiplier", 0);
     hp->residual_scale = (float)jnum(c, "residual_multiplier", 0);

@@ -26,8 +26,12 @@
  * be cut back: rkm_session_truncate restores a snapshot taken at the end
  * of a prompt chunk and evaluates the tokens after it (session.c).
  *
- * Threads: the forward pass's (model->lock held); the heads of a row are
- * shared over the pool.
+ * The convolution runs through rkm_conv_step (the kernel transposed to
+ * kernel-major at load, model.c).
+ *
+ * Threads: the forward pass's (model->lock held); the heads are shared
+ * over the pool, one job per sequence segment, each head taking the
+ * segment's rows in order.
  */
 #include <math.h>
 #include <string.h>
