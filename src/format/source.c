@@ -179,6 +179,21 @@ static double gemma4_partial_rotary(const cJSON *root)
     return f;
 }
 
+/* config.json's layer_types into flag[] (one per layer): 1 where the
+ * entry is `yes`, 0 where it is `no`; anything else is refused. */
+static int hf_layer_flags(const cJSON *lt, const rkm_hparams *hp, const char *yes, const char *no, uint8_t *flag)
+{
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+        return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
+    for (int i = 0; i < hp->n_layer; i++) {
+        const cJSON *x = cJSON_GetArrayItem(lt, i);
+        if (!cJSON_IsString(x) || (strcmp(x->valuestring, yes) && strcmp(x->valuestring, no)))
+            return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not %s or %s", i, yes, no);
+        flag[i] = !strcmp(x->valuestring, yes);
+    }
+    return 0;
+}
+
 /* config.json layer_types ("sliding_attention" / "full_attention", one
  * per layer) into hp->swa_layer; without it, llama.cpp's pattern of
  * period (the last layer of each period full). */
@@ -188,14 +203,8 @@ static int hf_layer_types(const cJSON *c, rkm_hparams *hp, int period)
     if (!lt) {
         for (int i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % period < period - 1;
     } else {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
-            return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
-        for (int i = 0; i < hp->n_layer; i++) {
-            const cJSON *x = cJSON_GetArrayItem(lt, i);
-            if (!cJSON_IsString(x) || (strcmp(x->valuestring, "sliding_attention") && strcmp(x->valuestring, "full_attention")))
-                return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not sliding_attention or full_attention", i);
-            hp->swa_layer[i] = !strcmp(x->valuestring, "sliding_attention");
-        }
+        int rc = hf_layer_flags(lt, hp, "sliding_attention", "full_attention", hp->swa_layer);
+        if (rc) return rc;
     }
     for (int i = 0; i < hp->n_layer; i++)
         if (hp->swa_layer[i] && hp->sliding_window < 1)
@@ -309,16 +318,10 @@ static int hf_mla(const cJSON *c, rkm_hparams *hp)
  * ones; anything else is refused. */
 static int hf_hybrid_layers(const cJSON *lt, rkm_hparams *hp, const char *recurrent, const char *attention, int no_kv)
 {
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
-        return rkm_err(RKM_EFORMAT, "config.json: layer_types needs one entry per layer (%d)", hp->n_layer);
-    for (int i = 0; i < hp->n_layer; i++) {
-        const cJSON *x = cJSON_GetArrayItem(lt, i);
-        if (!cJSON_IsString(x) || (strcmp(x->valuestring, recurrent) && strcmp(x->valuestring, attention)))
-            return rkm_err(RKM_EFORMAT, "config.json: layer_types[%d] is not %s or %s", i, recurrent, attention);
-        hp->recr_layer[i] = !strcmp(x->valuestring, recurrent);
-        if (hp->recr_layer[i] && no_kv) hp->n_head_kv[i] = 0;
-    }
-    return 0;
+    int rc = hf_layer_flags(lt, hp, recurrent, attention, hp->recr_layer);
+    for (int i = 0; i < hp->n_layer && !rc && no_kv; i++)
+        if (hp->recr_layer[i]) hp->n_head_kv[i] = 0;
+    return rc;
 }
 
 /* Gated DeltaNet in config.json (Qwen3.5, Qwen3-Next): the linear_*
@@ -926,7 +929,8 @@ static int open_hf(rkm_source *s, const char *dir)
                 continue;
             }
             int il, e, perm;
-            if (!rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e) && (rc = fused_ffn(s, f, st)) != 1) {
+            const rkm_tensor_info *ti = rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e);
+            if (!ti && (rc = fused_ffn(s, f, st)) != 1) {
                 if (rc) return rc;
                 continue;
             }
@@ -947,7 +951,6 @@ static int open_hf(rkm_source *s, const char *dir)
             t->type = st->type;
             t->n_dims = st->n_dims;
             memcpy(t->ne, st->ne, sizeof t->ne);
-            const rkm_tensor_info *ti = rkm_arch_tensor_by_hf(s->hp.arch, st->name, &il, &e);
             if (ti->flags & RKM_TF_HF_ROW) t->n_dims = 1; /* HF [1, n] -> GGUF [n] */
             if (t->n_dims != ti->n_dims && il < s->hp.n_layer) {
                 /* the same values in GGUF's shape: conv1d [C, 1, K] -> [K, C],

@@ -87,6 +87,20 @@ int rkm_model_params_from_knobs(rkm_model_params *p)
     return 0;
 }
 
+/* Hands buf to the model (freed at close); on failure frees buf itself:
+ * 0 or RKM_ENOMEM. */
+static int own(rkm_model *m, void *buf)
+{
+    float **o = buf ? realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1)) : NULL;
+    if (!o) {
+        free(buf);
+        return RKM_ENOMEM;
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = buf;
+    return 0;
+}
+
 /* A vector of n floats; dequantized into an owned buffer when not f32. */
 static int vec(rkm_model *m, const char *name, int64_t n, int required, const float **out)
 {
@@ -103,14 +117,7 @@ static int vec(rkm_model *m, const char *name, int64_t n, int required, const fl
     if (!rkm_type_readable(t->type) || n % rkm_type_block_size(t->type))
         return rkm_err(RKM_EUNSUPPORTED, "model: %s has type %d", name, t->type);
     float *buf = malloc(sizeof(float) * (size_t)n);
-    float **o = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
-    if (!buf || !o) {
-        free(buf);
-        if (o) m->owned = o;
-        return rkm_err(RKM_ENOMEM, "model: out of memory");
-    }
-    m->owned = o;
-    m->owned[m->n_owned++] = buf;
+    if (own(m, buf)) return rkm_err(RKM_ENOMEM, "model: out of memory");
     rkm_dequantize_row(t->type, t->data, buf, n);
     *out = buf;
     return 0;
@@ -221,13 +228,7 @@ static int conv_kernel_major(rkm_model *m, rkm_layer *L)
         return rkm_err(RKM_EFORMAT, "model: layer %d: convolution shape", (int)(L - m->layers));
     const int64_t ch = ne[1];
     float *buf = malloc(sizeof(float) * (size_t)(ch * K));
-    float **o = buf ? realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1)) : NULL;
-    if (!buf || !o) {
-        free(buf);
-        return rkm_err(RKM_ENOMEM, "model: out of memory");
-    }
-    m->owned = o;
-    m->owned[m->n_owned++] = buf;
+    if (own(m, buf)) return rkm_err(RKM_ENOMEM, "model: out of memory");
     for (int64_t c = 0; c < ch; c++)
         for (int k = 0; k < K; k++) buf[(int64_t)k * ch + c] = L->ssm_conv[c * K + k];
     L->ssm_conv = buf;
