@@ -5,7 +5,8 @@
  *   build-x/bench/bench-kernels [-t THREADS] [-k VARIANT] [-n N_IN] [-o N_OUT]
  *                               [-m M] [-s SECONDS] [-g GIB] [-Q]
  * (-Q: only q4_0 / q8_0; "q4_0p" / "q8_0p" rows are the packed layout;
- *  -T q4_k,q6_k,mxfp4,...: these weight types instead, by name)
+ *  -T q4_k,q6_k,mxfp4p,...: these weight types instead, by name, a
+ *  trailing p for the packed layout)
  *   build-x/bench/bench-kernels -c [-k VARIANT] [-s SECONDS]
  *
  * 1. Read-bandwidth probe (kernels/membw.h, the one `rkmojo bench
@@ -89,8 +90,19 @@ static int parse_types(char *list)
 {
     n_types = 0;
     for (char *t = strtok(list, ","); t && n_types < 32; t = strtok(NULL, ",")) {
+        /* a trailing 'p': the packed layout of a type that has one */
+        size_t len = strlen(t);
+        int packed = len > 1 && t[len - 1] == 'p' && rkm_type_from_name(t) < 0;
+        if (packed) t[len - 1] = '\0';
         int ty = rkm_type_from_name(t);
-        if (ty < 0 || !rkm_type_matmul(ty)) {
+        if (packed && ty >= 0) {
+            if (!(rkm_pack_type(ty, RKM_PACK_ROWS) & RKM_TYPE_PACKED)) {
+                fprintf(stderr, "-T: '%s' has no packed layout\n", t);
+                return -1;
+            }
+            ty |= RKM_TYPE_PACKED;
+        }
+        if (ty < 0 || !rkm_type_matmul(rkm_unpack_type(ty))) {
             fprintf(stderr, "-T: '%s' is not a weight type the matmuls run\n", t);
             return -1;
         }

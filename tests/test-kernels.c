@@ -134,6 +134,10 @@ static void mm_case_make(mm_case *c, int wtype, int64_t n_in, int64_t n_out, int
         fill(wf, n_in, 0.5f);
         if (r == 2) memset(wf, 0, sizeof(float) * (size_t)n_in); /* all-zero row */
         rkm_quantize_row(wtype, wf, (char *)c->w + row * (size_t)r, n_in);
+        if (wtype == RKM_TYPE_MXFP4 && r % 4 == 3) { /* scales at the ends of the range: subnormal 2^-128, 2^-127 */
+            static const uint8_t ex[] = {0, 1, 2, 3, 60, 200};
+            for (int64_t b = 0; b < n_in / 32; b++) ((uint8_t *)c->w)[row * (size_t)r + 17 * (size_t)b] = ex[(r / 4 + b) % 6];
+        }
         rkm_dequantize_row(wtype, (char *)c->w + row * (size_t)r, wd + r * n_in, n_in);
     }
     fill(c->x, n_in * m, 3.0f);

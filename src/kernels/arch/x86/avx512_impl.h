@@ -386,11 +386,10 @@ Z_INLINE int pk_bias(const int type) { return type == RKM_TYPE_Q8_0 ? 128 : type
 Z_INLINE void pk_unpack(const uint8_t *blk, const int type, __m512i w[8], __m512 *dw)
 {
     if (type == RKM_TYPE_MXFP4) {
-        /* 2^(e-128) as float bits: (e - 1) << 23, subnormal below e = 2 */
+        /* the exponent e - 128 as a float: pk_scale multiplies by
+         * 2^(e-128) with scalef, which rounds once as the product does */
         const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)blk));
-        const __m512i nrm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-        *dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), nrm, sub));
+        *dw = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
         const __m512i kv = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rkm_kvalues_mxfp4)),
                                            _mm512_set1_epi8(12));
         const __m512i m4 = _mm512_set1_epi8(15);
@@ -416,6 +415,14 @@ Z_INLINE void pk_unpack(const uint8_t *blk, const int type, __m512i w[8], __m512
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w[g] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + 32 + 64 * g)), flip);
     }
+}
+
+/* The 16 rows' weight scales times the activation block's scale dx, from
+ * pk_unpack's dw: a product, or for MXFP4 dx * 2^dw (exact powers of two:
+ * the same rounding as the product of 2^dw's float and dx). */
+Z_INLINE __m512 pk_scale(const int type, __m512 dw, float dx)
+{
+    return type == RKM_TYPE_MXFP4 ? _mm512_scalef_ps(_mm512_set1_ps(dx), dw) : _mm512_mul_ps(dw, _mm512_set1_ps(dx));
 }
 
 /* RX activation rows x NG groups (NG * 16 weight rows): NG > 1 reads NG
@@ -466,7 +473,7 @@ Z_INLINE void pk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int R
                     s1 = _mm512_dpbusd_epi32(s1, w[g + 1], _mm512_set1_epi32(il_x4(xb + 4 * g + 4)));
                 }
                 __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-                acc[k][c] = _mm512_fmadd_ps(p, _mm512_mul_ps(dw, _mm512_set1_ps(xd[c][b])), acc[k][c]);
+                acc[k][c] = _mm512_fmadd_ps(p, pk_scale(type, dw, xd[c][b]), acc[k][c]);
             }
         }
     }
@@ -484,7 +491,7 @@ static void pk_to_il(const uint8_t *grp, int64_t nb, char *buf, const int type)
         __m512i w[8];
         __m512 dw;
         pk_unpack(grp + (size_t)b * bb, type, w, &dw);
-        _mm512_store_ps((float *)(buf + b * IL_BLOCK_BYTES), dw);
+        _mm512_store_ps((float *)(buf + b * IL_BLOCK_BYTES), pk_scale(type, dw, 1.0f));
         __m512i *q = (__m512i *)(buf + b * IL_BLOCK_BYTES + 64);
         for (int g = 0; g < 8; g++) _mm512_store_si512(q + g, w[g]);
     }
