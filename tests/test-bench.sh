@@ -101,6 +101,29 @@ done
 $R bench -m "$T/m" --cache-scope global > /dev/null 2> "$T/err.txt" && fail "bad scope accepted" \
   || { grep -q "layer|shared" "$T/err.txt" && ok "bad scope refused" || fail "scope message: $(cat "$T/err.txt")"; }
 
+# --prefetch on: the layer-ahead hints scored (named / requested), in text
+# and JSON, and in the trace's prediction records that trace-sim scores
+if $R bench -m "$T/m" --expert-cache-slots 3 --prefetch on --prompt-tokens 4 -n 6 -t 2 --per-layer --json \
+    > "$T/p.json" 2> "$T/err.txt"; then
+  [ "$(jq '.decode_prediction | (.requested > 0 and .named <= .requested and .accuracy == .named / .requested
+        and (.layers | length) > 0)' "$T/p.json")" = true ] \
+    && ok "prefetch accuracy in JSON" || fail "prediction: $(jq -c '.decode_prediction' "$T/p.json")"
+else
+  fail "bench --prefetch on: $(cat "$T/err.txt")"
+fi
+$R bench -m "$T/m" --expert-cache-slots 3 --prompt-tokens 4 -n 6 -t 2 --json 2> /dev/null \
+  | jq -e 'has("decode_prediction") | not' > /dev/null && ok "no prediction without prefetch" || fail "prediction without prefetch"
+if $R run -m "$T/m" --expert-cache-slots 3 --prefetch on -n 6 --temp 0 --trace-out "$T/tr.bin" -p "hello there" \
+    > /dev/null 2> "$T/err.txt"; then
+  $R trace-sim "$T/tr.bin" --json > "$T/ts.json" 2> "$T/err.txt" || fail "trace-sim: $(cat "$T/err.txt")"
+  [ "$(jq '.prediction | (.hints > 0 and .requested > 0 and .named <= .requested and (.layers | length) > 0)' "$T/ts.json")" = true ] \
+    && ok "trace-sim scores the trace's hints" || fail "trace-sim prediction: $(jq -c '.prediction' "$T/ts.json")"
+  $R trace-sim "$T/tr.bin" | grep -q "prediction a layer ahead: .* named .*% of the" && ok "trace-sim prediction line" \
+    || fail "trace-sim text: $($R trace-sim "$T/tr.bin" | tail -2)"
+else
+  fail "run --trace-out: $(cat "$T/err.txt")"
+fi
+
 # a budget below the resident core: refused up front with the numbers
 if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
 else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi

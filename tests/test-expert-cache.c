@@ -493,6 +493,61 @@ static void test_prefetch_fault(fixture *f)
     rkm_expert_cache_free(c);
 }
 
+/* Prefetch hints scored by the layer's next request, live and in the
+ * trace: distinct experts of the request the hint named, the latest hint
+ * of a layer replacing the one before, requests without a hint not
+ * counted; the trace's prediction records give the same counts. */
+static void test_prediction(fixture *f)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/pred.bin", test_tmpdir());
+    rkm_expert_cache_params p = {.slots_per_layer = 6, .prefetch = 1, .trace_out = path};
+    rkm_expert_cache *c = rkm_expert_cache_new(&f->md, &p);
+    CHECK(c != NULL);
+    if (!c) return;
+    const int l0 = moe_layers[0], l1 = moe_layers[1];
+    struct { int il, nh, h[3], nr, r[4]; } steps[] = {
+        {l1, 3, {1, 2, 3}, 4, {2, 3, 5, 5}}, /* 2 of {2, 3, 5} */
+        {l1, 0, {0}, 1, {1}},                /* no hint: not scored */
+        {l1, 1, {4}, 0, {0}},                /* a hint replaced by the next one */
+        {l1, 2, {6, 7}, 2, {6, 4}},          /* 1 of 2 */
+        {l0, 1, {0}, 1, {0}},                /* 1 of 1 */
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(steps); i++) {
+        if (steps[i].nh) rkm_expert_cache_prefetch(c, steps[i].il, steps[i].h, steps[i].nh);
+        if (!steps[i].nr) continue;
+        CHECK_EQ_INT(rkm_expert_cache_request(c, steps[i].il, steps[i].r, steps[i].nr), 0);
+        for (int k = 0; k < steps[i].nr; k++) {
+            const uint8_t *b;
+            CHECK_EQ_INT(rkm_expert_cache_get(c, steps[i].il, steps[i].r[k], &b), 0);
+        }
+        rkm_expert_cache_release(c, steps[i].il);
+    }
+    uint64_t n, q;
+    rkm_expert_cache_layer_prediction(c, l1, &n, &q);
+    CHECK(n == 3 && q == 5);
+    rkm_expert_cache_layer_prediction(c, l0, &n, &q);
+    CHECK(n == 1 && q == 1);
+    rkm_expert_cache_layer_prediction(c, -1, &n, &q);
+    CHECK(n == 4 && q == 6);
+    rkm_expert_cache_reset_stats(c);
+    rkm_expert_cache_layer_prediction(c, -1, &n, &q);
+    CHECK(n == 0 && q == 0);
+    rkm_expert_cache_free(c);
+    rkm_trace *tr = rkm_trace_load(path);
+    CHECK_MSG(tr != NULL, "%s", rkm_last_error());
+    if (!tr) return;
+    CHECK_EQ_INT(tr->n_rec, 4);
+    CHECK_EQ_INT(tr->n_pred, 4);
+    uint64_t named[RKM_MAX_LAYERS], req[RKM_MAX_LAYERS];
+    rkm_trace_prediction(tr, named, req);
+    CHECK(named[l1] == 3 && req[l1] == 5 && named[l0] == 1 && req[l0] == 1);
+    rkm_sim_result r = {0}; /* the simulator replays the requests only */
+    CHECK_EQ_INT(rkm_trace_simulate(tr, RKM_SIM_LRU, 6, &r), 0);
+    CHECK_EQ_INT(r.hits + r.misses, 7); /* distinct experts of the 4 requests */
+    rkm_trace_free(tr);
+}
+
 static void test_env_fault(fixture *f)
 {
     rkm_knob_set(RKM_KNOB_FAULT, "eio:1:4:1,corrupt:3:8:1");
@@ -794,6 +849,7 @@ int main(void)
     test_replay_into_cache(&f);
     test_fault_hook(&f);
     test_prefetch_fault(&f);
+    test_prediction(&f);
     test_env_fault(&f);
     test_bad_files(&f);
     test_fill(&f);

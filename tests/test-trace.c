@@ -112,8 +112,21 @@ static void test_malformed(void)
     char *b = malloc(n);
     memcpy(b, good, n), b[0] = 'X';
     CHECK(rkm_trace_parse(b, n) == NULL && strstr(rkm_last_error(), "magic"));
-    memcpy(b, good, n), b[8] = 2;
+    memcpy(b, good, n), b[8] = 3;
     CHECK(rkm_trace_parse(b, n) == NULL && strstr(rkm_last_error(), "version"));
+    memcpy(b, good, n), b[8] = 0;
+    CHECK(rkm_trace_parse(b, n) == NULL && strstr(rkm_last_error(), "version"));
+    /* a prediction record is version 2's: in a version 1 file its flag is a bad layer */
+    memcpy(b, good, n), b[32 + 5] = (char)0x80;
+    rkm_trace *tp = rkm_trace_parse(b, n);
+    CHECK(tp && tp->n_pred == 1 && tp->n_rec == 99 && tp->preds[0].at == 0);
+    rkm_trace_free(tp);
+    memcpy(b, good, n), b[8] = 1, b[32 + 5] = (char)0x80;
+    CHECK(rkm_trace_parse(b, n) == NULL && strstr(rkm_last_error(), "bad record"));
+    memcpy(b, good, n), b[8] = 1; /* version 1 without predictions still loads */
+    tp = rkm_trace_parse(b, n);
+    CHECK(tp && tp->n_rec == 100 && tp->n_pred == 0);
+    rkm_trace_free(tp);
     memcpy(b, good, n), b[32 + 4] = 9; /* layer 9 of 5 */
     CHECK(rkm_trace_parse(b, n) == NULL && strstr(rkm_last_error(), "bad record"));
     memcpy(b, good, n), b[32 + 8] = 70; /* expert 70 of 64 */

@@ -525,6 +525,23 @@ int rkm_cmd_bench(int argc, char **argv)
                 rkm_expert_cache_layer_stats(m->cache, il, &h, &mi);
                 if (h + mi) cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)h / (double)(h + mi)));
             }
+            uint64_t pn, pq;
+            rkm_expert_cache_layer_prediction(m->cache, -1, &pn, &pq);
+            if (pq) { /* --prefetch on: how well the layer-ahead router named the experts */
+                cJSON *po = cJSON_AddObjectToObject(root, "decode_prediction");
+                cJSON_AddNumberToObject(po, "named", (double)pn);
+                cJSON_AddNumberToObject(po, "requested", (double)pq);
+                cJSON_AddNumberToObject(po, "accuracy", (double)pn / (double)pq);
+                cJSON *la = cJSON_AddArrayToObject(po, "layers");
+                for (int il = 0; il < m->hp.n_layer; il++) {
+                    rkm_expert_cache_layer_prediction(m->cache, il, &pn, &pq);
+                    if (!pq) continue;
+                    cJSON *lo = cJSON_CreateObject();
+                    cJSON_AddNumberToObject(lo, "layer", il);
+                    cJSON_AddNumberToObject(lo, "accuracy", (double)pn / (double)pq);
+                    cJSON_AddItemToArray(la, lo);
+                }
+            }
         }
         char *js = cJSON_Print(root);
         if (js) puts(js);
@@ -584,6 +601,18 @@ int rkm_cmd_bench(int argc, char **argv)
             } else if (wp_why) {
                 printf("limits: no weights-only pass: %s\n", wp_why);
             }
+        }
+        uint64_t pn = 0, pq = 0;
+        if (m->cache) rkm_expert_cache_layer_prediction(m->cache, -1, &pn, &pq);
+        if (pq) {
+            printf("decode prediction: the router a layer ahead named %.1f%% of the %llu experts requested after it",
+                   100.0 * (double)pn / (double)pq, (unsigned long long)pq);
+            if (per_layer)
+                for (int il = 0; il < m->hp.n_layer; il++) {
+                    rkm_expert_cache_layer_prediction(m->cache, il, &pn, &pq);
+                    if (pq) printf(" %d:%.0f%%", il, 100.0 * (double)pn / (double)pq);
+                }
+            printf("\n");
         }
         if (m->cache && per_layer) {
             printf("decode hit rate per MoE layer:");

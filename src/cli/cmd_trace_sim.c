@@ -158,6 +158,32 @@ int rkm_cmd_trace_sim(int argc, char **argv)
                 }
         }
     }
+    if (t->n_pred > 0) { /* prefetch hints a layer ahead (--prefetch): named / requested */
+        uint64_t all_n = 0, all_r = 0;
+        rkm_trace_prediction(t, lh, lm);
+        for (int l = 0; l < t->n_layer; l++) all_n += lh[l], all_r += lm[l];
+        if (json) {
+            cJSON *po = cJSON_AddObjectToObject(root, "prediction");
+            cJSON_AddNumberToObject(po, "hints", (double)t->n_pred);
+            cJSON_AddNumberToObject(po, "named", (double)all_n);
+            cJSON_AddNumberToObject(po, "requested", (double)all_r);
+            cJSON_AddNumberToObject(po, "accuracy", rate(all_n, all_r - all_n) / 100.0);
+            cJSON *arr = cJSON_AddArrayToObject(po, "layers");
+            for (int l = 0; l < t->n_layer; l++) {
+                if (!lm[l]) continue;
+                cJSON *lo = cJSON_CreateObject();
+                cJSON_AddNumberToObject(lo, "layer", l);
+                cJSON_AddNumberToObject(lo, "accuracy", rate(lh[l], lm[l] - lh[l]) / 100.0);
+                cJSON_AddItemToArray(arr, lo);
+            }
+        } else {
+            printf("prediction a layer ahead: %lld hints named %.1f%% of the %llu experts the next requests asked for\n",
+                   (long long)t->n_pred, rate(all_n, all_r - all_n), (unsigned long long)all_r);
+            if (per_layer)
+                for (int l = 0; l < t->n_layer; l++)
+                    if (lm[l]) printf("%8s %9.1f%%   layer %d\n", "", rate(lh[l], lm[l] - lh[l]), l);
+        }
+    }
     if (json) {
         char *s = cJSON_Print(root);
         if (s) puts(s);

@@ -117,6 +117,11 @@ int rkm_expert_cache_try_get(rkm_expert_cache *c, int il, int e, const uint8_t *
 int rkm_expert_cache_wait_fill(rkm_expert_cache *c);
 /* Hits and misses of one model layer since the last reset (0 if none). */
 void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *hits, uint64_t *misses);
+/* The prefetch hints' accuracy since the last reset: of the experts the
+ * first request of layer il after a hint for it named (duplicates once),
+ * *named were in the hint, out of *requested; il -1: every layer summed.
+ * Hints are taken only with params.prefetch. */
+void rkm_expert_cache_layer_prediction(const rkm_expert_cache *c, int il, uint64_t *named, uint64_t *requested);
 /* "pread" or "io_uring", and whether the expert files use O_DIRECT. */
 const char *rkm_expert_cache_io_backend(const rkm_expert_cache *c);
 /* 1 if the layers' slots form one pool (params.shared_slots took effect). */

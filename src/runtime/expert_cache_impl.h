@@ -8,7 +8,7 @@
  * slot's buffer (written by the IO engine, read by the finishing IO
  * thread; nobody else touches a LOADING slot), every layer_cache field
  * that changes after creation (slot_of, freq, n_req, verified, hits,
- * misses, cand), the stats, the fault table and hook, fill_done, tick and
+ * misses, cand, the prediction marks and counts), the stats, the fault table and hook, fill_done, tick and
  * the trace fields. c->cv is broadcast when a slot leaves LOADING and when
  * fill_done is set. bg_stop is atomic. Everything else is written once in
  * rkm_expert_cache_new, before any other thread starts, and only read
@@ -72,6 +72,11 @@ struct layer_cache {
     uint64_t n_req;     /* requests of this layer (LFU aging) */
     uint8_t *verified;  /* n_expert: checksum checked once (VERIFY_FIRST) */
     uint64_t hits, misses;
+    /* The last prefetch hint, until the layer's next request scores it:
+     * predicted[e] marks the experts it named (n_expert entries). */
+    uint8_t *predicted;
+    int pred_pending;
+    uint64_t pred_named, pred_requested; /* requested experts the hint named; all of them */
 };
 
 typedef struct rkm_cache_fault {

@@ -311,7 +311,8 @@ rkm_expert_cache *rkm_expert_cache_new(const rkm_model_dir *md, const rkm_expert
         lc->slot_of = malloc(el->n_expert * sizeof *lc->slot_of);
         lc->freq = calloc(el->n_expert, sizeof *lc->freq);
         lc->verified = calloc(el->n_expert, 1);
-        if (!lc->slot_of || !lc->freq || !lc->verified) goto oom;
+        lc->predicted = calloc(el->n_expert, 1);
+        if (!lc->slot_of || !lc->freq || !lc->verified || !lc->predicted) goto oom;
         for (int e = 0; e < el->n_expert; e++) lc->slot_of[e] = -1;
         if (shared && i > 0) { /* layer 0's pool */
             lc->shares = 1;
@@ -389,6 +390,7 @@ void rkm_expert_cache_free(rkm_expert_cache *c)
         free(lc->slot_of);
         free(lc->freq);
         free(lc->verified);
+        free(lc->predicted);
     }
     free(c->layers);
     pthread_mutex_destroy(&c->mu);
@@ -462,6 +464,17 @@ int rkm_expert_cache_request(rkm_expert_cache *c, int il, const int *ids, int n)
     }
     c->tick++;
     if (n > 0) rkm_cache_policy_age(lc->freq, lc->el->n_expert, &lc->n_req); /* as trace-sim replays it */
+    if (lc->pred_pending && n > 0) { /* the first request after a hint scores it */
+        for (int i = 0; i < n; i++) {
+            int dup = 0;
+            for (int j = 0; j < i; j++) dup |= ids[j] == ids[i];
+            if (dup) continue;
+            lc->pred_requested++;
+            lc->pred_named += lc->predicted[ids[i]];
+        }
+        memset(lc->predicted, 0, (size_t)lc->el->n_expert);
+        lc->pred_pending = 0;
+    }
     if (c->trace && n > 0) {
         /* A lower layer starts a new forward pass; the same layer again is
          * the next tile of this pass, unless the model has one MoE layer. */
@@ -611,6 +624,13 @@ void rkm_expert_cache_prefetch(rkm_expert_cache *c, int il, const int *ids, int 
     if (!c || !ids || !c->p.prefetch) return;
     pthread_mutex_lock(&c->mu);
     layer_cache *lc = layer_of(c, il);
+    if (lc) { /* the hint, scored by the layer's next request */
+        memset(lc->predicted, 0, (size_t)lc->el->n_expert);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < lc->el->n_expert) lc->predicted[ids[i]] = 1;
+        lc->pred_pending = 1;
+        if (c->trace && n > 0) rkm_trace_write_prediction(c->trace, c->trace_token ? c->trace_token - 1 : 0, il, ids, n);
+    }
     for (int i = 0; lc && i < n; i++) {
         int e = ids[i];
         if (e < 0 || e >= lc->el->n_expert || lc->slot_of[e] >= 0) continue;
@@ -644,8 +664,28 @@ void rkm_expert_cache_reset_stats(rkm_expert_cache *c)
     if (!c) return;
     pthread_mutex_lock(&c->mu);
     memset(&c->st, 0, sizeof c->st);
-    for (int i = 0; i < c->n_layers; i++) c->layers[i].hits = c->layers[i].misses = 0;
+    for (int i = 0; i < c->n_layers; i++) {
+        layer_cache *lc = &c->layers[i];
+        lc->hits = lc->misses = lc->pred_named = lc->pred_requested = 0;
+    }
     pthread_mutex_unlock(&c->mu);
+}
+
+void rkm_expert_cache_layer_prediction(const rkm_expert_cache *c, int il, uint64_t *named, uint64_t *requested)
+{
+    uint64_t a = 0, b = 0;
+    if (c) {
+        pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+        for (int i = 0; i < c->n_layers; i++) {
+            const layer_cache *lc = &c->layers[i];
+            if (il >= 0 && lc->il != il) continue;
+            a += lc->pred_named;
+            b += lc->pred_requested;
+        }
+        pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    }
+    if (named) *named = a;
+    if (requested) *requested = b;
 }
 
 void rkm_expert_cache_layer_stats(const rkm_expert_cache *c, int il, uint64_t *hits, uint64_t *misses)

@@ -68,14 +68,14 @@ rkm_trace_writer *rkm_trace_writer_open(const char *path, int n_layer, int n_exp
     return w;
 }
 
-int rkm_trace_write(rkm_trace_writer *w, uint32_t token, int layer, const int *ids, int n)
+static int write_rec(rkm_trace_writer *w, uint32_t token, int layer, uint32_t flag, const int *ids, int n)
 {
     if (!w) return 0;
     if (layer < 0 || layer >= w->n_layer || n <= 0 || n > w->n_expert)
         return rkm_err(RKM_EINVAL, "trace: bad record (layer %d, %d experts)", layer, n);
     uint8_t buf[8 + 2 * TRACE_MAX_EXPERTS];
     put_u32(buf, token);
-    put_u16(buf + 4, (uint32_t)layer);
+    put_u16(buf + 4, (uint32_t)layer | flag);
     put_u16(buf + 6, (uint32_t)n);
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= w->n_expert) return rkm_err(RKM_EINVAL, "trace: expert %d out of range", ids[i]);
@@ -87,6 +87,16 @@ int rkm_trace_write(rkm_trace_writer *w, uint32_t token, int layer, const int *i
     int rc = w->err;
     pthread_mutex_unlock(&w->mu);
     return rc ? rkm_err(rc, "trace: write to %s failed", w->path) : 0;
+}
+
+int rkm_trace_write(rkm_trace_writer *w, uint32_t token, int layer, const int *ids, int n)
+{
+    return write_rec(w, token, layer, 0, ids, n);
+}
+
+int rkm_trace_write_prediction(rkm_trace_writer *w, uint32_t token, int layer, const int *ids, int n)
+{
+    return write_rec(w, token, layer, RKM_TRACE_PREDICTED, ids, n);
 }
 
 int rkm_trace_writer_close(rkm_trace_writer *w)
@@ -111,8 +121,8 @@ rkm_trace *rkm_trace_parse(const void *data, uint64_t n)
         return NULL;
     }
     uint32_t ver = get_u32(p + 8), nl = get_u32(p + 12), ne = get_u32(p + 16), k = get_u32(p + 20);
-    if (ver != RKM_TRACE_VERSION) {
-        rkm_err(RKM_EUNSUPPORTED, "trace: version %u, this rkmojo reads version %d", ver, RKM_TRACE_VERSION);
+    if (ver < 1 || ver > RKM_TRACE_VERSION) {
+        rkm_err(RKM_EUNSUPPORTED, "trace: version %u, this rkmojo reads versions 1 to %d", ver, RKM_TRACE_VERSION);
         return NULL;
     }
     if (nl == 0 || nl > TRACE_MAX_LAYERS || ne == 0 || ne > TRACE_MAX_EXPERTS || k == 0 || k > ne) {
@@ -120,11 +130,13 @@ rkm_trace *rkm_trace_parse(const void *data, uint64_t n)
         return NULL;
     }
     /* pass 1: validate and count */
-    int64_t n_rec = 0, n_ids = 0;
+    int64_t n_rec = 0, n_pred = 0, n_ids = 0;
     uint64_t off = HEADER_BYTES;
     while (off < n) {
         if (n - off < 8) goto truncated;
         uint32_t layer = get_u16(p + off + 4), cnt = get_u16(p + off + 6);
+        int pred = ver >= 2 && (layer & RKM_TRACE_PREDICTED);
+        if (pred) layer &= ~(uint32_t)RKM_TRACE_PREDICTED;
         if (layer >= nl || cnt == 0 || cnt > ne) {
             rkm_err(RKM_EFORMAT, "trace: bad record at offset %llu (layer %u, %u experts)", (unsigned long long)off,
                     layer, cnt);
@@ -137,28 +149,34 @@ rkm_trace *rkm_trace_parse(const void *data, uint64_t n)
                 return NULL;
             }
         off += 8 + 2ull * cnt;
-        n_rec++;
+        if (pred) n_pred++;
+        else n_rec++;
         n_ids += cnt;
     }
     rkm_trace *t = calloc(1, sizeof *t);
     if (!t) goto oom;
     t->n_layer = (int)nl, t->n_expert = (int)ne, t->top_k = (int)k;
     t->n_rec = n_rec;
+    t->n_pred = n_pred;
     t->n_ids = n_ids;
     t->recs = malloc(sizeof *t->recs * (size_t)(n_rec ? n_rec : 1));
+    t->preds = malloc(sizeof *t->preds * (size_t)(n_pred ? n_pred : 1));
     t->ids = malloc(sizeof *t->ids * (size_t)(n_ids ? n_ids : 1));
-    if (!t->recs || !t->ids) {
+    if (!t->recs || !t->preds || !t->ids) {
         rkm_trace_free(t);
         goto oom;
     }
     off = HEADER_BYTES;
-    int64_t ii = 0;
-    for (int64_t r = 0; r < n_rec; r++) {
-        rkm_trace_rec *rec = &t->recs[r];
+    int64_t ii = 0, nr = 0, np = 0;
+    while (nr + np < n_rec + n_pred) {
+        uint32_t layer = get_u16(p + off + 4);
+        int pred = ver >= 2 && (layer & RKM_TRACE_PREDICTED);
+        rkm_trace_rec *rec = pred ? &t->preds[np++] : &t->recs[nr++];
         rec->token = get_u32(p + off);
-        rec->layer = (uint16_t)get_u16(p + off + 4);
+        rec->layer = (uint16_t)(layer & ~(uint32_t)RKM_TRACE_PREDICTED);
         rec->n = (uint16_t)get_u16(p + off + 6);
         rec->first = (uint32_t)ii;
+        rec->at = pred ? nr : 0;
         for (int i = 0; i < rec->n; i++) t->ids[ii++] = (uint16_t)get_u16(p + off + 8 + 2 * i);
         off += 8 + 2ull * rec->n;
     }
@@ -186,8 +204,35 @@ void rkm_trace_free(rkm_trace *t)
 {
     if (!t) return;
     free(t->recs);
+    free(t->preds);
     free(t->ids);
     free(t);
+}
+
+void rkm_trace_prediction(const rkm_trace *t, uint64_t *named, uint64_t *requested)
+{
+    memset(named, 0, sizeof *named * (size_t)t->n_layer);
+    memset(requested, 0, sizeof *requested * (size_t)t->n_layer);
+    int64_t pending[TRACE_MAX_LAYERS]; /* the layer's latest unscored hint, or -1 */
+    uint8_t mark[TRACE_MAX_EXPERTS];
+    for (int l = 0; l < t->n_layer; l++) pending[l] = -1;
+    int64_t p = 0;
+    for (int64_t r = 0; r < t->n_rec; r++) {
+        for (; p < t->n_pred && t->preds[p].at <= r; p++) pending[t->preds[p].layer] = p;
+        const rkm_trace_rec *rec = &t->recs[r];
+        if (pending[rec->layer] < 0) continue;
+        const rkm_trace_rec *h = &t->preds[pending[rec->layer]];
+        memset(mark, 0, (size_t)t->n_expert);
+        for (int i = 0; i < h->n; i++) mark[t->ids[h->first + i]] = 1;
+        for (int i = 0; i < rec->n; i++) {
+            int e = t->ids[rec->first + i], dup = 0;
+            for (int j = 0; j < i; j++) dup |= t->ids[rec->first + j] == e;
+            if (dup) continue;
+            requested[rec->layer]++;
+            named[rec->layer] += mark[e];
+        }
+        pending[rec->layer] = -1;
+    }
 }
 
 /* ------------------------------------------------------------ simulation */

@@ -4,7 +4,8 @@
  * and replayed offline under LRU, LFU and Belady's optimal policy
  * (rkmojo trace-sim) to size the cache for a workload.
  *
- * File layout (version 1, little-endian):
+ * File layout (version 2, little-endian; version 1 is version 2 without
+ * prediction records):
  *   header, 32 bytes:
  *     char     magic[8]  "RKMTRACE"
  *     uint32   version   1
@@ -14,11 +15,15 @@
  *     uint64   reserved  0
  *   records until end of file, each 8 + 2 * n bytes:
  *     uint32   token     index of the forward pass (token or prefill chunk)
- *     uint16   layer
+ *     uint16   layer     | 0x8000 for a prediction record
  *     uint16   n         experts in this request (1..n_expert)
  *     uint16   ids[n]
  * One record is one rkm_expert_cache_request: a decoded token's top-k, or
- * the union of a prefill chunk's experts (a tile of it).
+ * the union of a prefill chunk's experts (a tile of it). A prediction
+ * record is one prefetch hint (rkm_expert_cache_prefetch: the experts a
+ * layer ahead's router named, --prefetch); its token is that of the latest
+ * request before it. The simulator replays requests only; a hint is scored
+ * against the next request of its layer, as the live cache scores it.
  */
 #ifndef RKM_TRACE_H
 #define RKM_TRACE_H
@@ -28,7 +33,8 @@
 #include "runtime/cache_policy.h" /* the victim choice and LFU aging it replays */
 
 #define RKM_TRACE_MAGIC "RKMTRACE"
-#define RKM_TRACE_VERSION 1
+#define RKM_TRACE_VERSION 2
+#define RKM_TRACE_PREDICTED 0x8000 /* layer flag of a prediction record */
 
 enum { RKM_SIM_LRU = 0, RKM_SIM_LFU = 1, RKM_SIM_BELADY = 2 };
 
@@ -37,6 +43,8 @@ typedef struct rkm_trace_writer rkm_trace_writer;
 rkm_trace_writer *rkm_trace_writer_open(const char *path, int n_layer, int n_expert, int top_k);
 /* Appends one record. Thread-safe. */
 int rkm_trace_write(rkm_trace_writer *w, uint32_t token, int layer, const int *ids, int n);
+/* Appends one prediction record (a prefetch hint for layer). Thread-safe. */
+int rkm_trace_write_prediction(rkm_trace_writer *w, uint32_t token, int layer, const int *ids, int n);
 /* Flushes and closes; returns the first write error, if any. NULL is fine. */
 int rkm_trace_writer_close(rkm_trace_writer *w);
 
@@ -45,15 +53,24 @@ typedef struct rkm_trace_rec {
     uint16_t layer;
     uint16_t n;
     uint32_t first;   /* index of ids[0] in rkm_trace.ids */
+    int64_t at;       /* predictions: requests before it in the file */
 } rkm_trace_rec;
 
 typedef struct rkm_trace {
     int n_layer, n_expert, top_k;
     int64_t n_rec;
-    rkm_trace_rec *recs;
+    rkm_trace_rec *recs;  /* the requests */
+    int64_t n_pred;
+    rkm_trace_rec *preds; /* the prediction records */
     uint16_t *ids;
     int64_t n_ids;
 } rkm_trace;
+
+/* The predictions' accuracy per layer: each hint scored against the next
+ * request of its layer (a later hint for the layer replacing it first):
+ * named[l] of that request's distinct experts were in the hint, out of
+ * requested[l] (n_layer entries each, zeroed first). */
+void rkm_trace_prediction(const rkm_trace *t, uint64_t *named, uint64_t *requested);
 
 /* Loads and validates a trace file (untrusted: every field is checked). */
 rkm_trace *rkm_trace_load(const char *path);
