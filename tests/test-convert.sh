@@ -51,6 +51,23 @@ if $R convert "$T/a.gguf" "$T/m-plain" --quant q4_0 --expert-layout plain --quie
 else
   fail "convert --expert-layout plain"
 fi
+# Q4_K at full super-block width: packed at load and after each expert read
+# where the kernel set has a packed Q4_K kernel (AVX-512 VNNI), stored
+# plain; every logit the same as the plain rows' (RKM_PACK=0), resident
+# and streamed through 3 slots
+if $R synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --dtype q4_k_m -o "$T/k.gguf" --quiet \
+    && $R convert "$T/k.gguf" "$T/m-k" --quant keep --quiet && $R inspect "$T/m-k" > "$T/inspect-k.txt"; then
+  grep -q "gate q4_k, up q4_k, down q4_k" "$T/inspect-k.txt" && ok "Q4_K experts stored as GGUF rows" \
+    || fail "Q4_K layout: $(grep 'routed experts' "$T/inspect-k.txt")"
+  ids=1,5,9,33,100,200,300,7,8,9,10,11,12,13,40,41
+  p0=$(RKM_PACK=0 $R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins 2>/dev/null)
+  p1=$($R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins 2>/dev/null)
+  p2=$($R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins --expert-cache-slots 3 2>/dev/null)
+  [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && ok "Q4_K packed at run time: the same logits (kernels $($R doctor 2>/dev/null | awk '/^kernels:/ {print $2}'))" \
+    || fail "Q4_K packed vs plain: $(diff <(echo "$p0") <(echo "$p1") | head -3) / $(diff <(echo "$p0") <(echo "$p2") | head -3)"
+else
+  fail "synth/convert q4_k_m at width 256"
+fi
 $R convert "$T/a.gguf" "$T/m-x" --expert-layout diagonal --quiet 2> "$T/err" && fail "bad --expert-layout accepted" \
   || { grep -q "expert-layout" "$T/err" && ok "bad --expert-layout refused"; } || fail "message: $(cat "$T/err")"
 

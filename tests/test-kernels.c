@@ -413,12 +413,19 @@ static void test_ops(const char *variant)
 /* The packed layout, written from its description in kernels.h (not from
  * pack.c): where byte j (-sb..-1: the row's scale, sb bytes) of row r,
  * block b lands. */
+static size_t packed_sb(int wtype) { return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K ? 16 : 2; }
+
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
 {
-    const size_t sb = wtype == RKM_TYPE_MXFP4 ? 1 : 2, blk = wtype == RKM_TYPE_Q8_0 ? 34 : 16 + sb;
+    const size_t sb = packed_sb(wtype), blk = rkm_type_block_bytes(wtype);
     size_t rb = rkm_type_row_bytes(wtype, n_in), bb = 16 * blk;
     size_t g0 = (size_t)(r / 16) * 16 * rb + (size_t)b * bb;
     size_t rr = (size_t)(r % 16);
+    if (j < 0 && wtype == RKM_TYPE_Q4_K) { /* d, dmin, then scale byte k, each field for the 16 rows */
+        int h = j + 16;
+        if (h < 4) return g0 + 32 * (size_t)(h / 2) + 2 * rr + (size_t)(h % 2);
+        return g0 + 64 + 16 * (size_t)(h - 4) + rr;
+    }
     if (j < 0) return g0 + sb * rr + (size_t)(j + (int)sb);
     return g0 + 16 * sb + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
 }
@@ -656,27 +663,35 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4};
-    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16"};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int t = types[ti];
+        const int kq = t == RKM_TYPE_Q4_K; /* packed at run time only, where the set has its kernel */
         CHECK(rkm_pack_type(t, 15) == t);
-        CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
+        CHECK(rkm_pack_store_type(t, 16) == (kq ? t : (t | RKM_TYPE_PACKED)));
+        if (!kq) CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
+        else {
+            const char *was = rkm_kernels_name();
+            rkm_kernels_select("ref");
+            CHECK(rkm_pack_type(t, 16) == t);
+            rkm_kernels_select(was);
+        }
         CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
         CHECK(rkm_pack_type(RKM_TYPE_IQ4_NL, 64) == RKM_TYPE_IQ4_NL);
         CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
-        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rkm_type_row_bytes(t, 96));
+        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 512) == rkm_type_row_bytes(t, 512));
         CHECK(rkm_type_packed(t | RKM_TYPE_PACKED) && !rkm_type_packed(t) && !rkm_type_packed(RKM_TYPE_F16 | RKM_TYPE_PACKED));
-        int64_t n_in = 96, n_out = 37;
+        int64_t n_in = kq ? 512 : 96, n_out = 37;
         mm_case c;
         mm_case_make(&c, t, n_in, n_out, 1);
         uint8_t *p = packed_copy(t, c.w, n_in, n_out);
         const uint8_t *w = c.w;
-        const int sb = t == RKM_TYPE_MXFP4 ? 1 : 2;
+        const int sb = (int)packed_sb(t);
         size_t rb = rkm_type_row_bytes(t, n_in), blk = rkm_type_block_bytes(t);
         for (int64_t r = 0; r < n_out; r++)
-            for (int64_t b = 0; b < n_in / 32; b++)
+            for (int64_t b = 0; b < n_in / rkm_type_block_size(t); b++)
                 for (int j = -sb; j < (int)blk - sb; j++) {
                     size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j + sb);
                     size_t off = r < 32 ? packed_offset(t, n_in, r, b, j) : plain; /* 37 rows: 2 groups + tail */
@@ -686,8 +701,8 @@ static void test_pack_layout(void)
         CHECK(rkm_unpack_rows(t, p, n_in, n_out) == 0);
         CHECK_MSG(!memcmp(p, w, rb * (size_t)n_out), "%s: unpack(pack(w)) != w", rkm_type_name(t));
         CHECK(!strcasecmp(rkm_type_name(t | RKM_TYPE_PACKED), names[ti]));
-        CHECK(rkm_type_from_name(names[ti]) == (t | RKM_TYPE_PACKED));
-        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 96) == rb);
+        CHECK(rkm_type_from_name(names[ti]) == (kq ? -1 : (t | RKM_TYPE_PACKED))); /* no file stores q4_k_x16 */
+        CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, n_in) == rb);
         free(p);
         mm_case_free(&c);
     }
@@ -711,7 +726,9 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
         for (int64_t r = r_from; r < c->n_out; r++) {
             float v = y[i * ldy + r];
             double e = c->exact[i * c->n_out + r], bd = c->bound[i * c->n_out + r];
-            int ok = fabs((double)v - e) <= bd;
+            /* Q4_K: bit-identity alone (the bound here assumes q8_0 or f32
+             * activations; test-kernels-types bounds the plain reference) */
+            int ok = c->wtype == RKM_TYPE_Q4_K || fabs((double)v - e) <= bd;
             ok &= memcmp(&v, r < n_pk ? &yref[i * ldy + r] : &yp[i * ldy + r], sizeof v) == 0;
             if (!ok && bad < 3)
                 fprintf(stderr, "%s %s n_in=%lld n_out=%lld m=%lld: y[%lld][%lld] = %.9g, ref %.9g, exact %.9g\n", what,
@@ -726,8 +743,8 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4};
-    const int64_t n_ins[] = {32, 96, 160, 2048};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K};
+    const int64_t n_ins[] = {32, 96, 160, 2048}, n_ins_k[] = {256, 512, 768, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
     int quick = quick_mode();
@@ -736,7 +753,8 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
         for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
             for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
                 for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
-                    int64_t n_in = n_ins[a], n_out = n_outs[b], m = ms[ci];
+                    int64_t n_in = t == RKM_TYPE_Q4_K ? n_ins_k[a] : n_ins[a], n_out = n_outs[b], m = ms[ci];
+                    const int pt = t | RKM_TYPE_PACKED; /* every set runs it (Q4_K: the reference's where it has none) */
                     if (n_in == 2048 && (b + ci) % 3) continue;
                     if (quick && (b + ci + a) % 3) continue;
                     mm_case c;
@@ -747,12 +765,12 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                     size_t ysz = sizeof(float) * (size_t)(ldy * m);
                     float *yref = malloc(ysz), *y = malloc(ysz), *yp = malloc(ysz);
                     rkm_kernels_select("ref");
-                    rkm_matmul(NULL, rkm_pack_type(t, n_out), pw, n_in, n_out, c.x, m, yref, ldy);
-                    /* MXFP4 (whose plain kernels all compute the reference's
-                     * way): packing changes no result */
+                    rkm_matmul(NULL, pt, pw, n_in, n_out, c.x, m, yref, ldy);
+                    /* MXFP4 and Q4_K (whose plain kernels all compute the
+                     * reference's way): packing changes no result */
                     rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy);
                     int same = 1;
-                    if (t == RKM_TYPE_MXFP4)
+                    if (t == RKM_TYPE_MXFP4 || t == RKM_TYPE_Q4_K)
                         for (int64_t i = 0; i < m; i++)
                             same &= !memcmp(yref + i * ldy, yp + i * ldy, sizeof(float) * (size_t)(n_out / 16 * 16));
                     CHECK_MSG(same, "packed %s n_in=%lld n_out=%lld m=%lld: the packed reference differs from the plain one",
@@ -762,11 +780,11 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                         rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy); /* plain: the tail rows */
                         for (int pi = 0; pi < n_pools; pi++) {
                             for (int64_t k = 0; k < ldy * m; k++) y[k] = 12345.0f;
-                            rkm_matmul(pools[pi], rkm_pack_type(t, n_out), pw, n_in, n_out, c.x, m, y, ldy);
+                            rkm_matmul(pools[pi], pt, pw, n_in, n_out, c.x, m, y, ldy);
                             int bad = packed_check(&c, y, yref, yp, ldy, 0, variants[v]);
                             if (n_out > 16) { /* rows 16.. on their own */
                                 for (int64_t k = 0; k < ldy * m; k++) y[k] = 12345.0f;
-                                rkm_matmul(pools[pi], rkm_pack_type(t, n_out - 16), (const char *)pw + 16 * rb, n_in,
+                                rkm_matmul(pools[pi], n_out - 16 >= 16 ? pt : t, (const char *)pw + 16 * rb, n_in,
                                            n_out - 16, c.x, m, y + 16, ldy);
                                 bad += packed_check(&c, y, yref, yp, ldy, 16, variants[v]);
                             }

@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -14,10 +14,17 @@
 #include "kernels/kernels_impl.h"
 #include "util/common.h"
 
+int rkm_pack_store_type(int type, int64_t n_out)
+{
+    if (rkm_pk_block(type) && type != RKM_TYPE_Q4_K && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
+    return type;
+}
+
 int rkm_pack_type(int type, int64_t n_out)
 {
-    if (rkm_pk_block(type) && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
-    return type;
+    if (type == RKM_TYPE_Q4_K && n_out >= RKM_PACK_ROWS)
+        return rkm_kernels_active()->mm_q4_k_p != rkm_kernels_ref.mm_q4_k_p ? type | RKM_TYPE_PACKED : type;
+    return rkm_pack_store_type(type, n_out);
 }
 
 int rkm_unpack_type(int type) { return type & ~RKM_TYPE_PACKED; }
@@ -61,21 +68,39 @@ static void transpose4(const uint8_t *const p[4], uint8_t *o)
 /* One group: src = 16 plain rows of rb bytes, dst = the packed group.
  * A plain block is its scale (sb bytes) then its qs; the packed block
  * the 16 scales, then the parts. */
+/* Q4_K's block head of row r (d, dmin, scale bytes 0..11) to and from its
+ * place in the packed head (kernels.h: field by field, 16 rows each). */
+static void k_head_pack(uint8_t *o, const uint8_t *row, int r)
+{
+    memcpy(o + 2 * r, row, 2);
+    memcpy(o + 32 + 2 * r, row + 2, 2);
+    for (int k = 0; k < 12; k++) o[64 + 16 * k + r] = row[4 + k];
+}
+
+static void k_head_unpack(uint8_t *row, const uint8_t *o, int r)
+{
+    memcpy(row, o + 2 * r, 2);
+    memcpy(row + 2, o + 32 + 2 * r, 2);
+    for (int k = 0; k < 12; k++) row[4 + k] = o[64 + 16 * k + r];
+}
+
 static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
     const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
+    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's qs: 4, 8 or 32 */
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
-        for (int r = 0; r < RKM_PACK_ROWS; r++) memcpy(o + sb * r, src + (size_t)r * rb + (size_t)b * bb, sb);
-        for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
-            const uint8_t *p[4];
-            for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + sb;
-            transpose4(p, o + hb + 16 * qd); /* parts 0-3: words 0-3 */
-            if (type == RKM_TYPE_Q8_0) {
-                for (int k = 0; k < 4; k++) p[k] += 16;
-                transpose4(p, o + hb + 256 + 16 * qd); /* parts 4-7 */
-            }
+        for (int r = 0; r < RKM_PACK_ROWS; r++) {
+            const uint8_t *row = src + (size_t)r * rb + (size_t)b * bb;
+            if (type == RKM_TYPE_Q4_K) k_head_pack(o, row, r);
+            else memcpy(o + sb * r, row, sb);
         }
+        for (int w4 = 0; w4 < words; w4 += 4) /* parts w4..w4+3: words w4..w4+3 */
+            for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
+                const uint8_t *p[4];
+                for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + sb + 4 * w4;
+                transpose4(p, o + hb + 64 * w4 + 16 * qd);
+            }
     }
 }
 
@@ -88,7 +113,8 @@ static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
         const uint8_t *o = src + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
-            memcpy(row, o + sb * r, sb);
+            if (type == RKM_TYPE_Q4_K) k_head_unpack(row, o, r);
+            else memcpy(row, o + sb * r, sb);
             for (int h = 0; h < words; h++) memcpy(row + sb + 4 * h, o + hb + 64 * h + 4 * r, 4);
         }
     }
@@ -100,7 +126,7 @@ typedef void (*group_fn)(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
  * temporary copy (what = "pack" / "unpack" for the messages). */
 static int regroup(int type, void *w, int64_t n_in, int64_t n_out, group_fn fn, const char *what)
 {
-    if (!rkm_pk_block(type) || n_in % 32)
+    if (!rkm_pk_block(type) || n_in % rkm_pk_values(type))
         return rkm_err(RKM_EINVAL, "%s: type %d with %lld columns cannot be packed", what, type, (long long)n_in);
     size_t rb = rkm_type_row_bytes(type, n_in), gb = rb * RKM_PACK_ROWS;
     int64_t n_groups = n_out / RKM_PACK_ROWS;
@@ -110,7 +136,7 @@ static int regroup(int type, void *w, int64_t n_in, int64_t n_out, group_fn fn, 
     for (int64_t g = 0; g < n_groups; g++) {
         uint8_t *p = (uint8_t *)w + (size_t)g * gb;
         memcpy(tmp, p, gb);
-        fn(type, p, tmp, rb, n_in / 32);
+        fn(type, p, tmp, rb, n_in / rkm_pk_values(type));
     }
     free(tmp);
     return 0;

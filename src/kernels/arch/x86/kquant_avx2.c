@@ -217,3 +217,128 @@ void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
         }
     }
 }
+
+/* ------------------------------------------------- packed Q4_K ----
+ * The packed layout (kernels.h) in two halves of 8 rows (the first and
+ * second 32 bytes of each 64-byte part), one row per int32 lane: per
+ * sub-block of 32 values, 8 vpmaddubsw of the nibbles by the 4 activation
+ * bytes each part holds summed in 16 bits (at most 8 x 2 x 15 x 128 =
+ * 30720), then one vpmaddwd by ones, times the sub-block's 6-bit scale;
+ * the mins times the activations' sums of 32; the reference's two fused
+ * multiply-adds per row and super-block (bit-identical to it). Decode
+ * reads 4 groups as streams prefetched 2 KiB ahead; prefill takes 2
+ * activation rows at a time. */
+#define PKK2_PF_BYTES 2048
+#define PKK2_STREAMS 4
+
+/* The 8 sub-blocks' scales and mins of one half (8 rows) of a group. */
+KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i mn[8])
+{
+    __m256i S[12];
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; k++) S[k] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * k + 8 * half)));
+    const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        sc[s] = _mm256_and_si256(S[s], m63);
+        mn[s] = _mm256_and_si256(S[s + 4], m63);
+        sc[s + 4] = _mm256_or_si256(_mm256_and_si256(S[s + 8], m15), _mm256_slli_epi32(_mm256_srli_epi32(S[s], 6), 4));
+        mn[s + 4] = _mm256_or_si256(_mm256_srli_epi32(S[s + 8], 4), _mm256_slli_epi32(_mm256_srli_epi32(S[s + 4], 6), 4));
+    }
+}
+
+/* RX activation rows x NG groups from row r. */
+KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[4][2][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q4_K_BLOCK;
+            if (RX == 1) { /* stream k continues with group k + NG */
+                size_t o = (size_t)b * RKM_PK_Q4_K_BLOCK + PKK2_PF_BYTES;
+                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
+                for (size_t l = 0; l < RKM_PK_Q4_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            }
+#pragma GCC unroll 1
+            for (int h = 0; h < 2; h++) {
+                __m256i sc[8], mn[8], isum[2], msum[2];
+                pkk2_scales(blk, h, sc, mn);
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) {
+                    const int32_t *xs = a->xs + (i + c) * ng16 + 16 * b;
+                    __m256i ms = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                    for (int s = 0; s < 8; s++)
+                        ms = _mm256_add_epi32(ms, _mm256_mullo_epi32(mn[s], _mm256_set1_epi32(xs[2 * s] + xs[2 * s + 1])));
+                    msum[c] = ms;
+                    isum[c] = _mm256_setzero_si256();
+                }
+#pragma GCC unroll 1
+                for (int j = 0; j < 4; j++) {
+                    __m256i slo[2], shi[2];
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) slo[c] = shi[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                    for (int hh = 0; hh < 8; hh++) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 256 + 64 * (8 * j + hh) + 32 * h));
+                        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 2
+                        for (int c = 0; c < RX; c++) {
+                            const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j + 4 * hh;
+                            int32_t x0, x1;
+                            memcpy(&x0, xb, 4);
+                            memcpy(&x1, xb + 32, 4);
+                            slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0)));
+                            shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1)));
+                        }
+                    }
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++)
+                        isum[c] = _mm256_add_epi32(
+                            isum[c], _mm256_add_epi32(_mm256_mullo_epi32(_mm256_madd_epi16(slo[c], ones), sc[2 * j]),
+                                                      _mm256_mullo_epi32(_mm256_madd_epi16(shi[c], ones), sc[2 * j + 1])));
+                }
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) {
+                    const __m256 dx = _mm256_set1_ps(a->xd[(i + c) * nb + b]);
+                    acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dx), _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
+                    const __m256 ndm = _mm256_xor_ps(_mm256_mul_ps(dm8, dx), _mm256_set1_ps(-0.0f));
+                    acc[k][h][c] = _mm256_fmadd_ps(ndm, _mm256_cvtepi32_ps(msum[c]), acc[k][h][c]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++)
+            for (int h = 0; h < 2; h++)
+                _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
+}
+
+void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkk2_compute(a, r, 0, 1, PKK2_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk2_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pkk2_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pkk2_compute(a, r, i, 1, 1);
+    }
+}

@@ -762,3 +762,124 @@ ZB_DEFINE(rkm_mm_q5_0_avx512vnni, RKM_TYPE_Q5_0)
 ZB_DEFINE(rkm_mm_q5_1_avx512vnni, RKM_TYPE_Q5_1)
 ZB_DEFINE(rkm_mm_iq4_nl_avx512vnni, RKM_TYPE_IQ4_NL)
 ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)
+
+/* ------------------------------------------------- packed Q4_K ----
+ * The 16 rows of a packed group (kernels.h) sit in the 16 int32 lanes: a
+ * part of 64 bytes is one 4-byte word of each row, so one vpdpbusd adds 4
+ * nibble x activation products to each row's sum of its sub-block, the
+ * sub-block sums are scaled by their 6-bit scales (vpmulld), the mins by
+ * the activations' sums of 32, and each super-block ends in the
+ * reference's two fused multiply-adds per row. Decode (m = 1) reads
+ * PKK_STREAMS groups as parallel streams, prefetched PKK_PF_BYTES ahead;
+ * prefill takes up to 4 activation rows per weight group. */
+#ifndef PKK_PF_BYTES
+#define PKK_PF_BYTES 2048
+#endif
+#define PKK_STREAMS 4
+
+/* The 8 sub-blocks' scales and mins of the group's 16 rows, as int32. */
+KQ_INLINE void pkk_scales(const uint8_t *blk, __m512i sc[8], __m512i mn[8])
+{
+    __m512i S[12];
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; k++) S[k] = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 16 * k)));
+    const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        sc[s] = _mm512_and_si512(S[s], m63);
+        mn[s] = _mm512_and_si512(S[s + 4], m63);
+        sc[s + 4] = _mm512_or_si512(_mm512_and_si512(S[s + 8], m15), _mm512_slli_epi32(_mm512_srli_epi32(S[s], 6), 4));
+        mn[s + 4] = _mm512_or_si512(_mm512_srli_epi32(S[s + 8], 4), _mm512_slli_epi32(_mm512_srli_epi32(S[s + 4], 6), 4));
+    }
+}
+
+/* RX activation rows x NG groups from row r (NG * 16 weight rows). */
+KQ_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[k][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q4_K_BLOCK;
+            if (RX == 1) { /* stream k continues with group k + NG, as pk_compute's */
+                size_t o = (size_t)b * RKM_PK_Q4_K_BLOCK + PKK_PF_BYTES;
+                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
+                for (size_t l = 0; l < RKM_PK_Q4_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            }
+            __m512i sc[8], mn[8];
+            pkk_scales(blk, sc, mn);
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            __m512i isum[4], msum[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) {
+                const int32_t *xs = a->xs + (i + c) * ng16 + 16 * b;
+                __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; s++) ms = _mm512_add_epi32(ms, _mm512_mullo_epi32(mn[s], _mm512_set1_epi32(xs[2 * s] + xs[2 * s + 1])));
+                msum[c] = ms;
+                isum[c] = _mm512_setzero_si512();
+            }
+#pragma GCC unroll 1
+            for (int j = 0; j < 4; j++) {
+                __m512i dlo[4], dhi[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++) dlo[c] = dhi[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int hh = 0; hh < 8; hh++) {
+                    const __m512i v = _mm512_loadu_si512((const void *)(blk + 256 + 64 * (8 * j + hh)));
+                    const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+                    for (int c = 0; c < RX; c++) {
+                        const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j + 4 * hh;
+                        int32_t x0, x1;
+                        memcpy(&x0, xb, 4);
+                        memcpy(&x1, xb + 32, 4);
+                        dlo[c] = _mm512_dpbusd_epi32(dlo[c], lo, _mm512_set1_epi32(x0));
+                        dhi[c] = _mm512_dpbusd_epi32(dhi[c], hi, _mm512_set1_epi32(x1));
+                    }
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++)
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(dlo[c], sc[2 * j]),
+                                                                         _mm512_mullo_epi32(dhi[c], sc[2 * j + 1])));
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) {
+                const __m512 dx = _mm512_set1_ps(a->xd[(i + c) * nb + b]);
+                acc[k][c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, dx), _mm512_cvtepi32_ps(isum[c]), acc[k][c]);
+                const __m512 ndm = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm16, dx)),
+                                                                        _mm512_set1_epi32((int)0x80000000u)));
+                acc[k][c] = _mm512_fmadd_ps(ndm, _mm512_cvtepi32_ps(msum[c]), acc[k][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
+}
+
+void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkk_compute(a, r, 0, 1, PKK_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) pkk_compute(a, r, i, 4, 1);
+        for (; i + 2 <= a->m; i += 2) pkk_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pkk_compute(a, r, i, 1, 1);
+    }
+}
