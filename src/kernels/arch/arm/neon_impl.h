@@ -498,6 +498,94 @@ static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_
 static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
 static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 
+/* Packed Q4_K (kernels.h): a quad of 4 rows per q register, as above; per
+ * 32-value sub-block the 8 words of low (or high) nibbles against the
+ * activations by pk_dot (0..15 as signed bytes), times the sub-block's
+ * 6-bit scale; the mins times the activations' sums of 32; the
+ * reference's two fused multiply-adds per row and super-block. */
+N_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int qd = 0; qd < 4; qd++)
+#pragma GCC unroll 2
+        for (int c = 0; c < RX; c++) acc[qd][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * RKM_PK_Q4_K_BLOCK;
+        if (RX == 1)
+            for (int o = 0; o < RKM_PK_Q4_K_BLOCK; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+#pragma GCC unroll 1
+        for (int qd = 0; qd < 4; qd++) {
+            uint32x4_t S[12];
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) {
+                uint32_t v4;
+                memcpy(&v4, blk + 64 + 16 * k + 4 * qd, 4);
+                S[k] = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v4))));
+            }
+            int32x4_t sc[8], mn[8];
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                sc[s] = vreinterpretq_s32_u32(vandq_u32(S[s], vdupq_n_u32(63)));
+                mn[s] = vreinterpretq_s32_u32(vandq_u32(S[s + 4], vdupq_n_u32(63)));
+                sc[s + 4] = vreinterpretq_s32_u32(
+                    vorrq_u32(vandq_u32(S[s + 8], vdupq_n_u32(15)), vshlq_n_u32(vshrq_n_u32(S[s], 6), 4)));
+                mn[s + 4] = vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(S[s + 8], 4), vshlq_n_u32(vshrq_n_u32(S[s + 4], 6), 4)));
+            }
+            const float32x4_t d4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 8 * qd))));
+            const float32x4_t dm4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 32 + 8 * qd))));
+            int32x4_t isum[2], msum[2];
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) {
+                const int32_t *xs = a->xs + (i + c) * ng16 + 16 * b;
+                int32x4_t ms = vdupq_n_s32(0);
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; s++) ms = vmlaq_n_s32(ms, mn[s], xs[2 * s] + xs[2 * s + 1]);
+                msum[c] = ms;
+                isum[c] = vdupq_n_s32(0);
+            }
+#pragma GCC unroll 1
+            for (int j = 0; j < 4; j++) {
+                int8x16_t lo[8], hi[8];
+#pragma GCC unroll 8
+                for (int hh = 0; hh < 8; hh++) {
+                    uint8x16_t v = vld1q_u8(blk + 256 + 64 * (8 * j + hh) + 16 * qd);
+                    lo[hh] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(15)));
+                    hi[hh] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+                }
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) {
+                    const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j;
+                    int32x4_t dlo = pk_dot(lo, vld1q_s8(xb), vld1q_s8(xb + 16), vdupq_n_s32(0));
+                    int32x4_t dhi = pk_dot(hi, vld1q_s8(xb + 32), vld1q_s8(xb + 48), vdupq_n_s32(0));
+                    isum[c] = vmlaq_s32(vmlaq_s32(isum[c], dlo, sc[2 * j]), dhi, sc[2 * j + 1]);
+                }
+            }
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) {
+                const float dx = a->xd[(i + c) * nb + b];
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vmulq_n_f32(d4, dx), vcvtq_f32_s32(isum[c]));
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vnegq_f32(vmulq_n_f32(dm4, dx)), vcvtq_f32_s32(msum[c]));
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
+}
+
+static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pkk_compute(a, r, i, 2);
+        for (; i < a->m; i++) pkk_compute(a, r, i, 1);
+    }
+}
+
 /* ---------------------------------------------------------- f32 / f16 */
 /* float weights: kind 0 f32, 1 f16, 2 bf16 */
 N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, const int kind)
