@@ -51,20 +51,27 @@ if $R convert "$T/a.gguf" "$T/m-plain" --quant q4_0 --expert-layout plain --quie
 else
   fail "convert --expert-layout plain"
 fi
-# Q4_K at full super-block width: packed at load and after each expert read
-# where the kernel set has a packed Q4_K kernel (AVX-512 VNNI), stored
-# plain; every logit the same as the plain rows' (RKM_PACK=0), resident
-# and streamed through 3 slots
+# Q4_K at full super-block width: experts stored packed (q4_k_x16), resident
+# matrices packed at load; --expert-layout plain keeps GGUF's rows, which
+# the expert cache packs after each read. Every logit the same as the
+# plain rows' (RKM_PACK=0 on the plain conversion), resident and streamed
+# through 3 slots
 if $R synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --dtype q4_k_m -o "$T/k.gguf" --quiet \
-    && $R convert "$T/k.gguf" "$T/m-k" --quant keep --quiet && $R inspect "$T/m-k" > "$T/inspect-k.txt"; then
-  grep -q "gate q4_k, up q4_k, down q4_k" "$T/inspect-k.txt" && ok "Q4_K experts stored as GGUF rows" \
+    && $R convert "$T/k.gguf" "$T/m-k" --quant keep --quiet && $R inspect "$T/m-k" --verify > "$T/inspect-k.txt" \
+    && $R convert "$T/k.gguf" "$T/m-kp" --quant keep --expert-layout plain --quiet && $R inspect "$T/m-kp" > "$T/inspect-kp.txt"; then
+  grep -q "gate q4_k_x16, up q4_k_x16" "$T/inspect-k.txt" && ok "Q4_K experts stored packed by default" \
     || fail "Q4_K layout: $(grep 'routed experts' "$T/inspect-k.txt")"
+  grep -q "gate q4_k, up q4_k" "$T/inspect-kp.txt" && ok "Q4_K experts as GGUF rows with --expert-layout plain" \
+    || fail "Q4_K plain layout: $(grep 'routed experts' "$T/inspect-kp.txt")"
   ids=1,5,9,33,100,200,300,7,8,9,10,11,12,13,40,41
-  p0=$(RKM_PACK=0 $R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins 2>/dev/null)
-  p1=$($R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins 2>/dev/null)
-  p2=$($R perplexity -m "$T/m-k" --ids $ids --print-top1 --router-margins --expert-cache-slots 3 2>/dev/null)
-  [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && ok "Q4_K packed at run time: the same logits (kernels $($R doctor 2>/dev/null | awk '/^kernels:/ {print $2}'))" \
-    || fail "Q4_K packed vs plain: $(diff <(echo "$p0") <(echo "$p1") | head -3) / $(diff <(echo "$p0") <(echo "$p2") | head -3)"
+  ppl() { $R perplexity --ids $ids --print-top1 --router-margins "$@" 2>/dev/null; }
+  p0=$(RKM_PACK=0 ppl -m "$T/m-kp")
+  p1=$(ppl -m "$T/m-k")
+  p2=$(ppl -m "$T/m-k" --expert-cache-slots 3)
+  p3=$(ppl -m "$T/m-kp" --expert-cache-slots 3)
+  [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ "$p0" = "$p3" ] \
+    && ok "Q4_K packed: the same logits as its rows (kernels $($R doctor 2>/dev/null | awk '/^kernels:/ {print $2}'))" \
+    || fail "Q4_K packed vs rows: $(diff <(echo "$p0") <(echo "$p1") | head -3) / $(diff <(echo "$p0") <(echo "$p2") | head -3) / $(diff <(echo "$p0") <(echo "$p3") | head -3)"
 else
   fail "synth/convert q4_k_m at width 256"
 fi

@@ -164,8 +164,8 @@ static int get_shape(const cJSON *o, int *n_dims, int64_t ne[4], int max_dims)
 }
 
 /* expert: an expert part, which may also be rknn_i8 (the NPU's layout,
- * kernels/rknn_i8.h) or q8_0_x16 / q4_0_x16 (the matmuls' packed rows,
- * kernels.h); their shapes are checked by the caller */
+ * kernels/rknn_i8.h) or q8_0_x16 / q4_0_x16 / mxfp4_x16 / q4_k_x16 (the
+ * matmuls' packed rows, kernels.h); their shapes are checked by the caller */
 static int get_dtype(const cJSON *o, int *type, int expert)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dtype");
@@ -175,7 +175,7 @@ static int get_dtype(const cJSON *o, int *type, int expert)
     if (t < 0) return rkm_err(RKM_EFORMAT, "manifest: unknown dtype '%s'", d->valuestring);
     if (!(rkm_type_matmul(t) && !expert_only) && !(expert && expert_only))
         return rkm_err(RKM_EFORMAT, "manifest: unsupported dtype '%s' (type %d; the runtime runs f32, f16, bf16, q8_0, q4_0, "
-                       "q2_k..q6_k, iq4_nl, iq4_xs, mxfp4%s)", d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, rknn_i8" : "");
+                       "q2_k..q6_k, iq4_nl, iq4_xs, mxfp4%s)", d->valuestring, t, expert ? ", q8_0_x16, q4_0_x16, mxfp4_x16, q4_k_x16, rknn_i8" : "");
     *type = t;
     return 0;
 }

@@ -115,11 +115,11 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
 #define RKM_PACK_ROWS 16
-/* The packed type of a q8_0 / q4_0 / MXFP4 matrix with at least one whole group
- * (else type unchanged); Q4_K and Q6_K too when the active kernel set has
- * its own packed kernel for them (packing at load and at read); the plain type of a
- * packed one. rkm_pack_store_type: the types files store packed (the same
- * on every CPU: q8_0, q4_0, MXFP4). */
+/* The packed type of a q8_0 / q4_0 / MXFP4 / Q4_K matrix with at least one
+ * whole group (else type unchanged); Q6_K too when the active kernel set
+ * has its own packed Q6_K kernel (packing at load and at read); the plain
+ * type of a packed one. rkm_pack_store_type: the types files store packed
+ * (the same on every CPU: q8_0, q4_0, MXFP4, Q4_K). */
 int rkm_pack_type(int type, int64_t n_out);
 int rkm_pack_store_type(int type, int64_t n_out);
 int rkm_unpack_type(int type);

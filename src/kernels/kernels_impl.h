@@ -91,8 +91,9 @@ typedef struct {
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p, mm_mxfp4_p;
-    /* Packed Q4_K and Q6_K (q8_K activations). A set without its own entry
-     * runs the reference's, and rkm_pack_type leaves the type plain under it. */
+    /* Packed Q4_K and Q6_K (q8_K activations). A set without its own Q6_K
+     * entry runs the reference's, and rkm_pack_type leaves Q6_K plain
+     * under it. */
     rkm_mm_fn mm_q4_k_p, mm_q6_k_p;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);

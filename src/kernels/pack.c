@@ -16,17 +16,14 @@
 
 int rkm_pack_store_type(int type, int64_t n_out)
 {
-    if (rkm_pk_block(type) && rkm_pk_values(type) == 32 && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
+    if (rkm_pk_block(type) && type != RKM_TYPE_Q6_K && n_out >= RKM_PACK_ROWS) return type | RKM_TYPE_PACKED;
     return type;
 }
 
 int rkm_pack_type(int type, int64_t n_out)
 {
-    const rkm_kernel_set *k = rkm_kernels_active();
-    if (type == RKM_TYPE_Q4_K && n_out >= RKM_PACK_ROWS)
-        return k->mm_q4_k_p != rkm_kernels_ref.mm_q4_k_p ? type | RKM_TYPE_PACKED : type;
     if (type == RKM_TYPE_Q6_K && n_out >= RKM_PACK_ROWS)
-        return k->mm_q6_k_p != rkm_kernels_ref.mm_q6_k_p ? type | RKM_TYPE_PACKED : type;
+        return rkm_kernels_active()->mm_q6_k_p != rkm_kernels_ref.mm_q6_k_p ? type | RKM_TYPE_PACKED : type;
     return rkm_pack_store_type(type, n_out);
 }
 

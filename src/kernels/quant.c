@@ -84,6 +84,7 @@ int rkm_type_from_name(const char *name)
     if (!strcasecmp(name, "q8_0_x16")) return RKM_TYPE_Q8_0 | RKM_TYPE_PACKED;
     if (!strcasecmp(name, "q4_0_x16")) return RKM_TYPE_Q4_0 | RKM_TYPE_PACKED;
     if (!strcasecmp(name, "mxfp4_x16")) return RKM_TYPE_MXFP4 | RKM_TYPE_PACKED;
+    if (!strcasecmp(name, "q4_k_x16")) return RKM_TYPE_Q4_K | RKM_TYPE_PACKED;
     for (int i = 0; i < RKM_TYPE_COUNT; i++) {
         if (!types[i].name) continue;
         const char *a = types[i].name, *b = name;
