@@ -493,7 +493,7 @@ static int write_expert_layer(conv *c, const char *out, int il, rkm_expert_layer
         const int picked = pick_type(c, t->name, t->type, 2, lp.cols[p]);
         ep->type = picked;
         if (c->npu && rkm_rknn_i8_shape_ok(lp.cols[p], lp.rows[p])) ep->type = RKM_TYPE_RKNN_I8;
-        else if (!c->plain_experts) ep->type = rkm_pack_store_type(ep->type, lp.rows[p]);
+        else if (!c->plain_experts) ep->type = rkm_pack_type(ep->type, lp.rows[p]);
         count_type(c, t->type, picked, ep->type, hp->n_expert);
         ep->ne[0] = lp.cols[p];
         ep->ne[1] = lp.rows[p];
