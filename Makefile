@@ -33,7 +33,7 @@ LDFLAGS += $(SAN) -pthread
 # to its pread pool where the kernel refuses io_uring.
 # PCRE2 (Debian's libpcre2-8, with its JIT) runs the pre-tokenizer regexes.
 CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1 -DPCRE2_CODE_UNIT_WIDTH=8
-LDLIBS  += -lcjson -lmicrohttpd -luring -lpcre2-8 -lm
+LDLIBS  += -lcjson -lmicrohttpd -luring -lpcre2-8 -lcurl -lm
 
 LAYERS  := util kernels format text convert backend runtime server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
@@ -76,8 +76,8 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# The CLI alone links libedit (chat's line editing) and libcurl (chat --url, ps).
-CLI_LIBS := -ledit -lcurl
+# The CLI alone links libedit (chat's line editing); libcurl is the library's (pull) and the CLI's (chat --url, ps).
+CLI_LIBS := -ledit
 $(BUILD)/rkmojo: $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS) $(LDLIBS)
 

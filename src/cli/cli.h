@@ -24,5 +24,11 @@ int rkm_cmd_bench(int argc, char **argv);
 int rkm_cmd_doctor(int argc, char **argv);
 int rkm_cmd_trace_sim(int argc, char **argv);
 int rkm_cmd_template(int argc, char **argv);
+int rkm_cmd_pull(int argc, char **argv);
+
+#include <stddef.h>
+/* The models directory: opt, else $RKMOJO_MODELS, else ~/.rkmojo/models
+ * (cmd_models.c); buf holds the last one. */
+const char *rkm_cli_models_dir(const char *opt, char *buf, size_t cap);
 
 #endif

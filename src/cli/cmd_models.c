@@ -21,8 +21,7 @@
 #include "server/server.h"
 #include "util/common.h"
 
-/* The models directory: the option, $RKMOJO_MODELS, ~/.rkmojo/models. */
-static const char *models_dir(const char *opt, char *buf, size_t cap)
+const char *rkm_cli_models_dir(const char *opt, char *buf, size_t cap)
 {
     if (opt) return opt;
     const char *env = getenv("RKMOJO_MODELS");
@@ -64,7 +63,7 @@ static int parse(const char *name, const char *usage, int argc, char **argv, con
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     if (argc - first != n_pos) return rkm_opts_error(&cmd, n_pos ? "give the model's name" : "no arguments expected");
     for (int i = 0; i < n_pos; i++) pos[i] = argv[first + i];
-    *dir = models_dir(*dir, buf, cap);
+    *dir = rkm_cli_models_dir(*dir, buf, cap);
     return RKM_OPTS_CONTINUE;
 }
 

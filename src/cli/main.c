@@ -27,6 +27,7 @@ typedef struct {
 static const command commands[] = {
     {"synth", rkm_cmd_synth, "write a synthetic GGUF checkpoint (random weights, real shapes)"},
     {"convert", rkm_cmd_convert, "convert a GGUF file or Hugging Face directory to .rkmojo"},
+    {"pull", rkm_cmd_pull, "install a GGUF from a URL or hf://ORG/REPO:FILE, converting as it downloads"},
     {"inspect", rkm_cmd_inspect, "describe a .rkmojo model; --verify checks every checksum"},
     {"list", rkm_cmd_list, "the models of a models directory (--models-dir, $RKMOJO_MODELS)"},
     {"show", rkm_cmd_show, "a model of the models directory: architecture, size, sampling"},

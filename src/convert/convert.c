@@ -60,6 +60,8 @@ typedef struct {
     int changed_to[RKM_TYPE_COUNT];
     int lost_exact[RKM_TYPE_COUNT]; /* a row of a lossless type was not */
     int n_written[RKM_TYPE_COUNT];  /* tensors / expert parts written per type (other choices' report) */
+    void (*consumed)(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len); /* the options' */
+    void *user;
 } conv;
 
 /* Row buffers of one thread. */
@@ -393,6 +395,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
         }
         tv->checksum = rkm_hasher_digest(h);
         off += tv->nbytes;
+        if (!rc && c->consumed) c->consumed(c->user, t, 0, t->nbytes);
     }
     md->resident_bytes = off;
     if (!rc && ftruncate(fd, (off_t)off) != 0) rc = rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
@@ -442,6 +445,12 @@ static int convert_expert(layer_job *j, scratch *sc, uint8_t *blob, int e)
             if (!rc && pt != base) rc = rkm_pack_rows(base, blob + el->part[p].offset, el->part[p].ne[0], el->part[p].ne[1]);
         }
         if (rc) return rc;
+    }
+    for (int p = 0; p < RKM_PART_COUNT && j->c->consumed; p++) {
+        int64_t r0;
+        const rkm_src_tensor *t = part_source(j->c->src, j->lp, j->il, p, e, &r0);
+        const uint64_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+        j->c->consumed(j->c->user, t, (uint64_t)r0 * rb, (uint64_t)j->lp->rows[p] * rb);
     }
     j->el->checksums[e] = rkm_hash(blob, (size_t)el->blob_bytes);
     return rkm_pwrite_all(j->fd, blob, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, j->path);
@@ -654,6 +663,51 @@ static void remove_outputs(const char *out, const rkm_model_dir *md)
     free(p);
 }
 
+int rkm_convert_read_order(const rkm_source *s, rkm_convert_read **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    size_t n = 0, cap = (size_t)s->n_tensors + 16;
+    rkm_convert_read *r = malloc(cap * sizeof *r);
+    if (!r) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < s->n_tensors; i++) {
+        const rkm_src_tensor *t = &s->tensors[i];
+        if (!is_expert_tensor(s, t->name)) r[n++] = (rkm_convert_read){t, 0, t->nbytes};
+    }
+    /* each MoE layer's experts as convert_expert reads them: expert by
+     * expert, gate | up | down */
+    for (int il = 0; il < s->hp.n_layer && !rc; il++) {
+        if (!rkm_hparams_is_moe_layer(&s->hp, il)) continue;
+        layer_parts lp;
+        if ((rc = layer_sources(s, il, &lp))) break;
+        for (int e = 0; e < s->hp.n_expert && !rc; e++)
+            for (int p = 0; p < RKM_PART_COUNT; p++) {
+                int64_t r0;
+                const rkm_src_tensor *t = part_source(s, &lp, il, p, e, &r0);
+                if (!t) continue;
+                if (n == cap) {
+                    rkm_convert_read *g = realloc(r, 2 * cap * sizeof *r);
+                    if (!g) {
+                        rc = rkm_err(RKM_ENOMEM, "out of memory");
+                        break;
+                    }
+                    r = g;
+                    cap *= 2;
+                }
+                const uint64_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+                r[n++] = (rkm_convert_read){t, (uint64_t)r0 * rb, (uint64_t)lp.rows[p] * rb};
+            }
+    }
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    *out = r;
+    *n_out = n;
+    return 0;
+}
+
 /* Tensors already quantized that the choice quantizes again: a warning
  * naming their types (each round of quantization adds its error). */
 static void warn_requantize(const conv *c)
@@ -684,37 +738,54 @@ static void warn_requantize(const conv *c)
             n, types, rkm_quant_mix_name(c->plan.mix));
 }
 
+int rkm_convert_check_opts(const rkm_convert_opts *o)
+{
+    if (!rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0")) return RKM_EINVAL;
+    const char *tg = o && o->target ? o->target : "cpu";
+    if (strcmp(tg, "rk3588") && strcmp(tg, "rk3576") && strcmp(tg, "cpu"))
+        return rkm_err(RKM_EINVAL, "--target must be cpu, rk3588 or rk3576 (got '%s')", tg);
+    return 0;
+}
+
 int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
 {
-    conv c;
-    memset(&c, 0, sizeof c);
-    scratch sc = {0};
-    const rkm_quant_mix *mix = rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0");
-    if (!mix) return RKM_EINVAL;
-    const char *q = rkm_quant_mix_name(mix);
-    c.keep = rkm_quant_mix_keeps(mix);
-    const char *tg = o && o->target ? o->target : "cpu";
-    if (!strcmp(tg, "rk3588") || !strcmp(tg, "rk3576")) c.npu = 1;
-    else if (strcmp(tg, "cpu")) return rkm_err(RKM_EINVAL, "--target must be cpu, rk3588 or rk3576 (got '%s')", tg);
-    c.plain_experts = o && o->plain_experts;
-    pthread_mutex_init(&c.mu, NULL);
+    int rc = rkm_convert_check_opts(o);
+    if (rc) return rc;
     rkm_source *s = rkm_source_open(input);
     if (!s) {
         if (strncmp(rkm_last_error(), input, strlen(input)) != 0) rkm_err_prefix(RKM_EFORMAT, "%s", input);
         return RKM_EFORMAT;
     }
+    rc = rkm_convert_source(s, input, out, o);
+    rkm_source_close(s);
+    return rc;
+}
+
+int rkm_convert_source(const rkm_source *s, const char *input, const char *out, const rkm_convert_opts *o)
+{
+    conv c;
+    memset(&c, 0, sizeof c);
+    scratch sc = {0};
+    int rc = rkm_convert_check_opts(o);
+    if (rc) return rc;
+    const rkm_quant_mix *mix = rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0");
+    const char *q = rkm_quant_mix_name(mix);
+    c.keep = rkm_quant_mix_keeps(mix);
+    const char *tg = o && o->target ? o->target : "cpu";
+    c.npu = !strcmp(tg, "rk3588") || !strcmp(tg, "rk3576");
+    c.plain_experts = o && o->plain_experts;
+    c.consumed = o ? o->consumed : NULL;
+    c.user = o ? o->user : NULL;
+    pthread_mutex_init(&c.mu, NULL);
     c.src = s;
     rkm_quant_plan_init(&c.plan, mix, s);
     rkm_model_dir *md = calloc(1, sizeof *md);
-    if (!md) {
-        rkm_source_close(s);
-        return rkm_err(RKM_ENOMEM, "out of memory");
-    }
+    if (!md) return rkm_err(RKM_ENOMEM, "out of memory");
     md->resident_fd = md->map_guard = -1;
     md->hp = s->hp;
     md->source = strdup(s->desc ? s->desc : input);
     md->quant = strdup(q);
-    int rc = check_shapes(s);
+    rc = check_shapes(s);
     if (!rc) warn_requantize(&c);
     int created = 0;
     if (!rc) {
@@ -755,7 +826,6 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
         rc = rkm_err(saved, "%s (partial output removed; no manifest written)", msg);
     }
     rkm_model_dir_close(md);
-    rkm_source_close(s);
     free(sc.in);
     free(sc.f32);
     pthread_mutex_destroy(&c.mu);

@@ -7,7 +7,10 @@
 #ifndef RKM_CONVERT_H
 #define RKM_CONVERT_H
 
+#include <stdint.h>
 #include <stdio.h>
+
+#include "format/source.h"
 
 typedef struct rkm_convert_opts {
     const char *quant;  /* a --quant choice (quant_mix.h): "q8_0" (default), "q4_k_m", "keep", ... */
@@ -19,8 +22,29 @@ typedef struct rkm_convert_opts {
                            layout; 0 (default): in the matmuls' packed
                            16-row layout (q8_0_x16 / q4_0_x16), so reading
                            an expert needs no repacking */
+    /* Called once the converter has read all it will of bytes [off,
+     * off+len) of source tensor t (rkmojo pull frees them): a resident
+     * tensor whole, a routed expert's part each. From the converting thread
+     * and the expert workers, so it must be thread-safe. NULL: none. */
+    void (*consumed)(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len);
+    void *user;
 } rkm_convert_opts;
 
 int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);
+/* The same from an opened source; input names it in messages and, when
+ * the source has no description, in the manifest. s stays the caller's. */
+int rkm_convert_source(const rkm_source *s, const char *input, const char *out_dir, const rkm_convert_opts *o);
+/* 0 if o's --quant and --target choices are valid, else RKM_EINVAL with a message. */
+int rkm_convert_check_opts(const rkm_convert_opts *o);
+
+/* The byte ranges of the source's tensors in the order the converter
+ * reads them: the resident tensors in the source's order, then each MoE
+ * layer's routed experts, expert by expert (gate, up, down). *out is
+ * malloc'd (the caller frees it). */
+typedef struct rkm_convert_read {
+    const rkm_src_tensor *t;
+    uint64_t off, len; /* inside t's bytes */
+} rkm_convert_read;
+int rkm_convert_read_order(const rkm_source *s, rkm_convert_read **out, size_t *n);
 
 #endif

@@ -10,7 +10,8 @@
  * file is written under a temporary name and renamed by finish, so a
  * failed or interrupted write never leaves a complete-looking file.
  *
- * Threads: readers are immutable after open (pread is thread-safe).
+ * Threads: readers are immutable after open (pread is thread-safe; a
+ * fill callback must be too).
  * Ownership: the reader owns all strings/arrays it returns; close frees.
  */
 #include "format/gguf.h"
@@ -48,6 +49,8 @@ typedef struct {
 
 struct rkm_gguf {
     int fd;
+    rkm_gguf_fill fill; /* rkm_gguf_open_fill: makes bytes present before a read */
+    void *fill_user;
     int dfd; /* O_DIRECT descriptor for large tensor reads, or -1 */
     const uint8_t *mem;
     uint64_t size;
@@ -100,7 +103,8 @@ static int cur_read(cursor *c, void *dst, uint64_t n)
             continue;
         }
         uint64_t want = RKM_MIN((uint64_t)sizeof c->buf, c->g->size - c->pos);
-        int rc = rkm_pread_all(c->g->fd, c->buf, (size_t)want, c->pos, c->what);
+        int rc = c->g->fill ? c->g->fill(c->g->fill_user, c->pos, want) : 0;
+        if (!rc) rc = rkm_pread_all(c->g->fd, c->buf, (size_t)want, c->pos, c->what);
         if (rc) return rc;
         c->buf_off = c->pos;
         c->buf_len = (size_t)want;
@@ -393,6 +397,28 @@ rkm_gguf *rkm_gguf_open(const char *path)
     return open_common(g, g->path);
 }
 
+rkm_gguf *rkm_gguf_open_fill(const char *path, rkm_gguf_fill fill, void *user)
+{
+    rkm_gguf *g = calloc(1, sizeof *g);
+    if (!g) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    g->dfd = -1;
+    g->fill = fill;
+    g->fill_user = user;
+    g->path = strdup(path);
+    g->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (g->fd < 0 || fstat(g->fd, &st) != 0) {
+        rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
+        rkm_gguf_close(g);
+        return NULL;
+    }
+    g->size = (uint64_t)st.st_size;
+    return open_common(g, g->path);
+}
+
 rkm_gguf *rkm_gguf_open_mem(const void *data, size_t n)
 {
     rkm_gguf *g = calloc(1, sizeof *g);
@@ -560,6 +586,10 @@ int rkm_gguf_read(const rkm_gguf *g, const rkm_gguf_tensor *t, uint64_t off, voi
     if (g->mem) {
         memcpy(buf, g->mem + t->offset + off, n);
         return 0;
+    }
+    if (g->fill) {
+        int rc = g->fill(g->fill_user, t->offset + off, n);
+        if (rc) return rc;
     }
     if (g->dfd >= 0 && n >= (256u << 10)) {
         int rc = rkm_pread_direct(g->dfd, buf, n, t->offset + off, g->path);

@@ -56,6 +56,13 @@ typedef struct rkm_gguf rkm_gguf;
 
 /* Opens and validates path. NULL + rkm_last_error() on failure. */
 rkm_gguf *rkm_gguf_open(const char *path);
+/* A GGUF whose bytes arrive while it is read (rkmojo pull): path is a
+ * sparse file of the source's full size, and fill(user, off, n) is called
+ * before every read of [off, off+n) to make those bytes present; its
+ * nonzero return (an RKM_E* code, message set) fails the read. fill may be
+ * called from several threads at once. */
+typedef int (*rkm_gguf_fill)(void *user, uint64_t off, uint64_t n);
+rkm_gguf *rkm_gguf_open_fill(const char *path, rkm_gguf_fill fill, void *user);
 /* Same, from a memory buffer (fuzzing, tests); the buffer must outlive g. */
 rkm_gguf *rkm_gguf_open_mem(const void *data, size_t n);
 void rkm_gguf_close(rkm_gguf *g);

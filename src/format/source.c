@@ -63,10 +63,10 @@ static int beyond_layers(const rkm_source *s, const char *fmt, const char *name)
 static int gguf_sampling(const rkm_gguf *g, rkm_sampling_hint *h);
 static int hf_sampling(const char *dir, rkm_sampling_hint *h);
 
-static int open_gguf(rkm_source *s, const char *path)
+static int open_gguf(rkm_source *s, const char *path, rkm_gguf_fill fill, void *user)
 {
     s->kind = 0;
-    s->gguf = rkm_gguf_open(path);
+    s->gguf = fill ? rkm_gguf_open_fill(path, fill, user) : rkm_gguf_open(path);
     if (!s->gguf) return RKM_EFORMAT;
     int rc = rkm_hparams_from_gguf(s->gguf, &s->hp);
     if (rc) return rkm_err_prefix(rc, "%s", path);
@@ -1110,8 +1110,22 @@ rkm_source *rkm_source_open(const char *path)
     int rc;
     if (stat(path, &st) != 0) rc = rkm_err(RKM_ENOENT, "%s: no such file or directory", path);
     else if (S_ISDIR(st.st_mode)) rc = open_hf(s, path);
-    else rc = open_gguf(s, path);
+    else rc = open_gguf(s, path, NULL, NULL);
     if (rc) {
+        rkm_source_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+rkm_source *rkm_source_open_gguf_fill(const char *path, rkm_gguf_fill fill, void *user)
+{
+    rkm_source *s = calloc(1, sizeof *s);
+    if (!s) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (open_gguf(s, path, fill, user)) {
         rkm_source_close(s);
         return NULL;
     }

@@ -69,6 +69,8 @@ typedef struct rkm_source {
 } rkm_source;
 
 rkm_source *rkm_source_open(const char *path);
+/* A GGUF whose bytes arrive while it is read (rkm_gguf_open_fill). */
+rkm_source *rkm_source_open_gguf_fill(const char *path, rkm_gguf_fill fill, void *user);
 void rkm_source_close(rkm_source *s);
 const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name);
 /* The tensor of role (arch.h) in layer il (-1: global), by its GGUF name; NULL if absent. */

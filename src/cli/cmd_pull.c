@@ -1,0 +1,73 @@
+/* cmd_pull.c - `rkmojo pull SOURCE [OUT.rkmojo]`: convert/pull.c's install
+ * from a URL or a Hugging Face repository, into OUT or the models
+ * directory (as NAME.rkmojo, NAME the file's name without .gguf). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "convert/pull.h"
+#include "util/common.h"
+
+int rkm_cmd_pull(int argc, char **argv)
+{
+    rkm_pull_opts o = {.conv = {.quant = "keep"}, .progress = stderr, .connections = 4, .window = 256ull << 20};
+    int quiet = 0, first;
+    const char *models = NULL;
+    const rkm_opt opts[] = {
+        {"quant", 0, RKM_OPT_STR, &o.conv.quant, .arg = "TYPE|MIX",
+         .help = "the matrices' types, as rkmojo convert's --quant (default keep: the file's own)"},
+        {"target", 0, RKM_OPT_STR, &o.conv.target, .arg = "cpu|rk3588",
+         .help = "rk3588: routed experts in the NPU's native layout (docs/NPU.md)"},
+        {"expert-layout", 0, RKM_OPT_ENUM, &o.conv.plain_experts, 0, 0, .values = "packed|plain",
+         .help = "routed experts interleaved for the matmuls (packed, default) or as in GGUF"},
+        {"connections", 0, RKM_OPT_INT, &o.connections, 1, 16, "N", .help = "requests at once (default 4)"},
+        {"window", 0, RKM_OPT_SIZE, &o.window, 4 << 20, 1e13, "SIZE",
+         .help = "bytes fetched ahead of the converter at most (default 256M): the disk\n"
+                 "holds the output plus about this much"},
+        {"models-dir", 0, RKM_OPT_STR, &models, .arg = "DIR",
+         .help = "where a pull without OUT goes (default $RKMOJO_MODELS, else ~/.rkmojo/models)"},
+        {"quiet", 0, RKM_OPT_FLAG, &quiet, .help = "no progress"},
+        {0},
+    };
+    const rkm_opts_cmd cmd = {
+        "pull",
+        "usage: rkmojo pull SOURCE [OUT.rkmojo] [--quant TYPE|MIX] [--connections N] [--window SIZE]\n"
+        "  SOURCE: an http(s) URL of a GGUF file, hf://ORG/REPO[@REVISION]:FILE.gguf\n"
+        "          ($HF_ENDPOINT, default https://huggingface.co; $HF_TOKEN is sent to it),\n"
+        "          or a local GGUF file or Hugging Face directory (converted as it is)\n"
+        "  The file is converted while it downloads: the disk never holds it whole.\n\n",
+        NULL, {opts}, 2,
+    };
+    int rc = rkm_opts_parse(&cmd, argc, argv, &first);
+    if (rc != RKM_OPTS_CONTINUE) return rc;
+    if (argc - first < 1) return rkm_opts_error(&cmd, "needs SOURCE");
+    const char *src = argv[first];
+    char outbuf[4096], dirbuf[2048];
+    const char *out = argc - first == 2 ? argv[first + 1] : NULL;
+    if (!out) {
+        const char *q = src + strcspn(src, "?#"), *b = q;
+        while (b > src && b[-1] != '/' && b[-1] != ':') b--;
+        size_t n = (size_t)(q - b);
+        if (n > 5 && !strncmp(q - 5, ".gguf", 5)) n -= 5;
+        if (!n) return rkm_opts_error(&cmd, "cannot name the model from SOURCE: give OUT.rkmojo");
+        snprintf(outbuf, sizeof outbuf, "%s/%.*s.rkmojo", rkm_cli_models_dir(models, dirbuf, sizeof dirbuf), (int)n, b);
+        out = outbuf;
+    }
+    if (quiet) o.progress = NULL;
+    double t0 = rkm_now();
+    rkm_pull_stats st;
+    rc = rkm_pull(src, out, &o, &st);
+    if (rc) {
+        fprintf(stderr, "rkmojo pull: %s\n", rkm_last_error());
+        return 1;
+    }
+    if (o.progress && st.source_bytes)
+        fprintf(stderr, "pulled %s into %s in %.1fs: %.1f MiB received of %.1f MiB, at most %.1f MiB staged%s (peak RSS %.1f MiB)\n",
+                src, out, rkm_now() - t0, (double)st.fetched_bytes / 1048576.0, (double)st.source_bytes / 1048576.0,
+                (double)st.peak_staged / 1048576.0, st.punched ? "" : " (this file system keeps them: no holes)",
+                (double)rkm_peak_rss_bytes() / 1048576.0);
+    else if (o.progress)
+        fprintf(stderr, "wrote %s in %.1fs\n", out, rkm_now() - t0);
+    return 0;
+}

@@ -1,0 +1,433 @@
+/*
+ * pull.c - see pull.h.
+ *
+ * The staging file is cut into pieces: the converter's read ranges
+ * (rkm_convert_read_order), each split at PIECE_MAX, in file order in pc[]
+ * and in read order in order[]. A piece is absent, in flight, present, or
+ * used (the converter is done with it, its pages punched). The GGUF
+ * reader's fill hook (rkm_gguf_open_fill) makes the pieces a read touches
+ * present, fetching them itself when no fetch thread has, and moves the
+ * cursor (the furthest read position asked for); the fetch threads take
+ * absent pieces in read order from the cursor on while the staged bytes
+ * (present, not yet used) and those in flight stay within the window.
+ * Before the pieces exist (while the header is parsed) fill extends the
+ * fetched prefix of the file instead.
+ *
+ * Threads: the converter's threads call fill and consumed; the fetch
+ * threads run fetcher(); everything in puller below prefix is guarded by
+ * mu, with cv signalled whenever a piece changes state or the cursor moves.
+ */
+#include "convert/pull.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "convert/fetch.h"
+#include "format/source.h"
+#include "util/common.h"
+#include "util/progress.h"
+
+#define PIECE_MAX (4u << 20)
+#define HEADER_STEP (1u << 20)
+#define PULL_MAX_CONN 16
+#define PAGE 4096u
+
+enum { P_ABSENT, P_INFLIGHT, P_PRESENT, P_USED };
+
+typedef struct {
+    uint64_t off, len; /* in the file */
+    size_t pos;        /* its place in the read order */
+    int state;
+} piece;
+
+typedef struct {
+    rkm_fetch *f;
+    int fd;
+    uint64_t size, window;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t prefix; /* [0, prefix) fetched by the header phase */
+    piece *pc;       /* by file offset; NULL while the header is parsed */
+    size_t n_pc;
+    size_t *order;   /* pc index by read position */
+    size_t cursor, next;
+    uint64_t staged, inflight, peak, fetched;
+    int punch;       /* 1 while fallocate punches holes here */
+    int err, stop;
+    char msg[600];
+    rkm_progress prog;
+} puller;
+
+static void account(puller *p, piece *q)
+{
+    q->state = P_PRESENT;
+    p->staged += q->len;
+    if (p->staged > p->peak) p->peak = p->staged;
+    p->fetched += q->len;
+    rkm_progress_add(&p->prog, q->len);
+}
+
+static void fail(puller *p, int rc)
+{
+    if (!p->err) {
+        p->err = rc;
+        snprintf(p->msg, sizeof p->msg, "%s", rkm_last_error());
+    }
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* First piece whose end is past off. */
+static size_t piece_at(const puller *p, uint64_t off)
+{
+    size_t lo = 0, hi = p->n_pc;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->pc[mid].off + p->pc[mid].len <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int fill(void *user, uint64_t off, uint64_t n)
+{
+    puller *p = user;
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    if (!p->pc) { /* the header phase: one thread, a growing prefix */
+        while (!rc && off + n > p->prefix) {
+            uint64_t end = RKM_MIN(p->size, RKM_MAX(off + n, p->prefix + HEADER_STEP));
+            rc = rkm_fetch_range(p->f, p->prefix, end - p->prefix, p->fd, p->prefix);
+            if (!rc) {
+                rkm_progress_add(&p->prog, end - p->prefix);
+                p->fetched += end - p->prefix;
+                p->prefix = end;
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
+    uint64_t pos = off, end = off + n;
+    size_t i = piece_at(p, off);
+    while (pos < end && !rc) {
+        if (p->err) {
+            rc = rkm_err(p->err, "%s", p->msg);
+            break;
+        }
+        if (i < p->n_pc && p->pc[i].off <= pos) {
+            piece *q = &p->pc[i];
+            if (q->pos > p->cursor || p->cursor == (size_t)-1) {
+                p->cursor = q->pos;
+                if (p->next < p->cursor) p->next = p->cursor;
+                pthread_cond_broadcast(&p->cv);
+            }
+            if (q->state == P_INFLIGHT) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                continue;
+            }
+            if (q->state != P_PRESENT) { /* not fetched yet, or used and asked again */
+                q->state = P_INFLIGHT;
+                pthread_mutex_unlock(&p->mu);
+                rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
+                pthread_mutex_lock(&p->mu);
+                if (rc) {
+                    q->state = P_ABSENT;
+                    fail(p, rc);
+                    break;
+                }
+                account(p, q);
+                pthread_cond_broadcast(&p->cv);
+            }
+            pos = q->off + q->len;
+            i++;
+        } else { /* bytes outside every piece: read once, straight through */
+            uint64_t gend = i < p->n_pc ? RKM_MIN(end, p->pc[i].off) : end;
+            uint64_t from = RKM_MAX(pos, p->prefix);
+            if (from < gend) {
+                pthread_mutex_unlock(&p->mu);
+                rc = rkm_fetch_range(p->f, from, gend - from, p->fd, from);
+                pthread_mutex_lock(&p->mu);
+                if (!rc) p->fetched += gend - from;
+            }
+            pos = gend;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+static void *fetcher(void *arg)
+{
+    puller *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop && !p->err) {
+        size_t k = RKM_MAX(p->next, p->cursor == (size_t)-1 ? 0 : p->cursor);
+        while (k < p->n_pc && p->pc[p->order[k]].state != P_ABSENT) k++;
+        p->next = k;
+        if (k >= p->n_pc) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        piece *q = &p->pc[p->order[k]];
+        if (p->staged + p->inflight > 0 && p->staged + p->inflight + q->len > p->window) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        q->state = P_INFLIGHT;
+        p->inflight += q->len;
+        p->next = k + 1;
+        pthread_mutex_unlock(&p->mu);
+        int rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
+        pthread_mutex_lock(&p->mu);
+        p->inflight -= q->len;
+        if (rc) {
+            q->state = P_ABSENT;
+            fail(p, rc);
+            break;
+        }
+        account(p, q);
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void consumed(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len)
+{
+    puller *p = user;
+    const rkm_gguf_tensor *gt = t->handle;
+    const uint64_t start = gt->offset + off, end = start + len;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = piece_at(p, start); i < p->n_pc && p->pc[i].off < end; i++) {
+        piece *q = &p->pc[i];
+        if (q->off < start || q->off + q->len > end) continue; /* not wholly inside */
+        if (q->state == P_PRESENT) p->staged -= q->len;
+        if (q->state != P_INFLIGHT) q->state = P_USED;
+    }
+    /* the whole pages inside the range go; the bytes of a page shared with
+     * a neighbour stay until the staging file is removed */
+    const uint64_t a = RKM_ALIGN_UP(start, PAGE), b = end / PAGE * PAGE;
+    if (p->punch && b > a &&
+        fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a, (off_t)(b - a)) != 0)
+        p->punch = 0; /* a file system without holes: the staging file keeps its bytes */
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int by_off(const void *x, const void *y)
+{
+    const piece *a = x, *b = y;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* The pieces: the read order's ranges cut at PIECE_MAX. */
+static int make_pieces(puller *p, const rkm_source *s)
+{
+    rkm_convert_read *rd;
+    size_t n_rd;
+    int rc = rkm_convert_read_order(s, &rd, &n_rd);
+    if (rc) return rc;
+    size_t n = 0;
+    for (size_t i = 0; i < n_rd; i++) n += (size_t)((rd[i].len + PIECE_MAX - 1) / PIECE_MAX);
+    piece *pc = calloc(n + 1, sizeof *pc);
+    size_t *order = calloc(n + 1, sizeof *order);
+    if (!pc || !order) {
+        free(rd);
+        free(pc);
+        free(order);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n_rd; i++) {
+        const rkm_gguf_tensor *gt = rd[i].t->handle;
+        for (uint64_t o = 0; o < rd[i].len; o += PIECE_MAX, k++)
+            pc[k] = (piece){gt->offset + rd[i].off + o, RKM_MIN((uint64_t)PIECE_MAX, rd[i].len - o), k, P_ABSENT};
+    }
+    free(rd);
+    /* file order (ranges never overlap: the reader refuses tensors that do) */
+    qsort(pc, n, sizeof *pc, by_off);
+    for (size_t i = 0; i < n; i++) {
+        order[pc[i].pos] = i;
+        /* pieces wholly inside the header phase's prefix are there already */
+        if (pc[i].off + pc[i].len <= p->prefix) {
+            pc[i].state = P_PRESENT;
+            p->staged += pc[i].len;
+        }
+    }
+    uint64_t todo = p->prefix;
+    for (size_t i = 0; i < n; i++) todo += pc[i].state == P_ABSENT ? pc[i].len : 0;
+    pthread_mutex_lock(&p->mu);
+    p->prog.total = todo; /* the bar counts what this pull has to receive */
+    p->pc = pc;
+    p->n_pc = n;
+    p->order = order;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+
+static int has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+static const char *hf_endpoint(void)
+{
+    const char *e = getenv("HF_ENDPOINT");
+    return e && *e ? e : "https://huggingface.co";
+}
+
+char *rkm_pull_url(const char *source)
+{
+    if (has_prefix(source, "http://") || has_prefix(source, "https://")) {
+        char *u = strdup(source);
+        if (!u) rkm_err(RKM_ENOMEM, "out of memory");
+        return u;
+    }
+    if (!has_prefix(source, "hf://")) {
+        rkm_err(RKM_EINVAL, "%s: not a URL (http://, https:// or hf://ORG/REPO:FILE)", source);
+        return NULL;
+    }
+    const char *repo = source + 5, *colon = strchr(repo, ':');
+    if (!colon || !colon[1]) {
+        rkm_err(RKM_EUNSUPPORTED,
+                "%s: name a GGUF file of the repository (hf://ORG/REPO:FILE.gguf); pulling a safetensors "
+                "checkpoint is not supported (download it and run rkmojo convert)",
+                source);
+        return NULL;
+    }
+    char name[512], rev[128] = "main";
+    size_t rl = (size_t)(colon - repo);
+    if (rl >= sizeof name) {
+        rkm_err(RKM_EINVAL, "%s: repository name too long", source);
+        return NULL;
+    }
+    memcpy(name, repo, rl);
+    name[rl] = 0;
+    char *at = strchr(name, '@');
+    if (at) {
+        snprintf(rev, sizeof rev, "%s", at + 1);
+        *at = 0;
+    }
+    const char *slash = strchr(name, '/');
+    if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/') || !rev[0]) {
+        rkm_err(RKM_EINVAL, "%s: expected hf://ORG/REPO[@REVISION]:FILE", source);
+        return NULL;
+    }
+    const char *ep = hf_endpoint();
+    size_t el = strlen(ep);
+    while (el > 0 && ep[el - 1] == '/') el--;
+    size_t n = el + strlen(name) + strlen(rev) + strlen(colon + 1) + 32;
+    char *u = malloc(n);
+    if (!u) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(u, n, "%.*s/%s/resolve/%s/%s", (int)el, ep, name, rev, colon + 1);
+    return u;
+}
+
+/* The staging file's name: the URL path's last part (the converter
+ * records it in the manifest, as it does the file name it converts). */
+static void file_name(const char *url, char *out, size_t cap)
+{
+    const char *q = url + strcspn(url, "?#");
+    const char *b = q;
+    while (b > url && b[-1] != '/') b--;
+    size_t n = (size_t)(q - b);
+    if (!n || n >= cap || (n == 1 && *b == '.') || (n == 2 && !strncmp(b, "..", 2)) || strstr(url, "://") + 3 > b)
+        snprintf(out, cap, "model.gguf");
+    else {
+        memcpy(out, b, n);
+        out[n] = 0;
+    }
+}
+
+static int pull_remote(const char *source, const char *url, const char *out, const rkm_pull_opts *o,
+                       rkm_pull_stats *st)
+{
+    const char *token = o ? o->token : NULL;
+    const char *ep = hf_endpoint();
+    if (!token && (has_prefix(source, "hf://") || has_prefix(url, ep))) token = getenv("HF_TOKEN");
+    rkm_fetch_opts fo = {.token = token, .cancel = o ? o->cancel : NULL};
+    rkm_fetch *f = rkm_fetch_open(url, &fo);
+    if (!f) return rkm_last_error()[0] ? RKM_EIO : rkm_err(RKM_EIO, "%s: cannot fetch", url);
+    puller p = {.f = f, .fd = -1, .size = rkm_fetch_size(f), .cursor = (size_t)-1, .punch = 1};
+    p.window = o && o->window ? o->window : (256ull << 20);
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    rkm_progress_init(&p.prog, o ? o->progress : NULL, "pull", p.size);
+    char name[256], *dir = rkm_path_join(out, ".pull"), *stage = NULL;
+    file_name(url, name, sizeof name);
+    int rc = dir ? rkm_mkdir_p(dir) : rkm_err(RKM_ENOMEM, "out of memory");
+    if (!rc) stage = rkm_path_join(dir, name);
+    if (!rc && !stage) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    if (!rc) {
+        p.fd = open(stage, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (p.fd < 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
+        else if (ftruncate(p.fd, (off_t)p.size) != 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
+    }
+    rkm_source *s = NULL;
+    if (!rc) {
+        s = rkm_source_open_gguf_fill(stage, fill, &p);
+        if (!s) rc = rkm_err_prefix(RKM_EFORMAT, "%s", url);
+    }
+    if (!rc) rc = make_pieces(&p, s);
+    int nth = o && o->connections > 0 ? RKM_MIN(o->connections, PULL_MAX_CONN) : 4;
+    pthread_t th[PULL_MAX_CONN];
+    int started = 0;
+    for (int i = 0; i < nth && !rc; i++)
+        if (pthread_create(&th[i], NULL, fetcher, &p) == 0) started++;
+    if (!rc) {
+        rkm_convert_opts co = o ? o->conv : (rkm_convert_opts){0};
+        co.progress = NULL;
+        co.consumed = consumed;
+        co.user = &p;
+        rc = rkm_convert_source(s, stage, out, &co);
+    }
+    pthread_mutex_lock(&p.mu);
+    p.stop = 1;
+    pthread_cond_broadcast(&p.cv);
+    pthread_mutex_unlock(&p.mu);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (!rc && p.err) rc = rkm_err(p.err, "%s", p.msg);
+    if (!rc) rkm_progress_done(&p.prog);
+    else if (p.prog.out && p.prog.tty) fputc('\n', p.prog.out);
+    if (st) {
+        st->source_bytes = p.size;
+        st->fetched_bytes = p.fetched;
+        st->peak_staged = p.peak;
+        st->punched = p.punch;
+    }
+    rkm_source_close(s);
+    if (p.fd >= 0) close(p.fd);
+    if (stage) unlink(stage);
+    if (dir) rmdir(dir);
+    if (rc) rmdir(out); /* only if the failed pull left it empty */
+    free(stage);
+    free(dir);
+    free(p.pc);
+    free(p.order);
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    rkm_fetch_close(f);
+    return rc;
+}
+
+int rkm_pull(const char *source, const char *out, const rkm_pull_opts *o, rkm_pull_stats *st)
+{
+    if (st) memset(st, 0, sizeof *st);
+    int rc = rkm_convert_check_opts(o ? &o->conv : NULL);
+    if (rc) return rc;
+    if (!strstr(source, "://")) { /* a local file or directory: converted as it is */
+        rkm_convert_opts co = o ? o->conv : (rkm_convert_opts){0};
+        co.progress = o ? o->progress : NULL;
+        return rkm_convert(source, out, &co);
+    }
+    char *url = rkm_pull_url(source);
+    if (!url) return RKM_EINVAL;
+    rc = pull_remote(source, url, out, o, st);
+    free(url);
+    return rc;
+}

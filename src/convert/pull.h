@@ -1,0 +1,54 @@
+/*
+ * pull.h - `rkmojo pull`: a model installed straight from an http(s) URL
+ * or a Hugging Face repository, converted while its bytes arrive, so the
+ * source never lands on disk whole.
+ *
+ * The remote GGUF is mirrored into a sparse staging file inside the output
+ * directory (OUT/.pull/NAME): its header first, then its tensors as byte
+ * ranges, several requests at once, in the order the converter reads them
+ * (rkm_convert_read_order), at most `window` bytes ahead of it. Once the
+ * converter has used a tensor its bytes are punched out of the staging
+ * file (fallocate), so the disk holds the output plus the window. The
+ * output is the converter's (rkm_convert_source) for the same options:
+ * byte for byte what `rkmojo convert` writes from the downloaded file.
+ *
+ * Threads: the calling thread converts (with the converter's workers);
+ * `connections` fetch threads run ahead of it. Ownership: nothing
+ * outlives the call; on failure the partial output is removed.
+ */
+#ifndef RKM_CONVERT_PULL_H
+#define RKM_CONVERT_PULL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "convert/convert.h"
+
+typedef struct rkm_pull_opts {
+    rkm_convert_opts conv; /* --quant, --target, --expert-layout (its progress is not used) */
+    FILE *progress;        /* NULL: silent */
+    int connections;       /* requests at once (0: 4) */
+    uint64_t window;       /* bytes fetched ahead of the converter at most (0: 256 MiB) */
+    const char *token;     /* bearer token (NULL: $HF_TOKEN for Hugging Face sources) */
+    volatile int *cancel;  /* nonzero: stop with RKM_ECANCELED */
+} rkm_pull_opts;
+
+/* What a pull did, for its report and its tests. */
+typedef struct rkm_pull_stats {
+    uint64_t source_bytes;  /* the remote file's size */
+    uint64_t fetched_bytes; /* bytes received (a range fetched twice counts twice) */
+    uint64_t peak_staged;   /* most bytes held in the staging file at once */
+    int punched;            /* 1 if the staging file's used bytes were freed as it went */
+} rkm_pull_stats;
+
+/* The URL a source names: http(s) URLs as they are; hf://ORG/REPO:FILE
+ * (or hf://ORG/REPO@REV:FILE) as $HF_ENDPOINT/ORG/REPO/resolve/REV/FILE
+ * (endpoint https://huggingface.co, revision main by default). NULL (and
+ * a message) for a source that is not a URL or not a file; malloc'd. */
+char *rkm_pull_url(const char *source);
+
+/* Installs source (a URL, an hf:// name, or a local GGUF or Hugging Face
+ * directory, which is converted as it is) as the model directory out. */
+int rkm_pull(const char *source, const char *out, const rkm_pull_opts *o, rkm_pull_stats *st);
+
+#endif

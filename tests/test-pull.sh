@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# test-pull.sh - `rkmojo pull` against nginx on a loopback port (Range
+# requests as any static server answers them), serving synthetic GGUFs:
+#   - the pulled model is byte for byte `rkmojo convert` of the same file,
+#     with --quant keep (the default), q8_0, and --expert-layout plain
+#   - the staging file holds at most the window plus the pieces the
+#     converter is using (--window 4M on a 30 MB file), and is gone after
+#   - a redirect is followed; hf://ORG/REPO:FILE goes to $HF_ENDPOINT with
+#     $HF_TOKEN as a bearer token (nginx refuses other requests)
+#   - no OUT: the model lands in the models directory as NAME.rkmojo
+#   - 404, a refused token, a server that ignores Range, a file that is not
+#     a GGUF, hf:// without a file: a clear error and no model left behind
+# Exit 0 pass, 1 fail, 77 skip. No timed assertions.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${RKM_BUILD:-build}
+BIN=$PWD/$BUILD/rkmojo
+skip() { echo "skip: $1"; exit 77; }
+[ -x "$BIN" ] || skip "no $BIN"
+[ -z "${RKM_RUNNER:-}" ] || skip "pull tests run natively only"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$NGINX" ] || skip "nginx missing (scripts/setup.sh installs it)"
+command -v node >/dev/null || skip "node missing"
+
+T=$(mktemp -d)
+chmod 755 "$T" # nginx's worker may run as another user
+NGX_PID=""
+cleanup() {
+  [ -n "$NGX_PID" ] && kill "$NGX_PID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+. tests/common/check.sh
+free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+
+mkdir -p "$T/www" "$T/ngx"
+"$BIN" synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --set n_expert=64 --set n_layer=4 --dtype q4_k_m \
+  -o "$T/www/m.gguf" --quiet >"$T/synth.log" 2>&1 || { cat "$T/synth.log"; exit 1; }
+echo "not a GGUF file, but long enough to be asked for a first byte and more" >"$T/www/notes.txt"
+chmod 644 "$T/www/"*
+
+NP=$(free_port)
+# the worker runs as this user (root's would be nobody, who may not reach $T)
+cat >"$T/ngx/nginx.conf" <<EOF
+user $(id -un) $(id -gn);
+worker_processes 1; pid $T/ngx/nginx.pid; error_log $T/ngx/error.log;
+events { worker_connections 64; }
+http {
+  access_log $T/ngx/access.log; client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
+  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
+  server {
+    listen 127.0.0.1:$NP;
+    root $T/www;
+    location /moved/ { rewrite ^/moved/(.*)\$ /$NP-again/\$1 redirect; }
+    location /$NP-again/ { rewrite ^/$NP-again/(.*)\$ /\$1 redirect; }
+    location /whole/ { alias $T/www/; max_ranges 0; }
+    location /hf/org/repo/resolve/main/ {
+      if (\$http_authorization != "Bearer s3cret") { return 401; }
+      alias $T/www/;
+    }
+  }
+}
+EOF
+"$NGINX" -t -p "$T/ngx" -c "$T/ngx/nginx.conf" >"$T/ngx-t.log" 2>&1 || { cat "$T/ngx-t.log"; exit 1; }
+"$NGINX" -p "$T/ngx" -c "$T/ngx/nginx.conf" -g "daemon off;" >"$T/ngx.log" 2>&1 &
+NGX_PID=$!
+U=http://127.0.0.1:$NP
+for _ in $(seq 100); do node -e "require('http').get('$U/m.gguf',r=>process.exit(r.statusCode==200?0:1)).on('error',()=>process.exit(1))" && break; sleep 0.1; done
+
+same() { # a b: the same files, the same bytes
+  diff -r "$1" "$2" >"$T/diff.log" 2>&1
+}
+no_model() { [ ! -e "$1/manifest.json" ] && [ ! -e "$1/.pull" ]; }
+
+# byte for byte the converter's output
+"$BIN" convert "$T/www/m.gguf" "$T/keep.ref" --quant keep --quiet >/dev/null 2>&1
+"$BIN" pull "$U/m.gguf" "$T/keep.rkmojo" --window 4M >"$T/p1.log" 2>&1
+check "pull of a URL: exit 0" '[ $? = 0 ] || { cat "$T/p1.log"; false; }'
+check "pull (--quant keep) is byte for byte convert --quant keep" 'same "$T/keep.rkmojo" "$T/keep.ref" || { cat "$T/diff.log"; false; }'
+check "the staging directory is gone" '[ -e "$T/keep.rkmojo/manifest.json" ] && [ ! -e "$T/keep.rkmojo/.pull" ]'
+staged=$(tr '\r' '\n' <"$T/p1.log" | sed -n 's/.*at most \([0-9.]*\) MiB staged.*/\1/p')
+check "at most the 4 MiB window plus the converter's pieces staged (got ${staged:-?} MiB of a 30 MB file)" \
+  '[ -n "$staged" ] && node -e "process.exit(+process.argv[1] <= 4 + 4 * 2 ? 0 : 1)" "$staged"'
+check "the staging file's pages were freed as it went" 'grep -q "MiB staged" "$T/p1.log" && ! grep -q "no holes" "$T/p1.log"'
+check "the pulled model generates" \
+  '"$BIN" run -m "$T/keep.rkmojo" --prompt-ids 1,2,3 -n 4 --temp 0 >"$T/run.log" 2>&1 || { cat "$T/run.log"; false; }'
+
+"$BIN" convert "$T/www/m.gguf" "$T/q8.ref" --quant q8_0 --expert-layout plain --quiet >/dev/null 2>&1
+"$BIN" pull "$U/moved/m.gguf" "$T/q8.rkmojo" --quant q8_0 --expert-layout plain --connections 2 --quiet >"$T/p2.log" 2>&1
+check "through two redirects, --quant q8_0 --expert-layout plain: byte for byte convert's" \
+  '[ $? = 0 ] && same "$T/q8.rkmojo" "$T/q8.ref" || { cat "$T/p2.log" "$T/diff.log"; false; }'
+
+# Hugging Face names, endpoint and token
+HF_ENDPOINT=$U/hf HF_TOKEN=s3cret "$BIN" pull hf://org/repo:m.gguf "$T/hf.rkmojo" --quiet >"$T/p3.log" 2>&1
+check "hf://org/repo:m.gguf through HF_ENDPOINT with HF_TOKEN: convert's bytes" \
+  '[ $? = 0 ] && same "$T/hf.rkmojo" "$T/keep.ref" || { cat "$T/p3.log" "$T/diff.log"; false; }'
+HF_ENDPOINT=$U/hf HF_TOKEN= "$BIN" pull hf://org/repo:m.gguf "$T/hf2.rkmojo" --quiet >"$T/p4.log" 2>&1
+check "without the token: an error that names HF_TOKEN, no model" \
+  '[ $? != 0 ] && grep -q "401.*HF_TOKEN" "$T/p4.log" && no_model "$T/hf2.rkmojo" || { cat "$T/p4.log"; false; }'
+HF_ENDPOINT=$U/hf HF_TOKEN=wrong "$BIN" pull hf://org/repo:m.gguf "$T/hf3.rkmojo" --quiet >"$T/p5.log" 2>&1
+check "a wrong token: refused, no model" '[ $? != 0 ] && grep -q "token was refused" "$T/p5.log" && no_model "$T/hf3.rkmojo" || { cat "$T/p5.log"; false; }'
+"$BIN" pull hf://org/repo "$T/hf4.rkmojo" >"$T/p6.log" 2>&1
+check "hf:// without a file: asks for one" '[ $? != 0 ] && grep -q "name a GGUF file" "$T/p6.log" || { cat "$T/p6.log"; false; }'
+
+# into the models directory
+RKMOJO_MODELS=$T/models "$BIN" pull "$U/m.gguf" --quiet >"$T/p7.log" 2>&1
+check "no OUT: the models directory's m.rkmojo, listed" \
+  '[ $? = 0 ] && same "$T/models/m.rkmojo" "$T/keep.ref" && RKMOJO_MODELS=$T/models "$BIN" list 2>&1 | grep -q "^m\b" || { cat "$T/p7.log"; RKMOJO_MODELS=$T/models "$BIN" list; false; }'
+
+# errors: clear, and nothing half-installed
+"$BIN" pull "$U/missing.gguf" "$T/e1.rkmojo" >"$T/e1.log" 2>&1
+check "404: an error naming it, no model" '[ $? != 0 ] && grep -q "404" "$T/e1.log" && no_model "$T/e1.rkmojo" || { cat "$T/e1.log"; false; }'
+"$BIN" pull "$U/whole/m.gguf" "$T/e2.rkmojo" >"$T/e2.log" 2>&1
+check "a server that ignores Range: said so, no model" \
+  '[ $? != 0 ] && grep -q "byte ranges" "$T/e2.log" && no_model "$T/e2.rkmojo" || { cat "$T/e2.log"; false; }'
+"$BIN" pull "$U/notes.txt" "$T/e3.rkmojo" >"$T/e3.log" 2>&1
+check "not a GGUF: said so, no model" '[ $? != 0 ] && grep -qi "gguf" "$T/e3.log" && no_model "$T/e3.rkmojo" || { cat "$T/e3.log"; false; }'
+"$BIN" pull "http://127.0.0.1:1/m.gguf" "$T/e4.rkmojo" >"$T/e4.log" 2>&1
+check "nothing listening: an error, no model" '[ $? != 0 ] && grep -qi "connect" "$T/e4.log" && no_model "$T/e4.rkmojo" || { cat "$T/e4.log"; false; }'
+
+echo "$fails failed"
+[ "$fails" = 0 ]
