@@ -8,6 +8,11 @@
 #   - a redirect is followed; hf://ORG/REPO:FILE goes to $HF_ENDPOINT with
 #     $HF_TOKEN as a bearer token (nginx refuses other requests)
 #   - no OUT: the model lands in the models directory as NAME.rkmojo
+#   - SIGKILL once expert layers have landed: the rerun keeps them (and
+#     receives less than the file), a layer damaged meanwhile is converted
+#     again; not in the quick tier: three kills at random points then a
+#     run give the same bytes, a file changed on the server (another
+#     ETag) starts over
 #   - 404, a refused token, a server that ignores Range, a file that is not
 #     a GGUF, hf:// without a file: a clear error and no model left behind
 # Exit 0 pass, 1 fail, 77 skip. No timed assertions.
@@ -55,6 +60,7 @@ http {
     location /moved/ { rewrite ^/moved/(.*)\$ /$NP-again/\$1 redirect; }
     location /$NP-again/ { rewrite ^/$NP-again/(.*)\$ /\$1 redirect; }
     location /whole/ { alias $T/www/; max_ranges 0; }
+    location /slow/ { alias $T/www/; limit_rate 3m; }
     location /hf/org/repo/resolve/main/ {
       if (\$http_authorization != "Bearer s3cret") { return 401; }
       alias $T/www/;
@@ -107,6 +113,63 @@ check "hf:// without a file: asks for one" '[ $? != 0 ] && grep -q "name a GGUF 
 RKMOJO_MODELS=$T/models "$BIN" pull "$U/m.gguf" --quiet >"$T/p7.log" 2>&1
 check "no OUT: the models directory's m.rkmojo, listed" \
   '[ $? = 0 ] && same "$T/models/m.rkmojo" "$T/keep.ref" && RKMOJO_MODELS=$T/models "$BIN" list 2>&1 | grep -q "^m\b" || { cat "$T/p7.log"; RKMOJO_MODELS=$T/models "$BIN" list; false; }'
+
+# interrupted and resumed
+layers_done() { grep -o '"blob_stride"' "$1/.convert-progress.json" 2>/dev/null | wc -l; }
+"$BIN" pull "$U/slow/m.gguf" "$T/k.rkmojo" --quiet >"$T/k0.log" 2>&1 &
+KP=$!
+for _ in $(seq 300); do [ "$(layers_done "$T/k.rkmojo")" -ge 1 ] && break; sleep 0.05; done
+kill -9 $KP 2>/dev/null
+wait $KP 2>/dev/null
+check "killed after a layer landed: no manifest, its progress kept"   '[ ! -e "$T/k.rkmojo/manifest.json" ] && [ "$(layers_done "$T/k.rkmojo")" -ge 1 ]'
+"$BIN" pull "$U/slow/m.gguf" "$T/k.rkmojo" >"$T/k1.log" 2>&1
+kept=$(sed -n 's/^resumed: kept resident.bin and \([0-9]*\) expert layers.*/\1/p' "$T/k1.log")
+recv=$(tr '\r' '\n' <"$T/k1.log" | sed -n 's/.*: \([0-9.]*\) MiB received of \([0-9.]*\) MiB.*/\1 \2/p')
+check "the rerun keeps what landed (${kept:-?} expert layers) and receives less than the file (${recv:-?} MiB)" \
+  '[ "${kept:-0}" -ge 1 ] && node -e "process.exit(+process.argv[1] < +process.argv[2] ? 0 : 1)" $recv || { cat "$T/k1.log"; false; }'
+check "and ends byte for byte as convert writes it" 'same "$T/k.rkmojo" "$T/keep.ref" || { cat "$T/diff.log"; false; }'
+
+# a layer that landed, damaged before the rerun: converted again
+rm -rf "$T/d.rkmojo"
+"$BIN" pull "$U/slow/m.gguf" "$T/d.rkmojo" --quiet >/dev/null 2>&1 &
+KP=$!
+for _ in $(seq 300); do [ "$(layers_done "$T/d.rkmojo")" -ge 1 ] && break; sleep 0.05; done
+kill -9 $KP 2>/dev/null
+wait $KP 2>/dev/null
+printf '\x5a' | dd of="$T/d.rkmojo/experts/blk.0.bin" bs=1 seek=100 conv=notrunc status=none
+"$BIN" pull "$U/slow/m.gguf" "$T/d.rkmojo" >"$T/d1.log" 2>&1
+check "a damaged expert file is converted again: convert's bytes" \
+  '[ $? = 0 ] && grep -q "^resumed: kept resident.bin" "$T/d1.log" && same "$T/d.rkmojo" "$T/keep.ref" || { cat "$T/d1.log" "$T/diff.log"; false; }'
+
+# three kills at random points, then a run to the end; a changed file
+# (the ci and full tiers: about 15 s more)
+if [ "${RKM_TEST_TIER:-ci}" != quick ]; then
+rm -rf "$T/r.rkmojo"
+for i in 1 2 3; do
+  "$BIN" pull "$U/slow/m.gguf" "$T/r.rkmojo" --quiet >/dev/null 2>&1 &
+  KP=$!
+  sleep "$(node -e 'console.log((0.1 + Math.random() * 1.5).toFixed(2))')"
+  kill -9 $KP 2>/dev/null
+  wait $KP 2>/dev/null
+done
+"$BIN" pull "$U/slow/m.gguf" "$T/r.rkmojo" --quiet >"$T/r.log" 2>&1
+check "killed three times at random points, then run: convert's bytes" \
+  '[ $? = 0 ] && same "$T/r.rkmojo" "$T/keep.ref" || { cat "$T/r.log" "$T/diff.log"; false; }'
+
+# the file changes on the server between two runs
+rm -rf "$T/c.rkmojo"
+"$BIN" pull "$U/slow/m.gguf" "$T/c.rkmojo" --quiet >/dev/null 2>&1 &
+KP=$!
+for _ in $(seq 300); do [ "$(layers_done "$T/c.rkmojo")" -ge 1 ] && break; sleep 0.05; done
+kill -9 $KP 2>/dev/null
+wait $KP 2>/dev/null
+"$BIN" synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --set n_expert=64 --set n_layer=4 --dtype q4_k_m \
+  --seed 2 -o "$T/www/m2.gguf" --quiet && chmod 644 "$T/www/m2.gguf" && mv "$T/www/m2.gguf" "$T/www/m.gguf"
+"$BIN" convert "$T/www/m.gguf" "$T/new.ref" --quant keep --quiet >/dev/null 2>&1
+"$BIN" pull "$U/slow/m.gguf" "$T/c.rkmojo" >"$T/c.log" 2>&1
+check "a file changed on the server: started again, the new file's bytes" \
+  '[ $? = 0 ] && grep -q "started again" "$T/c.log" && same "$T/c.rkmojo" "$T/new.ref" || { cat "$T/c.log" "$T/diff.log"; false; }'
+fi
 
 # errors: clear, and nothing half-installed
 "$BIN" pull "$U/missing.gguf" "$T/e1.rkmojo" >"$T/e1.log" 2>&1

@@ -32,7 +32,7 @@ static int print_env(void)
     for (int i = 0; i < RKM_KNOB_COUNT; i++) {
         const rkm_knob_info *k = rkm_knob_info_of(i);
         const char *v = rkm_knob(i);
-        if (v && i == RKM_KNOB_API_KEY) v = "(set, not shown)"; /* a secret */
+        if (v && (i == RKM_KNOB_API_KEY || i == RKM_KNOB_HF_TOKEN)) v = "(set, not shown)"; /* a secret */
         printf("%-20s %-8s %-22s %s; %s\n", k->name, scope[k->scope], v ? v : "(unset)", k->def, k->doc);
         printf("%-20s %-8s %-22s   values: %s\n", "", "", "", k->type);
     }

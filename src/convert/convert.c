@@ -738,6 +738,71 @@ static void warn_requantize(const conv *c)
             n, types, rkm_quant_mix_name(c->plan.mix));
 }
 
+/* ----------------------------------------------------------- resume */
+
+/* The outputs an interrupted run left that still hold what its progress
+ * file says (every checksum read back): 0 if resident.bin does not, else
+ * 1 + the count of expert layers, in order, that do. */
+static int verified_outputs(const rkm_model_dir *prev, const char *out)
+{
+    char *path = rkm_path_join(out, "resident.bin");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    free(path);
+    struct stat st;
+    if (fd < 0) return 0;
+    int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size == prev->resident_bytes && prev->n_tensors > 0;
+    size_t cap = CHUNK_BYTES;
+    uint8_t *buf = rkm_alloc_aligned(cap, RKM_EXPERT_ALIGN);
+    rkm_hasher *h = NULL;
+    ok = ok && buf;
+    for (int i = 0; i < prev->n_tensors && ok; i++) {
+        const rkm_tensor_view *tv = &prev->tensors[i];
+        rkm_hasher_free(h);
+        if (!(h = rkm_hasher_new())) ok = 0;
+        for (uint64_t o = 0; o < tv->nbytes && ok; o += cap) {
+            size_t k = (size_t)RKM_MIN((uint64_t)cap, tv->nbytes - o);
+            if (rkm_pread_all(fd, buf, k, tv->offset + o, "resident.bin")) ok = 0;
+            else rkm_hasher_update(h, buf, k);
+        }
+        if (ok && rkm_hasher_digest(h) != tv->checksum) ok = 0;
+    }
+    rkm_hasher_free(h);
+    close(fd);
+    int n = ok;
+    for (int i = 0; i < prev->n_expert_layers && ok; i++) {
+        const rkm_expert_layer *el = &prev->experts[i];
+        char *p = rkm_path_join(out, el->file);
+        fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+        free(p);
+        if (fd < 0 || (size_t)el->blob_stride > cap) ok = 0;
+        for (int e = 0; e < el->n_expert && ok; e++)
+            if (rkm_pread_all(fd, buf, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, el->file) ||
+                rkm_hash(buf, (size_t)el->blob_bytes) != el->checksums[e])
+                ok = 0;
+        if (fd >= 0) close(fd);
+        n += ok;
+    }
+    rkm_free_aligned(buf);
+    return n;
+}
+
+/* Takes the verified outputs of prev into md: the resident tensors, and
+ * the first n_layers expert layers. */
+static void take_outputs(rkm_model_dir *md, rkm_model_dir *prev, int n_layers)
+{
+    md->tensors = prev->tensors;
+    md->n_tensors = prev->n_tensors;
+    md->resident_bytes = prev->resident_bytes;
+    prev->tensors = NULL;
+    prev->n_tensors = 0;
+    for (int i = 0; i < n_layers; i++) {
+        md->experts[i] = prev->experts[i];
+        prev->experts[i].file = NULL;
+        prev->experts[i].checksums = NULL;
+        prev->experts[i].fd = -1;
+    }
+}
+
 int rkm_convert_check_opts(const rkm_convert_opts *o)
 {
     if (!rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0")) return RKM_EINVAL;
@@ -794,31 +859,53 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
         free(ed);
         created = 1;
     }
+    /* what an interrupted run of the same key left and still verifies */
+    const char *key = o ? o->resume_key : NULL;
+    rkm_model_dir *prev = NULL;
+    int kept = 0, other = 0;
+    if (!rc && key) {
+        prev = rkm_model_dir_load_progress(out, key, &other);
+        if (prev) kept = verified_outputs(prev, out);
+        if (other) rkm_model_dir_remove_progress(out);
+    }
+    if (o && o->resumed) *o->resumed = other ? -1 : kept;
+    int n_moe = 0;
+    for (int il = 0; il < s->hp.n_layer; il++) n_moe += rkm_hparams_is_moe_layer(&s->hp, il);
+    if (!rc && !(md->experts = calloc((size_t)n_moe + 1, sizeof *md->experts))) rc = rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) {
         /* a stale manifest would make a half-rewritten model look complete */
         char *mp = rkm_path_join(out, "manifest.json");
         if (mp) unlink(mp);
         free(mp);
         rkm_progress_init(&c.prog, o ? o->progress : NULL, "convert", s->total_bytes);
-        rc = write_resident(&c, &sc, out, md);
+        if (kept > 0) take_outputs(md, prev, kept - 1);
+        else rc = write_resident(&c, &sc, out, md);
+        if (!rc && key && kept == 0) rc = rkm_model_dir_write_progress(md, out, key);
     }
     if (!rc) {
-        int n_moe = 0;
-        for (int il = 0; il < s->hp.n_layer; il++) n_moe += rkm_hparams_is_moe_layer(&s->hp, il);
-        md->experts = calloc((size_t)n_moe + 1, sizeof *md->experts);
-        if (!md->experts) rc = rkm_err(RKM_ENOMEM, "out of memory");
         for (int il = 0; il < s->hp.n_layer && !rc; il++) {
             if (!rkm_hparams_is_moe_layer(&s->hp, il)) continue;
+            if (md->n_expert_layers < kept - 1 && md->experts[md->n_expert_layers].layer == il) {
+                md->n_expert_layers++; /* verified from the interrupted run */
+                continue;
+            }
             md->experts[md->n_expert_layers].fd = -1;
             rc = write_expert_layer(&c, out, il, &md->experts[md->n_expert_layers++]);
+            if (!rc && key) rc = rkm_model_dir_write_progress(md, out, key);
         }
     }
+    rkm_model_dir_close(prev);
     if (!rc) rc = write_tokenizer(&c, out, md);
     if (!rc) rc = rkm_model_dir_write_manifest(md, out);
+    if (!rc && key) rkm_model_dir_remove_progress(out);
     if (!rc) rkm_progress_done(&c.prog);
     if (!rc) report_types(&c, o ? o->progress : NULL);
     else if (c.prog.out && c.prog.tty) fputc('\n', c.prog.out);
-    if (rc && created) {
+    if (rc && created && key) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rkm_last_error());
+        rc = rkm_err(rc, "%s (the output so far is kept in %s: the same command resumes it)", msg, out);
+    } else if (rc && created) {
         int saved = rc;
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rkm_last_error());

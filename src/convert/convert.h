@@ -28,6 +28,15 @@ typedef struct rkm_convert_opts {
      * and the expert workers, so it must be thread-safe. NULL: none. */
     void (*consumed)(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len);
     void *user;
+    /* Resumable (rkmojo pull): the source and options in one string. The
+     * converter then records its progress in the output directory after
+     * resident.bin and after each expert layer, keeps its output on
+     * failure, and a later run with the same key keeps every output of
+     * the earlier one whose checksums read back (a progress file of
+     * another key is dropped). NULL: on failure the partial output is
+     * removed. */
+    const char *resume_key;
+    int *resumed; /* if set: outputs kept (resident.bin 1, each expert layer 1); -1: another key's dropped */
 } rkm_convert_opts;
 
 int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);

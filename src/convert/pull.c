@@ -30,6 +30,7 @@
 #include "convert/fetch.h"
 #include "format/source.h"
 #include "util/common.h"
+#include "util/knobs.h"
 #include "util/progress.h"
 
 #define PIECE_MAX (4u << 20)
@@ -165,7 +166,11 @@ static void *fetcher(void *arg)
     puller *p = arg;
     pthread_mutex_lock(&p->mu);
     while (!p->stop && !p->err) {
-        size_t k = RKM_MAX(p->next, p->cursor == (size_t)-1 ? 0 : p->cursor);
+        if (p->cursor == (size_t)-1) { /* the converter's first read says where it starts (a resumed run skips) */
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        size_t k = RKM_MAX(p->next, p->cursor);
         while (k < p->n_pc && p->pc[p->order[k]].state != P_ABSENT) k++;
         p->next = k;
         if (k >= p->n_pc) {
@@ -274,8 +279,8 @@ static int has_prefix(const char *s, const char *p) { return !strncmp(s, p, strl
 
 static const char *hf_endpoint(void)
 {
-    const char *e = getenv("HF_ENDPOINT");
-    return e && *e ? e : "https://huggingface.co";
+    const char *e = rkm_knob(RKM_KNOB_HF_ENDPOINT);
+    return e ? e : "https://huggingface.co";
 }
 
 char *rkm_pull_url(const char *source)
@@ -349,8 +354,9 @@ static int pull_remote(const char *source, const char *url, const char *out, con
 {
     const char *token = o ? o->token : NULL;
     const char *ep = hf_endpoint();
-    if (!token && (has_prefix(source, "hf://") || has_prefix(url, ep))) token = getenv("HF_TOKEN");
-    rkm_fetch_opts fo = {.token = token, .cancel = o ? o->cancel : NULL};
+    if (!token && (has_prefix(source, "hf://") || has_prefix(url, ep))) token = rkm_knob(RKM_KNOB_HF_TOKEN);
+    rkm_fetch_opts fo = {.token = token, .cancel = o ? o->cancel : NULL,
+                         .stall_s = (double)rkm_knob_int(RKM_KNOB_PULL_STALL, 0)};
     rkm_fetch *f = rkm_fetch_open(url, &fo);
     if (!f) return rkm_last_error()[0] ? RKM_EIO : rkm_err(RKM_EIO, "%s: cannot fetch", url);
     puller p = {.f = f, .fd = -1, .size = rkm_fetch_size(f), .cursor = (size_t)-1, .punch = 1};
@@ -384,6 +390,12 @@ static int pull_remote(const char *source, const char *url, const char *out, con
         co.progress = NULL;
         co.consumed = consumed;
         co.user = &p;
+        char key[1600];
+        snprintf(key, sizeof key, "pull 1 | %s | %llu bytes | ETag %s | --quant %s --target %s --expert-layout %s", url,
+                 (unsigned long long)p.size, rkm_fetch_etag(f), co.quant ? co.quant : "q8_0",
+                 co.target ? co.target : "cpu", co.plain_experts ? "plain" : "packed");
+        co.resume_key = key;
+        co.resumed = st ? &st->resumed : NULL;
         rc = rkm_convert_source(s, stage, out, &co);
     }
     pthread_mutex_lock(&p.mu);

@@ -12,9 +12,17 @@
  * output is the converter's (rkm_convert_source) for the same options:
  * byte for byte what `rkmojo convert` writes from the downloaded file.
  *
+ * Resumable: the conversion records its progress (convert.h, resume_key:
+ * the URL, the file's size and ETag, the options), so a pull interrupted
+ * at any point (an error, SIGKILL, a reboot) and run again keeps
+ * resident.bin and every expert file that landed and whose checksums read
+ * back, and fetches only the rest; a file changed on the server starts
+ * over. The manifest is written last.
+ *
  * Threads: the calling thread converts (with the converter's workers);
  * `connections` fetch threads run ahead of it. Ownership: nothing
- * outlives the call; on failure the partial output is removed.
+ * outlives the call but the output; on failure the staging file goes,
+ * the converted outputs and their progress stay for the next run.
  */
 #ifndef RKM_CONVERT_PULL_H
 #define RKM_CONVERT_PULL_H
@@ -39,6 +47,7 @@ typedef struct rkm_pull_stats {
     uint64_t fetched_bytes; /* bytes received (a range fetched twice counts twice) */
     uint64_t peak_staged;   /* most bytes held in the staging file at once */
     int punched;            /* 1 if the staging file's used bytes were freed as it went */
+    int resumed;            /* outputs kept from an interrupted pull (convert.h's resumed) */
 } rkm_pull_stats;
 
 /* The URL a source names: http(s) URLs as they are; hf://ORG/REPO:FILE

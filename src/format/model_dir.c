@@ -290,7 +290,7 @@ static int parse_layer(const cJSON *l, rkm_expert_layer *el, const rkm_hparams *
     return 0;
 }
 
-static int parse_manifest(rkm_model_dir *md, const cJSON *root)
+static int parse_manifest(rkm_model_dir *md, const cJSON *root, int partial)
 {
     int rc;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -350,7 +350,7 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root)
     }
     int n_moe = 0;
     for (int il = 0; il < md->hp.n_layer; il++) n_moe += rkm_hparams_is_moe_layer(&md->hp, il);
-    if (n_moe != md->n_expert_layers)
+    if (partial ? md->n_expert_layers > n_moe : n_moe != md->n_expert_layers)
         return rkm_err(RKM_EFORMAT, "manifest: %d expert layers listed, the hparams imply %d", md->n_expert_layers, n_moe);
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     if (cJSON_IsObject(tok)) {
@@ -397,7 +397,7 @@ rkm_model_dir *rkm_model_dir_parse_manifest(const char *json, size_t n, const ch
         rkm_model_dir_close(md);
         return NULL;
     }
-    int rc = parse_manifest(md, root);
+    int rc = parse_manifest(md, root, 0);
     cJSON_Delete(root);
     if (rc) {
         rkm_model_dir_close(md);
@@ -662,7 +662,7 @@ static cJSON *shape_json(int n_dims, const int64_t *ne)
     return a;
 }
 
-int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
+static cJSON *manifest_json(const rkm_model_dir *md)
 {
     char h[17];
     cJSON *root = cJSON_CreateObject();
@@ -737,12 +737,66 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
             cJSON_AddNumberToObject(sm, f->name, f->is_int ? v : strtod(b, NULL));
         }
     }
-    char *json = cJSON_Print(root);
+    return root;
+}
+
+static int write_json(cJSON *root, const char *dir, const char *name)
+{
+    char *json = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!json) return rkm_err(RKM_ENOMEM, "out of memory");
-    char *path = rkm_path_join(dir, "manifest.json");
+    char *path = rkm_path_join(dir, name);
     int rc = path ? rkm_write_file_atomic(path, json, strlen(json)) : rkm_err(RKM_ENOMEM, "out of memory");
     free(path);
     free(json);
     return rc;
+}
+
+int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
+{
+    return write_json(manifest_json(md), dir, "manifest.json");
+}
+
+/* ----------------------------------------------- conversion progress */
+
+#define PROGRESS_FILE ".convert-progress.json"
+
+int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key)
+{
+    cJSON *root = manifest_json(md);
+    if (root) cJSON_AddStringToObject(root, "resume_key", key);
+    return write_json(root, dir, PROGRESS_FILE);
+}
+
+rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other)
+{
+    *other = 0;
+    char *p = rkm_path_join(dir, PROGRESS_FILE);
+    size_t n;
+    char *json = p ? rkm_read_file(p, &n) : NULL;
+    free(p);
+    if (!json) return NULL;
+    cJSON *root = cJSON_ParseWithLength(json, n);
+    free(json);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "resume_key");
+    rkm_model_dir *md = NULL;
+    if (!cJSON_IsString(k) || strcmp(k->valuestring, key)) {
+        *other = 1;
+    } else if ((md = calloc(1, sizeof *md))) {
+        md->resident_fd = md->map_guard = -1;
+        if (!(md->path = strdup(dir)) || parse_manifest(md, root, 1)) {
+            rkm_model_dir_close(md);
+            md = NULL;
+            *other = 1; /* unreadable: started again */
+        }
+    }
+    cJSON_Delete(root);
+    return md;
+}
+
+void rkm_model_dir_remove_progress(const char *dir)
+{
+    char *p = rkm_path_join(dir, PROGRESS_FILE);
+    if (p) unlink(p);
+    free(p);
 }

@@ -35,6 +35,10 @@ static const rkm_knob_info table[RKM_KNOB_COUNT] = {
     [RKM_KNOB_ALLOW_ORIGINS] = {"RKMOJO_ALLOW_ORIGINS", RKM_KNOB_PROCESS, "origins", "own and loopback pages",
                                 "rkmojo serve: browser origins allowed to call the API (--allow-origin overrides)"},
     [RKM_KNOB_TMPDIR] = {"TMPDIR", RKM_KNOB_PROCESS, "path", "/tmp", "where rkmojo demo writes its model"},
+    [RKM_KNOB_HF_ENDPOINT] = {"HF_ENDPOINT", RKM_KNOB_PROCESS, "URL", "https://huggingface.co",
+                              "where rkmojo pull's hf://ORG/REPO:FILE names are fetched from"},
+    [RKM_KNOB_HF_TOKEN] = {"HF_TOKEN", RKM_KNOB_PROCESS, "text", "none",
+                           "bearer token rkmojo pull sends to HF_ENDPOINT (gated repositories)"},
     [RKM_KNOB_BACKEND] = {"RKM_BACKEND", RKM_KNOB_MODEL, "auto|cpu|rknn", "auto",
                           "where matmuls run when --backend is auto (rkm_model_params.backend)"},
     [RKM_KNOB_NPU_DENSE] = {"RKM_NPU_DENSE", RKM_KNOB_MODEL, "0|force", "on with the NPU backend and no budget",
@@ -67,6 +71,8 @@ static const rkm_knob_info table[RKM_KNOB_COUNT] = {
     [RKM_KNOB_TOK_REGEX_ONLY] = {"RKM_TOK_REGEX_ONLY", RKM_KNOB_TEST, "0|1", "0",
                                  "tokenizers loaded from now on run every pre-tokenizer regex in PCRE2, "
                                  "without the hand-written matchers"},
+    [RKM_KNOB_PULL_STALL] = {"RKM_PULL_STALL_S", RKM_KNOB_TEST, "seconds", "60",
+                             "rkmojo pull retries a range that received no byte for this long"},
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
