@@ -13,8 +13,15 @@
 #     again; not in the quick tier: three kills at random points then a
 #     run give the same bytes, a file changed on the server (another
 #     ETag) starts over
+#   - a server that drops connections, sends short bodies, answers 429/503
+#     with Retry-After or stalls: retried, convert's bytes; one that
+#     answers 416, changes the ETag mid-pull or is always busy: an error
 #   - 404, a refused token, a server that ignores Range, a file that is not
 #     a GGUF, hf:// without a file: a clear error and no model left behind
+#   - rkmojo serve's /api/pull: refused without an API key or --pull on;
+#     with one, NDJSON progress to success, the model in /api/tags and
+#     generating, a second pull a no-op, 404 / a server path / a bad name
+#     refused; the official ollama client pulls through it
 # Exit 0 pass, 1 fail, 77 skip. No timed assertions.
 set -u
 cd "$(dirname "$0")/.."
@@ -26,12 +33,15 @@ skip() { echo "skip: $1"; exit 77; }
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || skip "nginx missing (scripts/setup.sh installs it)"
 command -v node >/dev/null || skip "node missing"
+command -v curl >/dev/null || skip "curl missing"
 
 T=$(mktemp -d)
 chmod 755 "$T" # nginx's worker may run as another user
 NGX_PID=""
+SPIDS=()
 cleanup() {
   [ -n "$NGX_PID" ] && kill "$NGX_PID" 2>/dev/null
+  for p in ${SPIDS[@]+"${SPIDS[@]}"}; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$T"
 }
@@ -86,8 +96,10 @@ check "pull of a URL: exit 0" '[ $? = 0 ] || { cat "$T/p1.log"; false; }'
 check "pull (--quant keep) is byte for byte convert --quant keep" 'same "$T/keep.rkmojo" "$T/keep.ref" || { cat "$T/diff.log"; false; }'
 check "the staging directory is gone" '[ -e "$T/keep.rkmojo/manifest.json" ] && [ ! -e "$T/keep.rkmojo/.pull" ]'
 staged=$(tr '\r' '\n' <"$T/p1.log" | sed -n 's/.*at most \([0-9.]*\) MiB staged.*/\1/p')
-check "at most the 4 MiB window plus the converter's pieces staged (got ${staged:-?} MiB of a 30 MB file)" \
-  '[ -n "$staged" ] && node -e "process.exit(+process.argv[1] <= 4 + 4 * 2 ? 0 : 1)" "$staged"'
+# a layer's expert parts here fit one 4 MiB piece per part (gate, up,
+# down): the converter holds those three while the fetchers stay within the window
+check "at most the 4 MiB window plus the 3 pieces of a layer's experts staged (got ${staged:-?} MiB of a 30 MB file)" \
+  '[ -n "$staged" ] && node -e "process.exit(+process.argv[1] <= 4 + 3 * 4 + 1 ? 0 : 1)" "$staged"'
 check "the staging file's pages were freed as it went" 'grep -q "MiB staged" "$T/p1.log" && ! grep -q "no holes" "$T/p1.log"'
 check "the pulled model generates" \
   '"$BIN" run -m "$T/keep.rkmojo" --prompt-ids 1,2,3 -n 4 --temp 0 >"$T/run.log" 2>&1 || { cat "$T/run.log"; false; }'
@@ -170,6 +182,78 @@ wait $KP 2>/dev/null
 check "a file changed on the server: started again, the new file's bytes" \
   '[ $? = 0 ] && grep -q "started again" "$T/c.log" && same "$T/c.rkmojo" "$T/new.ref" || { cat "$T/c.log" "$T/diff.log"; false; }'
 fi
+
+# a misbehaving server and network (tests/js/fault-server.mjs)
+node tests/js/fault-server.mjs "$T/www" "$T/fs.port" >"$T/fs.log" 2>&1 &
+FS_PID=$!
+for _ in $(seq 100); do [ -s "$T/fs.port" ] && break; sleep 0.1; done
+F=http://127.0.0.1:$(cat "$T/fs.port")
+cur_ref=$T/keep.ref
+[ -e "$T/new.ref" ] && cur_ref=$T/new.ref # the ci tier replaced the file
+for mode in ok drop short busy; do
+  "$BIN" pull "$F/$mode/m.gguf" "$T/f-$mode.rkmojo" --quiet >"$T/f-$mode.log" 2>&1
+  check "$mode: byte for byte as convert writes it ($(curl -s "$F/count/$mode") requests)" \
+    '[ $? = 0 ] && same "$T/f-$mode.rkmojo" "$cur_ref" || { cat "$T/f-$mode.log" "$T/diff.log"; false; }'
+done
+RKM_PULL_STALL_S=1 "$BIN" pull "$F/stall/m.gguf" "$T/f-stall.rkmojo" --quiet >"$T/f-stall.log" 2>&1
+check "a range that stalls is asked again: convert's bytes" \
+  '[ $? = 0 ] && same "$T/f-stall.rkmojo" "$cur_ref" || { cat "$T/f-stall.log" "$T/diff.log"; false; }'
+"$BIN" pull "$F/gone/m.gguf" "$T/f-gone.rkmojo" >"$T/f-gone.log" 2>&1
+check "416 after the first answer: the file shrank, said so, no model" \
+  '[ $? != 0 ] && grep -q "416.*smaller" "$T/f-gone.log" && no_model "$T/f-gone.rkmojo" || { cat "$T/f-gone.log"; false; }'
+"$BIN" pull "$F/changing/m.gguf" "$T/f-chg.rkmojo" >"$T/f-chg.log" 2>&1
+check "the ETag changes during the pull: said so, no model" \
+  '[ $? != 0 ] && grep -q "changed on the server" "$T/f-chg.log" && no_model "$T/f-chg.rkmojo" || { cat "$T/f-chg.log"; false; }'
+"$BIN" pull "$F/nope/m.gguf" "$T/f-nope.rkmojo" >"$T/f-nope.log" 2>&1
+check "503 every time: gives up after its tries, no model" \
+  '[ $? != 0 ] && grep -q "503.*gave up after 6 tries" "$T/f-nope.log" && no_model "$T/f-nope.rkmojo" || { cat "$T/f-nope.log"; false; }'
+kill $FS_PID 2>/dev/null
+
+# the server's /api/pull (Ollama's): into --models-dir, progress as NDJSON
+serve() { # name args...: starts rkmojo serve, sets SV (its base URL)
+  local n=$1; shift
+  rm -f "$T/$n.port"
+  "$BIN" serve --port 0 --port-file "$T/$n.port" "$@" >"$T/$n.log" 2>&1 &
+  SPIDS+=($!)
+  for _ in $(seq 300); do [ -s "$T/$n.port" ] && break; sleep 0.05; done
+  SV=http://127.0.0.1:$(cat "$T/$n.port")
+}
+SPIDS=()
+mkdir -p "$T/srv"
+serve s0 --models-dir "$T/srv"
+code=$(curl -s -o "$T/s0.out" -w '%{http_code}' "$SV/api/pull" -d "{\"model\":\"$U/m.gguf\"}")
+check "no API key and no --pull on: /api/pull refused (403)" '[ "$code" = 403 ] && grep -q "pull on" "$T/s0.out" || { echo "$code"; cat "$T/s0.out"; false; }'
+serve s1 --models-dir "$T/srv" --api-key k3y
+A=(-H "Authorization: Bearer k3y")
+curl -sN "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/slow/m.gguf\"}" >"$T/s1.ndjson"
+check "with an API key: NDJSON from 'pulling manifest' through progress to success" \
+  'head -1 "$T/s1.ndjson" | grep -q "pulling manifest" && grep -q "\"completed\":" "$T/s1.ndjson" && tail -1 "$T/s1.ndjson" | grep -q "\"status\":\"success\"" || { cat "$T/s1.ndjson"; false; }'
+check "the pulled model is convert's bytes, listed by /api/tags" \
+  'same "$T/srv/m.rkmojo" "$cur_ref" && curl -s "${A[@]}" "$SV/api/tags" | grep -q "\"name\":\"m:latest\"" || { cat "$T/diff.log"; curl -s "${A[@]}" "$SV/api/tags"; false; }'
+code=$(curl -s -o "$T/s1.gen" -w '%{http_code}' "${A[@]}" "$SV/api/generate" -d '{"model":"m","prompt":"hi","stream":false,"options":{"num_predict":3,"temperature":0}}')
+check "and generates" '[ "$code" = 200 ] || { cat "$T/s1.gen"; false; }'
+out=$(curl -s "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/m.gguf\",\"stream\":false}")
+check "pulling it again: success, nothing fetched" '[ "$out" = "{\"status\":\"success\"}" ] || { echo "$out"; false; }'
+code=$(curl -s -o "$T/s1.e1" -w '%{http_code}' "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/missing.gguf\",\"stream\":false}")
+check "a missing file (stream false): 404 with the reason, no model" \
+  '[ "$code" = 404 ] && grep -q "404" "$T/s1.e1" && [ ! -e "$T/srv/missing.rkmojo/manifest.json" ] || { echo "$code"; cat "$T/s1.e1"; false; }'
+code=$(curl -s -o "$T/s1.e2" -w '%{http_code}' "${A[@]}" "$SV/api/pull" -d '{"model":"/etc/passwd"}')
+check "a path on the server: refused (400)" '[ "$code" = 400 ] || { echo "$code"; cat "$T/s1.e2"; false; }'
+code=$(curl -s -o "$T/s1.e3" -w '%{http_code}' "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/a%2F..%2Fb.gguf\"}")
+check "a file name that is not a plain name: refused (400)" '[ "$code" = 400 ] || { echo "$code"; cat "$T/s1.e3"; false; }'
+cp "$T/www/m.gguf" "$T/www/other.gguf" && chmod 644 "$T/www/other.gguf"
+(cd tests/js && node --input-type=module -e '
+import { Ollama } from "ollama";
+const [host, url] = process.argv.slice(1);
+const o = new Ollama({ host, headers: { Authorization: "Bearer k3y" } });
+let last, progress = 0;
+for await (const p of await o.pull({ model: url, stream: true })) { last = p; if (p.completed > 0 && p.total > 0) progress++; }
+const tags = await o.list();
+console.log(JSON.stringify({ last: last.status, progress, listed: tags.models.some((m) => m.name === "other:latest") }));
+' "$SV" "$U/slow/other.gguf") >"$T/s1.js" 2>&1
+check "the ollama client pulls through it (progress, success, then listed)" \
+  'grep -q "\"last\":\"success\",\"progress\":[1-9][0-9]*,\"listed\":true" "$T/s1.js" || { cat "$T/s1.js"; false; }'
+for p in "${SPIDS[@]}"; do kill "$p" 2>/dev/null; done
 
 # errors: clear, and nothing half-installed
 "$BIN" pull "$U/missing.gguf" "$T/e1.rkmojo" >"$T/e1.log" 2>&1

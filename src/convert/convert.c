@@ -385,6 +385,7 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
                 break;
             }
         }
+        const uint64_t in_row = rkm_type_row_bytes(t->type, t->ne[0]);
         for (int64_t r = 0; r < rows && !rc; r += per) {
             int64_t k = RKM_MIN(per, rows - r);
             rc = convert_rows(c, sc, t, r, k, tv->type, buf);
@@ -392,10 +393,11 @@ static int write_resident(conv *c, scratch *sc, const char *out, rkm_model_dir *
                 rkm_hasher_update(h, buf, (size_t)k * out_row);
                 rc = rkm_pwrite_all(fd, buf, (size_t)k * out_row, off + (uint64_t)r * out_row, path);
             }
+            /* a big tensor's source rows are released chunk by chunk */
+            if (!rc && c->consumed) c->consumed(c->user, t, (uint64_t)r * in_row, (uint64_t)k * in_row);
         }
         tv->checksum = rkm_hasher_digest(h);
         off += tv->nbytes;
-        if (!rc && c->consumed) c->consumed(c->user, t, 0, t->nbytes);
     }
     md->resident_bytes = off;
     if (!rc && ftruncate(fd, (off_t)off) != 0) rc = rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
@@ -673,7 +675,7 @@ int rkm_convert_read_order(const rkm_source *s, rkm_convert_read **out, size_t *
     int rc = 0;
     for (int i = 0; i < s->n_tensors; i++) {
         const rkm_src_tensor *t = &s->tensors[i];
-        if (!is_expert_tensor(s, t->name)) r[n++] = (rkm_convert_read){t, 0, t->nbytes};
+        if (!is_expert_tensor(s, t->name)) r[n++] = (rkm_convert_read){t, 0, t->nbytes, -1};
     }
     /* each MoE layer's experts as convert_expert reads them: expert by
      * expert, gate | up | down */
@@ -696,7 +698,7 @@ int rkm_convert_read_order(const rkm_source *s, rkm_convert_read **out, size_t *
                     cap *= 2;
                 }
                 const uint64_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
-                r[n++] = (rkm_convert_read){t, (uint64_t)r0 * rb, (uint64_t)lp.rows[p] * rb};
+                r[n++] = (rkm_convert_read){t, (uint64_t)r0 * rb, (uint64_t)lp.rows[p] * rb, il};
             }
     }
     if (rc) {

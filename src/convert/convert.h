@@ -24,7 +24,7 @@ typedef struct rkm_convert_opts {
                            an expert needs no repacking */
     /* Called once the converter has read all it will of bytes [off,
      * off+len) of source tensor t (rkmojo pull frees them): a resident
-     * tensor whole, a routed expert's part each. From the converting thread
+     * tensor's rows a chunk at a time, a routed expert's part each. From the converting thread
      * and the expert workers, so it must be thread-safe. NULL: none. */
     void (*consumed)(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len);
     void *user;
@@ -53,6 +53,7 @@ int rkm_convert_check_opts(const rkm_convert_opts *o);
 typedef struct rkm_convert_read {
     const rkm_src_tensor *t;
     uint64_t off, len; /* inside t's bytes */
+    int layer;         /* the MoE layer whose experts these are; -1: a resident tensor */
 } rkm_convert_read;
 int rkm_convert_read_order(const rkm_source *s, rkm_convert_read **out, size_t *n);
 

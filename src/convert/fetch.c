@@ -227,6 +227,8 @@ static CURLcode request(rkm_fetch *f, CURL *h, xfer *x, uint64_t off, uint64_t n
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https"); /* never file://, ftp://, ... */
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -307,10 +309,11 @@ static int get_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd
     return rc;
 }
 
-rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o)
+rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o, int *rc)
 {
     pthread_once(&g_once, global_init);
     rkm_fetch *f = calloc(1, sizeof *f);
+    *rc = RKM_ENOMEM;
     if (!f) {
         rkm_err(RKM_ENOMEM, "out of memory");
         return NULL;
@@ -334,12 +337,12 @@ rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o)
         return NULL;
     }
     xfer x;
-    if (get_range(f, 0, 1, -1, 0, &x)) {
+    if ((*rc = get_range(f, 0, 1, -1, 0, &x))) {
         rkm_fetch_close(f);
         return NULL;
     }
     if (!x.has_range || !x.range_total) {
-        rkm_err(RKM_EUNSUPPORTED, "%s: no Content-Range in the answer (the server does not serve byte ranges)",
+        *rc = rkm_err(RKM_EUNSUPPORTED, "%s: no Content-Range in the answer (the server does not serve byte ranges)",
                 f->shown);
         rkm_fetch_close(f);
         return NULL;

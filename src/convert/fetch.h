@@ -3,8 +3,8 @@
  * `rkmojo pull`: the file's size and ETag from a first request, then any
  * range written straight into a local file at a given offset.
  *
- * Every request follows redirects (Hugging Face answers with one to its
- * storage) and sends "Authorization: Bearer TOKEN" when a token is given
+ * Only http and https are spoken, redirects included. Every request
+ * follows redirects (Hugging Face answers with one to its storage) and sends "Authorization: Bearer TOKEN" when a token is given
  * (libcurl drops it when a redirect leaves the host). A range is retried
  * after a dropped connection, a stall (no byte for the stall time), a
  * short or overlong answer, or a 408/429/5xx status (Retry-After honoured,
@@ -34,8 +34,9 @@ typedef struct rkm_fetch_opts {
 
 /* Asks for the first byte of url: its size (Content-Range) and ETag.
  * NULL + rkm_last_error() when the server cannot be reached, answers an
- * error, or does not serve ranges. */
-rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o);
+ * error, or does not serve ranges; *rc then gets the RKM_E* code
+ * (RKM_ENOENT for a 404). */
+rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o, int *rc);
 void rkm_fetch_close(rkm_fetch *f);
 uint64_t rkm_fetch_size(const rkm_fetch *f);
 /* The ETag the server gave ("" if none), quotes and W/ kept. */

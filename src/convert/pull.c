@@ -2,12 +2,13 @@
  * pull.c - see pull.h.
  *
  * The staging file is cut into pieces: the converter's read ranges
- * (rkm_convert_read_order), each split at PIECE_MAX, in file order in pc[]
- * and in read order in order[]. A piece is absent, in flight, present, or
- * used (the converter is done with it, its pages punched). The GGUF
+ * (rkm_convert_read_order) in file order, neighbours merged and long
+ * ones cut at PIECE_MAX (make_pieces), in file order in pc[] and in read
+ * order in order[]. A piece is absent, in flight, present, or used (the
+ * converter is done with all its ranges, its pages punched). The GGUF
  * reader's fill hook (rkm_gguf_open_fill) makes the pieces a read touches
  * present, fetching them itself when no fetch thread has, and moves the
- * cursor (the furthest read position asked for); the fetch threads take
+ * cursor (the furthest rank in order[] asked for); the fetch threads take
  * absent pieces in read order from the cursor on while the staged bytes
  * (present, not yet used) and those in flight stay within the window.
  * Before the pieces exist (while the header is parsed) fill extends the
@@ -42,7 +43,10 @@ enum { P_ABSENT, P_INFLIGHT, P_PRESENT, P_USED };
 
 typedef struct {
     uint64_t off, len; /* in the file */
-    size_t pos;        /* its place in the read order */
+    size_t pos;        /* its place in the read order: its first range's */
+    size_t rank;       /* its index in order[] */
+    uint64_t need;     /* bytes of its ranges the converter has not used yet */
+    uint64_t held;     /* bytes of it counted in staged */
     int state;
 } piece;
 
@@ -62,15 +66,25 @@ typedef struct {
     int err, stop;
     char msg[600];
     rkm_progress prog;
+    const rkm_pull_opts *o; /* its on_progress */
 } puller;
+
+/* The bar and the caller's callback, under mu. */
+static void progressed(puller *p, uint64_t bytes)
+{
+    rkm_progress_add(&p->prog, bytes);
+    if (p->o && p->o->on_progress)
+        p->o->on_progress(p->o->user, p->prog.done, p->prog.total, rkm_fetch_etag(p->f));
+}
 
 static void account(puller *p, piece *q)
 {
     q->state = P_PRESENT;
     p->staged += q->len;
+    q->held = q->len;
     if (p->staged > p->peak) p->peak = p->staged;
     p->fetched += q->len;
-    rkm_progress_add(&p->prog, q->len);
+    progressed(p, q->len);
 }
 
 static void fail(puller *p, int rc)
@@ -104,7 +118,7 @@ static int fill(void *user, uint64_t off, uint64_t n)
             uint64_t end = RKM_MIN(p->size, RKM_MAX(off + n, p->prefix + HEADER_STEP));
             rc = rkm_fetch_range(p->f, p->prefix, end - p->prefix, p->fd, p->prefix);
             if (!rc) {
-                rkm_progress_add(&p->prog, end - p->prefix);
+                progressed(p, end - p->prefix);
                 p->fetched += end - p->prefix;
                 p->prefix = end;
             }
@@ -121,8 +135,8 @@ static int fill(void *user, uint64_t off, uint64_t n)
         }
         if (i < p->n_pc && p->pc[i].off <= pos) {
             piece *q = &p->pc[i];
-            if (q->pos > p->cursor || p->cursor == (size_t)-1) {
-                p->cursor = q->pos;
+            if (q->rank > p->cursor || p->cursor == (size_t)-1) {
+                p->cursor = q->rank;
                 if (p->next < p->cursor) p->next = p->cursor;
                 pthread_cond_broadcast(&p->cv);
             }
@@ -201,6 +215,14 @@ static void *fetcher(void *arg)
     return NULL;
 }
 
+static void punch(puller *p, uint64_t start, uint64_t end)
+{
+    const uint64_t a = RKM_ALIGN_UP(start, PAGE), b = end / PAGE * PAGE;
+    if (p->punch && b > a &&
+        fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a, (off_t)(b - a)) != 0)
+        p->punch = 0; /* a file system without holes: the staging file keeps its bytes */
+}
+
 static void consumed(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len)
 {
     puller *p = user;
@@ -209,62 +231,102 @@ static void consumed(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t
     pthread_mutex_lock(&p->mu);
     for (size_t i = piece_at(p, start); i < p->n_pc && p->pc[i].off < end; i++) {
         piece *q = &p->pc[i];
-        if (q->off < start || q->off + q->len > end) continue; /* not wholly inside */
-        if (q->state == P_PRESENT) p->staged -= q->len;
-        if (q->state != P_INFLIGHT) q->state = P_USED;
+        const uint64_t ov = RKM_MIN(end, q->off + q->len) - RKM_MAX(start, q->off);
+        q->need -= RKM_MIN(q->need, ov);
+        const uint64_t drop = q->need ? RKM_MIN(q->held, ov) : q->held;
+        q->held -= drop;
+        p->staged -= drop;
+        if (!q->need && q->state != P_INFLIGHT) {
+            q->state = P_USED;
+            punch(p, q->off, q->off + q->len); /* its padding too */
+        }
     }
-    /* the whole pages inside the range go; the bytes of a page shared with
-     * a neighbour stay until the staging file is removed */
-    const uint64_t a = RKM_ALIGN_UP(start, PAGE), b = end / PAGE * PAGE;
-    if (p->punch && b > a &&
-        fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a, (off_t)(b - a)) != 0)
-        p->punch = 0; /* a file system without holes: the staging file keeps its bytes */
+    /* the whole pages of the range go now; a page shared with bytes still
+     * needed stays until its piece is used up */
+    punch(p, start, end);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
-static int by_off(const void *x, const void *y)
+typedef struct {
+    uint64_t off, len;
+    size_t pos;
+    int layer; /* rkm_convert_read's */
+} range;
+
+static int range_by_off(const void *x, const void *y)
 {
-    const piece *a = x, *b = y;
+    const range *a = x, *b = y;
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* The pieces: the read order's ranges cut at PIECE_MAX. */
+static int piece_by_pos(const void *x, const void *y, void *arg)
+{
+    const piece *pc = arg, *a = &pc[*(const size_t *)x], *b = &pc[*(const size_t *)y];
+    if (a->pos != b->pos) return a->pos < b->pos ? -1 : 1;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* The pieces: the read order's ranges in file order, neighbours (at most
+ * MERGE_GAP apart, both resident or both one layer's experts: used up in
+ * the same pass) merged up to PIECE_MAX, so the experts' parts of a fused
+ * tensor travel several to a request; a range longer than PIECE_MAX is
+ * cut. A piece's place in the read order is its earliest range's. */
+#define MERGE_GAP (64u << 10)
 static int make_pieces(puller *p, const rkm_source *s)
 {
     rkm_convert_read *rd;
     size_t n_rd;
     int rc = rkm_convert_read_order(s, &rd, &n_rd);
     if (rc) return rc;
-    size_t n = 0;
-    for (size_t i = 0; i < n_rd; i++) n += (size_t)((rd[i].len + PIECE_MAX - 1) / PIECE_MAX);
-    piece *pc = calloc(n + 1, sizeof *pc);
-    size_t *order = calloc(n + 1, sizeof *order);
-    if (!pc || !order) {
+    range *r = calloc(n_rd + 1, sizeof *r);
+    size_t n_max = n_rd;
+    for (size_t i = 0; i < n_rd; i++) n_max += (size_t)(rd[i].len / PIECE_MAX);
+    piece *pc = calloc(n_max + 1, sizeof *pc);
+    size_t *order = calloc(n_max + 1, sizeof *order);
+    if (!r || !pc || !order) {
         free(rd);
+        free(r);
         free(pc);
         free(order);
         return rkm_err(RKM_ENOMEM, "out of memory");
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n_rd; i++) {
-        const rkm_gguf_tensor *gt = rd[i].t->handle;
-        for (uint64_t o = 0; o < rd[i].len; o += PIECE_MAX, k++)
-            pc[k] = (piece){gt->offset + rd[i].off + o, RKM_MIN((uint64_t)PIECE_MAX, rd[i].len - o), k, P_ABSENT};
-    }
+    size_t nr = 0;
+    for (size_t i = 0; i < n_rd; i++)
+        if (rd[i].len)
+            r[nr++] = (range){((const rkm_gguf_tensor *)rd[i].t->handle)->offset + rd[i].off, rd[i].len, i, rd[i].layer};
     free(rd);
-    /* file order (ranges never overlap: the reader refuses tensors that do) */
-    qsort(pc, n, sizeof *pc, by_off);
+    qsort(r, nr, sizeof *r, range_by_off);
+    size_t n = 0;
+    for (size_t i = 0; i < nr; i++) {
+        piece *q = n ? &pc[n - 1] : NULL;
+        if (q && r[i].layer == r[i - 1].layer && r[i].off >= q->off + q->len && r[i].off - (q->off + q->len) <= MERGE_GAP &&
+            r[i].off + r[i].len - q->off <= PIECE_MAX) {
+            q->len = r[i].off + r[i].len - q->off;
+            q->need += r[i].len;
+            q->pos = RKM_MIN(q->pos, r[i].pos);
+            continue;
+        }
+        for (uint64_t o = 0; o < r[i].len; o += PIECE_MAX) {
+            const uint64_t k = RKM_MIN((uint64_t)PIECE_MAX, r[i].len - o);
+            pc[n++] = (piece){.off = r[i].off + o, .len = k, .pos = r[i].pos, .need = k, .state = P_ABSENT};
+        }
+    }
+    free(r);
+    uint64_t todo = p->prefix;
     for (size_t i = 0; i < n; i++) {
-        order[pc[i].pos] = i;
+        order[i] = i;
         /* pieces wholly inside the header phase's prefix are there already */
         if (pc[i].off + pc[i].len <= p->prefix) {
             pc[i].state = P_PRESENT;
+            pc[i].held = pc[i].len;
             p->staged += pc[i].len;
+        } else {
+            todo += pc[i].len;
         }
     }
-    uint64_t todo = p->prefix;
-    for (size_t i = 0; i < n; i++) todo += pc[i].state == P_ABSENT ? pc[i].len : 0;
+    qsort_r(order, n, sizeof *order, piece_by_pos, pc);
+    for (size_t k = 0; k < n; k++) pc[order[k]].rank = k;
     pthread_mutex_lock(&p->mu);
     p->prog.total = todo; /* the bar counts what this pull has to receive */
     p->pc = pc;
@@ -273,7 +335,6 @@ static int make_pieces(puller *p, const rkm_source *s)
     pthread_mutex_unlock(&p->mu);
     return 0;
 }
-
 
 static int has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
@@ -357,16 +418,17 @@ static int pull_remote(const char *source, const char *url, const char *out, con
     if (!token && (has_prefix(source, "hf://") || has_prefix(url, ep))) token = rkm_knob(RKM_KNOB_HF_TOKEN);
     rkm_fetch_opts fo = {.token = token, .cancel = o ? o->cancel : NULL,
                          .stall_s = (double)rkm_knob_int(RKM_KNOB_PULL_STALL, 0)};
-    rkm_fetch *f = rkm_fetch_open(url, &fo);
-    if (!f) return rkm_last_error()[0] ? RKM_EIO : rkm_err(RKM_EIO, "%s: cannot fetch", url);
-    puller p = {.f = f, .fd = -1, .size = rkm_fetch_size(f), .cursor = (size_t)-1, .punch = 1};
+    int rc;
+    rkm_fetch *f = rkm_fetch_open(url, &fo, &rc);
+    if (!f) return rc;
+    puller p = {.f = f, .fd = -1, .size = rkm_fetch_size(f), .cursor = (size_t)-1, .punch = 1, .o = o};
     p.window = o && o->window ? o->window : (256ull << 20);
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv, NULL);
     rkm_progress_init(&p.prog, o ? o->progress : NULL, "pull", p.size);
     char name[256], *dir = rkm_path_join(out, ".pull"), *stage = NULL;
     file_name(url, name, sizeof name);
-    int rc = dir ? rkm_mkdir_p(dir) : rkm_err(RKM_ENOMEM, "out of memory");
+    rc = dir ? rkm_mkdir_p(dir) : rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) stage = rkm_path_join(dir, name);
     if (!rc && !stage) rc = rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) {

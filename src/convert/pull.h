@@ -39,6 +39,11 @@ typedef struct rkm_pull_opts {
     uint64_t window;       /* bytes fetched ahead of the converter at most (0: 256 MiB) */
     const char *token;     /* bearer token (NULL: $HF_TOKEN for Hugging Face sources) */
     volatile int *cancel;  /* nonzero: stop with RKM_ECANCELED */
+    /* Called as bytes arrive (from the fetch and converter threads, one
+     * at a time): received so far of total (what this pull has to receive),
+     * and the file's ETag ("" if none). NULL: none. */
+    void (*on_progress)(void *user, uint64_t received, uint64_t total, const char *etag);
+    void *user;
 } rkm_pull_opts;
 
 /* What a pull did, for its report and its tests. */

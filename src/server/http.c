@@ -8,7 +8,8 @@
  * Authorization: Bearer checked in constant time before any body is read
  * (/health and / stay open), the body cap (Content-Length up front, chunked
  * bodies while reading, 413), then either a simple endpoint (/health,
- * /metrics from the engine's gauges, model listings, /api/show) or a job:
+ * /metrics from the engine's gauges, model listings, /api/show), a pull
+ * (/api/pull: server/pull.h's thread, its progress streamed), or a job:
  * the body parsed into a srv_request (api.h), queued on the engine (503 +
  * Retry-After when full) and answered whole or streamed (SSE for OpenAI,
  * NDJSON for Ollama) as the worker produces it. Errors take the API's
@@ -32,6 +33,7 @@
  * formatting (api.h) build regardless.
  */
 #include "server/gate.h"
+#include "server/pull.h"
 #include "server/server.h"
 #include "server/websafe.h"
 #include "util/buf.h"
@@ -58,11 +60,13 @@ void srv_config_default(srv_config *c)
     c->max_request_s = 1800;
     c->header_timeout_s = 30;
     c->prefetch = -1;
+    c->pull = -1;
 }
 
 #if RKM_HAVE_MHD
 
 #include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -343,9 +347,11 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
 
 /* ----------------------------------------------------------- routes */
 
+#define SRV_KIND_PULL (-2)
+
 typedef struct route {
     const char *method, *path;
-    int kind;  /* enum srv_kind, or -1 for the simple endpoints */
+    int kind;  /* enum srv_kind, or -1 for the simple endpoints, SRV_KIND_PULL for /api/pull */
     int type;  /* enum srv_job_type */
 } route;
 
@@ -363,6 +369,7 @@ static const route routes[] = {
     {"GET", "/api/ps", -1, 0},
     {"GET", "/api/version", -1, 0},
     {"POST", "/api/show", -1, 0},
+    {"POST", "/api/pull", SRV_KIND_PULL, 0},
     {"GET", "/health", -1, 0},
     {"GET", "/metrics", -1, 0},
     {"GET", "/", -1, 0},
@@ -433,6 +440,169 @@ static enum MHD_Result handle_simple(srv_engine *e, struct MHD_Connection *c, co
         return send_json(c, url, 200, body);
     }
     return send_error(c, url, 404, "not found", 0);
+}
+
+/* ------------------------------------------------------------ pulls */
+
+/* One NDJSON line of a pull's progress, Ollama's shape; malloc'd. */
+static char *pull_line(const srv_pull_state *st, int first)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (st->done && st->rc) {
+        cJSON_AddStringToObject(o, "error", st->msg);
+    } else if (st->done) {
+        cJSON_AddStringToObject(o, "status", "success");
+    } else if (first || !st->total) {
+        cJSON_AddStringToObject(o, "status", "pulling manifest");
+    } else {
+        char status[200], digest[200];
+        snprintf(status, sizeof status, "pulling %s", st->name);
+        snprintf(digest, sizeof digest, "%s%s", st->etag[0] ? "etag:" : "", st->etag[0] ? st->etag : st->name);
+        cJSON_AddStringToObject(o, "status", status);
+        cJSON_AddStringToObject(o, "digest", digest);
+        cJSON_AddNumberToObject(o, "total", (double)st->total);
+        cJSON_AddNumberToObject(o, "completed", (double)RKM_MIN(st->received, st->total));
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *line = realloc(s, n + 2);
+    if (!line) {
+        free(s);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = 0;
+    return line;
+}
+
+typedef struct {
+    srv_pull *p;
+    struct MHD_Connection *c;
+    unsigned seen;
+    int first, ended;
+    double t_last;
+    char *line; /* being sent */
+    size_t off;
+} pull_stream;
+
+static ssize_t pull_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    pull_stream *ps = cls;
+    (void)pos;
+    while (!ps->line) {
+        if (ps->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        srv_pull_state st;
+        /* progress at most five times a second; the end at once */
+        const double wait = ps->first ? 0 : RKM_MAX(0.05, 0.2 - (rkm_now() - ps->t_last));
+        srv_pull_wait(ps->p, &ps->seen, wait, &st);
+        if (!ps->first && !st.done && rkm_now() - ps->t_last < 0.2) {
+            if (client_gone(ps->c)) {
+                srv_pull_cancel(ps->p);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            continue;
+        }
+        ps->line = pull_line(&st, ps->first);
+        ps->off = 0;
+        ps->first = 0;
+        ps->t_last = rkm_now();
+        ps->ended = st.done;
+        if (!ps->line) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = RKM_MIN(max, strlen(ps->line + ps->off));
+    memcpy(buf, ps->line + ps->off, n);
+    ps->off += n;
+    if (!ps->line[ps->off]) {
+        free(ps->line);
+        ps->line = NULL;
+    }
+    return (ssize_t)n;
+}
+
+static void pull_free(void *cls)
+{
+    pull_stream *ps = cls;
+    if (!ps->ended) srv_pull_cancel(ps->p); /* the client left before the end */
+    srv_pull_release(ps->p);
+    free(ps->line);
+    free(ps);
+}
+
+static void pull_rescan(void *user, const char *name)
+{
+    (void)name;
+    srv_models_rescan(user);
+}
+
+static int pull_status(int rc)
+{
+    switch (rc) {
+    case RKM_ENOENT: return 404;
+    case RKM_EFORMAT:
+    case RKM_EUNSUPPORTED:
+    case RKM_EINVAL: return 400;
+    case RKM_EIO:
+    case RKM_ECHECKSUM: return 502; /* the source failed us */
+    default: return 500;
+    }
+}
+
+/* Ollama's /api/pull: {"model": URL or hf:// name, "stream": true}. */
+static enum MHD_Result handle_pull(srv_engine *e, struct MHD_Connection *c, const char *url, const conn_state *cs)
+{
+    const srv_config *cfg = srv_engine_config(e);
+    if (cfg->pull == 0 || (cfg->pull < 0 && !cfg->api_key))
+        return send_error(c, url, 403,
+                          "pulls are off: start the server with --pull on (they are on by default with an API key)", 0);
+    if (!cfg->models_dir) return send_error(c, url, 400, "the server has no --models-dir to pull into", 0);
+    cJSON *root = cJSON_ParseWithLength(cs->body.data ? cs->body.data : "", cs->body.len);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(root, "name");
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    if (!cJSON_IsObject(root) || !cJSON_IsString(m) || (stream && !cJSON_IsBool(stream))) {
+        cJSON_Delete(root);
+        return send_error(c, url, 400, "expected {\"model\": an http(s) URL or hf://ORG/REPO:FILE.gguf, \"stream\": bool}", 0);
+    }
+    const int streamed = !stream || cJSON_IsTrue(stream);
+    char err[700];
+    int http = 0;
+    srv_pull *p = srv_pull_start(cfg->models_dir, m->valuestring, pull_rescan, srv_engine_models(e), &http, err,
+                                 sizeof err);
+    cJSON_Delete(root);
+    if (!p) return send_error(c, url, http, err, 0);
+    if (!streamed) {
+        unsigned seen = 0;
+        srv_pull_state st;
+        for (;;) {
+            srv_pull_wait(p, &seen, 0.2, &st);
+            if (st.done) break;
+            if (client_gone(c)) {
+                srv_pull_cancel(p);
+                srv_pull_release(p);
+                srv_metrics_request(url, 499);
+                return MHD_NO;
+            }
+        }
+        srv_pull_release(p);
+        if (st.rc) return send_error(c, url, pull_status(st.rc), st.msg, 0);
+        return send_buf(c, url, 200, "application/json", "{\"status\":\"success\"}", 0);
+    }
+    pull_stream *ps = calloc(1, sizeof *ps);
+    struct MHD_Response *r = ps ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, pull_read, ps, pull_free) : NULL;
+    if (!r) {
+        free(ps);
+        srv_pull_cancel(p);
+        srv_pull_release(p);
+        return MHD_NO;
+    }
+    ps->p = p;
+    ps->c = c;
+    ps->first = 1;
+    MHD_add_response_header(r, "Content-Type", "application/x-ndjson");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    return queue(c, url, 200, r);
 }
 
 /* Counts the Content-Length and Transfer-Encoding headers (request
@@ -559,6 +729,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cs->responded) return MHD_YES;
     cs->responded = 1;
     if (cs->too_large) return send_error(c, url, 413, "request body too large", 0);
+    if (rt->kind == SRV_KIND_PULL) return handle_pull(e, c, url, cs);
     if (rt->kind < 0) return handle_simple(e, c, url, cs);
     return handle_job(e, c, url, rt->kind, rt->type, cs);
 }

@@ -192,6 +192,8 @@ void srv_models_refresh(srv_models *ms)
     if (stale) scan(ms);
 }
 
+void srv_models_rescan(srv_models *ms) { scan(ms); }
+
 int srv_models_find(srv_models *ms, const char *name, srv_model_info *out)
 {
     char base[136];

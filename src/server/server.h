@@ -59,6 +59,7 @@ typedef struct srv_config {
     double max_request_s;        /* wall time of one request's work (0: no limit) */
     double header_timeout_s;     /* a request head must arrive within this (0: no deadline) */
     const char *port_file;       /* write the bound port here (tests) */
+    int pull;                    /* /api/pull: 1 allowed, 0 refused, -1 (default) allowed when api_key is set */
 } srv_config;
 
 void srv_config_default(srv_config *c);
@@ -144,6 +145,8 @@ srv_models *srv_models_new(const char *model_path, const char *models_dir);
 void srv_models_free(srv_models *ms);
 /* Rescans the directory (models added or removed while running). */
 void srv_models_refresh(srv_models *ms);
+/* Rescans now (a model was just added). */
+void srv_models_rescan(srv_models *ms);
 /* Copies the entry a client name refers to into *out (path strdup'd: free
  * out->path). Single-model mode accepts any name; an empty name is the
  * first model. 0 or RKM_ENOENT. */
