@@ -5,6 +5,10 @@
 #     with --quant keep (the default), q8_0, and --expert-layout plain
 #   - the staging file holds at most the window plus the pieces the
 #     converter is using (--window 4M on a 30 MB file), and is gone after
+#   - a SHA-256 named as Hugging Face names it (X-Linked-Etag) is checked:
+#     a match passes, a mismatch fails with no model and no progress kept,
+#     a killed pull resumes its hash from the saved state (a damaged state
+#     is caught as a mismatch)
 #   - a redirect is followed; hf://ORG/REPO:FILE goes to $HF_ENDPOINT with
 #     $HF_TOKEN as a bearer token (nginx refuses other requests)
 #   - no OUT: the model lands in the models directory as NAME.rkmojo
@@ -53,7 +57,10 @@ mkdir -p "$T/www" "$T/ngx"
 "$BIN" synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --set n_expert=64 --set n_layer=4 --dtype q4_k_m \
   -o "$T/www/m.gguf" --quiet >"$T/synth.log" 2>&1 || { cat "$T/synth.log"; exit 1; }
 echo "not a GGUF file, but long enough to be asked for a first byte and more" >"$T/www/notes.txt"
+cp "$T/www/m.gguf" "$T/www/s.gguf"
 chmod 644 "$T/www/"*
+SHA=$(sha256sum "$T/www/s.gguf" | cut -d' ' -f1)
+BADSHA=$(echo "$SHA" | tr 0-9a-f 1-9a-f0)
 
 NP=$(free_port)
 # the worker runs as this user (root's would be nobody, who may not reach $T)
@@ -71,6 +78,9 @@ http {
     location /$NP-again/ { rewrite ^/$NP-again/(.*)\$ /\$1 redirect; }
     location /whole/ { alias $T/www/; max_ranges 0; }
     location /slow/ { alias $T/www/; limit_rate 3m; }
+    location /sha/ { alias $T/www/; add_header X-Linked-Etag "\"$SHA\"" always; }
+    location /slowsha/ { alias $T/www/; limit_rate 3m; add_header X-Linked-Etag "\"$SHA\"" always; }
+    location /badsha/ { alias $T/www/; add_header X-Linked-Etag "\"$BADSHA\"" always; }
     location /hf/org/repo/resolve/main/ {
       if (\$http_authorization != "Bearer s3cret") { return 401; }
       alias $T/www/;
@@ -88,6 +98,14 @@ same() { # a b: the same files, the same bytes
   diff -r "$1" "$2" >"$T/diff.log" 2>&1
 }
 no_model() { [ ! -e "$1/manifest.json" ] && [ ! -e "$1/.pull" ]; }
+layers_done() { grep -o '"blob_stride"' "$1/.convert-progress.json" 2>/dev/null | wc -l; }
+pull_killed() { # URL OUT: a pull killed with SIGKILL once an expert layer has landed
+  "$BIN" pull "$1" "$2" --quiet >/dev/null 2>&1 &
+  local kp=$!
+  for _ in $(seq 300); do [ "$(layers_done "$2")" -ge 1 ] && break; sleep 0.05; done
+  kill -9 $kp 2>/dev/null
+  wait $kp 2>/dev/null
+}
 
 # byte for byte the converter's output
 "$BIN" convert "$T/www/m.gguf" "$T/keep.ref" --quant keep --quiet >/dev/null 2>&1
@@ -109,6 +127,31 @@ check "the pulled model generates" \
 check "through two redirects, --quant q8_0 --expert-layout plain: byte for byte convert's" \
   '[ $? = 0 ] && same "$T/q8.rkmojo" "$T/q8.ref" || { cat "$T/p2.log" "$T/diff.log"; false; }'
 
+# the file's SHA-256, as Hugging Face names it (X-Linked-Etag)
+"$BIN" convert "$T/www/s.gguf" "$T/s.ref" --quant keep --quiet >/dev/null 2>&1
+"$BIN" pull "$U/sha/s.gguf" "$T/sha.rkmojo" >"$T/sha.log" 2>&1
+check "a SHA-256 named by the server: checked, convert's bytes" \
+  '[ $? = 0 ] && grep -q "SHA-256 of the file checked" "$T/sha.log" && same "$T/sha.rkmojo" "$T/s.ref" || { cat "$T/sha.log" "$T/diff.log"; false; }'
+"$BIN" pull "$U/badsha/s.gguf" "$T/badsha.rkmojo" >"$T/badsha.log" 2>&1
+check "a SHA-256 that does not match: an error naming both, no model, no progress kept" \
+  '[ $? != 0 ] && grep -q "SHA-256 is $SHA, the server names $BADSHA" "$T/badsha.log" && no_model "$T/badsha.rkmojo" &&
+   [ ! -e "$T/badsha.rkmojo/.convert-progress.json" ] || { cat "$T/badsha.log"; ls -a "$T/badsha.rkmojo"; false; }'
+pull_killed "$U/slowsha/s.gguf" "$T/rsha.rkmojo"
+"$BIN" pull "$U/slowsha/s.gguf" "$T/rsha.rkmojo" >"$T/rsha.log" 2>&1
+check "killed and resumed: the hash goes on from its saved state, checked, convert's bytes" \
+  '[ $? = 0 ] && grep -q "^resumed: kept" "$T/rsha.log" && grep -q "SHA-256 of the file checked" "$T/rsha.log" &&
+   same "$T/rsha.rkmojo" "$T/s.ref" || { cat "$T/rsha.log" "$T/diff.log"; false; }'
+# the same, the saved state damaged: a wrong hash is caught, nothing kept
+rm -rf "$T/rsha.rkmojo"
+pull_killed "$U/slowsha/s.gguf" "$T/rsha.rkmojo"
+node -e 'const fs=require("fs"),f=process.argv[1],j=JSON.parse(fs.readFileSync(f));
+  j.resume_note=j.resume_note.replace(/^(sha256 \d+ )(.)/,(m,a,c)=>a+(c==="0"?"1":"0"));fs.writeFileSync(f,JSON.stringify(j))' \
+  "$T/rsha.rkmojo/.convert-progress.json"
+"$BIN" pull "$U/slowsha/s.gguf" "$T/rsha.rkmojo" >"$T/rsha2.log" 2>&1
+check "a damaged saved hash state: the mismatch is caught, no model, no progress kept" \
+  '[ $? != 0 ] && grep -q "SHA-256 is" "$T/rsha2.log" && no_model "$T/rsha.rkmojo" && [ ! -e "$T/rsha.rkmojo/.convert-progress.json" ] ||
+   { cat "$T/rsha2.log"; false; }'
+
 # Hugging Face names, endpoint and token
 HF_ENDPOINT=$U/hf HF_TOKEN=s3cret "$BIN" pull hf://org/repo:m.gguf "$T/hf.rkmojo" --quiet >"$T/p3.log" 2>&1
 check "hf://org/repo:m.gguf through HF_ENDPOINT with HF_TOKEN: convert's bytes" \
@@ -127,13 +170,9 @@ check "no OUT: the models directory's m.rkmojo, listed" \
   '[ $? = 0 ] && same "$T/models/m.rkmojo" "$T/keep.ref" && RKMOJO_MODELS=$T/models "$BIN" list 2>&1 | grep -q "^m\b" || { cat "$T/p7.log"; RKMOJO_MODELS=$T/models "$BIN" list; false; }'
 
 # interrupted and resumed
-layers_done() { grep -o '"blob_stride"' "$1/.convert-progress.json" 2>/dev/null | wc -l; }
-"$BIN" pull "$U/slow/m.gguf" "$T/k.rkmojo" --quiet >"$T/k0.log" 2>&1 &
-KP=$!
-for _ in $(seq 300); do [ "$(layers_done "$T/k.rkmojo")" -ge 1 ] && break; sleep 0.05; done
-kill -9 $KP 2>/dev/null
-wait $KP 2>/dev/null
-check "killed after a layer landed: no manifest, its progress kept"   '[ ! -e "$T/k.rkmojo/manifest.json" ] && [ "$(layers_done "$T/k.rkmojo")" -ge 1 ]'
+pull_killed "$U/slow/m.gguf" "$T/k.rkmojo"
+check "killed after a layer landed: no manifest, its progress kept" \
+  '[ ! -e "$T/k.rkmojo/manifest.json" ] && [ "$(layers_done "$T/k.rkmojo")" -ge 1 ]'
 "$BIN" pull "$U/slow/m.gguf" "$T/k.rkmojo" >"$T/k1.log" 2>&1
 kept=$(sed -n 's/^resumed: kept resident.bin and \([0-9]*\) expert layers.*/\1/p' "$T/k1.log")
 recv=$(tr '\r' '\n' <"$T/k1.log" | sed -n 's/.*: \([0-9.]*\) MiB received of \([0-9.]*\) MiB.*/\1 \2/p')
@@ -143,11 +182,7 @@ check "and ends byte for byte as convert writes it" 'same "$T/k.rkmojo" "$T/keep
 
 # a layer that landed, damaged before the rerun: converted again
 rm -rf "$T/d.rkmojo"
-"$BIN" pull "$U/slow/m.gguf" "$T/d.rkmojo" --quiet >/dev/null 2>&1 &
-KP=$!
-for _ in $(seq 300); do [ "$(layers_done "$T/d.rkmojo")" -ge 1 ] && break; sleep 0.05; done
-kill -9 $KP 2>/dev/null
-wait $KP 2>/dev/null
+pull_killed "$U/slow/m.gguf" "$T/d.rkmojo"
 printf '\x5a' | dd of="$T/d.rkmojo/experts/blk.0.bin" bs=1 seek=100 conv=notrunc status=none
 "$BIN" pull "$U/slow/m.gguf" "$T/d.rkmojo" >"$T/d1.log" 2>&1
 check "a damaged expert file is converted again: convert's bytes" \
@@ -170,11 +205,7 @@ check "killed three times at random points, then run: convert's bytes" \
 
 # the file changes on the server between two runs
 rm -rf "$T/c.rkmojo"
-"$BIN" pull "$U/slow/m.gguf" "$T/c.rkmojo" --quiet >/dev/null 2>&1 &
-KP=$!
-for _ in $(seq 300); do [ "$(layers_done "$T/c.rkmojo")" -ge 1 ] && break; sleep 0.05; done
-kill -9 $KP 2>/dev/null
-wait $KP 2>/dev/null
+pull_killed "$U/slow/m.gguf" "$T/c.rkmojo"
 "$BIN" synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --set n_expert=64 --set n_layer=4 --dtype q4_k_m \
   --seed 2 -o "$T/www/m2.gguf" --quiet && chmod 644 "$T/www/m2.gguf" && mv "$T/www/m2.gguf" "$T/www/m.gguf"
 "$BIN" convert "$T/www/m.gguf" "$T/new.ref" --quant keep --quiet >/dev/null 2>&1
@@ -195,6 +226,13 @@ for mode in ok drop short busy; do
   check "$mode: byte for byte as convert writes it ($(curl -s "$F/count/$mode") requests)" \
     '[ $? = 0 ] && same "$T/f-$mode.rkmojo" "$cur_ref" || { cat "$T/f-$mode.log" "$T/diff.log"; false; }'
 done
+# a signed storage URL that expires: ranges go to it directly, and it is
+# resolved again once it answers 403
+"$BIN" pull "$F/hfres/m.gguf" "$T/f-hf.rkmojo" --quiet >"$T/f-hf.log" 2>&1
+rc=$?
+nres=$(curl -s "$F/count/hfres"); nstore=$(curl -s "$F/count/store")
+check "an expiring storage URL: used directly ($nres resolutions for $nstore ranges), resolved again, convert's bytes" \
+  '[ $rc = 0 ] && [ "$nres" -gt 1 ] && [ "$nres" -lt "$nstore" ] && same "$T/f-hf.rkmojo" "$cur_ref" || { cat "$T/f-hf.log" "$T/diff.log"; false; }'
 RKM_PULL_STALL_S=1 "$BIN" pull "$F/stall/m.gguf" "$T/f-stall.rkmojo" --quiet >"$T/f-stall.log" 2>&1
 check "a range that stalls is asked again: convert's bytes" \
   '[ $? = 0 ] && same "$T/f-stall.rkmojo" "$cur_ref" || { cat "$T/f-stall.log" "$T/diff.log"; false; }'

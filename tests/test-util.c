@@ -13,6 +13,7 @@
 #include "util/arena.h"
 #include "util/base64.h"
 #include "util/common.h"
+#include "util/sha256.h"
 #include "util/buf.h"
 #include "util/knobs.h"
 
@@ -150,8 +151,49 @@ static void test_knobs(void)
     rkm_knobs_reload();
 }
 
+/* SHA-256: FIPS 180-4's examples, a million 'a', every split of a
+ * message into two updates, and a saved state resumed. */
+static void test_sha256(void)
+{
+    static const struct {
+        const char *msg, *hex;
+    } v[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    };
+    char hex[65];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const size_t n = strlen(v[i].msg);
+        for (size_t cut = 0; cut <= n; cut++) {
+            rkm_sha256 s;
+            rkm_sha256_init(&s);
+            rkm_sha256_update(&s, v[i].msg, cut);
+            char st[RKM_SHA256_STATE_CHARS];
+            rkm_sha256_save(&s, st);
+            rkm_sha256 r;
+            CHECK(rkm_sha256_load(&r, st) == 0);
+            rkm_sha256_update(&r, v[i].msg + cut, n - cut);
+            rkm_sha256_final(&r, hex);
+            CHECK(!strcmp(hex, v[i].hex));
+        }
+    }
+    rkm_sha256 s;
+    rkm_sha256_init(&s);
+    char a[1000];
+    memset(a, 'a', sizeof a);
+    for (int i = 0; i < 1000; i++) rkm_sha256_update(&s, a, sizeof a);
+    rkm_sha256_final(&s, hex);
+    CHECK(!strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    rkm_sha256 r;
+    CHECK(rkm_sha256_load(&r, "nothex") == -1);
+    CHECK(rkm_sha256_load(&r, "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19:3:61") == -1);
+}
+
 int main(void)
 {
+    test_sha256();
     test_buf();
     test_arena();
     test_base64();

@@ -66,6 +66,9 @@ int rkm_cmd_pull(int argc, char **argv)
         fprintf(stderr, "resumed: kept resident.bin and %d expert layers from the interrupted pull\n", st.resumed - 1);
     else if (o.progress && st.resumed < 0)
         fprintf(stderr, "the interrupted pull was of another file or options: started again\n");
+    if (o.progress && st.verified > 0) fprintf(stderr, "SHA-256 of the file checked against the server's\n");
+    else if (o.progress && st.verified < 0)
+        fprintf(stderr, "SHA-256 not checked: a resumed pull no longer holds the bytes the earlier run used\n");
     if (o.progress && st.source_bytes)
         fprintf(stderr, "pulled %s into %s in %.1fs: %.1f MiB received of %.1f MiB, at most %.1f MiB staged%s (peak RSS %.1f MiB)\n",
                 src, out, rkm_now() - t0, (double)st.fetched_bytes / 1048576.0, (double)st.source_bytes / 1048576.0,

@@ -805,6 +805,14 @@ static void take_outputs(rkm_model_dir *md, rkm_model_dir *prev, int n_layers)
     }
 }
 
+/* The progress so far, with the caller's note. */
+static int write_progress(const rkm_model_dir *md, const char *out, const char *key, const rkm_convert_opts *o)
+{
+    char note[512];
+    const char *n = o->progress_note ? o->progress_note(o->user, note, sizeof note) : NULL;
+    return rkm_model_dir_write_progress(md, out, key, n);
+}
+
 int rkm_convert_check_opts(const rkm_convert_opts *o)
 {
     if (!rkm_quant_mix_find(o && o->quant ? o->quant : "q8_0")) return RKM_EINVAL;
@@ -866,7 +874,7 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
     rkm_model_dir *prev = NULL;
     int kept = 0, other = 0;
     if (!rc && key) {
-        prev = rkm_model_dir_load_progress(out, key, &other);
+        prev = rkm_model_dir_load_progress(out, key, &other, NULL);
         if (prev) kept = verified_outputs(prev, out);
         if (other) rkm_model_dir_remove_progress(out);
     }
@@ -882,7 +890,7 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
         rkm_progress_init(&c.prog, o ? o->progress : NULL, "convert", s->total_bytes);
         if (kept > 0) take_outputs(md, prev, kept - 1);
         else rc = write_resident(&c, &sc, out, md);
-        if (!rc && key && kept == 0) rc = rkm_model_dir_write_progress(md, out, key);
+        if (!rc && key && kept == 0) rc = write_progress(md, out, key, o);
     }
     if (!rc) {
         for (int il = 0; il < s->hp.n_layer && !rc; il++) {
@@ -893,11 +901,12 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
             }
             md->experts[md->n_expert_layers].fd = -1;
             rc = write_expert_layer(&c, out, il, &md->experts[md->n_expert_layers++]);
-            if (!rc && key) rc = rkm_model_dir_write_progress(md, out, key);
+            if (!rc && key) rc = write_progress(md, out, key, o);
         }
     }
     rkm_model_dir_close(prev);
     if (!rc) rc = write_tokenizer(&c, out, md);
+    if (!rc && o && o->before_manifest) rc = o->before_manifest(o->user);
     if (!rc) rc = rkm_model_dir_write_manifest(md, out);
     if (!rc && key) rkm_model_dir_remove_progress(out);
     if (!rc) rkm_progress_done(&c.prog);

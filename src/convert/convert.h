@@ -35,8 +35,15 @@ typedef struct rkm_convert_opts {
      * the earlier one whose checksums read back (a progress file of
      * another key is dropped). NULL: on failure the partial output is
      * removed. */
+    /* Called once everything but the manifest is written; nonzero (an
+     * RKM_E* code with its message) fails the conversion (rkmojo pull's
+     * whole-file check). NULL: none. */
+    int (*before_manifest)(void *user);
     const char *resume_key;
     int *resumed; /* if set: outputs kept (resident.bin 1, each expert layer 1); -1: another key's dropped */
+    /* The caller's state to keep with each progress record (written into
+     * buf, returned; NULL: none), read back with rkm_model_dir_load_progress. */
+    const char *(*progress_note)(void *user, char *buf, size_t cap);
 } rkm_convert_opts;
 
 int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);

@@ -23,10 +23,17 @@ struct rkm_fetch {
     char *shown;    /* for messages: the URL without its query */
     char *final_url;
     char *auth;     /* "Authorization: Bearer ..." or NULL */
+    /* Where the redirects of the last resolution ended (Hugging Face's
+     * signed storage URL): ranges go there directly, without the round
+     * trip, while it answers; a 401/403/404/410 from it (expired) sends
+     * the next try to url again, which resolves anew. Guarded by mu. */
+    char *direct;
+    int direct_same_host; /* it is url's scheme, host and port: the token may go there too */
     rkm_fetch_opts o;
     uint64_t size;
     char etag[256];
-    pthread_mutex_t mu; /* guards idle, n_idle */
+    char sha256[65]; /* Hugging Face's X-Linked-Etag when it is a SHA-256 */
+    pthread_mutex_t mu; /* guards idle, n_idle, direct */
     CURL *idle[FETCH_POOL];
     int n_idle;
 };
@@ -35,7 +42,8 @@ struct rkm_fetch {
 typedef struct {
     rkm_fetch *f;
     int fd;
-    uint64_t fd_off;  /* where this transfer's first byte goes */
+    uint8_t *mem;     /* or the bytes go here (fd -1) */
+    uint64_t fd_off;  /* where this transfer's first byte goes (in fd or mem) */
     uint64_t want;    /* bytes asked */
     uint64_t got;     /* bytes written */
     int checked;      /* the response's status and headers were checked */
@@ -43,6 +51,7 @@ typedef struct {
     int has_range;
     uint64_t range_start, range_total;
     char etag[256];
+    char linked[80];  /* X-Linked-Etag of any response on the way (kept across redirects) */
     double retry_after;
     /* why the transfer was stopped by a callback: 0 none, else an RKM_E* */
     int stop;
@@ -88,6 +97,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
         }
     } else if (!strcasecmp(line, "etag")) {
         snprintf(x->etag, sizeof x->etag, "%s", v);
+    } else if (!strcasecmp(line, "x-linked-etag")) {
+        snprintf(x->linked, sizeof x->linked, "%s", v);
     } else if (!strcasecmp(line, "retry-after")) {
         char *end;
         double s = strtod(v, &end);
@@ -157,7 +168,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *user)
                  (unsigned long long)x->want, (unsigned long long)w->off);
         return 0;
     }
-    if (x->fd >= 0) {
+    if (x->mem) {
+        memcpy(x->mem + x->fd_off + x->got, p, len);
+    } else if (x->fd >= 0) {
         int rc = rkm_pwrite_all(x->fd, p, len, x->fd_off + x->got, "pull");
         if (rc) {
             x->stop = rc;
@@ -213,16 +226,17 @@ static int wait_s(rkm_fetch *f, double s)
 }
 
 /* One request for [off, off+n); x collects what happened. */
-static CURLcode request(rkm_fetch *f, CURL *h, xfer *x, uint64_t off, uint64_t n, long *code)
+static CURLcode request(rkm_fetch *f, CURL *h, xfer *x, const char *url, int auth, uint64_t off, uint64_t n,
+                        long *code)
 {
     char range[64];
     snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)off, (unsigned long long)(off + n - 1));
     curl_easy_reset(h);
     struct curl_slist *hd = NULL;
-    if (f->auth) hd = curl_slist_append(hd, f->auth);
+    if (f->auth && auth) hd = curl_slist_append(hd, f->auth);
     write_ctx w = {x, h, off};
     x->retry_after = -1;
-    curl_easy_setopt(h, CURLOPT_URL, f->url);
+    curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_RANGE, range);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
@@ -250,20 +264,80 @@ static CURLcode request(rkm_fetch *f, CURL *h, xfer *x, uint64_t off, uint64_t n
 
 static int transient_status(long code) { return code == 408 || code == 429 || (code >= 500 && code <= 599); }
 
+/* scheme://host:port of a URL into out ("" if it does not parse). */
+static void origin_of(const char *url, char *out, size_t cap)
+{
+    out[0] = 0;
+    CURLU *u = curl_url();
+    char *sc = NULL, *host = NULL, *port = NULL;
+    if (u && !curl_url_set(u, CURLUPART_URL, url, 0) && !curl_url_get(u, CURLUPART_SCHEME, &sc, 0) &&
+        !curl_url_get(u, CURLUPART_HOST, &host, 0) && !curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT))
+        snprintf(out, cap, "%s://%s:%s", sc, host, port);
+    curl_free(sc);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+}
+
+/* After an answer from url itself: where its redirects ended becomes the
+ * direct URL (none if there were none). */
+static void set_direct(rkm_fetch *f, CURL *h)
+{
+    char *eff = NULL;
+    curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
+    char *d = eff && strcmp(eff, f->url) ? strdup(eff) : NULL;
+    char a[600], b[600];
+    origin_of(f->url, a, sizeof a);
+    if (d) origin_of(d, b, sizeof b);
+    pthread_mutex_lock(&f->mu);
+    free(f->direct);
+    f->direct = d;
+    f->direct_same_host = d && a[0] && !strcmp(a, b);
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* [off, off+n) to fd at fd_off, with the retries fetch.h describes. */
-static int get_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off, xfer *first)
+static int get_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint8_t *mem, uint64_t fd_off, xfer *first)
 {
     CURL *h = take(f);
     if (!h) return rkm_err(RKM_ENOMEM, "out of memory");
     uint64_t got = 0;
     char last[1300] = "";
-    int rc = RKM_EIO;
+    int rc = RKM_EIO, expired = 0;
     for (int attempt = 1; attempt <= f->o.attempts; attempt++) {
-        xfer x = {.f = f, .fd = fd, .fd_off = fd_off + got, .want = n - got, .retry_after = -1};
+        xfer x = {.f = f, .fd = fd, .mem = mem, .fd_off = fd_off + got, .want = n - got, .retry_after = -1};
         long code = 0;
-        CURLcode res = request(f, h, &x, off + got, n - got, &code);
+        char direct[2048] = "";
+        int same_host = 0;
+        pthread_mutex_lock(&f->mu);
+        if (f->direct && strlen(f->direct) < sizeof direct) {
+            snprintf(direct, sizeof direct, "%s", f->direct);
+            same_host = f->direct_same_host;
+        }
+        pthread_mutex_unlock(&f->mu);
+        CURLcode res = request(f, h, &x, direct[0] ? direct : f->url, direct[0] ? same_host : 1, off + got, n - got, &code);
         got += x.got;
         if (first) *first = x;
+        char *eff = NULL;
+        curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
+        const int via_redirect = direct[0] || (eff && strcmp(eff, f->url));
+        if (via_redirect && res == CURLE_OK && (code == 401 || code == 403 || code == 404 || code == 410)) {
+            /* the storage URL expired: resolve the file's URL again */
+            pthread_mutex_lock(&f->mu);
+            if (f->direct && !strcmp(f->direct, direct)) {
+                free(f->direct);
+                f->direct = NULL;
+            }
+            pthread_mutex_unlock(&f->mu);
+            attempt--;
+            if (++expired > 8) {
+                rc = rkm_err(RKM_EIO, "%s: its storage URL keeps answering HTTP %ld", f->shown, code);
+                give(f, h);
+                return rc;
+            }
+            continue;
+        }
+        if (!direct[0] && code >= 200 && code < 300) set_direct(f, h);
         if (got == n && res == CURLE_OK && code == 206) {
             rc = 0;
             break;
@@ -337,7 +411,7 @@ rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o, int *rc)
         return NULL;
     }
     xfer x;
-    if ((*rc = get_range(f, 0, 1, -1, 0, &x))) {
+    if ((*rc = get_range(f, 0, 1, -1, NULL, 0, &x))) {
         rkm_fetch_close(f);
         return NULL;
     }
@@ -349,6 +423,13 @@ rkm_fetch *rkm_fetch_open(const char *url, const rkm_fetch_opts *o, int *rc)
     }
     f->size = x.range_total;
     snprintf(f->etag, sizeof f->etag, "%s", x.etag);
+    /* Hugging Face names an LFS file's SHA-256 in X-Linked-Etag ("<64 hex>") */
+    const char *l = x.linked + (x.linked[0] == '"');
+    size_t nh = strspn(l, "0123456789abcdefABCDEF");
+    if (nh == 64 && (!l[64] || l[64] == '"')) {
+        for (int i = 0; i < 64; i++) f->sha256[i] = (char)(l[i] | 0x20);
+        f->sha256[64] = 0;
+    }
     CURL *h = take(f);
     char *eff = NULL;
     if (h) curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
@@ -365,12 +446,14 @@ void rkm_fetch_close(rkm_fetch *f)
     free(f->url);
     free(f->shown);
     free(f->final_url);
+    free(f->direct);
     free(f->auth);
     free(f);
 }
 
 uint64_t rkm_fetch_size(const rkm_fetch *f) { return f->size; }
 const char *rkm_fetch_etag(const rkm_fetch *f) { return f->etag; }
+const char *rkm_fetch_sha256(const rkm_fetch *f) { return f->sha256; }
 const char *rkm_fetch_final_url(const rkm_fetch *f) { return f->final_url ? f->final_url : f->url; }
 
 int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off)
@@ -379,5 +462,14 @@ int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_
     if (off > f->size || n > f->size - off)
         return rkm_err(RKM_EINVAL, "%s: range %llu+%llu beyond the file's %llu bytes", f->shown,
                        (unsigned long long)off, (unsigned long long)n, (unsigned long long)f->size);
-    return get_range(f, off, n, fd, fd_off, NULL);
+    return get_range(f, off, n, fd, NULL, fd_off, NULL);
+}
+
+int rkm_fetch_range_mem(rkm_fetch *f, uint64_t off, uint64_t n, void *buf)
+{
+    if (!n) return 0;
+    if (off > f->size || n > f->size - off)
+        return rkm_err(RKM_EINVAL, "%s: range %llu+%llu beyond the file's %llu bytes", f->shown,
+                       (unsigned long long)off, (unsigned long long)n, (unsigned long long)f->size);
+    return get_range(f, off, n, -1, buf, 0, NULL);
 }

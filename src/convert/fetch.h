@@ -3,9 +3,13 @@
  * `rkmojo pull`: the file's size and ETag from a first request, then any
  * range written straight into a local file at a given offset.
  *
- * Only http and https are spoken, redirects included. Every request
- * follows redirects (Hugging Face answers with one to its storage) and sends "Authorization: Bearer TOKEN" when a token is given
- * (libcurl drops it when a redirect leaves the host). A range is retried
+ * Only http and https are spoken, redirects included. Requests follow
+ * redirects (Hugging Face answers with one to its storage) and send
+ * "Authorization: Bearer TOKEN" when a token is given (libcurl drops it
+ * when a redirect leaves the host). Where the redirects ended is
+ * remembered: later ranges go there directly (the token only if it is the
+ * same host) until it answers 401/403/404/410 (a signed URL that expired),
+ * and then the file's URL is resolved again. A range is retried
  * after a dropped connection, a stall (no byte for the stall time), a
  * short or overlong answer, or a 408/429/5xx status (Retry-After honoured,
  * capped), continuing from the bytes that arrived; a server that ignores
@@ -41,11 +45,16 @@ void rkm_fetch_close(rkm_fetch *f);
 uint64_t rkm_fetch_size(const rkm_fetch *f);
 /* The ETag the server gave ("" if none), quotes and W/ kept. */
 const char *rkm_fetch_etag(const rkm_fetch *f);
+/* The file's SHA-256 (64 lowercase hex digits) when the server names it
+ * (Hugging Face: X-Linked-Etag on the redirect to its storage), else "". */
+const char *rkm_fetch_sha256(const rkm_fetch *f);
 /* The URL the first request ended at, after redirects. */
 const char *rkm_fetch_final_url(const rkm_fetch *f);
 
 /* Writes bytes [off, off+n) of the remote file to fd at fd_off (pwrite).
  * 0, or an RKM_E* code with a message. */
 int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off);
+/* The same into buf (n bytes). */
+int rkm_fetch_range_mem(rkm_fetch *f, uint64_t off, uint64_t n, void *buf);
 
 #endif

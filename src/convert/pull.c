@@ -29,17 +29,22 @@
 #include <unistd.h>
 
 #include "convert/fetch.h"
+#include "format/model_dir.h"
 #include "format/source.h"
 #include "util/common.h"
 #include "util/knobs.h"
 #include "util/progress.h"
+#include "util/sha256.h"
 
 #define PIECE_MAX (4u << 20)
 #define HEADER_STEP (1u << 20)
 #define PULL_MAX_CONN 16
 #define PAGE 4096u
 
-enum { P_ABSENT, P_INFLIGHT, P_PRESENT, P_USED };
+/* P_SKIP: a resumed pull's piece of an output kept from before: no one
+ * fetches it into the staging file (the hasher reads it into memory) unless
+ * the converter asks for it after all (an output that did not verify). */
+enum { P_ABSENT, P_INFLIGHT, P_PRESENT, P_USED, P_SKIP };
 
 typedef struct {
     uint64_t off, len; /* in the file */
@@ -48,6 +53,7 @@ typedef struct {
     uint64_t need;     /* bytes of its ranges the converter has not used yet */
     uint64_t held;     /* bytes of it counted in staged */
     int state;
+    int layer;         /* its ranges' (rkm_convert_read's) */
 } piece;
 
 typedef struct {
@@ -67,7 +73,24 @@ typedef struct {
     char msg[600];
     rkm_progress prog;
     const rkm_pull_opts *o; /* its on_progress */
+    /* The whole file's SHA-256 when the server names it (want): the hasher
+     * thread reads the staging file in file order up to hc, fetching the
+     * bytes no piece holds; a piece's pages are punched only once hashed. */
+    int hashing, hash_stop;
+    rkm_sha256 sha;       /* the hasher's own (it updates it without mu) */
+    rkm_sha256 sha_at_hc; /* its copy once hc moved: what a progress record keeps */
+    uint64_t hc;
+    char want[65];
 } puller;
+
+/* The bytes [start, end) are not needed any more: punched, but only below
+ * the hash cursor while hashing. */
+static void punch(puller *p, uint64_t start, uint64_t end);
+static void release(puller *p, uint64_t start, uint64_t end)
+{
+    if (p->hashing) end = RKM_MIN(end, p->hc);
+    if (end > start) punch(p, start, end);
+}
 
 /* The bar and the caller's callback, under mu. */
 static void progressed(puller *p, uint64_t bytes)
@@ -108,6 +131,27 @@ static size_t piece_at(const puller *p, uint64_t off)
     return lo;
 }
 
+/* Fetches piece q into the staging file (mu held, released during the
+ * transfer): present after, or absent again and the pull failed. A fetch
+ * thread's (ahead) counts in the window while in flight. */
+static int fetch_piece(puller *p, piece *q, int ahead)
+{
+    q->state = P_INFLIGHT;
+    if (ahead) p->inflight += q->len;
+    pthread_mutex_unlock(&p->mu);
+    int rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
+    pthread_mutex_lock(&p->mu);
+    if (ahead) p->inflight -= q->len;
+    if (rc) {
+        q->state = P_ABSENT;
+        fail(p, rc);
+    } else {
+        account(p, q);
+    }
+    pthread_cond_broadcast(&p->cv);
+    return rc;
+}
+
 static int fill(void *user, uint64_t off, uint64_t n)
 {
     puller *p = user;
@@ -144,19 +188,8 @@ static int fill(void *user, uint64_t off, uint64_t n)
                 pthread_cond_wait(&p->cv, &p->mu);
                 continue;
             }
-            if (q->state != P_PRESENT) { /* not fetched yet, or used and asked again */
-                q->state = P_INFLIGHT;
-                pthread_mutex_unlock(&p->mu);
-                rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
-                pthread_mutex_lock(&p->mu);
-                if (rc) {
-                    q->state = P_ABSENT;
-                    fail(p, rc);
-                    break;
-                }
-                account(p, q);
-                pthread_cond_broadcast(&p->cv);
-            }
+            /* not fetched yet, or used (or kept) and asked again */
+            if (q->state != P_PRESENT && (rc = fetch_piece(p, q, 0))) break;
             pos = q->off + q->len;
             i++;
         } else { /* bytes outside every piece: read once, straight through */
@@ -196,20 +229,8 @@ static void *fetcher(void *arg)
             pthread_cond_wait(&p->cv, &p->mu);
             continue;
         }
-        q->state = P_INFLIGHT;
-        p->inflight += q->len;
         p->next = k + 1;
-        pthread_mutex_unlock(&p->mu);
-        int rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
-        pthread_mutex_lock(&p->mu);
-        p->inflight -= q->len;
-        if (rc) {
-            q->state = P_ABSENT;
-            fail(p, rc);
-            break;
-        }
-        account(p, q);
-        pthread_cond_broadcast(&p->cv);
+        if (fetch_piece(p, q, 1)) break;
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -238,14 +259,70 @@ static void consumed(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t
         p->staged -= drop;
         if (!q->need && q->state != P_INFLIGHT) {
             q->state = P_USED;
-            punch(p, q->off, q->off + q->len); /* its padding too */
+            release(p, q->off, q->off + q->len); /* its padding too */
         }
     }
     /* the whole pages of the range go now; a page shared with bytes still
      * needed stays until its piece is used up */
-    punch(p, start, end);
+    release(p, start, end);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+}
+
+#define HASH_STEP (4u << 20)
+
+/* The hasher: the file in order, from hc to its end. A piece at hc waits
+ * until it is fetched; bytes outside every piece (padding, tensors the
+ * converter skips, the header past the prefix) and a resumed pull's kept
+ * pieces are fetched here, into memory. */
+static void *hasher(void *arg)
+{
+    puller *p = arg;
+    uint8_t *buf = malloc(HASH_STEP);
+    pthread_mutex_lock(&p->mu);
+    while (buf && !p->hash_stop && !p->err && p->hc < p->size) {
+        const uint64_t at = p->hc;
+        size_t i = piece_at(p, at);
+        uint64_t end;
+        int gap = 0;
+        if (i < p->n_pc && p->pc[i].off <= at) {
+            const piece *q = &p->pc[i];
+            if (q->state == P_SKIP) gap = 1;
+            else if (q->state != P_PRESENT && q->state != P_USED) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                continue;
+            }
+            end = q->off + q->len;
+        } else {
+            end = i < p->n_pc ? p->pc[i].off : p->size;
+            if (at < p->prefix) end = RKM_MIN(end, p->prefix);
+            else gap = 1;
+        }
+        end = RKM_MIN(end, at + HASH_STEP);
+        pthread_mutex_unlock(&p->mu);
+        /* bytes not in the staging file come into memory, never to disk */
+        int rc = gap ? rkm_fetch_range_mem(p->f, at, end - at, buf)
+                     : rkm_pread_all(p->fd, buf, (size_t)(end - at), at, "pull staging file");
+        if (!rc) rkm_sha256_update(&p->sha, buf, (size_t)(end - at));
+        pthread_mutex_lock(&p->mu);
+        if (rc) {
+            fail(p, rc);
+            break;
+        }
+        if (gap) p->fetched += end - at;
+        p->hc = end;
+        p->sha_at_hc = p->sha;
+        /* what the converter used up behind the cursor goes now */
+        const uint64_t from = at / PAGE * PAGE;
+        for (size_t k = piece_at(p, from); k < p->n_pc && p->pc[k].off < end; k++)
+            if (p->pc[k].state == P_USED) punch(p, p->pc[k].off, RKM_MIN(end, p->pc[k].off + p->pc[k].len));
+        pthread_cond_broadcast(&p->cv);
+    }
+    if (!buf) fail(p, rkm_err(RKM_ENOMEM, "out of memory"));
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    free(buf);
+    return NULL;
 }
 
 typedef struct {
@@ -305,11 +382,12 @@ static int make_pieces(puller *p, const rkm_source *s)
             q->len = r[i].off + r[i].len - q->off;
             q->need += r[i].len;
             q->pos = RKM_MIN(q->pos, r[i].pos);
-            continue;
+            continue; /* the same layer: merged only within one pass */
         }
         for (uint64_t o = 0; o < r[i].len; o += PIECE_MAX) {
             const uint64_t k = RKM_MIN((uint64_t)PIECE_MAX, r[i].len - o);
-            pc[n++] = (piece){.off = r[i].off + o, .len = k, .pos = r[i].pos, .need = k, .state = P_ABSENT};
+            pc[n++] = (piece){.off = r[i].off + o, .len = k, .pos = r[i].pos, .need = k, .state = P_ABSENT,
+                              .layer = r[i].layer};
         }
     }
     free(r);
@@ -333,6 +411,67 @@ static int make_pieces(puller *p, const rkm_source *s)
     p->n_pc = n;
     p->order = order;
     pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+/* The hash's state, kept with convert's progress: "HC STATE". */
+static const char *hash_note(void *user, char *buf, size_t cap)
+{
+    puller *p = user;
+    if (!p->hashing) return NULL;
+    char st[RKM_SHA256_STATE_CHARS];
+    pthread_mutex_lock(&p->mu);
+    rkm_sha256_save(&p->sha_at_hc, st);
+    snprintf(buf, cap, "sha256 %llu %s", (unsigned long long)p->hc, st);
+    pthread_mutex_unlock(&p->mu);
+    return buf;
+}
+
+/* A resumed pull: the hash where the interrupted one left it (0), or -1
+ * when its progress holds none. */
+static int hash_resume(puller *p, const char *note)
+{
+    unsigned long long hc;
+    int used = 0;
+    if (!note || sscanf(note, "sha256 %llu %n", &hc, &used) != 1 || !used || hc > p->size ||
+        rkm_sha256_load(&p->sha, note + used) || p->sha.n != hc)
+        return -1;
+    p->hc = hc;
+    p->sha_at_hc = p->sha;
+    return 0;
+}
+
+/* A resumed pull's pieces of the outputs prev kept (resident.bin, the
+ * expert layers it lists) are not fetched again. */
+static void skip_kept(puller *p, const rkm_model_dir *prev)
+{
+    for (size_t i = 0; i < p->n_pc; i++) {
+        piece *q = &p->pc[i];
+        int kept = q->layer < 0 ? prev->n_tensors > 0 : 0;
+        for (int l = 0; l < prev->n_expert_layers && !kept; l++) kept = prev->experts[l].layer == q->layer;
+        if (kept && q->state == P_ABSENT) {
+            q->state = P_SKIP;
+            p->prog.total -= q->len;
+        }
+    }
+}
+
+/* convert's last step before the manifest: the whole file hashed, and
+ * its SHA-256 the one the server named. */
+static int check_sha(void *user)
+{
+    puller *p = user;
+    if (!p->hashing) return 0;
+    pthread_mutex_lock(&p->mu);
+    while (p->hc < p->size && !p->err) pthread_cond_wait(&p->cv, &p->mu);
+    int rc = p->err ? rkm_err(p->err, "%s", p->msg) : 0;
+    pthread_mutex_unlock(&p->mu);
+    if (rc) return rc;
+    char got[65];
+    rkm_sha256_final(&p->sha, got);
+    if (strcmp(got, p->want))
+        return rkm_err(RKM_ECHECKSUM, "the downloaded file's SHA-256 is %s, the server names %s: the download is corrupt",
+                       got, p->want);
     return 0;
 }
 
@@ -436,35 +575,61 @@ static int pull_remote(const char *source, const char *url, const char *out, con
         if (p.fd < 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
         else if (ftruncate(p.fd, (off_t)p.size) != 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
     }
+    rkm_convert_opts co = o ? o->conv : (rkm_convert_opts){0};
+    char key[1600];
+    snprintf(key, sizeof key, "pull 1 | %s | %llu bytes | ETag %s | --quant %s --target %s --expert-layout %s", url,
+             (unsigned long long)p.size, rkm_fetch_etag(f), co.quant ? co.quant : "q8_0", co.target ? co.target : "cpu",
+             co.plain_experts ? "plain" : "packed");
+    /* the file's SHA-256 is checked when the server names it, on a whole
+     * pull (a resumed one has punched what it hashed before) */
+    int other = 0, verify = 0;
+    char *note = NULL;
+    rkm_model_dir *prev = rkm_model_dir_load_progress(out, key, &other, &note);
+    if (*rkm_fetch_sha256(f)) {
+        rkm_sha256_init(&p.sha);
+        p.sha_at_hc = p.sha;
+        verify = prev ? hash_resume(&p, note) : 1;
+        if (verify == 0) verify = 1;
+    }
+    free(note);
+    if (verify > 0) {
+        p.hashing = 1;
+        snprintf(p.want, sizeof p.want, "%s", rkm_fetch_sha256(f));
+    }
     rkm_source *s = NULL;
     if (!rc) {
         s = rkm_source_open_gguf_fill(stage, fill, &p);
         if (!s) rc = rkm_err_prefix(RKM_EFORMAT, "%s", url);
     }
     if (!rc) rc = make_pieces(&p, s);
+    if (!rc && prev) skip_kept(&p, prev);
+    rkm_model_dir_close(prev);
     int nth = o && o->connections > 0 ? RKM_MIN(o->connections, PULL_MAX_CONN) : 4;
-    pthread_t th[PULL_MAX_CONN];
-    int started = 0;
+    pthread_t th[PULL_MAX_CONN + 1];
+    int started = 0, hash_started = 0;
     for (int i = 0; i < nth && !rc; i++)
-        if (pthread_create(&th[i], NULL, fetcher, &p) == 0) started++;
+        if (pthread_create(&th[started], NULL, fetcher, &p) == 0) started++;
+    if (!rc && p.hashing) {
+        if (pthread_create(&th[started], NULL, hasher, &p) == 0) hash_started = 1;
+        else rc = rkm_err(RKM_ENOMEM, "cannot start a thread");
+    }
     if (!rc) {
-        rkm_convert_opts co = o ? o->conv : (rkm_convert_opts){0};
         co.progress = NULL;
         co.consumed = consumed;
+        co.before_manifest = check_sha;
+        co.progress_note = hash_note;
         co.user = &p;
-        char key[1600];
-        snprintf(key, sizeof key, "pull 1 | %s | %llu bytes | ETag %s | --quant %s --target %s --expert-layout %s", url,
-                 (unsigned long long)p.size, rkm_fetch_etag(f), co.quant ? co.quant : "q8_0",
-                 co.target ? co.target : "cpu", co.plain_experts ? "plain" : "packed");
         co.resume_key = key;
         co.resumed = st ? &st->resumed : NULL;
         rc = rkm_convert_source(s, stage, out, &co);
+        /* a corrupt download: nothing of it is kept for a resume */
+        if (rc == RKM_ECHECKSUM && p.hashing) rkm_model_dir_remove_progress(out);
     }
     pthread_mutex_lock(&p.mu);
-    p.stop = 1;
+    p.stop = p.hash_stop = 1;
     pthread_cond_broadcast(&p.cv);
     pthread_mutex_unlock(&p.mu);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < started + hash_started; i++) pthread_join(th[i], NULL);
     if (!rc && p.err) rc = rkm_err(p.err, "%s", p.msg);
     if (!rc) rkm_progress_done(&p.prog);
     else if (p.prog.out && p.prog.tty) fputc('\n', p.prog.out);
@@ -473,6 +638,7 @@ static int pull_remote(const char *source, const char *url, const char *out, con
         st->fetched_bytes = p.fetched;
         st->peak_staged = p.peak;
         st->punched = p.punch;
+        st->verified = verify;
     }
     rkm_source_close(s);
     if (p.fd >= 0) close(p.fd);

@@ -19,6 +19,17 @@
  * back, and fetches only the rest; a file changed on the server starts
  * over. The manifest is written last.
  *
+ * Checked: every answer's size and ETag (fetch.h); and when the server
+ * names the file's SHA-256 (Hugging Face does for its large files), the
+ * whole file is hashed in file order while the conversion runs (a hasher
+ * thread; a used piece is punched only once hashed, so pieces the
+ * converter used early wait for the hash to reach them) and compared
+ * before the manifest is written: a mismatch fails the pull and drops its
+ * progress. The hash's state is kept with the conversion's progress, so a
+ * resumed pull goes on hashing where the interrupted one was (reading the
+ * kept outputs' bytes into memory, not to disk); a progress without it
+ * (the hash was not asked for then) says the check was not made.
+ *
  * Threads: the calling thread converts (with the converter's workers);
  * `connections` fetch threads run ahead of it. Ownership: nothing
  * outlives the call but the output; on failure the staging file goes,
@@ -53,6 +64,8 @@ typedef struct rkm_pull_stats {
     uint64_t peak_staged;   /* most bytes held in the staging file at once */
     int punched;            /* 1 if the staging file's used bytes were freed as it went */
     int resumed;            /* outputs kept from an interrupted pull (convert.h's resumed) */
+    int verified;           /* the file's SHA-256 (named by the server) checked: 1; named but a
+                               resumed pull's progress held no hash state: -1; not named: 0 */
 } rkm_pull_stats;
 
 /* The URL a source names: http(s) URLs as they are; hf://ORG/REPO:FILE

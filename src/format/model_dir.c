@@ -761,16 +761,18 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir)
 
 #define PROGRESS_FILE ".convert-progress.json"
 
-int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key)
+int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key, const char *note)
 {
     cJSON *root = manifest_json(md);
     if (root) cJSON_AddStringToObject(root, "resume_key", key);
+    if (root && note) cJSON_AddStringToObject(root, "resume_note", note);
     return write_json(root, dir, PROGRESS_FILE);
 }
 
-rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other)
+rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other, char **note)
 {
     *other = 0;
+    if (note) *note = NULL;
     char *p = rkm_path_join(dir, PROGRESS_FILE);
     size_t n;
     char *json = p ? rkm_read_file(p, &n) : NULL;
@@ -788,6 +790,9 @@ rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int
             rkm_model_dir_close(md);
             md = NULL;
             *other = 1; /* unreadable: started again */
+        } else if (note) {
+            const cJSON *nt = cJSON_GetObjectItemCaseSensitive(root, "resume_note");
+            if (cJSON_IsString(nt)) *note = strdup(nt->valuestring);
         }
     }
     cJSON_Delete(root);

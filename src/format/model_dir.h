@@ -163,12 +163,14 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir);
 /* A conversion's progress (a resumable one: rkmojo pull): md as far as it
  * got (resident.bin and the first expert layers, with their checksums) in
  * the manifest's form plus key (the source and options it converts), in
- * dir/.convert-progress.json, written atomically. load_progress returns
- * it if its key is key; NULL otherwise, with *other = 1 when a progress
- * of another key (or an unreadable one) is there. remove_progress deletes
- * it. A progress file is never taken for a manifest. */
-int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key);
-rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other);
+ * dir/.convert-progress.json, written atomically, with the caller's note
+ * (NULL: none). load_progress returns it if its key is key, and its note
+ * in *note (malloc'd, NULL if none; note may be NULL); NULL otherwise,
+ * with *other = 1 when a progress of another key (or an unreadable one)
+ * is there. remove_progress deletes it. A progress file is never taken
+ * for a manifest. */
+int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key, const char *note);
+rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other, char **note);
 void rkm_model_dir_remove_progress(const char *dir);
 
 #endif

@@ -11,6 +11,9 @@
 //   /gone/F      every range after the first: 416
 //   /changing/F  after 6 requests the ETag changes (the file was replaced)
 //   /nope/F      always 503 with Retry-After: 0
+//   /hfres/F     302 to /store/F?sig=S, a new S each time: a signed
+//                storage URL; /store/ serves 4 ranges for each S, then
+//                answers 403 (it expired)
 // Each behaviour counts its own requests. GET /count/B answers how many
 // requests behaviour B has had.
 import fs from "node:fs";
@@ -19,6 +22,8 @@ import path from "node:path";
 
 const [dir, portFile] = process.argv.slice(2);
 const counts = {};
+let nextSig = 1;
+const served = {};
 
 function parseRange(h, size) {
   const m = /^bytes=(\d+)-(\d*)$/.exec(h || "");
@@ -35,6 +40,18 @@ const server = http.createServer((req, res) => {
     return;
   }
   const n = (counts[mode] = (counts[mode] || 0) + 1);
+  if (mode === "hfres") {
+    res.writeHead(302, { Location: `/store/${parts.slice(1).join("/")}?sig=${nextSig++}` }).end();
+    return;
+  }
+  if (mode === "store") {
+    const sig = new URL(req.url, "http://x").searchParams.get("sig") || "none";
+    served[sig] = (served[sig] || 0) + 1;
+    if (served[sig] > 4) {
+      res.writeHead(403).end("expired");
+      return;
+    }
+  }
   const file = path.join(dir, path.basename(parts.slice(1).join("/") || "x"));
   let st;
   try {
