@@ -6,6 +6,9 @@
 #
 #   bench/bench-pull.sh [PRESET] [DTYPE] [WORKDIR]
 #   e.g. bench/bench-pull.sh qwen3-30b-a3b q4_k_m /var/tmp/rkm
+#   VERIFY=1 bench/bench-pull.sh ...   nginx names the file's SHA-256 as
+#                                      Hugging Face does (X-Linked-Etag):
+#                                      the pull hashes it too
 #
 # Synthesizes PRESET in DTYPE if WORKDIR/PRESET-DTYPE.gguf is not there,
 # serves WORKDIR with nginx on a free loopback port, drops the page cache
@@ -21,6 +24,8 @@ name=$preset-$dtype.gguf
 in=$work/$name
 [ -f "$in" ] || "$bin" synth --preset "$preset" --dtype "$dtype" -o "$in" --quiet
 size=$(stat -c %s "$in")
+sha_header=""
+[ "${VERIFY:-0}" = 1 ] && sha_header="add_header X-Linked-Etag \"\\\"$(sha256sum "$in" | cut -d' ' -f1)\\\"\" always;"
 ngx=$(mktemp -d)
 chmod 755 "$work"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -31,7 +36,7 @@ worker_processes 1; pid $ngx/nginx.pid; error_log $ngx/error.log;
 events { worker_connections 64; }
 http { access_log off; client_body_temp_path $ngx/b; proxy_temp_path $ngx/p; fastcgi_temp_path $ngx/f;
   uwsgi_temp_path $ngx/u; scgi_temp_path $ngx/s; sendfile on;
-  server { listen 127.0.0.1:$port; root $work; } }
+  server { listen 127.0.0.1:$port; root $work; $sha_header } }
 EOF
 nginx -p "$ngx" -c "$ngx/nginx.conf" -g "daemon off;" &
 NGX=$!
@@ -51,15 +56,18 @@ rm -rf "$work/pull.rkmojo"
 peak=0
 ( while sleep 0.2; do du -s -B1 "$work/pull.rkmojo" 2>/dev/null | cut -f1; done ) >"$work/pull-du.txt" &
 DU=$!
-/usr/bin/time -v "$bin" pull "$url" "$work/pull.rkmojo" --quiet 2>"$work/pull-time.txt"
+/usr/bin/time -v "$bin" pull "$url" "$work/pull.rkmojo" 2>"$work/pull-time.txt"
 kill $DU 2>/dev/null || true
 pull_s=$(secs_of "$work/pull-time.txt")
 rss=$(grep "Maximum resident set size" "$work/pull-time.txt" | awk '{print $NF}')
 peak=$(sort -n "$work/pull-du.txt" | tail -1)
 final=$(du -s -B1 "$work/pull.rkmojo" | cut -f1)
+peak=${peak:-0}
+[ "$peak" -ge "$final" ] || peak=$final # a pull shorter than one sample
 printf 'source %s: %.2f GB\n' "$name" "$(echo "$size / 1000000000" | bc -l)"
 printf 'curl -o:     %6.1f s, %4.0f MB/s\n' "$curl_s" "$(echo "$size / $curl_s / 1000000" | bc -l)"
 printf 'rkmojo pull: %6.1f s, %4.0f MB/s (%.0f%% of curl), peak RSS %.0f MiB\n' "$pull_s" \
   "$(echo "$size / $pull_s / 1000000" | bc -l)" "$(echo "100 * $curl_s / $pull_s" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
+grep -h "SHA-256" "$work/pull-time.txt" || true
 printf 'disk: peak %.2f GB for a %.2f GB model (%.0f MB over it)\n' "$(echo "$peak / 1000000000" | bc -l)" \
   "$(echo "$final / 1000000000" | bc -l)" "$(echo "($peak - $final) / 1000000" | bc -l)"

@@ -77,6 +77,8 @@ typedef struct {
      * thread reads the staging file in file order up to hc, fetching the
      * bytes no piece holds; a piece's pages are punched only once hashed. */
     int hashing, hash_stop;
+    int hash_waits;       /* the hasher waits for the piece at hc to be fetched */
+    uint64_t unhashed;    /* bytes fetched into the staging file the hasher has not read yet */
     rkm_sha256 sha;       /* the hasher's own (it updates it without mu) */
     rkm_sha256 sha_at_hc; /* its copy once hc moved: what a progress record keeps */
     uint64_t hc;
@@ -100,8 +102,18 @@ static void progressed(puller *p, uint64_t bytes)
         p->o->on_progress(p->o->user, p->prog.done, p->prog.total, rkm_fetch_etag(p->f));
 }
 
+/* While hashing, the staging file holds every fetched byte until the
+ * hasher has read it: when that backlog passes the window, fetching waits
+ * for the hasher, unless the hasher itself waits for a piece to come (it
+ * would never drain). */
+static int hash_backlog(const puller *p, uint64_t more)
+{
+    return p->hashing && p->hc < p->size && !p->hash_waits && p->unhashed > 0 && p->unhashed + more > p->window;
+}
+
 static void account(puller *p, piece *q)
 {
+    if (p->hashing && q->off + q->len > p->hc) p->unhashed += q->len; /* not a piece fetched again behind it */
     q->state = P_PRESENT;
     p->staged += q->len;
     q->held = q->len;
@@ -188,6 +200,10 @@ static int fill(void *user, uint64_t off, uint64_t n)
                 pthread_cond_wait(&p->cv, &p->mu);
                 continue;
             }
+            if (q->state != P_PRESENT && hash_backlog(p, q->len)) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                continue;
+            }
             /* not fetched yet, or used (or kept) and asked again */
             if (q->state != P_PRESENT && (rc = fetch_piece(p, q, 0))) break;
             pos = q->off + q->len;
@@ -225,7 +241,8 @@ static void *fetcher(void *arg)
             continue;
         }
         piece *q = &p->pc[p->order[k]];
-        if (p->staged + p->inflight > 0 && p->staged + p->inflight + q->len > p->window) {
+        if ((p->staged + p->inflight > 0 && p->staged + p->inflight + q->len > p->window) ||
+            hash_backlog(p, p->inflight + q->len)) {
             pthread_cond_wait(&p->cv, &p->mu);
             continue;
         }
@@ -284,14 +301,20 @@ static void *hasher(void *arg)
         const uint64_t at = p->hc;
         size_t i = piece_at(p, at);
         uint64_t end;
-        int gap = 0;
+        int gap = 0, in_piece = 0;
         if (i < p->n_pc && p->pc[i].off <= at) {
             const piece *q = &p->pc[i];
             if (q->state == P_SKIP) gap = 1;
             else if (q->state != P_PRESENT && q->state != P_USED) {
+                if (!p->hash_waits) {
+                    p->hash_waits = 1; /* fetching must go on: this piece comes from it */
+                    pthread_cond_broadcast(&p->cv);
+                }
                 pthread_cond_wait(&p->cv, &p->mu);
                 continue;
             }
+            p->hash_waits = 0;
+            in_piece = !gap;
             end = q->off + q->len;
         } else {
             end = i < p->n_pc ? p->pc[i].off : p->size;
@@ -310,6 +333,7 @@ static void *hasher(void *arg)
             break;
         }
         if (gap) p->fetched += end - at;
+        if (in_piece) p->unhashed -= RKM_MIN(p->unhashed, end - at);
         p->hc = end;
         p->sha_at_hc = p->sha;
         /* what the converter used up behind the cursor goes now */
@@ -399,6 +423,7 @@ static int make_pieces(puller *p, const rkm_source *s)
             pc[i].state = P_PRESENT;
             pc[i].held = pc[i].len;
             p->staged += pc[i].len;
+            if (p->hashing) p->unhashed += pc[i].len;
         } else {
             todo += pc[i].len;
         }
