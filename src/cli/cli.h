@@ -27,6 +27,13 @@ int rkm_cmd_template(int argc, char **argv);
 int rkm_cmd_pull(int argc, char **argv);
 
 #include <stddef.h>
+
+#include "cli/opts.h"
+#include "convert/convert.h"
+/* The converter's choices (--quant, default default_quant; --target;
+ * --expert-layout) as an option table for o, shared by convert and pull
+ * (cmd_convert.c); table ends with its terminator. */
+void rkm_cli_convert_opts(rkm_convert_opts *o, const char *default_quant, rkm_opt table[4]);
 /* The models directory: opt, else $RKMOJO_MODELS, else ~/.rkmojo/models
  * (cmd_models.c); buf holds the last one. */
 const char *rkm_cli_models_dir(const char *opt, char *buf, size_t cap);

@@ -11,16 +11,12 @@
 
 int rkm_cmd_pull(int argc, char **argv)
 {
-    rkm_pull_opts o = {.conv = {.quant = "keep"}, .progress = stderr, .connections = 4, .window = 256ull << 20};
+    rkm_pull_opts o = {.progress = stderr, .connections = 4, .window = 256ull << 20};
     int quiet = 0, first;
     const char *models = NULL;
+    rkm_opt conv_opts[4];
+    rkm_cli_convert_opts(&o.conv, "keep", conv_opts);
     const rkm_opt opts[] = {
-        {"quant", 0, RKM_OPT_STR, &o.conv.quant, .arg = "TYPE|MIX",
-         .help = "the matrices' types, as rkmojo convert's --quant (default keep: the file's own)"},
-        {"target", 0, RKM_OPT_STR, &o.conv.target, .arg = "cpu|rk3588",
-         .help = "rk3588: routed experts in the NPU's native layout (docs/NPU.md)"},
-        {"expert-layout", 0, RKM_OPT_ENUM, &o.conv.plain_experts, 0, 0, .values = "packed|plain",
-         .help = "routed experts interleaved for the matmuls (packed, default) or as in GGUF"},
         {"connections", 0, RKM_OPT_INT, &o.connections, 1, 16, "N", .help = "requests at once (default 4)"},
         {"window", 0, RKM_OPT_SIZE, &o.window, 4 << 20, 1e13, "SIZE",
          .help = "bytes fetched ahead of the converter at most (default 256M): the disk\n"
@@ -37,7 +33,7 @@ int rkm_cmd_pull(int argc, char **argv)
         "          ($HF_ENDPOINT, default https://huggingface.co; $HF_TOKEN is sent to it),\n"
         "          or a local GGUF file or Hugging Face directory (converted as it is)\n"
         "  The file is converted while it downloads: the disk never holds it whole.\n\n",
-        NULL, {opts}, 2,
+        NULL, {conv_opts, opts}, 2,
     };
     int rc = rkm_opts_parse(&cmd, argc, argv, &first);
     if (rc != RKM_OPTS_CONTINUE) return rc;
