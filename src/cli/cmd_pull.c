@@ -39,15 +39,12 @@ int rkm_cmd_pull(int argc, char **argv)
     if (rc != RKM_OPTS_CONTINUE) return rc;
     if (argc - first < 1) return rkm_opts_error(&cmd, "needs SOURCE");
     const char *src = argv[first];
-    char outbuf[4096], dirbuf[2048];
+    char outbuf[4096], dirbuf[2048], name[1024];
     const char *out = argc - first == 2 ? argv[first + 1] : NULL;
     if (!out) {
-        const char *q = src + strcspn(src, "?#"), *b = q;
-        while (b > src && b[-1] != '/' && b[-1] != ':') b--;
-        size_t n = (size_t)(q - b);
-        if (n > 5 && !strncmp(q - 5, ".gguf", 5)) n -= 5;
-        if (!n) return rkm_opts_error(&cmd, "cannot name the model from SOURCE: give OUT.rkmojo");
-        snprintf(outbuf, sizeof outbuf, "%s/%.*s.rkmojo", rkm_cli_models_dir(models, dirbuf, sizeof dirbuf), (int)n, b);
+        if (rkm_pull_model_name(src, name, sizeof name))
+            return rkm_opts_error(&cmd, "cannot name the model from SOURCE: give OUT.rkmojo");
+        snprintf(outbuf, sizeof outbuf, "%s/%s.rkmojo", rkm_cli_models_dir(models, dirbuf, sizeof dirbuf), name);
         out = outbuf;
     }
     if (quiet) o.progress = NULL;

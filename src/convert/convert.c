@@ -742,52 +742,6 @@ static void warn_requantize(const conv *c)
 
 /* ----------------------------------------------------------- resume */
 
-/* The outputs an interrupted run left that still hold what its progress
- * file says (every checksum read back): 0 if resident.bin does not, else
- * 1 + the count of expert layers, in order, that do. */
-static int verified_outputs(const rkm_model_dir *prev, const char *out)
-{
-    char *path = rkm_path_join(out, "resident.bin");
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    free(path);
-    struct stat st;
-    if (fd < 0) return 0;
-    int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size == prev->resident_bytes && prev->n_tensors > 0;
-    size_t cap = CHUNK_BYTES;
-    uint8_t *buf = rkm_alloc_aligned(cap, RKM_EXPERT_ALIGN);
-    rkm_hasher *h = NULL;
-    ok = ok && buf;
-    for (int i = 0; i < prev->n_tensors && ok; i++) {
-        const rkm_tensor_view *tv = &prev->tensors[i];
-        rkm_hasher_free(h);
-        if (!(h = rkm_hasher_new())) ok = 0;
-        for (uint64_t o = 0; o < tv->nbytes && ok; o += cap) {
-            size_t k = (size_t)RKM_MIN((uint64_t)cap, tv->nbytes - o);
-            if (rkm_pread_all(fd, buf, k, tv->offset + o, "resident.bin")) ok = 0;
-            else rkm_hasher_update(h, buf, k);
-        }
-        if (ok && rkm_hasher_digest(h) != tv->checksum) ok = 0;
-    }
-    rkm_hasher_free(h);
-    close(fd);
-    int n = ok;
-    for (int i = 0; i < prev->n_expert_layers && ok; i++) {
-        const rkm_expert_layer *el = &prev->experts[i];
-        char *p = rkm_path_join(out, el->file);
-        fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
-        free(p);
-        if (fd < 0 || (size_t)el->blob_stride > cap) ok = 0;
-        for (int e = 0; e < el->n_expert && ok; e++)
-            if (rkm_pread_all(fd, buf, (size_t)el->blob_stride, (uint64_t)e * el->blob_stride, el->file) ||
-                rkm_hash(buf, (size_t)el->blob_bytes) != el->checksums[e])
-                ok = 0;
-        if (fd >= 0) close(fd);
-        n += ok;
-    }
-    rkm_free_aligned(buf);
-    return n;
-}
-
 /* Takes the verified outputs of prev into md: the resident tensors, and
  * the first n_layers expert layers. */
 static void take_outputs(rkm_model_dir *md, rkm_model_dir *prev, int n_layers)
@@ -799,9 +753,9 @@ static void take_outputs(rkm_model_dir *md, rkm_model_dir *prev, int n_layers)
     prev->n_tensors = 0;
     for (int i = 0; i < n_layers; i++) {
         md->experts[i] = prev->experts[i];
+        md->experts[i].fd = -1; /* prev's, closed with it */
         prev->experts[i].file = NULL;
         prev->experts[i].checksums = NULL;
-        prev->experts[i].fd = -1;
     }
 }
 
@@ -875,7 +829,7 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
     int kept = 0, other = 0;
     if (!rc && key) {
         prev = rkm_model_dir_load_progress(out, key, &other, NULL);
-        if (prev) kept = verified_outputs(prev, out);
+        if (prev) kept = rkm_model_dir_verified_prefix(prev);
         if (other) rkm_model_dir_remove_progress(out);
     }
     if (o && o->resumed) *o->resumed = other ? -1 : kept;

@@ -456,20 +456,22 @@ const char *rkm_fetch_etag(const rkm_fetch *f) { return f->etag; }
 const char *rkm_fetch_sha256(const rkm_fetch *f) { return f->sha256; }
 const char *rkm_fetch_final_url(const rkm_fetch *f) { return f->final_url ? f->final_url : f->url; }
 
-int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off)
+/* A range of the file, to fd at fd_off or into mem. */
+static int checked_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint8_t *mem, uint64_t fd_off)
 {
     if (!n) return 0;
     if (off > f->size || n > f->size - off)
         return rkm_err(RKM_EINVAL, "%s: range %llu+%llu beyond the file's %llu bytes", f->shown,
                        (unsigned long long)off, (unsigned long long)n, (unsigned long long)f->size);
-    return get_range(f, off, n, fd, NULL, fd_off, NULL);
+    return get_range(f, off, n, fd, mem, fd_off, NULL);
+}
+
+int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off)
+{
+    return checked_range(f, off, n, fd, NULL, fd_off);
 }
 
 int rkm_fetch_range_mem(rkm_fetch *f, uint64_t off, uint64_t n, void *buf)
 {
-    if (!n) return 0;
-    if (off > f->size || n > f->size - off)
-        return rkm_err(RKM_EINVAL, "%s: range %llu+%llu beyond the file's %llu bytes", f->shown,
-                       (unsigned long long)off, (unsigned long long)n, (unsigned long long)f->size);
-    return get_range(f, off, n, -1, buf, 0, NULL);
+    return checked_range(f, off, n, -1, buf, 0);
 }

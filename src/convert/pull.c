@@ -558,6 +558,18 @@ char *rkm_pull_url(const char *source)
     return u;
 }
 
+int rkm_pull_model_name(const char *source, char *name, size_t cap)
+{
+    const char *q = source + strcspn(source, "?#"), *b = q;
+    while (b > source && b[-1] != '/' && b[-1] != ':') b--;
+    size_t n = (size_t)(q - b);
+    if (n > 5 && !strncmp(q - 5, ".gguf", 5)) n -= 5;
+    if (!n || n >= cap) return -1;
+    memcpy(name, b, n);
+    name[n] = 0;
+    return 0;
+}
+
 /* The staging file's name: the URL path's last part (the converter
  * records it in the manifest, as it does the file name it converts). */
 static void file_name(const char *url, char *out, size_t cap)

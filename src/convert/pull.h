@@ -74,6 +74,11 @@ typedef struct rkm_pull_stats {
  * a message) for a source that is not a URL or not a file; malloc'd. */
 char *rkm_pull_url(const char *source);
 
+/* The model's name a source suggests: its last path part (after '/' or
+ * ':', before any query) without ".gguf", into name. -1 when that is
+ * empty or does not fit. */
+int rkm_pull_model_name(const char *source, char *name, size_t cap);
+
 /* Installs source (a URL, an hf:// name, or a local GGUF or Hugging Face
  * directory, which is converted as it is) as the model directory out. */
 int rkm_pull(const char *source, const char *out, const rkm_pull_opts *o, rkm_pull_stats *st);

@@ -799,6 +799,29 @@ rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int
     return md;
 }
 
+int rkm_model_dir_verified_prefix(rkm_model_dir *md)
+{
+    int fd = open_rel(md, "resident.bin", &md->resident_stamp);
+    if (fd < 0) return 0;
+    md->resident_fd = fd;
+    if (md->n_tensors == 0 || md->resident_stamp.size != md->resident_bytes || rkm_model_dir_verify_resident(md, NULL))
+        return 0;
+    uint64_t maxb = 0;
+    for (int i = 0; i < md->n_expert_layers; i++) maxb = RKM_MAX(maxb, md->experts[i].blob_stride);
+    void *buf = rkm_alloc_aligned((size_t)RKM_MAX(maxb, 1), RKM_EXPERT_ALIGN);
+    int n = 1;
+    for (int i = 0; buf && i < md->n_expert_layers; i++, n++) {
+        rkm_expert_layer *el = &md->experts[i];
+        if ((el->fd = open_rel(md, el->file, &el->stamp)) < 0 || el->stamp.size < (uint64_t)el->n_expert * el->blob_stride)
+            break;
+        int rc = 0;
+        for (int e = 0; e < el->n_expert && !rc; e++) rc = rkm_model_dir_read_expert(md, el->layer, e, buf, 1);
+        if (rc) break;
+    }
+    rkm_free_aligned(buf);
+    return buf ? n : 1;
+}
+
 void rkm_model_dir_remove_progress(const char *dir)
 {
     char *p = rkm_path_join(dir, PROGRESS_FILE);

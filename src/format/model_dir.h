@@ -172,5 +172,10 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir);
 int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key, const char *note);
 rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other, char **note);
 void rkm_model_dir_remove_progress(const char *dir);
+/* Of a loaded progress: 0 if resident.bin does not hold what it lists
+ * (every tensor's checksum read back), else 1 + how many of its expert
+ * layers, in order, do (every blob's checksum). Opens the files it reads
+ * (closed with md). */
+int rkm_model_dir_verified_prefix(rkm_model_dir *md);
 
 #endif

@@ -54,22 +54,15 @@ static void unclaim(const char *name)
     pthread_mutex_unlock(&g_mu);
 }
 
-/* The model's name: the source's last path part without ".gguf". */
+/* The model's name (rkm_pull_model_name), if it is a plain file name:
+ * [A-Za-z0-9._-], no leading dot. */
 static int model_name(const char *source, char *name, size_t cap)
 {
-    const char *q = source + strcspn(source, "?#"), *b = q;
-    while (b > source && b[-1] != '/' && b[-1] != ':') b--;
-    size_t n = (size_t)(q - b);
-    if (n > 5 && !strncmp(q - 5, ".gguf", 5)) n -= 5;
-    if (!n || n >= cap || *b == '.') return -1;
-    for (size_t i = 0; i < n; i++) {
-        const char ch = b[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-              ch == '_' || ch == '-'))
+    if (rkm_pull_model_name(source, name, cap) || name[0] == '.') return -1;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              *c == '_' || *c == '-'))
             return -1;
-    }
-    memcpy(name, b, n);
-    name[n] = 0;
     return 0;
 }
 
