@@ -51,30 +51,38 @@ if $R convert "$T/a.gguf" "$T/m-plain" --quant q4_0 --expert-layout plain --quie
 else
   fail "convert --expert-layout plain"
 fi
-# Q4_K at full super-block width: experts stored packed (q4_k_x16), resident
-# matrices packed at load; --expert-layout plain keeps GGUF's rows, which
-# the expert cache packs after each read. Every logit the same as the
-# plain rows' (RKM_PACK=0 on the plain conversion), resident and streamed
+# The K-quants at full super-block width (Q4_K_M: Q4_K experts; Q6_K):
+# experts stored packed (q4_k_x16, q6_k_x16), resident matrices packed at
+# load; --expert-layout plain keeps GGUF's rows, which the expert cache
+# packs after each read. Every logit the same as the plain rows'
+# (RKM_PACK=resident on the plain conversion: its experts run as rows;
+# resident matrices packed on both sides, as the ref and AVX2 sets' plain
+# q8_0 kernels do not fuse their multiply-add), resident and streamed
 # through 3 slots
-if $R synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --dtype q4_k_m -o "$T/k.gguf" --quiet \
-    && $R convert "$T/k.gguf" "$T/m-k" --quant keep --quiet && $R inspect "$T/m-k" --verify > "$T/inspect-k.txt" \
-    && $R convert "$T/k.gguf" "$T/m-kp" --quant keep --expert-layout plain --quiet && $R inspect "$T/m-kp" > "$T/inspect-kp.txt"; then
-  grep -q "gate q4_k_x16, up q4_k_x16" "$T/inspect-k.txt" && ok "Q4_K experts stored packed by default" \
-    || fail "Q4_K layout: $(grep 'routed experts' "$T/inspect-k.txt")"
-  grep -q "gate q4_k, up q4_k" "$T/inspect-kp.txt" && ok "Q4_K experts as GGUF rows with --expert-layout plain" \
-    || fail "Q4_K plain layout: $(grep 'routed experts' "$T/inspect-kp.txt")"
-  ids=1,5,9,33,100,200,300,7,8,9,10,11,12,13,40,41
-  ppl() { $R perplexity --ids $ids --print-top1 --router-margins "$@" 2>/dev/null; }
-  p0=$(RKM_PACK=0 ppl -m "$T/m-kp")
-  p1=$(ppl -m "$T/m-k")
-  p2=$(ppl -m "$T/m-k" --expert-cache-slots 3)
-  p3=$(ppl -m "$T/m-kp" --expert-cache-slots 3)
-  [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ "$p0" = "$p3" ] \
-    && ok "Q4_K packed: the same logits as its rows (kernels $($R doctor 2>/dev/null | awk '/^kernels:/ {print $2}'))" \
-    || fail "Q4_K packed vs rows: $(diff <(echo "$p0") <(echo "$p1") | head -3) / $(diff <(echo "$p0") <(echo "$p2") | head -3) / $(diff <(echo "$p0") <(echo "$p3") | head -3)"
-else
-  fail "synth/convert q4_k_m at width 256"
-fi
+kquant_packed() { # MIX TYPE
+  local mix=$1 ty=$2 K=$T/k-$1
+  if $R synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --dtype "$mix" -o "$K.gguf" --quiet \
+      && $R convert "$K.gguf" "$K-m" --quant keep --quiet && $R inspect "$K-m" --verify > "$K-inspect.txt" \
+      && $R convert "$K.gguf" "$K-mp" --quant keep --expert-layout plain --quiet && $R inspect "$K-mp" > "$K-inspect-p.txt"; then
+    grep -q "gate ${ty}_x16, up ${ty}_x16, down ${ty}_x16" "$K-inspect.txt" && ok "$mix: ${ty^^} experts stored packed by default" \
+      || fail "$mix layout: $(grep 'routed experts' "$K-inspect.txt")"
+    grep -q "gate $ty, up $ty, down $ty" "$K-inspect-p.txt" && ok "$mix: ${ty^^} experts as GGUF rows with --expert-layout plain" \
+      || fail "$mix plain layout: $(grep 'routed experts' "$K-inspect-p.txt")"
+    local ids=1,5,9,33,100,200,300,7,8,9,10,11,12,13,40,41 p0 p1 p2 p3
+    ppl() { $R perplexity --ids $ids --print-top1 --router-margins "$@" 2>/dev/null; }
+    p0=$(RKM_PACK=resident ppl -m "$K-mp")
+    p1=$(ppl -m "$K-m")
+    p2=$(ppl -m "$K-m" --expert-cache-slots 3)
+    p3=$(ppl -m "$K-mp" --expert-cache-slots 3)
+    [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$p0" = "$p2" ] && [ "$p0" = "$p3" ] \
+      && ok "$mix: ${ty^^} packed, the same logits as its rows (kernels $($R doctor 2>/dev/null | awk '/^kernels:/ {print $2}'))" \
+      || fail "$mix packed vs rows: $(diff <(echo "$p0") <(echo "$p1") | head -3) / $(diff <(echo "$p0") <(echo "$p2") | head -3) / $(diff <(echo "$p0") <(echo "$p3") | head -3)"
+  else
+    fail "synth/convert $mix at width 256"
+  fi
+}
+kquant_packed q4_k_m q4_k
+kquant_packed q6_k q6_k
 $R convert "$T/a.gguf" "$T/m-x" --expert-layout diagonal --quiet 2> "$T/err" && fail "bad --expert-layout accepted" \
   || { grep -q "expert-layout" "$T/err" && ok "bad --expert-layout refused"; } || fail "message: $(cat "$T/err")"
 

@@ -413,7 +413,10 @@ static void test_ops(const char *variant)
 /* The packed layout, written from its description in kernels.h (not from
  * pack.c): where byte j (-sb..-1: the row's scale, sb bytes) of row r,
  * block b lands. */
-static size_t packed_sb(int wtype) { return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K ? 16 : 2; }
+static size_t packed_sb(int wtype)
+{
+    return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K ? 16 : wtype == RKM_TYPE_Q6_K ? 18 : 2;
+}
 
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
 {
@@ -425,6 +428,11 @@ static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j
         int h = j + 16;
         if (h < 4) return g0 + 32 * (size_t)(h / 2) + 2 * rr + (size_t)(h % 2);
         return g0 + 64 + 16 * (size_t)(h - 4) + rr;
+    }
+    if (wtype == RKM_TYPE_Q6_K) { /* j: the plain block's byte; ql and qh (0..191) as words, then scales, d */
+        if (j < 192) return g0 + 288 + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
+        if (j < 208) return g0 + 32 + 16 * (size_t)(j - 192) + rr;
+        return g0 + 2 * rr + (size_t)(j - 208);
     }
     if (j < 0) return g0 + sb * rr + (size_t)(j + (int)sb);
     return g0 + 16 * sb + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
@@ -663,8 +671,8 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K};
-    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16"};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q6_K};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16", "q6_k_x16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int t = types[ti];
@@ -672,7 +680,6 @@ static void test_pack_layout(void)
         CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
         CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
         CHECK(rkm_pack_type(RKM_TYPE_IQ4_NL, 64) == RKM_TYPE_IQ4_NL);
-        CHECK(rkm_pack_type(RKM_TYPE_Q6_K, 64) == RKM_TYPE_Q6_K);
         CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
         CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 512) == rkm_type_row_bytes(t, 512));
         CHECK(rkm_type_packed(t | RKM_TYPE_PACKED) && !rkm_type_packed(t) && !rkm_type_packed(RKM_TYPE_F16 | RKM_TYPE_PACKED));
@@ -683,10 +690,11 @@ static void test_pack_layout(void)
         const uint8_t *w = c.w;
         const int sb = (int)packed_sb(t);
         size_t rb = rkm_type_row_bytes(t, n_in), blk = rkm_type_block_bytes(t);
+        const int j0 = t == RKM_TYPE_Q6_K ? 0 : -sb; /* Q6_K: j is the plain byte (its head is last) */
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t b = 0; b < n_in / rkm_type_block_size(t); b++)
-                for (int j = -sb; j < (int)blk - sb; j++) {
-                    size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j + sb);
+                for (int j = j0; j < (int)blk + j0; j++) {
+                    size_t plain = (size_t)r * rb + (size_t)b * blk + (size_t)(j - j0);
                     size_t off = r < 32 ? packed_offset(t, n_in, r, b, j) : plain; /* 37 rows: 2 groups + tail */
                     bad += p[off] != w[plain];
                 }
@@ -719,9 +727,9 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
         for (int64_t r = r_from; r < c->n_out; r++) {
             float v = y[i * ldy + r];
             double e = c->exact[i * c->n_out + r], bd = c->bound[i * c->n_out + r];
-            /* Q4_K: bit-identity alone (the bound here assumes q8_0 or f32
+            /* K-quants: bit-identity alone (the bound here assumes q8_0 or f32
              * activations; test-kernels-types bounds the plain reference) */
-            int ok = c->wtype == RKM_TYPE_Q4_K || fabs((double)v - e) <= bd;
+            int ok = c->wtype == RKM_TYPE_Q4_K || c->wtype == RKM_TYPE_Q6_K || fabs((double)v - e) <= bd;
             ok &= memcmp(&v, r < n_pk ? &yref[i * ldy + r] : &yp[i * ldy + r], sizeof v) == 0;
             if (!ok && bad < 3)
                 fprintf(stderr, "%s %s n_in=%lld n_out=%lld m=%lld: y[%lld][%lld] = %.9g, ref %.9g, exact %.9g\n", what,
@@ -736,7 +744,7 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q6_K};
     const int64_t n_ins[] = {32, 96, 160, 2048}, n_ins_k[] = {256, 512, 768, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
@@ -746,7 +754,7 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
         for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
             for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
                 for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
-                    const int kq = t == RKM_TYPE_Q4_K;
+                    const int kq = t == RKM_TYPE_Q4_K || t == RKM_TYPE_Q6_K;
                     int64_t n_in = kq ? n_ins_k[a] : n_ins[a], n_out = n_outs[b], m = ms[ci];
                     const int pt = t | RKM_TYPE_PACKED; /* every set runs it (Q4_K: the reference's where it has none) */
                     if (n_in == 2048 && (b + ci) % 3) continue;

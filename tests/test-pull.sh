@@ -184,8 +184,11 @@ check "and ends byte for byte as convert writes it" 'same "$T/k.rkmojo" "$T/keep
 rm -rf "$T/d.rkmojo"
 pull_killed "$U/slow/m.gguf" "$T/d.rkmojo"
 printf '\x5a' | dd of="$T/d.rkmojo/experts/blk.0.bin" bs=1 seek=100 conv=notrunc status=none
+# what a kill between an atomic write's temporary and its rename leaves
+echo '{' >"$T/d.rkmojo/.convert-progress.json.tmp99999.3"
+echo '{' >"$T/d.rkmojo/tokenizer.json.tmp99999.4"
 "$BIN" pull "$U/slow/m.gguf" "$T/d.rkmojo" >"$T/d1.log" 2>&1
-check "a damaged expert file is converted again: convert's bytes" \
+check "a damaged expert file is converted again, a killed write's temporaries removed: convert's bytes" \
   '[ $? = 0 ] && grep -q "^resumed: kept resident.bin" "$T/d1.log" && same "$T/d.rkmojo" "$T/keep.ref" || { cat "$T/d1.log" "$T/diff.log"; false; }'
 
 # three kills at random points, then a run to the end; a changed file

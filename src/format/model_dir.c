@@ -13,6 +13,7 @@
 #include <float.h>
 #include <math.h>
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -822,9 +823,32 @@ int rkm_model_dir_verified_prefix(rkm_model_dir *md)
     return buf ? n : 1;
 }
 
+/* NAME.tmpPID.N: what rkm_write_file_atomic leaves when it is killed
+ * between creating its temporary and the rename. */
+static int atomic_leftover(const char *name)
+{
+    const char *t = strstr(name, ".tmp");
+    if (!t || t == name) return 0;
+    const char *p = t + 4;
+    size_t pid = strspn(p, "0123456789");
+    if (!pid || p[pid] != '.') return 0;
+    p += pid + 1;
+    size_t cnt = strspn(p, "0123456789");
+    return cnt && !p[cnt];
+}
+
 void rkm_model_dir_remove_progress(const char *dir)
 {
     char *p = rkm_path_join(dir, PROGRESS_FILE);
     if (p) unlink(p);
     free(p);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!atomic_leftover(e->d_name)) continue;
+        char *q = rkm_path_join(dir, e->d_name);
+        if (q) unlink(q);
+        free(q);
+    }
+    closedir(d);
 }

@@ -167,8 +167,9 @@ int rkm_model_dir_write_manifest(const rkm_model_dir *md, const char *dir);
  * (NULL: none). load_progress returns it if its key is key, and its note
  * in *note (malloc'd, NULL if none; note may be NULL); NULL otherwise,
  * with *other = 1 when a progress of another key (or an unreadable one)
- * is there. remove_progress deletes it. A progress file is never taken
- * for a manifest. */
+ * is there. remove_progress deletes it and the temporaries (NAME.tmpPID.N)
+ * that atomic writes killed before their rename left in dir. A progress
+ * file is never taken for a manifest. */
 int rkm_model_dir_write_progress(const rkm_model_dir *md, const char *dir, const char *key, const char *note);
 rkm_model_dir *rkm_model_dir_load_progress(const char *dir, const char *key, int *other, char **note);
 void rkm_model_dir_remove_progress(const char *dir);

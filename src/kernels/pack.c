@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q6_K weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -77,21 +77,36 @@ static void k_head_unpack(uint8_t *row, const uint8_t *o, int r)
     for (int k = 0; k < 12; k++) row[4 + k] = o[64 + 16 * k + r];
 }
 
+/* Q6_K's: d (plain bytes 208..209), then its 16 scale bytes (192..207). */
+static void k6_head_pack(uint8_t *o, const uint8_t *row, int r)
+{
+    memcpy(o + 2 * r, row + 208, 2);
+    for (int k = 0; k < 16; k++) o[32 + 16 * k + r] = row[192 + k];
+}
+
+static void k6_head_unpack(uint8_t *row, const uint8_t *o, int r)
+{
+    memcpy(row + 208, o + 2 * r, 2);
+    for (int k = 0; k < 16; k++) row[192 + k] = o[32 + 16 * k + r];
+}
+
 static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
     const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
-    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's quants: 4, 8 or 32 */
+    const size_t wa = rkm_pk_words_at(type);
+    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's quants: 4, 8, 32 or 48 */
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             const uint8_t *row = src + (size_t)r * rb + (size_t)b * bb;
             if (type == RKM_TYPE_Q4_K) k_head_pack(o, row, r);
+            else if (type == RKM_TYPE_Q6_K) k6_head_pack(o, row, r);
             else memcpy(o + sb * r, row, sb);
         }
         for (int w4 = 0; w4 < words; w4 += 4) /* parts w4..w4+3: words w4..w4+3 */
             for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
                 const uint8_t *p[4];
-                for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + sb + 4 * w4;
+                for (int k = 0; k < 4; k++) p[k] = src + (size_t)(4 * qd + k) * rb + (size_t)b * bb + wa + 4 * w4;
                 transpose4(p, o + hb + 64 * w4 + 16 * qd);
             }
     }
@@ -107,8 +122,9 @@ static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
             if (type == RKM_TYPE_Q4_K) k_head_unpack(row, o, r);
+            else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
             else memcpy(row, o + sb * r, sb);
-            for (int h = 0; h < words; h++) memcpy(row + sb + 4 * h, o + hb + 64 * h + 4 * r, 4);
+            for (int h = 0; h < words; h++) memcpy(row + rkm_pk_words_at(type) + 4 * h, o + hb + 64 * h + 4 * r, 4);
         }
     }
 }

@@ -586,6 +586,115 @@ static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
     }
 }
 
+/* Packed Q6_K (kernels.h): a quad of 4 rows per q register. For l =
+ * 4t..4t+3 of half n, ql parts A (bytes l), B (bytes 32 + l) and qh part H
+ * give the levels q + 32 of the four quarters by shift-and-insert, with
+ * H03 = H & 0x33 and H0C = (H >> 2) & 0x33 (fields 0, 2 and 1, 3 at bits
+ * 0-1 and 4-5):
+ *   values l:      sli(A, H03, 4)   (H03 << 4 | A & 15)
+ *   values 32 + l: sli(B, H0C, 4)
+ *   values 64 + l: sri(H03, A, 4)   (A >> 4 | H03 & 0xf0)
+ *   values 96 + l: sri(H0C, B, 4)
+ * A sub-block of 16 values is 4 words by lane against 16 activation bytes,
+ * into an accumulator that starts at -32 x their sum (so it ends at the
+ * exact dot of (q - 32) x), times the rows' int8 scales; the reference's
+ * fused multiply-add per row and super-block. */
+N_INLINE int32x4_t pk_dot4(const int8x16_t w[4], int8x16_t x, int32x4_t init)
+{
+#if RKM_NEON_DOTPROD
+    int32x4_t s0 = init, s1 = vdupq_n_s32(0);
+    s0 = vdotq_laneq_s32(s0, w[0], x, 0);
+    s1 = vdotq_laneq_s32(s1, w[1], x, 1);
+    s0 = vdotq_laneq_s32(s0, w[2], x, 2);
+    s1 = vdotq_laneq_s32(s1, w[3], x, 3);
+    return vaddq_s32(s0, s1);
+#else
+    int32x4_t s = init;
+#define PK4_STEP(G, L)                                                                                \
+    do {                                                                                              \
+        int8x16_t xr = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), L));             \
+        int16x8_t pl = vmull_s8(vget_low_s8(w[G]), vget_low_s8(xr)), ph = vmull_high_s8(w[G], xr);     \
+        s = vpadalq_s16(s, vpaddq_s16(pl, ph));                                                       \
+    } while (0)
+    PK4_STEP(0, 0);
+    PK4_STEP(1, 1);
+    PK4_STEP(2, 2);
+    PK4_STEP(3, 3);
+#undef PK4_STEP
+    return s;
+#endif
+}
+
+N_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const uint8x16_t m33 = vdupq_n_u8(0x33);
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int qd = 0; qd < 4; qd++)
+#pragma GCC unroll 2
+        for (int c = 0; c < RX; c++) acc[qd][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * RKM_PK_Q6_K_BLOCK, *parts = blk + 288;
+        if (RX == 1)
+            for (int o = 0; o < RKM_PK_Q6_K_BLOCK; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+#pragma GCC unroll 1
+        for (int qd = 0; qd < 4; qd++) {
+            int32x4_t isum[2];
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) isum[c] = vdupq_n_s32(0);
+#pragma GCC unroll 1
+            for (int hq = 0; hq < 4; hq++) { /* half n = hq / 2; l in 16q..16q+15, q = hq % 2 */
+                const int n = hq >> 1, q = hq & 1;
+                int8x16_t v[4][4]; /* [quarter][word] */
+#pragma GCC unroll 4
+                for (int tt = 0; tt < 4; tt++) {
+                    const int t = 4 * q + tt;
+                    const uint8x16_t A = vld1q_u8(parts + 64 * (16 * n + t) + 16 * qd);
+                    const uint8x16_t B = vld1q_u8(parts + 64 * (16 * n + 8 + t) + 16 * qd);
+                    const uint8x16_t H = vld1q_u8(parts + 64 * (32 + 8 * n + t) + 16 * qd);
+                    const uint8x16_t h03 = vandq_u8(H, m33), h0c = vandq_u8(vshrq_n_u8(H, 2), m33);
+                    v[0][tt] = vreinterpretq_s8_u8(vsliq_n_u8(A, h03, 4));
+                    v[1][tt] = vreinterpretq_s8_u8(vsliq_n_u8(B, h0c, 4));
+                    v[2][tt] = vreinterpretq_s8_u8(vsriq_n_u8(h03, A, 4));
+                    v[3][tt] = vreinterpretq_s8_u8(vsriq_n_u8(h0c, B, 4));
+                }
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    const int sb = 8 * n + 2 * u + q;
+                    uint32_t v4;
+                    memcpy(&v4, blk + 32 + 16 * sb + 4 * qd, 4);
+                    const int32x4_t sc = vmovl_s16(vget_low_s16(vmovl_s8(vcreate_s8(v4))));
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) {
+                        const int8x16_t xv = vld1q_s8(a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * u + 16 * q);
+                        const int32x4_t dot = pk_dot4(v[u], xv, vdupq_n_s32(-32 * a->xs[(i + c) * ng16 + 16 * b + sb]));
+                        isum[c] = vmlaq_s32(isum[c], dot, sc);
+                    }
+                }
+            }
+            const float32x4_t d4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 8 * qd))));
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++)
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vmulq_n_f32(d4, a->xd[(i + c) * nb + b]), vcvtq_f32_s32(isum[c]));
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
+}
+
+static void N_FN(mm_q6_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk6_compute(a, r, i, 2);
+        for (; i < a->m; i++) pk6_compute(a, r, i, 1);
+    }
+}
+
 /* ---------------------------------------------------------- f32 / f16 */
 /* float weights: kind 0 f32, 1 f16, 2 bf16 */
 N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, const int kind)

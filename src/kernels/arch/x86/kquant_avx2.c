@@ -342,3 +342,110 @@ void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pkk2_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------------- packed Q6_K ----
+ * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
+ * lane. The levels q + 32 of a quarter u (values 32u + l, l = 4t..4t+3 of
+ * half n) come from a ql part (A: bytes l, quarters 0 and 2; B: bytes
+ * 32 + l, quarters 1 and 3) and the qh part (bytes l, field u):
+ * (nibble & 15) | ((field << 4) & 0x30). Per sub-block of 16 values: two
+ * pairs of vpmaddubsw of the levels by the 4 activation bytes of each
+ * word, each pair summed in 16 bits (at most 2 x 2 x 63 x 128 = 32256),
+ * widened by vpmaddwd by ones into an int32 accumulator that starts at
+ * -32 x the activations' sum of 16, so it ends at the reference's exact
+ * dot of (q - 32) x; then scaled by the rows' int8 scale (vpmulld). The
+ * reference's fused multiply-add per row and super-block (bit-identical
+ * to it). Decode reads 4 groups as streams prefetched 2 KiB ahead;
+ * prefill takes 2 activation rows at a time. */
+KQ_INLINE __m256i pk62_level(const uint8_t *parts, int n, int u, int t, int h)
+{
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(parts + 64 * (16 * n + 8 * (u & 1) + t) + 32 * h));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(parts + 64 * (32 + 8 * n + t) + 32 * h));
+    const __m256i lo = _mm256_and_si256(u < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(15));
+    const __m256i hs = u == 0 ? _mm256_slli_epi16(qh, 4) : u == 1 ? _mm256_slli_epi16(qh, 2) : u == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hs, _mm256_set1_epi8(0x30)));
+}
+
+KQ_INLINE void pk62_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4][2][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q6_K_BLOCK, *parts = blk + 288;
+            if (RX == 1) { /* stream k continues with group k + NG */
+                size_t o = (size_t)b * RKM_PK_Q6_K_BLOCK + PKK2_PF_BYTES;
+                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
+                for (size_t l = 0; l < RKM_PK_Q6_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            }
+#pragma GCC unroll 1
+            for (int h = 0; h < 2; h++) {
+                __m256i isum[2];
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+                for (int hq = 0; hq < 4; hq++)
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) { /* sub-block s: half n, quarter u, l in 16q..16q+15 */
+                    const int n = hq >> 1, q = hq & 1, s = 8 * n + 2 * u + q;
+                    __m256i d[2];
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) d[c] = _mm256_set1_epi32(-32 * a->xs[(i + c) * ng16 + 16 * b + s]);
+#pragma GCC unroll 2
+                    for (int tp = 0; tp < 2; tp++) {
+                        const int t = 4 * q + 2 * tp;
+                        const __m256i w0 = pk62_level(parts, n, u, t, h), w1 = pk62_level(parts, n, u, t + 1, h);
+#pragma GCC unroll 2
+                        for (int c = 0; c < RX; c++) {
+                            const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * u + 4 * t;
+                            int32_t x0, x1;
+                            memcpy(&x0, xb, 4);
+                            memcpy(&x1, xb + 4, 4);
+                            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+                                                               _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+                            d[c] = _mm256_add_epi32(d[c], _mm256_madd_epi16(p, ones));
+                        }
+                    }
+                    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * s + 8 * h)));
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d[c], sc));
+                }
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++)
+                    acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(a->xd[(i + c) * nb + b])),
+                                                   _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++)
+            for (int h = 0; h < 2; h++)
+                _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
+}
+
+void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pk62_compute(a, r, 0, 1, PKK2_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk62_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk62_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pk62_compute(a, r, i, 1, 1);
+    }
+}

@@ -883,3 +883,119 @@ void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pkk_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------------- packed Q6_K ----
+ * As packed Q4_K, 16 rows in the lanes (layout in kernels.h). Four words
+ * of levels come from one qh part and two ql parts: for l = 4t..4t+3 of
+ * half n, ql part A (bytes l) and B (bytes 32 + l) and qh part H (bytes
+ * l). With H03 = H & 0x33 and H0C = H & 0xCC (fields 0, 2 and 1, 3), each
+ * level is one bit-select (vpternlogd: low nibble from the ql side, bits
+ * 4-5 from the qh side, whose bits 6-7 are zero after the mask and a
+ * 16-bit shift):
+ *   values l:      A & 15        | H03 << 4
+ *   values 32 + l: B & 15        | H0C << 2
+ *   values 64 + l: (A >> 4) & 15 | H03
+ *   values 96 + l: (B >> 4) & 15 | H0C >> 2
+ * The levels are q + 32 (unsigned, as vpdpbusd wants). Each sub-block of
+ * 16 values is four vpdpbusd into an accumulator that starts at -32 x the
+ * activations' sum of 16, so it ends at the reference's exact dot of
+ * (q - 32) x; it is scaled by the rows' int8 scales (vpmulld) and the
+ * super-block ends in the reference's fused multiply-add per row. Decode
+ * reads PKK_STREAMS groups as parallel streams, as packed Q4_K; prefill
+ * decodes a group's levels once for up to 4 activation rows (16
+ * accumulators). */
+#define PK6_SEL 0xE4 /* c ? a : b, c the 0x0F mask */
+
+KQ_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m512i m4 = _mm512_set1_epi8(15), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xcc);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[k][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t nx[4][16] __attribute__((aligned(64))); /* -32 x the activations' sums of 16 */
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++)
+            _mm512_store_si512(nx[c], _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                       _mm512_slli_epi32(_mm512_loadu_si512(a->xs + (i + c) * ng16 + 16 * b), 5)));
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q6_K_BLOCK;
+            if (RX == 1) { /* stream k continues with group k + NG, as pkk_compute's */
+                size_t o = (size_t)b * RKM_PK_Q6_K_BLOCK + PKK_PF_BYTES;
+                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
+                for (size_t l = 0; l < RKM_PK_Q6_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            }
+            const uint8_t *parts = blk + 288;
+            __m512i isum[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) isum[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+            for (int hq = 0; hq < 4; hq++) { /* half n = hq / 2; l in 16q..16q+15, q = hq % 2 */
+                const int n = hq >> 1, q = hq & 1;
+                __m512i d[4][4];
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++) d[c][u] = _mm512_set1_epi32(nx[c][8 * n + q + 2 * u]);
+#pragma GCC unroll 4
+                for (int tt = 0; tt < 4; tt++) {
+                    const int t = 4 * q + tt;
+                    const __m512i vA = _mm512_loadu_si512((const void *)(parts + 64 * (16 * n + t)));
+                    const __m512i vB = _mm512_loadu_si512((const void *)(parts + 64 * (16 * n + 8 + t)));
+                    const __m512i vH = _mm512_loadu_si512((const void *)(parts + 64 * (32 + 8 * n + t)));
+                    const __m512i h03 = _mm512_and_si512(vH, m33), h0c = _mm512_and_si512(vH, mcc);
+                    __m512i v[4];
+                    v[0] = _mm512_ternarylogic_epi32(vA, _mm512_slli_epi16(h03, 4), m4, PK6_SEL);
+                    v[1] = _mm512_ternarylogic_epi32(vB, _mm512_slli_epi16(h0c, 2), m4, PK6_SEL);
+                    v[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(vA, 4), h03, m4, PK6_SEL);
+                    v[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(vB, 4), _mm512_srli_epi16(h0c, 2), m4, PK6_SEL);
+#pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++)
+#pragma GCC unroll 4
+                        for (int c = 0; c < RX; c++) {
+                            int32_t xv;
+                            memcpy(&xv, a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * u + 4 * t, 4);
+                            d[c][u] = _mm512_dpbusd_epi32(d[c][u], v[u], _mm512_set1_epi32(xv));
+                        }
+                }
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (8 * n + q + 2 * u))));
+#pragma GCC unroll 4
+                    for (int c = 0; c < RX; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d[c][u], sc));
+                }
+            }
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++)
+                acc[k][c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, _mm512_set1_ps(a->xd[(i + c) * nb + b])),
+                                            _mm512_cvtepi32_ps(isum[c]), acc[k][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
+}
+
+void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pk6_compute(a, r, 0, 1, PKK_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk6_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) pk6_compute(a, r, i, 4, 1);
+        for (; i + 2 <= a->m; i += 2) pk6_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pk6_compute(a, r, i, 1, 1);
+    }
+}
