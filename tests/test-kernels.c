@@ -415,7 +415,7 @@ static void test_ops(const char *variant)
  * block b lands. */
 static size_t packed_sb(int wtype)
 {
-    return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K ? 16 : wtype == RKM_TYPE_Q6_K ? 18 : 2;
+    return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K ? 16 : wtype == RKM_TYPE_Q6_K ? 18 : 2;
 }
 
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
@@ -424,7 +424,7 @@ static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j
     size_t rb = rkm_type_row_bytes(wtype, n_in), bb = 16 * blk;
     size_t g0 = (size_t)(r / 16) * 16 * rb + (size_t)b * bb;
     size_t rr = (size_t)(r % 16);
-    if (j < 0 && wtype == RKM_TYPE_Q4_K) { /* d, dmin, then scale byte k, each field for the 16 rows */
+    if (j < 0 && (wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K)) { /* d, dmin, then scale byte k, each field for the 16 rows */
         int h = j + 16;
         if (h < 4) return g0 + 32 * (size_t)(h / 2) + 2 * rr + (size_t)(h % 2);
         return g0 + 64 + 16 * (size_t)(h - 4) + rr;
@@ -671,8 +671,8 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q6_K};
-    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16", "q6_k_x16"};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16", "Q5_K_x16", "q6_k_x16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int t = types[ti];
@@ -729,7 +729,7 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
             double e = c->exact[i * c->n_out + r], bd = c->bound[i * c->n_out + r];
             /* K-quants: bit-identity alone (the bound here assumes q8_0 or f32
              * activations; test-kernels-types bounds the plain reference) */
-            int ok = c->wtype == RKM_TYPE_Q4_K || c->wtype == RKM_TYPE_Q6_K || fabs((double)v - e) <= bd;
+            int ok = c->wtype == RKM_TYPE_Q4_K || c->wtype == RKM_TYPE_Q5_K || c->wtype == RKM_TYPE_Q6_K || fabs((double)v - e) <= bd;
             ok &= memcmp(&v, r < n_pk ? &yref[i * ldy + r] : &yp[i * ldy + r], sizeof v) == 0;
             if (!ok && bad < 3)
                 fprintf(stderr, "%s %s n_in=%lld n_out=%lld m=%lld: y[%lld][%lld] = %.9g, ref %.9g, exact %.9g\n", what,
@@ -744,7 +744,7 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q6_K};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K};
     const int64_t n_ins[] = {32, 96, 160, 2048}, n_ins_k[] = {256, 512, 768, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
@@ -754,7 +754,7 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
         for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
             for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
                 for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
-                    const int kq = t == RKM_TYPE_Q4_K || t == RKM_TYPE_Q6_K;
+                    const int kq = t == RKM_TYPE_Q4_K || t == RKM_TYPE_Q5_K || t == RKM_TYPE_Q6_K;
                     int64_t n_in = kq ? n_ins_k[a] : n_ins[a], n_out = n_outs[b], m = ms[ci];
                     const int pt = t | RKM_TYPE_PACKED; /* every set runs it (Q4_K: the reference's where it has none) */
                     if (n_in == 2048 && (b + ci) % 3) continue;

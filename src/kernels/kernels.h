@@ -79,8 +79,8 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
                       int64_t ldy);
 
 /* ------------------------------------------- packed (interleaved) rows
- * A layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q6_K matrices for the matmuls: type
- * RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0, MXFP4, Q4_K, Q6_K), quant.h. Made at load for resident matrices;
+ * A layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K matrices for the matmuls: type
+ * RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0, MXFP4, Q4_K, Q5_K, Q6_K), quant.h. Made at load for resident matrices;
  * routed experts are stored in it by `rkmojo convert` (docs/FORMAT.md), so
  * a read expert needs no repacking. Rows go in groups
  * of RKM_PACK_ROWS = 16; within a group, block b (values 32b..32b+31) of
@@ -98,6 +98,10 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  *   rows 0..15, bytes 4h..4h+3 of the row's qs (low nibbles: values
  *   64c + l, high: 64c + 32 + l, with c = h / 8, l = 4 (h % 8) + 0..3):
  *   2304 bytes = 16 x 144.
+ * Q5_K's: Q4_K's head (256 bytes), then 8 parts of the rows' qh words
+ *   (bytes 4h..4h+3 of qh: bits 2c and 2c + 1 of byte l are the fifth
+ *   bits of values 64c + l and 64c + 32 + l), then Q4_K's 32 parts of qs:
+ *   2816 bytes = 16 x 176.
  * Q6_K's block (256 values): the 16 rows' d (32 bytes), then scale byte k
  *   (0..15, int8) of the 16 rows at 32 + 16k (256 bytes), then 48 parts
  *   of 64 bytes: part h holds, for rows 0..15, bytes 4h..4h+3 of the
@@ -115,16 +119,16 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
 #define RKM_PACK_ROWS 16
-/* The packed type of a q8_0 / q4_0 / MXFP4 / Q4_K / Q6_K matrix with at
+/* The packed type of a q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K matrix with at
  * least one whole group (else type unchanged); the plain type of a packed
  * one. */
 int rkm_pack_type(int type, int64_t n_out);
 int rkm_unpack_type(int type);
-/* Packs n_out plain rows of type (Q8_0, Q4_0, MXFP4, Q4_K or Q6_K) in place (each whole
+/* Packs n_out plain rows of type (Q8_0, Q4_0, MXFP4, Q4_K, Q5_K or Q6_K) in place (each whole
  * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
 int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 /* The inverse: packed groups back to plain rows, in place (type is the
- * plain Q8_0 / Q4_0 / MXFP4 / Q4_K / Q6_K). 0, RKM_EINVAL or RKM_ENOMEM. */
+ * plain Q8_0 / Q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K). 0, RKM_EINVAL or RKM_ENOMEM. */
 int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 
 /* ------------------------------------------------------- element ops */

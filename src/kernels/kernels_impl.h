@@ -91,8 +91,8 @@ typedef struct {
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p, mm_mxfp4_p;
-    /* Packed Q4_K and Q6_K (q8_K activations). */
-    rkm_mm_fn mm_q4_k_p, mm_q6_k_p;
+    /* Packed Q4_K, Q5_K and Q6_K (q8_K activations). */
+    rkm_mm_fn mm_q4_k_p, mm_q5_k_p, mm_q6_k_p;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
@@ -193,6 +193,8 @@ _Static_assert(RKM_PK_MXFP4_BLOCK == 16 + 4 * 64, "packed mxfp4 block");
 
 #define RKM_PK_Q4_K_BLOCK (RKM_PACK_ROWS * 144)
 _Static_assert(RKM_PK_Q4_K_BLOCK == 256 + 32 * 64, "packed q4_k block");
+#define RKM_PK_Q5_K_BLOCK (RKM_PACK_ROWS * 176)
+_Static_assert(RKM_PK_Q5_K_BLOCK == 256 + 40 * 64, "packed q5_k block");
 #define RKM_PK_Q6_K_BLOCK (RKM_PACK_ROWS * 210)
 _Static_assert(RKM_PK_Q6_K_BLOCK == 288 + 48 * 64, "packed q6_k block");
 
@@ -205,13 +207,17 @@ static inline size_t rkm_pk_block(int type)
            : type == RKM_TYPE_Q4_0 ? RKM_PK_Q4_0_BLOCK
            : type == RKM_TYPE_MXFP4 ? RKM_PK_MXFP4_BLOCK
            : type == RKM_TYPE_Q4_K ? RKM_PK_Q4_K_BLOCK
+           : type == RKM_TYPE_Q5_K ? RKM_PK_Q5_K_BLOCK
            : type == RKM_TYPE_Q6_K ? RKM_PK_Q6_K_BLOCK
                                     : 0;
 }
-static inline int rkm_pk_values(int type) { return type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q6_K ? 256 : 32; }
+static inline int rkm_pk_values(int type)
+{
+    return type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K || type == RKM_TYPE_Q6_K ? 256 : 32;
+}
 static inline size_t rkm_pk_scale_bytes(int type)
 {
-    return type == RKM_TYPE_MXFP4 ? 1 : type == RKM_TYPE_Q4_K ? 16 : type == RKM_TYPE_Q6_K ? 18 : 2;
+    return type == RKM_TYPE_MXFP4 ? 1 : type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K ? 16 : type == RKM_TYPE_Q6_K ? 18 : 2;
 }
 /* Where a plain block's quant words start (Q6_K's head, its 16 scales and
  * d, comes after its 192 bytes of ql and qh). */

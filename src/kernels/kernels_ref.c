@@ -96,16 +96,17 @@ static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_half_
 
 /* Native block types in integer form (kernels_impl.h): per block the
  * exact isum and msum, then one or two fused multiply-adds. */
-/* Row r of a packed Q4_K or Q6_K group g, super-block b, as its plain
- * bytes (kernels.h). */
+/* Row r of a packed Q4_K, Q5_K or Q6_K group g, super-block b, as its
+ * plain bytes (kernels.h). */
 static void pk_k_block(int type, const uint8_t *g, int64_t b, int r, uint8_t *out)
 {
     const uint8_t *o = g + (size_t)b * rkm_pk_block(type);
-    if (type == RKM_TYPE_Q4_K) {
+    if (type != RKM_TYPE_Q6_K) { /* Q4_K: 32 words of qs; Q5_K: 8 of qh, then 32 of qs */
         memcpy(out, o + 2 * r, 2);
         memcpy(out + 2, o + 32 + 2 * r, 2);
         for (int k = 0; k < 12; k++) out[4 + k] = o[64 + 16 * k + r];
-        for (int h = 0; h < 32; h++) memcpy(out + 16 + 4 * h, o + 256 + 64 * h + 4 * r, 4);
+        const int words = type == RKM_TYPE_Q5_K ? 40 : 32;
+        for (int h = 0; h < words; h++) memcpy(out + 16 + 4 * h, o + 256 + 64 * h + 4 * r, 4);
     } else {
         memcpy(out + 208, o + 2 * r, 2);
         for (int k = 0; k < 16; k++) out[192 + k] = o[32 + 16 * k + r];
@@ -113,7 +114,7 @@ static void pk_k_block(int type, const uint8_t *g, int64_t b, int r, uint8_t *ou
     }
 }
 
-/* packed: the rows are 16-row groups of packed Q4_K or Q6_K (r0, r1
+/* packed: the rows are 16-row groups of packed Q4_K, Q5_K or Q6_K (r0, r1
  * multiples of 16), read back block by block: the same arithmetic as the
  * plain rows. */
 static void mm_qblock_any(const rkm_mm_args *a, int64_t r0, int64_t r1, int type, int packed)
@@ -160,6 +161,7 @@ static void mm_qblock_any(const rkm_mm_args *a, int64_t r0, int64_t r1, int type
 
 static void mm_qblock_ref(const rkm_mm_args *a, int64_t r0, int64_t r1, int type) { mm_qblock_any(a, r0, r1, type, 0); }
 static void mm_q4_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q4_K, 1); }
+static void mm_q5_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q5_K, 1); }
 static void mm_q6_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q6_K, 1); }
 
 #define QBLOCK_REF(name, type) \
@@ -392,6 +394,7 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_q4_0_p = mm_q4_0_p_ref,
     .mm_mxfp4_p = mm_mxfp4_p_ref,
     .mm_q4_k_p = mm_q4_k_p_ref,
+    .mm_q5_k_p = mm_q5_k_p_ref,
     .mm_q6_k_p = mm_q6_k_p_ref,
     .rmsnorm = rmsnorm_ref,
     .softmax = softmax_ref,

@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q6_K weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -99,7 +99,7 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
         uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             const uint8_t *row = src + (size_t)r * rb + (size_t)b * bb;
-            if (type == RKM_TYPE_Q4_K) k_head_pack(o, row, r);
+            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_pack(o, row, r);
             else if (type == RKM_TYPE_Q6_K) k6_head_pack(o, row, r);
             else memcpy(o + sb * r, row, sb);
         }
@@ -121,7 +121,7 @@ static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, 
         const uint8_t *o = src + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
-            if (type == RKM_TYPE_Q4_K) k_head_unpack(row, o, r);
+            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r);
             else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
             else memcpy(row, o + sb * r, sb);
             for (int h = 0; h < words; h++) memcpy(row + rkm_pk_words_at(type) + 4 * h, o + hb + 64 * h + 4 * r, 4);

@@ -64,6 +64,7 @@ int rkm_type_packed(int type)
 {
     return type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED) ||
            type == (RKM_TYPE_MXFP4 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_K | RKM_TYPE_PACKED) ||
+           type == (RKM_TYPE_Q5_K | RKM_TYPE_PACKED) ||
            type == (RKM_TYPE_Q6_K | RKM_TYPE_PACKED);
 }
 
@@ -73,6 +74,7 @@ const char *rkm_type_name(int type)
     if (type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED)) return "q4_0_x16";
     if (type == (RKM_TYPE_MXFP4 | RKM_TYPE_PACKED)) return "mxfp4_x16";
     if (type == (RKM_TYPE_Q4_K | RKM_TYPE_PACKED)) return "q4_k_x16";
+    if (type == (RKM_TYPE_Q5_K | RKM_TYPE_PACKED)) return "q5_k_x16";
     if (type == (RKM_TYPE_Q6_K | RKM_TYPE_PACKED)) return "q6_k_x16";
     const type_info *t = info(type);
     return t ? t->name : NULL;
@@ -85,6 +87,7 @@ int rkm_type_from_name(const char *name)
     if (!strcasecmp(name, "q4_0_x16")) return RKM_TYPE_Q4_0 | RKM_TYPE_PACKED;
     if (!strcasecmp(name, "mxfp4_x16")) return RKM_TYPE_MXFP4 | RKM_TYPE_PACKED;
     if (!strcasecmp(name, "q4_k_x16")) return RKM_TYPE_Q4_K | RKM_TYPE_PACKED;
+    if (!strcasecmp(name, "q5_k_x16")) return RKM_TYPE_Q5_K | RKM_TYPE_PACKED;
     if (!strcasecmp(name, "q6_k_x16")) return RKM_TYPE_Q6_K | RKM_TYPE_PACKED;
     for (int i = 0; i < RKM_TYPE_COUNT; i++) {
         if (!types[i].name) continue;

@@ -33,6 +33,7 @@ const rkm_kernel_set rkm_kernels_dotprod = {
     .mm_q4_0_p = mm_q4_0_p_dotprod,
     .mm_mxfp4_p = mm_mxfp4_p_dotprod,
     .mm_q4_k_p = mm_q4_k_p_dotprod,
+    .mm_q5_k_p = mm_q5_k_p_dotprod,
     .mm_q6_k_p = mm_q6_k_p_dotprod,
     .rmsnorm = rmsnorm_dotprod,
     .softmax = softmax_dotprod,

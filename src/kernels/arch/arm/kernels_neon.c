@@ -143,6 +143,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .mm_q4_0_p = mm_q4_0_p_neon,
     .mm_mxfp4_p = mm_mxfp4_p_neon,
     .mm_q4_k_p = mm_q4_k_p_neon,
+    .mm_q5_k_p = mm_q5_k_p_neon,
     .mm_q6_k_p = mm_q6_k_p_neon,
     .rmsnorm = rmsnorm_neon,
     .softmax = softmax_neon,

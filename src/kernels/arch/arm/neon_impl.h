@@ -498,13 +498,17 @@ static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_
 static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
 static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 
-/* Packed Q4_K (kernels.h): a quad of 4 rows per q register, as above; per
- * 32-value sub-block the 8 words of low (or high) nibbles against the
- * activations by pk_dot (0..15 as signed bytes), times the sub-block's
- * 6-bit scale; the mins times the activations' sums of 32; the
- * reference's two fused multiply-adds per row and super-block. */
-N_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+/* Packed Q4_K and Q5_K (kernels.h): a quad of 4 rows per q register, as
+ * above; per 32-value sub-block the 8 words of low (or high) nibbles
+ * (Q5_K: with the fifth bit, bit 2c + k of the qh word for sub-block
+ * 2c + k, put in as bit 4 by vsli) against the activations by pk_dot
+ * (0..31 as signed bytes), times the sub-block's 6-bit scale; the mins
+ * times the activations' sums of 32; the reference's two fused
+ * multiply-adds per row and super-block. */
+N_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX)
 {
+    const int q5 = type == RKM_TYPE_Q5_K;
+    const int blkb = q5 ? RKM_PK_Q5_K_BLOCK : RKM_PK_Q4_K_BLOCK, qs_at = q5 ? 256 + 8 * 64 : 256;
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     float32x4_t acc[4][2];
@@ -513,9 +517,9 @@ N_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int 
 #pragma GCC unroll 2
         for (int c = 0; c < RX; c++) acc[qd][c] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = grp + (size_t)b * RKM_PK_Q4_K_BLOCK;
+        const uint8_t *blk = grp + (size_t)b * blkb;
         if (RX == 1)
-            for (int o = 0; o < RKM_PK_Q4_K_BLOCK; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+            for (int o = 0; o < blkb; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
 #pragma GCC unroll 1
         for (int qd = 0; qd < 4; qd++) {
             uint32x4_t S[12];
@@ -551,9 +555,16 @@ N_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int 
                 int8x16_t lo[8], hi[8];
 #pragma GCC unroll 8
                 for (int hh = 0; hh < 8; hh++) {
-                    uint8x16_t v = vld1q_u8(blk + 256 + 64 * (8 * j + hh) + 16 * qd);
-                    lo[hh] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(15)));
-                    hi[hh] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+                    uint8x16_t v = vld1q_u8(blk + qs_at + 64 * (8 * j + hh) + 16 * qd);
+                    uint8x16_t l = vandq_u8(v, vdupq_n_u8(15)), u = vshrq_n_u8(v, 4);
+                    if (q5) {
+                        /* bits 2j and 2j + 1 of the qh word to bits 0 and 1 */
+                        const uint8x16_t h = vshlq_u8(vld1q_u8(blk + 256 + 64 * hh + 16 * qd), vdupq_n_s8((int8_t)(-2 * j)));
+                        l = vsliq_n_u8(l, vandq_u8(h, vdupq_n_u8(1)), 4);
+                        u = vsliq_n_u8(u, vshrq_n_u8(vshlq_n_u8(h, 6), 7), 4);
+                    }
+                    lo[hh] = vreinterpretq_s8_u8(l);
+                    hi[hh] = vreinterpretq_s8_u8(u);
                 }
 #pragma GCC unroll 2
                 for (int c = 0; c < RX; c++) {
@@ -577,14 +588,17 @@ N_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int 
         for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
 }
 
-static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+N_INLINE void pkk_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
         int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkk_compute(a, r, i, 2);
-        for (; i < a->m; i++) pkk_compute(a, r, i, 1);
+        for (; i + 2 <= a->m; i += 2) pkk_compute(a, type, r, i, 2);
+        for (; i < a->m; i++) pkk_compute(a, type, r, i, 1);
     }
 }
+
+static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q4_K, r0, r1); }
+static void N_FN(mm_q5_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* Packed Q6_K (kernels.h): a quad of 4 rows per q register. For l =
  * 4t..4t+3 of half n, ql parts A (bytes l), B (bytes 32 + l) and qh part H

@@ -732,6 +732,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_q3_k = rkm_mm_q3_k_avx2,
     .mm_q4_k = rkm_mm_q4_k_avx2,
     .mm_q4_k_p = rkm_mm_q4_k_p_avx2,
+    .mm_q5_k_p = rkm_mm_q5_k_p_avx2,
     .mm_q6_k_p = rkm_mm_q6_k_p_avx2,
     .mm_q5_k = rkm_mm_q5_k_avx2,
     .mm_q6_k = rkm_mm_q6_k_avx2,

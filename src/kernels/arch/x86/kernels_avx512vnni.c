@@ -35,6 +35,7 @@ const rkm_kernel_set rkm_kernels_avx512vnni = {
     .mm_q4_0_p = mm_q4_0_p_avx512vnni,
     .mm_mxfp4_p = mm_mxfp4_p_avx512vnni,
     .mm_q4_k_p = rkm_mm_q4_k_p_avx512vnni,
+    .mm_q5_k_p = rkm_mm_q5_k_p_avx512vnni,
     .mm_q6_k_p = rkm_mm_q6_k_p_avx512vnni,
     .mm_q2_k = rkm_mm_q2_k_avx512vnni,
     .mm_q3_k = rkm_mm_q3_k_avx512vnni,

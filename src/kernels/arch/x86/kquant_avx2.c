@@ -247,9 +247,14 @@ KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i 
     }
 }
 
-/* RX activation rows x NG groups from row r. */
-KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+/* RX activation rows x NG groups from row r of packed Q4_K or Q5_K (the
+ * fifth bit of sub-block 2c + k, bit 2c + k of the qh word, masked and
+ * shifted to bit 4, or'ed into the nibble; a sub-block's 16-bit sums are
+ * widened every 4 parts, at most 4 x 2 x 31 x 128 = 31744). */
+KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
+    const int q5 = type == RKM_TYPE_Q5_K;
+    const size_t blkb = q5 ? RKM_PK_Q5_K_BLOCK : RKM_PK_Q4_K_BLOCK, qs_at = q5 ? 256 + 8 * 64 : 256;
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
@@ -263,11 +268,11 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
-            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q4_K_BLOCK;
+            const uint8_t *blk = grp + k * gstride + (size_t)b * blkb;
             if (RX == 1) { /* stream k continues with group k + NG */
-                size_t o = (size_t)b * RKM_PK_Q4_K_BLOCK + PKK2_PF_BYTES;
+                size_t o = (size_t)b * blkb + PKK2_PF_BYTES;
                 const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < RKM_PK_Q4_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+                for (size_t l = 0; l < blkb; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
             }
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
@@ -285,13 +290,21 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
                 }
 #pragma GCC unroll 1
                 for (int j = 0; j < 4; j++) {
-                    __m256i slo[2], shi[2];
+                    __m256i slo[2], shi[2], wlo[2], whi[2];
 #pragma GCC unroll 2
-                    for (int c = 0; c < RX; c++) slo[c] = shi[c] = _mm256_setzero_si256();
+                    for (int c = 0; c < RX; c++) slo[c] = shi[c] = wlo[c] = whi[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
                     for (int hh = 0; hh < 8; hh++) {
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 256 + 64 * (8 * j + hh) + 32 * h));
-                        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + qs_at + 64 * (8 * j + hh) + 32 * h));
+                        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        if (q5) {
+                            /* bits 2j and 2j + 1 of the qh word to bits 0 and 1 */
+                            const __m256i hb = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(blk + 256 + 64 * hh + 32 * h)),
+                                                                _mm_cvtsi32_si128(2 * j));
+                            const __m256i m10 = _mm256_set1_epi8(0x10);
+                            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m10));
+                            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), m10));
+                        }
 #pragma GCC unroll 2
                         for (int c = 0; c < RX; c++) {
                             const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j + 4 * hh;
@@ -300,13 +313,19 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
                             memcpy(&x1, xb + 32, 4);
                             slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0)));
                             shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1)));
+                            if (q5 && hh == 3) {
+                                wlo[c] = _mm256_madd_epi16(slo[c], ones);
+                                whi[c] = _mm256_madd_epi16(shi[c], ones);
+                                slo[c] = shi[c] = _mm256_setzero_si256();
+                            }
                         }
                     }
 #pragma GCC unroll 2
                     for (int c = 0; c < RX; c++)
                         isum[c] = _mm256_add_epi32(
-                            isum[c], _mm256_add_epi32(_mm256_mullo_epi32(_mm256_madd_epi16(slo[c], ones), sc[2 * j]),
-                                                      _mm256_mullo_epi32(_mm256_madd_epi16(shi[c], ones), sc[2 * j + 1])));
+                            isum[c],
+                            _mm256_add_epi32(_mm256_mullo_epi32(_mm256_add_epi32(wlo[c], _mm256_madd_epi16(slo[c], ones)), sc[2 * j]),
+                                             _mm256_mullo_epi32(_mm256_add_epi32(whi[c], _mm256_madd_epi16(shi[c], ones)), sc[2 * j + 1])));
                 }
                 const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
                 const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
@@ -328,20 +347,23 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+KQ_INLINE void pkk2_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
     if (a->m == 1) {
-        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkk2_compute(a, r, 0, 1, PKK2_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk2_compute(a, r, 0, 1, 1);
+        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkk2_compute(a, type, r, 0, 1, PKK2_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk2_compute(a, type, r, 0, 1, 1);
         return;
     }
     for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
         int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkk2_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pkk2_compute(a, r, i, 1, 1);
+        for (; i + 2 <= a->m; i += 2) pkk2_compute(a, type, r, i, 2, 1);
+        for (; i < a->m; i++) pkk2_compute(a, type, r, i, 1, 1);
     }
 }
+
+void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk2_mm(a, RKM_TYPE_Q4_K, r0, r1); }
+void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk2_mm(a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* ------------------------------------------------- packed Q6_K ----
  * The packed layout (kernels.h) in two halves of 8 rows, one row per int32

@@ -763,10 +763,12 @@ ZB_DEFINE(rkm_mm_q5_1_avx512vnni, RKM_TYPE_Q5_1)
 ZB_DEFINE(rkm_mm_iq4_nl_avx512vnni, RKM_TYPE_IQ4_NL)
 ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)
 
-/* ------------------------------------------------- packed Q4_K ----
+/* -------------------------------------------- packed Q4_K and Q5_K ----
  * The 16 rows of a packed group (kernels.h) sit in the 16 int32 lanes: a
  * part of 64 bytes is one 4-byte word of each row, so one vpdpbusd adds 4
- * nibble x activation products to each row's sum of its sub-block, the
+ * nibble x activation products to each row's sum of its sub-block (Q5_K:
+ * the fifth bit of sub-block 2c + k, bit 2c + k of the qh word, shifted to
+ * bit 4 and put in by one vpternlogd bit-select into the masked nibbles), the
  * sub-block sums are scaled by their 6-bit scales (vpmulld), the mins by
  * the activations' sums of 32, and each super-block ends in the
  * reference's two fused multiply-adds per row. Decode (m = 1) reads
@@ -793,9 +795,17 @@ KQ_INLINE void pkk_scales(const uint8_t *blk, __m512i sc[8], __m512i mn[8])
     }
 }
 
-/* RX activation rows x NG groups from row r (NG * 16 weight rows). */
-KQ_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+/* Nibbles n (bits 4-7 zero) with the fifth bit at bit 4 of h: bits 0-3
+ * and 5-7 from n, bit 4 from h. */
+#define PKK_NIB5 0xD8 /* c ? b : a, c the 0x10 mask */
+
+/* RX activation rows x NG groups from row r (NG * 16 weight rows) of
+ * packed Q4_K or Q5_K. */
+KQ_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
+    const int q5 = type == RKM_TYPE_Q5_K;
+    const size_t blkb = q5 ? RKM_PK_Q5_K_BLOCK : RKM_PK_Q4_K_BLOCK, qs_at = q5 ? 256 + 8 * 64 : 256;
+    const __m512i m10 = _mm512_set1_epi8(0x10);
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
@@ -808,11 +818,11 @@ KQ_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
-            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q4_K_BLOCK;
+            const uint8_t *blk = grp + k * gstride + (size_t)b * blkb;
             if (RX == 1) { /* stream k continues with group k + NG, as pk_compute's */
-                size_t o = (size_t)b * RKM_PK_Q4_K_BLOCK + PKK_PF_BYTES;
+                size_t o = (size_t)b * blkb + PKK_PF_BYTES;
                 const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < RKM_PK_Q4_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+                for (size_t l = 0; l < blkb; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
             }
             __m512i sc[8], mn[8];
             pkk_scales(blk, sc, mn);
@@ -835,8 +845,14 @@ KQ_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
                 for (int c = 0; c < RX; c++) dlo[c] = dhi[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int hh = 0; hh < 8; hh++) {
-                    const __m512i v = _mm512_loadu_si512((const void *)(blk + 256 + 64 * (8 * j + hh)));
-                    const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    const __m512i v = _mm512_loadu_si512((const void *)(blk + qs_at + 64 * (8 * j + hh)));
+                    __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    if (q5) {
+                        /* bits 2j and 2j + 1 of the qh word to bits 0 and 1 */
+                        const __m512i h = _mm512_srl_epi16(_mm512_loadu_si512((const void *)(blk + 256 + 64 * hh)), _mm_cvtsi32_si128(2 * j));
+                        lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(h, 4), m10, PKK_NIB5);
+                        hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi16(h, 3), m10, PKK_NIB5);
+                    }
 #pragma GCC unroll 4
                     for (int c = 0; c < RX; c++) {
                         const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j + 4 * hh;
@@ -868,21 +884,24 @@ KQ_INLINE void pkk_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
         for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
 }
 
-void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+KQ_INLINE void pkk_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
 {
     int64_t r = r0;
     if (a->m == 1) {
-        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkk_compute(a, r, 0, 1, PKK_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk_compute(a, r, 0, 1, 1);
+        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkk_compute(a, type, r, 0, 1, PKK_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk_compute(a, type, r, 0, 1, 1);
         return;
     }
     for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
         int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) pkk_compute(a, r, i, 4, 1);
-        for (; i + 2 <= a->m; i += 2) pkk_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pkk_compute(a, r, i, 1, 1);
+        for (; i + 4 <= a->m; i += 4) pkk_compute(a, type, r, i, 4, 1);
+        for (; i + 2 <= a->m; i += 2) pkk_compute(a, type, r, i, 2, 1);
+        for (; i < a->m; i++) pkk_compute(a, type, r, i, 1, 1);
     }
 }
+
+void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q4_K, r0, r1); }
+void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* ------------------------------------------------- packed Q6_K ----
  * As packed Q4_K, 16 rows in the lanes (layout in kernels.h). Four words

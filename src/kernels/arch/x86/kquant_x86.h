@@ -22,8 +22,9 @@ void rkm_mm_iq4_nl_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_mxfp4_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 /* the grid types (a->type) */
 void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
-/* packed Q4_K and Q6_K (kernels.h): whole 16-row groups */
+/* packed Q4_K, Q5_K and Q6_K (kernels.h): whole 16-row groups */
 void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 
 /* kquant_avx512vnni.c */
@@ -38,8 +39,9 @@ void rkm_mm_q5_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q5_1_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_iq4_nl_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_mxfp4_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
-/* packed Q4_K and Q6_K (kernels.h): whole 16-row groups */
+/* packed Q4_K, Q5_K and Q6_K (kernels.h): whole 16-row groups */
 void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 
 #endif
