@@ -348,38 +348,36 @@ N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
  * block sum (q4_0 from -8 * sum(x)), then the reference's float step
  * acc = fma(float(isum), d_w * d_x, acc), so the results are bit-identical
  * to every other set's. */
-N_INLINE int32x4_t pk_dot(const int8x16_t w[8], int8x16_t x0, int8x16_t x1, int32x4_t init)
+/* The 4 rows' dots of 4 words (w) by the 16 activation bytes x, plus init. */
+N_INLINE int32x4_t pk_dot4(const int8x16_t w[4], int8x16_t x, int32x4_t init)
 {
 #if RKM_NEON_DOTPROD
     int32x4_t s0 = init, s1 = vdupq_n_s32(0);
-    s0 = vdotq_laneq_s32(s0, w[0], x0, 0);
-    s1 = vdotq_laneq_s32(s1, w[1], x0, 1);
-    s0 = vdotq_laneq_s32(s0, w[2], x0, 2);
-    s1 = vdotq_laneq_s32(s1, w[3], x0, 3);
-    s0 = vdotq_laneq_s32(s0, w[4], x1, 0);
-    s1 = vdotq_laneq_s32(s1, w[5], x1, 1);
-    s0 = vdotq_laneq_s32(s0, w[6], x1, 2);
-    s1 = vdotq_laneq_s32(s1, w[7], x1, 3);
+    s0 = vdotq_laneq_s32(s0, w[0], x, 0);
+    s1 = vdotq_laneq_s32(s1, w[1], x, 1);
+    s0 = vdotq_laneq_s32(s0, w[2], x, 2);
+    s1 = vdotq_laneq_s32(s1, w[3], x, 3);
     return vaddq_s32(s0, s1);
 #else
     int32x4_t s = init;
-#define PK_STEP(G, XV, L)                                                                               \
+#define PK4_STEP(G, L)                                                                                \
     do {                                                                                              \
-        int8x16_t xr = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(XV), L));            \
+        int8x16_t xr = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), L));             \
         int16x8_t pl = vmull_s8(vget_low_s8(w[G]), vget_low_s8(xr)), ph = vmull_high_s8(w[G], xr);     \
         s = vpadalq_s16(s, vpaddq_s16(pl, ph));                                                       \
     } while (0)
-    PK_STEP(0, x0, 0);
-    PK_STEP(1, x0, 1);
-    PK_STEP(2, x0, 2);
-    PK_STEP(3, x0, 3);
-    PK_STEP(4, x1, 0);
-    PK_STEP(5, x1, 1);
-    PK_STEP(6, x1, 2);
-    PK_STEP(7, x1, 3);
-#undef PK_STEP
+    PK4_STEP(0, 0);
+    PK4_STEP(1, 1);
+    PK4_STEP(2, 2);
+    PK4_STEP(3, 3);
+#undef PK4_STEP
     return s;
 #endif
+}
+
+N_INLINE int32x4_t pk_dot(const int8x16_t w[8], int8x16_t x0, int8x16_t x1, int32x4_t init)
+{
+    return pk_dot4(w + 4, x1, pk_dot4(w, x0, init));
 }
 
 /* Quad qd (rows 4qd..4qd+3) of block blk: 4 float scales, 8 weight
@@ -613,32 +611,6 @@ static void N_FN(mm_q5_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk
  * into an accumulator that starts at -32 x their sum (so it ends at the
  * exact dot of (q - 32) x), times the rows' int8 scales; the reference's
  * fused multiply-add per row and super-block. */
-N_INLINE int32x4_t pk_dot4(const int8x16_t w[4], int8x16_t x, int32x4_t init)
-{
-#if RKM_NEON_DOTPROD
-    int32x4_t s0 = init, s1 = vdupq_n_s32(0);
-    s0 = vdotq_laneq_s32(s0, w[0], x, 0);
-    s1 = vdotq_laneq_s32(s1, w[1], x, 1);
-    s0 = vdotq_laneq_s32(s0, w[2], x, 2);
-    s1 = vdotq_laneq_s32(s1, w[3], x, 3);
-    return vaddq_s32(s0, s1);
-#else
-    int32x4_t s = init;
-#define PK4_STEP(G, L)                                                                                \
-    do {                                                                                              \
-        int8x16_t xr = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), L));             \
-        int16x8_t pl = vmull_s8(vget_low_s8(w[G]), vget_low_s8(xr)), ph = vmull_high_s8(w[G], xr);     \
-        s = vpadalq_s16(s, vpaddq_s16(pl, ph));                                                       \
-    } while (0)
-    PK4_STEP(0, 0);
-    PK4_STEP(1, 1);
-    PK4_STEP(2, 2);
-    PK4_STEP(3, 3);
-#undef PK4_STEP
-    return s;
-#endif
-}
-
 N_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
 {
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;

@@ -269,11 +269,7 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
             const uint8_t *blk = grp + k * gstride + (size_t)b * blkb;
-            if (RX == 1) { /* stream k continues with group k + NG */
-                size_t o = (size_t)b * blkb + PKK2_PF_BYTES;
-                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < blkb; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-            }
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * blkb, blkb, PKK2_PF_BYTES);
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
                 __m256i sc[8], mn[8], isum[2], msum[2];
@@ -404,11 +400,7 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
             const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q6_K_BLOCK, *parts = blk + 288;
-            if (RX == 1) { /* stream k continues with group k + NG */
-                size_t o = (size_t)b * RKM_PK_Q6_K_BLOCK + PKK2_PF_BYTES;
-                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < RKM_PK_Q6_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-            }
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_Q6_K_BLOCK, RKM_PK_Q6_K_BLOCK, PKK2_PF_BYTES);
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
                 __m256i isum[2];

@@ -819,11 +819,7 @@ KQ_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int6
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
             const uint8_t *blk = grp + k * gstride + (size_t)b * blkb;
-            if (RX == 1) { /* stream k continues with group k + NG, as pk_compute's */
-                size_t o = (size_t)b * blkb + PKK_PF_BYTES;
-                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < blkb; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-            }
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * blkb, blkb, PKK_PF_BYTES);
             __m512i sc[8], mn[8];
             pkk_scales(blk, sc, mn);
             const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
@@ -945,11 +941,7 @@ KQ_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
             const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q6_K_BLOCK;
-            if (RX == 1) { /* stream k continues with group k + NG, as pkk_compute's */
-                size_t o = (size_t)b * RKM_PK_Q6_K_BLOCK + PKK_PF_BYTES;
-                const char *pf = (const char *)grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride);
-                for (size_t l = 0; l < RKM_PK_Q6_K_BLOCK; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-            }
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_Q6_K_BLOCK, RKM_PK_Q6_K_BLOCK, PKK_PF_BYTES);
             const uint8_t *parts = blk + 288;
             __m512i isum[4];
 #pragma GCC unroll 4

@@ -227,6 +227,15 @@ KQ_INLINE void prefetch_block(const uint8_t *p, size_t bytes)
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
 
+/* Decode of packed K-quant groups read as NG parallel streams: the block
+ * of bytes blkb at offset off of group k, dist bytes ahead in its stream,
+ * where stream k continues with group k + NG (the caller's next step). */
+KQ_INLINE void prefetch_stream(const uint8_t *grp, int k, int NG, size_t gstride, size_t off, size_t blkb, size_t dist)
+{
+    const size_t o = off + dist;
+    prefetch_block(grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride), blkb);
+}
+
 KQ_INLINE int blk32_signed(const int type) { return type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4; }
 KQ_INLINE int blk32_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
 
