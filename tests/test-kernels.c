@@ -756,7 +756,7 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                 for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
                     const int kq = t == RKM_TYPE_Q4_K || t == RKM_TYPE_Q5_K || t == RKM_TYPE_Q6_K;
                     int64_t n_in = kq ? n_ins_k[a] : n_ins[a], n_out = n_outs[b], m = ms[ci];
-                    const int pt = t | RKM_TYPE_PACKED; /* every set runs it (Q4_K: the reference's where it has none) */
+                    const int pt = t | RKM_TYPE_PACKED; /* every set has its own kernel */
                     if (n_in == 2048 && (b + ci) % 3) continue;
                     if (quick && (b + ci + a) % 3) continue;
                     mm_case c;
@@ -768,8 +768,8 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                     float *yref = malloc(ysz), *y = malloc(ysz), *yp = malloc(ysz);
                     rkm_kernels_select("ref");
                     rkm_matmul(NULL, pt, pw, n_in, n_out, c.x, m, yref, ldy);
-                    /* MXFP4 and Q4_K (whose plain kernels all compute the
-                     * reference's way): packing changes no result */
+                    /* MXFP4 and the K-quants (whose plain kernels all compute
+                     * the reference's way): packing changes no result */
                     rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy);
                     int same = 1;
                     if (t == RKM_TYPE_MXFP4 || kq)

@@ -222,6 +222,9 @@ static inline size_t rkm_pk_scale_bytes(int type)
 /* Where a plain block's quant words start (Q6_K's head, its 16 scales and
  * d, comes after its 192 bytes of ql and qh). */
 static inline size_t rkm_pk_words_at(int type) { return type == RKM_TYPE_Q6_K ? 0 : rkm_pk_scale_bytes(type); }
+/* Row r (0..15) of the packed block o of plain type, as its plain block's
+ * bytes at row (pack.c; the reference kernels read packed rows with it). */
+void rkm_pk_unpack_row(int type, const uint8_t *o, int r, uint8_t *row);
 
 /* The active set (after rkm_kernels_init), every entry non-NULL. */
 const rkm_kernel_set *rkm_kernels_active(void);

@@ -96,24 +96,6 @@ static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_half_
 
 /* Native block types in integer form (kernels_impl.h): per block the
  * exact isum and msum, then one or two fused multiply-adds. */
-/* Row r of a packed Q4_K, Q5_K or Q6_K group g, super-block b, as its
- * plain bytes (kernels.h). */
-static void pk_k_block(int type, const uint8_t *g, int64_t b, int r, uint8_t *out)
-{
-    const uint8_t *o = g + (size_t)b * rkm_pk_block(type);
-    if (type != RKM_TYPE_Q6_K) { /* Q4_K: 32 words of qs; Q5_K: 8 of qh, then 32 of qs */
-        memcpy(out, o + 2 * r, 2);
-        memcpy(out + 2, o + 32 + 2 * r, 2);
-        for (int k = 0; k < 12; k++) out[4 + k] = o[64 + 16 * k + r];
-        const int words = type == RKM_TYPE_Q5_K ? 40 : 32;
-        for (int h = 0; h < words; h++) memcpy(out + 16 + 4 * h, o + 256 + 64 * h + 4 * r, 4);
-    } else {
-        memcpy(out + 208, o + 2 * r, 2);
-        for (int k = 0; k < 16; k++) out[192 + k] = o[32 + 16 * k + r];
-        for (int h = 0; h < 48; h++) memcpy(out + 4 * h, o + 288 + 64 * h + 4 * r, 4);
-    }
-}
-
 /* packed: the rows are 16-row groups of packed Q4_K, Q5_K or Q6_K (r0, r1
  * multiples of 16), read back block by block: the same arithmetic as the
  * plain rows. */
@@ -133,7 +115,7 @@ static void mm_qblock_any(const rkm_mm_args *a, int64_t r0, int64_t r1, int type
             const uint8_t *grp = (const uint8_t *)a->w + (r - (r - r0) % RKM_PACK_ROWS) * a->w_row_bytes;
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                if (packed) pk_k_block(type, grp, b, (int)((r - r0) % RKM_PACK_ROWS), plain);
+                if (packed) rkm_pk_unpack_row(type, grp + (size_t)b * rkm_pk_block(type), (int)((r - r0) % RKM_PACK_ROWS), plain);
                 rkm_qblock_unpack(type, packed ? plain : w + (size_t)b * bb, &o);
                 const int8_t *xb = xq + b * bs;
                 int32_t isum = 0, msum = 0;

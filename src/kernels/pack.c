@@ -112,21 +112,23 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
     }
 }
 
+void rkm_pk_unpack_row(int type, const uint8_t *o, int r, uint8_t *row)
+{
+    const size_t sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb, wa = rkm_pk_words_at(type);
+    const int words = (int)(rkm_type_block_bytes(type) - sb) / 4; /* 4-byte words of a block's quants */
+    if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r);
+    else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
+    else memcpy(row, o + sb * r, sb);
+    for (int h = 0; h < words; h++) memcpy(row + wa + 4 * h, o + hb + 64 * h + 4 * r, 4);
+}
+
 /* One group back: src = the packed group, dst = 16 plain rows. */
 static void unpack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
-    const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
-    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's qs */
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *o = src + (size_t)b * rkm_pk_block(type);
-        for (int r = 0; r < RKM_PACK_ROWS; r++) {
-            uint8_t *row = dst + (size_t)r * rb + (size_t)b * bb;
-            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r);
-            else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
-            else memcpy(row, o + sb * r, sb);
-            for (int h = 0; h < words; h++) memcpy(row + rkm_pk_words_at(type) + 4 * h, o + hb + 64 * h + 4 * r, 4);
-        }
-    }
+    const size_t bb = rkm_type_block_bytes(type);
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < RKM_PACK_ROWS; r++)
+            rkm_pk_unpack_row(type, src + (size_t)b * rkm_pk_block(type), r, dst + (size_t)r * rb + (size_t)b * bb);
 }
 
 typedef void (*group_fn)(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb);

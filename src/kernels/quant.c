@@ -9,6 +9,7 @@
  * kernels' tests compare against them. Stateless; any thread.
  */
 #include "kernels/quant.h"
+#include "util/common.h"
 
 #include <ctype.h>
 #include <float.h>
@@ -60,22 +61,26 @@ static const type_info *info(int type)
     return &types[type];
 }
 
+/* The types with a packed layout (kernels.h) and the packed type's name. */
+static const struct {
+    int base;
+    const char *name;
+} packed_types[] = {
+    {RKM_TYPE_Q8_0, "q8_0_x16"}, {RKM_TYPE_Q4_0, "q4_0_x16"}, {RKM_TYPE_MXFP4, "mxfp4_x16"},
+    {RKM_TYPE_Q4_K, "q4_k_x16"}, {RKM_TYPE_Q5_K, "q5_k_x16"}, {RKM_TYPE_Q6_K, "q6_k_x16"},
+};
+
 int rkm_type_packed(int type)
 {
-    return type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED) ||
-           type == (RKM_TYPE_MXFP4 | RKM_TYPE_PACKED) || type == (RKM_TYPE_Q4_K | RKM_TYPE_PACKED) ||
-           type == (RKM_TYPE_Q5_K | RKM_TYPE_PACKED) ||
-           type == (RKM_TYPE_Q6_K | RKM_TYPE_PACKED);
+    for (size_t i = 0; i < RKM_ARRAY_LEN(packed_types); i++)
+        if (type == (packed_types[i].base | RKM_TYPE_PACKED)) return 1;
+    return 0;
 }
 
 const char *rkm_type_name(int type)
 {
-    if (type == (RKM_TYPE_Q8_0 | RKM_TYPE_PACKED)) return "q8_0_x16";
-    if (type == (RKM_TYPE_Q4_0 | RKM_TYPE_PACKED)) return "q4_0_x16";
-    if (type == (RKM_TYPE_MXFP4 | RKM_TYPE_PACKED)) return "mxfp4_x16";
-    if (type == (RKM_TYPE_Q4_K | RKM_TYPE_PACKED)) return "q4_k_x16";
-    if (type == (RKM_TYPE_Q5_K | RKM_TYPE_PACKED)) return "q5_k_x16";
-    if (type == (RKM_TYPE_Q6_K | RKM_TYPE_PACKED)) return "q6_k_x16";
+    for (size_t i = 0; i < RKM_ARRAY_LEN(packed_types); i++)
+        if (type == (packed_types[i].base | RKM_TYPE_PACKED)) return packed_types[i].name;
     const type_info *t = info(type);
     return t ? t->name : NULL;
 }
@@ -83,12 +88,8 @@ const char *rkm_type_name(int type)
 int rkm_type_from_name(const char *name)
 {
     if (!name) return -1;
-    if (!strcasecmp(name, "q8_0_x16")) return RKM_TYPE_Q8_0 | RKM_TYPE_PACKED;
-    if (!strcasecmp(name, "q4_0_x16")) return RKM_TYPE_Q4_0 | RKM_TYPE_PACKED;
-    if (!strcasecmp(name, "mxfp4_x16")) return RKM_TYPE_MXFP4 | RKM_TYPE_PACKED;
-    if (!strcasecmp(name, "q4_k_x16")) return RKM_TYPE_Q4_K | RKM_TYPE_PACKED;
-    if (!strcasecmp(name, "q5_k_x16")) return RKM_TYPE_Q5_K | RKM_TYPE_PACKED;
-    if (!strcasecmp(name, "q6_k_x16")) return RKM_TYPE_Q6_K | RKM_TYPE_PACKED;
+    for (size_t i = 0; i < RKM_ARRAY_LEN(packed_types); i++)
+        if (!strcasecmp(name, packed_types[i].name)) return packed_types[i].base | RKM_TYPE_PACKED;
     for (int i = 0; i < RKM_TYPE_COUNT; i++) {
         if (!types[i].name) continue;
         const char *a = types[i].name, *b = name;

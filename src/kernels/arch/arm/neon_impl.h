@@ -506,7 +506,7 @@ static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk
 N_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX)
 {
     const int q5 = type == RKM_TYPE_Q5_K;
-    const int blkb = q5 ? RKM_PK_Q5_K_BLOCK : RKM_PK_Q4_K_BLOCK, qs_at = q5 ? 256 + 8 * 64 : 256;
+    const int blkb = (int)rkm_pk_block(type), qs_at = q5 ? 256 + 8 * 64 : 256;
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     float32x4_t acc[4][2];

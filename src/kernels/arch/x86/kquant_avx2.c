@@ -254,7 +254,7 @@ KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i 
 KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int q5 = type == RKM_TYPE_Q5_K;
-    const size_t blkb = q5 ? RKM_PK_Q5_K_BLOCK : RKM_PK_Q4_K_BLOCK, qs_at = q5 ? 256 + 8 * 64 : 256;
+    const size_t blkb = rkm_pk_block(type), qs_at = q5 ? 256 + 8 * 64 : 256;
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
