@@ -51,8 +51,9 @@ if $R convert "$T/a.gguf" "$T/m-plain" --quant q4_0 --expert-layout plain --quie
 else
   fail "convert --expert-layout plain"
 fi
-# The K-quants at full super-block width (Q4_K_M: Q4_K experts; Q5_K_S;
-# Q6_K): experts stored packed (q4_k_x16, q5_k_x16, q6_k_x16), resident matrices packed at
+# The K-quants and IQ4 at full super-block width (Q4_K_M: Q4_K experts;
+# Q5_K_S; Q6_K; IQ4_XS; IQ4_NL): experts stored packed (q4_k_x16,
+# q5_k_x16, q6_k_x16, iq4_xs_x16, iq4_nl_x16), resident matrices packed at
 # load; --expert-layout plain keeps GGUF's rows, which the expert cache
 # packs after each read. Every logit the same as the plain rows'
 # (RKM_PACK=resident on the plain conversion: its experts run as rows;
@@ -84,6 +85,8 @@ kquant_packed() { # MIX TYPE
 kquant_packed q4_k_m q4_k
 kquant_packed q5_k_s q5_k
 kquant_packed q6_k q6_k
+kquant_packed iq4_xs iq4_xs
+kquant_packed iq4_nl iq4_nl
 $R convert "$T/a.gguf" "$T/m-x" --expert-layout diagonal --quiet 2> "$T/err" && fail "bad --expert-layout accepted" \
   || { grep -q "expert-layout" "$T/err" && ok "bad --expert-layout refused"; } || fail "message: $(cat "$T/err")"
 

@@ -145,7 +145,8 @@ static void mm_case_make(mm_case *c, int wtype, int64_t n_in, int64_t n_out, int
     rkm_block_q8_0 *xq = malloc(sizeof *xq * (size_t)nb);
     for (int64_t i = 0; i < m; i++) {
         const float *x = c->x + i * n_in;
-        const int q8x = wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0 || wtype == RKM_TYPE_MXFP4; /* q8_0 activations */
+        const int q8x = wtype == RKM_TYPE_Q8_0 || wtype == RKM_TYPE_Q4_0 || wtype == RKM_TYPE_MXFP4 ||
+                        wtype == RKM_TYPE_IQ4_NL; /* q8_0 activations */
         if (q8x) rkm_quantize_row_q8_0(x, xq, n_in);
         for (int64_t r = 0; r < n_out; r++) {
             const float *w = wd + r * n_in;
@@ -415,7 +416,17 @@ static void test_ops(const char *variant)
  * block b lands. */
 static size_t packed_sb(int wtype)
 {
-    return wtype == RKM_TYPE_MXFP4 ? 1 : wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K ? 16 : wtype == RKM_TYPE_Q6_K ? 18 : 2;
+    return wtype == RKM_TYPE_MXFP4 ? 1
+           : wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K ? 16
+           : wtype == RKM_TYPE_Q6_K ? 18
+           : wtype == RKM_TYPE_IQ4_XS ? 8
+                                      : 2;
+}
+
+/* the 256-value types, whose activations are q8_K */
+static int packed_k(int wtype)
+{
+    return wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K || wtype == RKM_TYPE_Q6_K || wtype == RKM_TYPE_IQ4_XS;
 }
 
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
@@ -424,8 +435,9 @@ static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j
     size_t rb = rkm_type_row_bytes(wtype, n_in), bb = 16 * blk;
     size_t g0 = (size_t)(r / 16) * 16 * rb + (size_t)b * bb;
     size_t rr = (size_t)(r % 16);
-    if (j < 0 && (wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K)) { /* d, dmin, then scale byte k, each field for the 16 rows */
-        int h = j + 16;
+    if (j < 0 && (wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K || wtype == RKM_TYPE_IQ4_XS)) {
+        /* d, dmin (IQ4_XS: scales_h), then scale byte k, each field for the 16 rows */
+        int h = j + (int)sb;
         if (h < 4) return g0 + 32 * (size_t)(h / 2) + 2 * rr + (size_t)(h % 2);
         return g0 + 64 + 16 * (size_t)(h - 4) + rr;
     }
@@ -671,15 +683,16 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K};
-    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "q4_k_x16", "Q5_K_x16", "q6_k_x16"};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL,
+                         RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "iq4_nl_x16", "q4_k_x16", "Q5_K_x16", "q6_k_x16", "IQ4_XS_x16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int t = types[ti];
         CHECK(rkm_pack_type(t, 15) == t);
         CHECK(rkm_pack_type(t, 16) == (t | RKM_TYPE_PACKED));
         CHECK(rkm_pack_type(RKM_TYPE_F16, 64) == RKM_TYPE_F16);
-        CHECK(rkm_pack_type(RKM_TYPE_IQ4_NL, 64) == RKM_TYPE_IQ4_NL);
+        CHECK(rkm_pack_type(RKM_TYPE_Q5_0, 64) == RKM_TYPE_Q5_0);
         CHECK(rkm_unpack_type(t | RKM_TYPE_PACKED) == t);
         CHECK(rkm_type_row_bytes(t | RKM_TYPE_PACKED, 512) == rkm_type_row_bytes(t, 512));
         CHECK(rkm_type_packed(t | RKM_TYPE_PACKED) && !rkm_type_packed(t) && !rkm_type_packed(RKM_TYPE_F16 | RKM_TYPE_PACKED));
@@ -710,7 +723,7 @@ static void test_pack_layout(void)
     CHECK_MSG(bad == 0, "packed layout: %d bytes misplaced", bad);
     CHECK(rkm_pack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
     CHECK(rkm_unpack_rows(RKM_TYPE_F32, NULL, 32, 16) == RKM_EINVAL);
-    CHECK(rkm_pack_rows(RKM_TYPE_IQ4_NL, NULL, 32, 16) == RKM_EINVAL);
+    CHECK(rkm_pack_rows(RKM_TYPE_Q5_0, NULL, 32, 16) == RKM_EINVAL);
 }
 
 /* Packed weights in every variant: within the float64 bound, and bit for
@@ -729,7 +742,7 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
             double e = c->exact[i * c->n_out + r], bd = c->bound[i * c->n_out + r];
             /* K-quants: bit-identity alone (the bound here assumes q8_0 or f32
              * activations; test-kernels-types bounds the plain reference) */
-            int ok = c->wtype == RKM_TYPE_Q4_K || c->wtype == RKM_TYPE_Q5_K || c->wtype == RKM_TYPE_Q6_K || fabs((double)v - e) <= bd;
+            int ok = packed_k(c->wtype) || fabs((double)v - e) <= bd;
             ok &= memcmp(&v, r < n_pk ? &yref[i * ldy + r] : &yp[i * ldy + r], sizeof v) == 0;
             if (!ok && bad < 3)
                 fprintf(stderr, "%s %s n_in=%lld n_out=%lld m=%lld: y[%lld][%lld] = %.9g, ref %.9g, exact %.9g\n", what,
@@ -744,7 +757,8 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL,
+                         RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
     const int64_t n_ins[] = {32, 96, 160, 2048}, n_ins_k[] = {256, 512, 768, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};
@@ -754,7 +768,7 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
         for (size_t a = 0; a < RKM_ARRAY_LEN(n_ins); a++)
             for (size_t b = 0; b < RKM_ARRAY_LEN(n_outs); b++)
                 for (size_t ci = 0; ci < RKM_ARRAY_LEN(ms); ci++) {
-                    const int kq = t == RKM_TYPE_Q4_K || t == RKM_TYPE_Q5_K || t == RKM_TYPE_Q6_K;
+                    const int kq = packed_k(t);
                     int64_t n_in = kq ? n_ins_k[a] : n_ins[a], n_out = n_outs[b], m = ms[ci];
                     const int pt = t | RKM_TYPE_PACKED; /* every set has its own kernel */
                     if (n_in == 2048 && (b + ci) % 3) continue;
@@ -768,11 +782,11 @@ static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pool
                     float *yref = malloc(ysz), *y = malloc(ysz), *yp = malloc(ysz);
                     rkm_kernels_select("ref");
                     rkm_matmul(NULL, pt, pw, n_in, n_out, c.x, m, yref, ldy);
-                    /* MXFP4 and the K-quants (whose plain kernels all compute
+                    /* MXFP4, IQ4 and the K-quants (whose plain kernels all compute
                      * the reference's way): packing changes no result */
                     rkm_matmul(NULL, t, c.w, n_in, n_out, c.x, m, yp, ldy);
                     int same = 1;
-                    if (t == RKM_TYPE_MXFP4 || kq)
+                    if (t == RKM_TYPE_MXFP4 || t == RKM_TYPE_IQ4_NL || kq)
                         for (int64_t i = 0; i < m; i++)
                             same &= !memcmp(yref + i * ldy, yp + i * ldy, sizeof(float) * (size_t)(n_out / 16 * 16));
                     CHECK_MSG(same, "packed %s n_in=%lld n_out=%lld m=%lld: the packed reference differs from the plain one",

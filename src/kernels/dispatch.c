@@ -131,9 +131,11 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_q8_0_p);
     TAKE(mm_q4_0_p);
     TAKE(mm_mxfp4_p);
+    TAKE(mm_iq4_nl_p);
     TAKE(mm_q4_k_p);
     TAKE(mm_q5_k_p);
     TAKE(mm_q6_k_p);
+    TAKE(mm_iq4_xs_p);
     TAKE(rmsnorm);
     TAKE(softmax);
     TAKE(swiglu);
@@ -419,6 +421,8 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
                : base == RKM_TYPE_Q4_K ? k->mm_q4_k_p
                : base == RKM_TYPE_Q5_K ? k->mm_q5_k_p
                : base == RKM_TYPE_Q6_K ? k->mm_q6_k_p
+               : base == RKM_TYPE_IQ4_NL ? k->mm_iq4_nl_p
+               : base == RKM_TYPE_IQ4_XS ? k->mm_iq4_xs_p
                                        : k->mm_mxfp4_p;
         j.n_pk = n_out / RKM_PACK_ROWS * RKM_PACK_ROWS;
     }

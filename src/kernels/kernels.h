@@ -79,8 +79,8 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
                       int64_t ldy);
 
 /* ------------------------------------------- packed (interleaved) rows
- * A layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K matrices for the matmuls: type
- * RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or Q4_0, MXFP4, Q4_K, Q5_K, Q6_K), quant.h. Made at load for resident matrices;
+ * A layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS matrices for the
+ * matmuls: type RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or any of the others), quant.h. Made at load for resident matrices;
  * routed experts are stored in it by `rkmojo convert` (docs/FORMAT.md), so
  * a read expert needs no repacking. Rows go in groups
  * of RKM_PACK_ROWS = 16; within a group, block b (values 32b..32b+31) of
@@ -90,6 +90,7 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  *         bytes 4h..4h+3 of the row's qs (low nibbles = values 4h..4h+3,
  *         high nibbles = values 16+4h..16+4h+3): 288 bytes = 16 x 18;
  *   MXFP4: the same 4 parts of nibbles (level indices): 272 = 16 x 17;
+ *   IQ4_NL: q4_0's block exactly (nibbles = level indices): 288;
  *   q8_0: 8 x 64 bytes: part g (0..7) holds, for rows 0..15, values
  *         4g..4g+3 (int8): 544 bytes = 16 x 34.
  * Q4_K's block is a super-block of 256 values: the 16 rows' d (fp16, 32
@@ -107,6 +108,12 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  *   of 64 bytes: part h holds, for rows 0..15, bytes 4h..4h+3 of the
  *   row's ql (h < 32) and qh (h >= 32: qh bytes 4(h-32)..): 3360 bytes =
  *   16 x 210.
+ * IQ4_XS's block (256 values): the 16 rows' d (32 bytes), their scales_h
+ *   (32 bytes), then scales_l byte k (0..3) of the 16 rows at 64 + 16k
+ *   (64 bytes), then 32 parts of 64 bytes: part h holds, for rows 0..15,
+ *   bytes 4h..4h+3 of the row's qs (sub-block h / 4; low nibbles: values
+ *   32 (h / 4) + l, high: 32 (h / 4) + 16 + l, l = 4 (h % 4) + 0..3):
+ *   2176 bytes = 16 x 136.
  * A group takes exactly the bytes of its 16 plain rows, so row r of a
  * group boundary (r % 16 == 0) still starts at r * row_bytes and a matrix
  * can be split at group boundaries. Rows past the last whole group stay
@@ -119,16 +126,16 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
 #define RKM_PACK_ROWS 16
-/* The packed type of a q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K matrix with at
+/* The packed type of a q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS matrix with at
  * least one whole group (else type unchanged); the plain type of a packed
  * one. */
 int rkm_pack_type(int type, int64_t n_out);
 int rkm_unpack_type(int type);
-/* Packs n_out plain rows of type (Q8_0, Q4_0, MXFP4, Q4_K, Q5_K or Q6_K) in place (each whole
+/* Packs n_out plain rows of a packable type (above) in place (each whole
  * group of 16; the tail rows are left as they are). 0 or RKM_ENOMEM. */
 int rkm_pack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 /* The inverse: packed groups back to plain rows, in place (type is the
- * plain Q8_0 / Q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K). 0, RKM_EINVAL or RKM_ENOMEM. */
+ * plain type). 0, RKM_EINVAL or RKM_ENOMEM. */
 int rkm_unpack_rows(int type, void *w, int64_t n_in, int64_t n_out);
 
 /* ------------------------------------------------------- element ops */

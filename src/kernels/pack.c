@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / Q4_K / Q5_K / Q6_K weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -61,20 +61,22 @@ static void transpose4(const uint8_t *const p[4], uint8_t *o)
 /* One group: src = 16 plain rows of rb bytes, dst = the packed group.
  * A plain block is its scale (sb bytes) then its qs; the packed block
  * the 16 scales, then the parts. */
-/* Q4_K's block head of row r (d, dmin, scale bytes 0..11) to and from its
- * place in the packed head (kernels.h: field by field, 16 rows each). */
-static void k_head_pack(uint8_t *o, const uint8_t *row, int r)
+/* The block head of row r to and from its place in the packed head
+ * (kernels.h: field by field, 16 rows each): two 2-byte fields, then n
+ * scale bytes. Q4_K / Q5_K: d, dmin, 12 scale bytes; IQ4_XS: d,
+ * scales_h, the 4 scales_l bytes. */
+static void k_head_pack(uint8_t *o, const uint8_t *row, int r, int n)
 {
     memcpy(o + 2 * r, row, 2);
     memcpy(o + 32 + 2 * r, row + 2, 2);
-    for (int k = 0; k < 12; k++) o[64 + 16 * k + r] = row[4 + k];
+    for (int k = 0; k < n; k++) o[64 + 16 * k + r] = row[4 + k];
 }
 
-static void k_head_unpack(uint8_t *row, const uint8_t *o, int r)
+static void k_head_unpack(uint8_t *row, const uint8_t *o, int r, int n)
 {
     memcpy(row, o + 2 * r, 2);
     memcpy(row + 2, o + 32 + 2 * r, 2);
-    for (int k = 0; k < 12; k++) row[4 + k] = o[64 + 16 * k + r];
+    for (int k = 0; k < n; k++) row[4 + k] = o[64 + 16 * k + r];
 }
 
 /* Q6_K's: d (plain bytes 208..209), then its 16 scale bytes (192..207). */
@@ -99,7 +101,8 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
         uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
         for (int r = 0; r < RKM_PACK_ROWS; r++) {
             const uint8_t *row = src + (size_t)r * rb + (size_t)b * bb;
-            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_pack(o, row, r);
+            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_pack(o, row, r, 12);
+            else if (type == RKM_TYPE_IQ4_XS) k_head_pack(o, row, r, 4);
             else if (type == RKM_TYPE_Q6_K) k6_head_pack(o, row, r);
             else memcpy(o + sb * r, row, sb);
         }
@@ -116,7 +119,8 @@ void rkm_pk_unpack_row(int type, const uint8_t *o, int r, uint8_t *row)
 {
     const size_t sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb, wa = rkm_pk_words_at(type);
     const int words = (int)(rkm_type_block_bytes(type) - sb) / 4; /* 4-byte words of a block's quants */
-    if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r);
+    if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r, 12);
+    else if (type == RKM_TYPE_IQ4_XS) k_head_unpack(row, o, r, 4);
     else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
     else memcpy(row, o + sb * r, sb);
     for (int h = 0; h < words; h++) memcpy(row + wa + 4 * h, o + hb + 64 * h + 4 * r, 4);

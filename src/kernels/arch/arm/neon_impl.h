@@ -338,8 +338,8 @@ N_INLINE void il_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int q4)
 
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
- * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4) / 8 (q8_0) 64-byte
- * parts of one 4-byte word per row;
+ * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4, IQ4_NL) / 8 (q8_0)
+ * 64-byte parts of one 4-byte word per row;
  * a q register holds one word of 4 rows (a quad), so a group is 4 quads and
  * part g multiplies activation bytes 4g..4g+3 (lane g % 4 of x0 / x1).
  * sdot: vdotq_laneq_s32 per part. Plain NEON: smull/smull2 against the 4
@@ -382,7 +382,7 @@ N_INLINE int32x4_t pk_dot(const int8x16_t w[8], int8x16_t x0, int8x16_t x1, int3
 
 /* Quad qd (rows 4qd..4qd+3) of block blk: 4 float scales, 8 weight
  * vectors (q4_0: nibbles 0..15, the -8 comes from the block's sum of x;
- * MXFP4: the signed levels by table lookup). */
+ * MXFP4, IQ4_NL: the signed levels by table lookup). */
 N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int type, int8x16_t w[8])
 {
     if (type == RKM_TYPE_MXFP4) {
@@ -401,7 +401,15 @@ N_INLINE float32x4_t pk_unpack(const uint8_t *blk, int qd, const int type, int8x
         const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
         return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, nrm));
     }
-    if (type == RKM_TYPE_Q4_0) {
+    if (type == RKM_TYPE_IQ4_NL) {
+        const int8x16_t kv = vld1q_s8(rkm_kvalues_iq4nl);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            uint8x16_t v = vld1q_u8(blk + 32 + 64 * h + 16 * qd);
+            w[h] = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(15)));
+            w[h + 4] = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+        }
+    } else if (type == RKM_TYPE_Q4_0) {
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) {
             uint8x16_t v = vld1q_u8(blk + 32 + 64 * h + 16 * qd);
@@ -495,6 +503,7 @@ N_INLINE void pk_mm(const rkm_mm_args *a, int64_t r0, int64_t r1, const int type
 static void N_FN(mm_q8_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q8_0); }
 static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
 static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
+static void N_FN(mm_iq4_nl_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_IQ4_NL); }
 
 /* Packed Q4_K and Q5_K (kernels.h): a quad of 4 rows per q register, as
  * above; per 32-value sub-block the 8 words of low (or high) nibbles
@@ -678,6 +687,75 @@ static void N_FN(mm_q6_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
         int64_t i = 0;
         for (; i + 2 <= a->m; i += 2) pk6_compute(a, r, i, 2);
         for (; i < a->m; i++) pk6_compute(a, r, i, 1);
+    }
+}
+
+/* Packed IQ4_XS (kernels.h): a quad of 4 rows per q register. A sub-block
+ * of 32 values is 4 parts: the signed levels of their low nibbles (values
+ * l) and high ones (16 + l) by table lookup, 4 words by lane against 16
+ * activation bytes each (pk_dot4), the exact dot; times the rows' 6-bit
+ * scales (scales_l nibble | scales_h pair << 4, minus 32); the
+ * reference's fused multiply-add per row and super-block. */
+N_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+{
+    const int64_t nb = a->n_in / 256;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const int8x16_t kv = vld1q_s8(rkm_kvalues_iq4nl);
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int qd = 0; qd < 4; qd++)
+#pragma GCC unroll 2
+        for (int c = 0; c < RX; c++) acc[qd][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * RKM_PK_IQ4_XS_BLOCK;
+        if (RX == 1)
+            for (int o = 0; o < RKM_PK_IQ4_XS_BLOCK; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+#pragma GCC unroll 1
+        for (int qd = 0; qd < 4; qd++) {
+            const uint32x4_t sh = vmovl_u16(vld1_u16((const uint16_t *)(blk + 32 + 8 * qd)));
+            int32x4_t isum[2];
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) isum[c] = vdupq_n_s32(0);
+#pragma GCC unroll 1
+            for (int ib = 0; ib < 8; ib++) {
+                uint32_t v4;
+                memcpy(&v4, blk + 64 + 16 * (ib >> 1) + 4 * qd, 4);
+                const uint32x4_t sl = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v4))));
+                const uint32x4_t lo4 = vandq_u32(vshlq_u32(sl, vdupq_n_s32(-4 * (ib & 1))), vdupq_n_u32(15));
+                const uint32x4_t hi2 = vandq_u32(vshlq_u32(sh, vdupq_n_s32(-2 * ib)), vdupq_n_u32(3));
+                const int32x4_t sc = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(lo4, vshlq_n_u32(hi2, 4))), vdupq_n_s32(32));
+                int8x16_t lo[4], hi[4];
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const uint8x16_t v = vld1q_u8(blk + 128 + 64 * (4 * ib + t) + 16 * qd);
+                    lo[t] = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(15)));
+                    hi[t] = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+                }
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) {
+                    const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 32 * ib;
+                    const int32x4_t dot = pk_dot4(hi, vld1q_s8(xb + 16), pk_dot4(lo, vld1q_s8(xb), vdupq_n_s32(0)));
+                    isum[c] = vmlaq_s32(isum[c], dot, sc);
+                }
+            }
+            const float32x4_t d4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 8 * qd))));
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++)
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vmulq_n_f32(d4, a->xd[(i + c) * nb + b]), vcvtq_f32_s32(isum[c]));
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
+}
+
+static void N_FN(mm_iq4_xs_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pkx_compute(a, r, i, 2);
+        for (; i < a->m; i++) pkx_compute(a, r, i, 1);
     }
 }
 

@@ -378,10 +378,14 @@ IL_DEFINE_MM(mm_q8_0_il, il_repack_q8_0, 128, z_q8_0_tile)
 #define PK_STREAMS 4
 #endif
 
-/* A packed block (type Q8_0, Q4_0 or MXFP4) as 16 float scales and 8 zmm
- * of unsigned bytes, value + pk_bias(type): q4_0 nibbles as they are,
- * q8_0 flipped by 128, MXFP4 levels (-12..12) looked up as level + 12. */
-Z_INLINE int pk_bias(const int type) { return type == RKM_TYPE_Q8_0 ? 128 : type == RKM_TYPE_Q4_0 ? 8 : 12; }
+/* A packed block (type Q8_0, Q4_0, MXFP4 or IQ4_NL) as 16 float scales and
+ * 8 zmm of unsigned bytes, value + pk_bias(type): q4_0 nibbles as they
+ * are, q8_0 flipped by 128, MXFP4 levels (-12..12) looked up as level +
+ * 12, IQ4_NL levels (-127..113) as level + 128. */
+Z_INLINE int pk_bias(const int type)
+{
+    return type == RKM_TYPE_Q8_0 || type == RKM_TYPE_IQ4_NL ? 128 : type == RKM_TYPE_Q4_0 ? 8 : 12;
+}
 
 Z_INLINE void pk_unpack(const uint8_t *blk, const int type, __m512i w[8], __m512 *dw)
 {
@@ -402,7 +406,17 @@ Z_INLINE void pk_unpack(const uint8_t *blk, const int type, __m512i w[8], __m512
         return;
     }
     *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    if (type == RKM_TYPE_Q4_0) {
+    if (type == RKM_TYPE_IQ4_NL) {
+        const __m512i kv = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rkm_kvalues_iq4nl)),
+                                           _mm512_set1_epi8((char)0x80));
+        const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++) {
+            __m512i v = _mm512_loadu_si512((const void *)(blk + 32 + 64 * h));
+            w[h] = _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4));
+            w[h + 4] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+    } else if (type == RKM_TYPE_Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
         for (int h = 0; h < 4; h++) {

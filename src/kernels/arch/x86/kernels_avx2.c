@@ -309,7 +309,7 @@ DEFINE_MM(mm_bf16_avx2, fp_tile, 2)
 
 /* ------------------------------------------------ packed weights ----
  * The packed layout (kernels.h): per block of a 16-row group, 16 fp16
- * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4) / 8 (q8_0) 64-byte parts of one 4-byte word per
+ * scales (MXFP4: exponent bytes) and 4 (q4_0, MXFP4, IQ4_NL) / 8 (q8_0) 64-byte parts of one 4-byte word per
  * row. A ymm holds 8 rows' words, so a group is two halves of 8 rows;
  * part g multiplies the broadcast activation bytes 4g..4g+3. q4_0:
  * nibbles (0..15) x x with vpmaddubsw, the 8 parts' 16-bit pair sums
@@ -334,6 +334,7 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     const __m256i kv = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rkm_kvalues_mxfp4)),
                                        _mm256_set1_epi8(12));
+    const __m256i knl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rkm_kvalues_iq4nl));
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     const int8_t *xq = a->xq + i * nb * 32;
     const float *xd = a->xd + i * nb;
@@ -369,6 +370,21 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
                     }
                     isum = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(slo, ones), _mm256_madd_epi16(shi, ones)),
                                             _mm256_set1_epi32(-12 * xs[b]));
+                } else if (type == RKM_TYPE_IQ4_NL) {
+                    /* the signed levels by vpshufb, the sign trick per
+                     * part (pairs at most 2 x 127 x 127 = 32258), each
+                     * part widened by vpmaddwd */
+                    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
+                    isum = _mm256_setzero_si256();
+                    for (int h = 0; h < 4; h++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * h + 32 * hf));
+                        __m256i lo = _mm256_shuffle_epi8(knl, _mm256_and_si256(v, m4));
+                        __m256i hi = _mm256_shuffle_epi8(knl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                        __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 4 * h)), lo));
+                        __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(hi),
+                                                          _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 16 + 4 * h)), hi));
+                        isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+                    }
                 } else if (type == RKM_TYPE_Q4_0) {
                     dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
                     __m256i s16 = _mm256_setzero_si256();
@@ -414,6 +430,7 @@ static inline __attribute__((always_inline)) void pk2_mm(const rkm_mm_args *a, i
 static void mm_q8_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_Q8_0); }
 static void mm_q4_0_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_Q4_0); }
 static void mm_mxfp4_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_MXFP4); }
+static void mm_iq4_nl_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk2_mm(a, r0, r1, RKM_TYPE_IQ4_NL); }
 
 /* --------------------------------------------------------- element ops */
 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps)
@@ -743,6 +760,8 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .mm_q8_0_p = mm_q8_0_p_avx2,
     .mm_q4_0_p = mm_q4_0_p_avx2,
     .mm_mxfp4_p = mm_mxfp4_p_avx2,
+    .mm_iq4_nl_p = mm_iq4_nl_p_avx2,
+    .mm_iq4_xs_p = rkm_mm_iq4_xs_p_avx2,
     .rmsnorm = rmsnorm_avx2,
     .softmax = softmax_avx2,
     .swiglu = swiglu_avx2,

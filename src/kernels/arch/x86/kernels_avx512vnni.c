@@ -26,6 +26,7 @@ static void mm_q4_0_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
 static void mm_q8_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q8_0); }
 static void mm_q4_0_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_Q4_0); }
 static void mm_mxfp4_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
+static void mm_iq4_nl_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_IQ4_NL); }
 
 const rkm_kernel_set rkm_kernels_avx512vnni = {
     .name = "avx512vnni",
@@ -34,6 +35,8 @@ const rkm_kernel_set rkm_kernels_avx512vnni = {
     .mm_q8_0_p = mm_q8_0_p_avx512vnni,
     .mm_q4_0_p = mm_q4_0_p_avx512vnni,
     .mm_mxfp4_p = mm_mxfp4_p_avx512vnni,
+    .mm_iq4_nl_p = mm_iq4_nl_p_avx512vnni,
+    .mm_iq4_xs_p = rkm_mm_iq4_xs_p_avx512vnni,
     .mm_q4_k_p = rkm_mm_q4_k_p_avx512vnni,
     .mm_q5_k_p = rkm_mm_q5_k_p_avx512vnni,
     .mm_q6_k_p = rkm_mm_q6_k_p_avx512vnni,

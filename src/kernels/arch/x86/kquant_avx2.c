@@ -463,3 +463,98 @@ void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pk62_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------------- packed IQ4_XS ----
+ * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
+ * lane. A sub-block of 32 values is 4 parts (low nibbles: values l, high:
+ * 16 + l), whose signed levels come from one vpshufb each; the sign trick
+ * (vpmaddubsw of |level| by x with the level's sign, pairs at most 2 x
+ * 127 x 127 = 32258) and one vpmaddwd by ones per part give the exact dot,
+ * which the rows' 6-bit scales (scales_l nibble | scales_h pair << 4,
+ * minus 32) multiply (vpmulld); the reference's fused multiply-add per
+ * row and super-block (bit-identical to it). Decode reads 4 groups as
+ * streams prefetched 2 KiB ahead; prefill takes 2 activation rows at a
+ * time. */
+KQ_INLINE void pkx2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i knl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rkm_kvalues_iq4nl));
+    __m256 acc[4][2][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_IQ4_XS_BLOCK;
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_IQ4_XS_BLOCK, RKM_PK_IQ4_XS_BLOCK, PKK2_PF_BYTES);
+#pragma GCC unroll 1
+            for (int h = 0; h < 2; h++) {
+                const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+                __m256i isum[2];
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+                for (int ib = 0; ib < 8; ib++) {
+                    const __m256i sl = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * (ib >> 1) + 8 * h)));
+                    const __m256i lo4 = _mm256_and_si256(_mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * (ib & 1))), _mm256_set1_epi32(15));
+                    const __m256i hi2 = _mm256_and_si256(_mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * ib)), _mm256_set1_epi32(3));
+                    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), _mm256_set1_epi32(32));
+                    __m256i d[2];
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) d[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 128 + 64 * (4 * ib + t) + 32 * h));
+                        const __m256i lo = _mm256_shuffle_epi8(knl, _mm256_and_si256(v, m4));
+                        const __m256i hi = _mm256_shuffle_epi8(knl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                        const __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
+#pragma GCC unroll 2
+                        for (int c = 0; c < RX; c++) {
+                            const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 32 * ib + 4 * t;
+                            int32_t x0, x1;
+                            memcpy(&x0, xb, 4);
+                            memcpy(&x1, xb + 16, 4);
+                            const __m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(_mm256_set1_epi32(x0), lo));
+                            const __m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(_mm256_set1_epi32(x1), hi));
+                            d[c] = _mm256_add_epi32(d[c], _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+                        }
+                    }
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d[c], sc));
+                }
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++)
+                    acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(a->xd[(i + c) * nb + b])),
+                                                   _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++)
+            for (int h = 0; h < 2; h++)
+                _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
+}
+
+void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkx2_compute(a, r, 0, 1, PKK2_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkx2_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pkx2_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pkx2_compute(a, r, i, 1, 1);
+    }
+}

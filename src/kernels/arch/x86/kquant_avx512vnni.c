@@ -1010,3 +1010,97 @@ void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pk6_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------------- packed IQ4_XS ----
+ * As packed Q4_K, 16 rows in the lanes (layout in kernels.h). A sub-block
+ * of 32 values is 4 parts: their low nibbles hold values l (0..15) and
+ * the high ones 16 + l, looked up by vpshufb as level + 128 (1..241,
+ * unsigned as vpdpbusd wants), so 8 vpdpbusd into an accumulator that
+ * starts at -128 x the activations' sum of 32 end at the reference's exact
+ * dot of the levels by x. The rows' 6-bit scales (scales_l nibble |
+ * scales_h pair << 4, minus 32) come from the head's three fields by
+ * shifts and masks, scale the sub-block sums (vpmulld), and each
+ * super-block ends in the reference's fused multiply-add per row. Decode
+ * reads PKK_STREAMS groups as parallel streams; prefill takes up to 4
+ * activation rows per weight group. */
+KQ_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m512i m4 = _mm512_set1_epi8(15), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
+    const __m512i kv = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rkm_kvalues_iq4nl)),
+                                       _mm512_set1_epi8((char)0x80));
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[k][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_IQ4_XS_BLOCK;
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_IQ4_XS_BLOCK, RKM_PK_IQ4_XS_BLOCK, PKK_PF_BYTES);
+            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            __m512i isum[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) isum[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+            for (int ib = 0; ib < 8; ib++) {
+                const __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 16 * (ib >> 1))));
+                const __m512i lo4 = _mm512_and_si512(_mm512_srl_epi32(sl, _mm_cvtsi32_si128(4 * (ib & 1))), m15);
+                const __m512i hi2 = _mm512_and_si512(_mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * ib)), m3);
+                const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+                __m512i d0[4], d1[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++) {
+                    const int32_t *xs = a->xs + (i + c) * ng16 + 16 * b + 2 * ib;
+                    d0[c] = _mm512_set1_epi32(-128 * (xs[0] + xs[1]));
+                    d1[c] = _mm512_setzero_si512();
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const __m512i v = _mm512_loadu_si512((const void *)(blk + 128 + 64 * (4 * ib + t)));
+                    const __m512i lo = _mm512_shuffle_epi8(kv, _mm512_and_si512(v, m4));
+                    const __m512i hi = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+#pragma GCC unroll 4
+                    for (int c = 0; c < RX; c++) {
+                        const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 32 * ib + 4 * t;
+                        int32_t x0, x1;
+                        memcpy(&x0, xb, 4);
+                        memcpy(&x1, xb + 16, 4);
+                        d0[c] = _mm512_dpbusd_epi32(d0[c], lo, _mm512_set1_epi32(x0));
+                        d1[c] = _mm512_dpbusd_epi32(d1[c], hi, _mm512_set1_epi32(x1));
+                    }
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(d0[c], d1[c]), sc));
+            }
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++)
+                acc[k][c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, _mm512_set1_ps(a->xd[(i + c) * nb + b])),
+                                            _mm512_cvtepi32_ps(isum[c]), acc[k][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
+}
+
+void rkm_mm_iq4_xs_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkx_compute(a, r, 0, 1, PKK_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkx_compute(a, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) pkx_compute(a, r, i, 4, 1);
+        for (; i + 2 <= a->m; i += 2) pkx_compute(a, r, i, 2, 1);
+        for (; i < a->m; i++) pkx_compute(a, r, i, 1, 1);
+    }
+}
