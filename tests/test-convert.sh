@@ -52,22 +52,22 @@ else
   fail "convert --expert-layout plain"
 fi
 # The K-quants and IQ4 at full super-block width (Q4_K_M: Q4_K experts;
-# Q5_K_S; Q6_K; IQ4_XS; IQ4_NL): experts stored packed (q4_k_x16,
-# q5_k_x16, q6_k_x16, iq4_xs_x16, iq4_nl_x16), resident matrices packed at
+# Q5_K_S; Q6_K; Q3_K_S; Q2_K: Q2_K gate and up, a Q3_K down; IQ4_XS;
+# IQ4_NL): experts stored packed (q4_k_x16, ..., iq4_nl_x16), resident matrices packed at
 # load; --expert-layout plain keeps GGUF's rows, which the expert cache
 # packs after each read. Every logit the same as the plain rows'
 # (RKM_PACK=resident on the plain conversion: its experts run as rows;
 # resident matrices packed on both sides, as the ref and AVX2 sets' plain
 # q8_0 kernels do not fuse their multiply-add), resident and streamed
 # through 3 slots
-kquant_packed() { # MIX TYPE
-  local mix=$1 ty=$2 K=$T/k-$1
+kquant_packed() { # MIX TYPE [DOWN_TYPE]
+  local mix=$1 ty=$2 dt=${3:-$2} K=$T/k-$1
   if $R synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --dtype "$mix" -o "$K.gguf" --quiet \
       && $R convert "$K.gguf" "$K-m" --quant keep --quiet && $R inspect "$K-m" --verify > "$K-inspect.txt" \
       && $R convert "$K.gguf" "$K-mp" --quant keep --expert-layout plain --quiet && $R inspect "$K-mp" > "$K-inspect-p.txt"; then
-    grep -q "gate ${ty}_x16, up ${ty}_x16, down ${ty}_x16" "$K-inspect.txt" && ok "$mix: ${ty^^} experts stored packed by default" \
+    grep -q "gate ${ty}_x16, up ${ty}_x16, down ${dt}_x16" "$K-inspect.txt" && ok "$mix: ${ty^^} experts stored packed by default" \
       || fail "$mix layout: $(grep 'routed experts' "$K-inspect.txt")"
-    grep -q "gate $ty, up $ty, down $ty" "$K-inspect-p.txt" && ok "$mix: ${ty^^} experts as GGUF rows with --expert-layout plain" \
+    grep -q "gate $ty, up $ty, down $dt" "$K-inspect-p.txt" && ok "$mix: ${ty^^} experts as GGUF rows with --expert-layout plain" \
       || fail "$mix plain layout: $(grep 'routed experts' "$K-inspect-p.txt")"
     local ids=1,5,9,33,100,200,300,7,8,9,10,11,12,13,40,41 p0 p1 p2 p3
     ppl() { $R perplexity --ids $ids --print-top1 --router-margins "$@" 2>/dev/null; }
@@ -85,6 +85,8 @@ kquant_packed() { # MIX TYPE
 kquant_packed q4_k_m q4_k
 kquant_packed q5_k_s q5_k
 kquant_packed q6_k q6_k
+kquant_packed q3_k_s q3_k
+kquant_packed q2_k q2_k q3_k
 kquant_packed iq4_xs iq4_xs
 kquant_packed iq4_nl iq4_nl
 $R convert "$T/a.gguf" "$T/m-x" --expert-layout diagonal --quiet 2> "$T/err" && fail "bad --expert-layout accepted" \

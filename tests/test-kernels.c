@@ -420,13 +420,22 @@ static size_t packed_sb(int wtype)
            : wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K ? 16
            : wtype == RKM_TYPE_Q6_K ? 18
            : wtype == RKM_TYPE_IQ4_XS ? 8
+           : wtype == RKM_TYPE_Q3_K ? 14
+           : wtype == RKM_TYPE_Q2_K ? 20
                                       : 2;
 }
 
 /* the 256-value types, whose activations are q8_K */
 static int packed_k(int wtype)
 {
-    return wtype == RKM_TYPE_Q4_K || wtype == RKM_TYPE_Q5_K || wtype == RKM_TYPE_Q6_K || wtype == RKM_TYPE_IQ4_XS;
+    return rkm_type_block_size(wtype) == 256;
+}
+
+/* the types whose packed layout places bytes by their plain offset j >= 0
+ * (a head that is not first in the plain block) */
+static int packed_by_plain_byte(int wtype)
+{
+    return wtype == RKM_TYPE_Q6_K || wtype == RKM_TYPE_Q3_K || wtype == RKM_TYPE_Q2_K;
 }
 
 static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j)
@@ -440,6 +449,17 @@ static size_t packed_offset(int wtype, int64_t n_in, int64_t r, int64_t b, int j
         int h = j + (int)sb;
         if (h < 4) return g0 + 32 * (size_t)(h / 2) + 2 * rr + (size_t)(h % 2);
         return g0 + 64 + 16 * (size_t)(h - 4) + rr;
+    }
+    if (wtype == RKM_TYPE_Q3_K) { /* j: the plain block's byte; hmask and qs (0..95) as words, then scale bytes, d */
+        if (j < 96) return g0 + 224 + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
+        if (j < 108) return g0 + 32 + 16 * (size_t)(j - 96) + rr;
+        return g0 + 2 * rr + (size_t)(j - 108);
+    }
+    if (wtype == RKM_TYPE_Q2_K) { /* j: the plain block's byte; scale bytes, qs (16..79) as words, d, dmin */
+        if (j < 16) return g0 + 64 + 16 * (size_t)j + rr;
+        if (j < 80) return g0 + 320 + 64 * (size_t)((j - 16) / 4) + 4 * rr + (size_t)((j - 16) % 4);
+        if (j < 82) return g0 + 2 * rr + (size_t)(j - 80);
+        return g0 + 32 + 2 * rr + (size_t)(j - 82);
     }
     if (wtype == RKM_TYPE_Q6_K) { /* j: the plain block's byte; ql and qh (0..191) as words, then scales, d */
         if (j < 192) return g0 + 288 + 64 * (size_t)(j / 4) + 4 * rr + (size_t)(j % 4);
@@ -683,9 +703,10 @@ static void test_membw(rkm_pool **pools, int n_pools)
 
 static void test_pack_layout(void)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL,
-                         RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
-    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "iq4_nl_x16", "q4_k_x16", "Q5_K_x16", "q6_k_x16", "IQ4_XS_x16"};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL, RKM_TYPE_Q2_K,
+                         RKM_TYPE_Q3_K, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
+    const char *names[] = {"q8_0_x16", "Q4_0_X16", "mxfp4_X16", "iq4_nl_x16", "Q2_k_x16",
+                           "q3_K_x16", "q4_k_x16", "Q5_K_x16", "q6_k_x16", "IQ4_XS_x16"};
     int bad = 0;
     for (size_t ti = 0; ti < RKM_ARRAY_LEN(types); ti++) {
         int t = types[ti];
@@ -703,7 +724,7 @@ static void test_pack_layout(void)
         const uint8_t *w = c.w;
         const int sb = (int)packed_sb(t);
         size_t rb = rkm_type_row_bytes(t, n_in), blk = rkm_type_block_bytes(t);
-        const int j0 = t == RKM_TYPE_Q6_K ? 0 : -sb; /* Q6_K: j is the plain byte (its head is last) */
+        const int j0 = packed_by_plain_byte(t) ? 0 : -sb; /* j is the plain byte */
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t b = 0; b < n_in / rkm_type_block_size(t); b++)
                 for (int j = j0; j < (int)blk + j0; j++) {
@@ -757,8 +778,8 @@ static int packed_check(const mm_case *c, const float *y, const float *yref, con
 
 static void test_matmul_packed(const char **variants, int n_var, rkm_pool **pools, int n_pools)
 {
-    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL,
-                         RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
+    const int types[] = {RKM_TYPE_Q8_0, RKM_TYPE_Q4_0, RKM_TYPE_MXFP4, RKM_TYPE_IQ4_NL, RKM_TYPE_Q2_K,
+                         RKM_TYPE_Q3_K, RKM_TYPE_Q4_K, RKM_TYPE_Q5_K, RKM_TYPE_Q6_K, RKM_TYPE_IQ4_XS};
     const int64_t n_ins[] = {32, 96, 160, 2048}, n_ins_k[] = {256, 512, 768, 2048};
     const int64_t n_outs[] = {16, 17, 31, 32, 47, 64, 97};
     const int64_t ms[] = {1, 2, 3, 5, 6, 8, 17, 33};

@@ -132,6 +132,8 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(mm_q4_0_p);
     TAKE(mm_mxfp4_p);
     TAKE(mm_iq4_nl_p);
+    TAKE(mm_q2_k_p);
+    TAKE(mm_q3_k_p);
     TAKE(mm_q4_k_p);
     TAKE(mm_q5_k_p);
     TAKE(mm_q6_k_p);
@@ -418,6 +420,8 @@ static void matmul(rkm_pool *pool, int wtype, const void *w, int64_t n_in, int64
         j.fn_tail = j.fn;
         j.fn = base == RKM_TYPE_Q8_0   ? k->mm_q8_0_p
                : base == RKM_TYPE_Q4_0 ? k->mm_q4_0_p
+               : base == RKM_TYPE_Q2_K ? k->mm_q2_k_p
+               : base == RKM_TYPE_Q3_K ? k->mm_q3_k_p
                : base == RKM_TYPE_Q4_K ? k->mm_q4_k_p
                : base == RKM_TYPE_Q5_K ? k->mm_q5_k_p
                : base == RKM_TYPE_Q6_K ? k->mm_q6_k_p

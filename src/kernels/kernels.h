@@ -79,7 +79,7 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
                       int64_t ldy);
 
 /* ------------------------------------------- packed (interleaved) rows
- * A layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS matrices for the
+ * A layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q2_K..Q6_K / IQ4_XS matrices for the
  * matmuls: type RKM_TYPE_PACKED | RKM_TYPE_Q8_0 (or any of the others), quant.h. Made at load for resident matrices;
  * routed experts are stored in it by `rkmojo convert` (docs/FORMAT.md), so
  * a read expert needs no repacking. Rows go in groups
@@ -114,6 +114,14 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  *   bytes 4h..4h+3 of the row's qs (sub-block h / 4; low nibbles: values
  *   32 (h / 4) + l, high: 32 (h / 4) + 16 + l, l = 4 (h % 4) + 0..3):
  *   2176 bytes = 16 x 136.
+ * Q3_K's block (256 values): the 16 rows' d (32 bytes), then scale byte k
+ *   (0..11) of the 16 rows at 32 + 16k (192 bytes), then 24 parts of 64
+ *   bytes: part h holds, for rows 0..15, bytes 4h..4h+3 of the row's
+ *   hmask (h < 8) and qs (h >= 8: qs bytes 4(h-8)..): 1760 bytes = 16 x 110.
+ * Q2_K's block (256 values): the 16 rows' d (32 bytes), their dmin (32
+ *   bytes), then scale byte k (0..15) of the 16 rows at 64 + 16k (256
+ *   bytes), then 16 parts of 64 bytes: part h holds, for rows 0..15, bytes
+ *   4h..4h+3 of the row's qs: 1344 bytes = 16 x 84.
  * A group takes exactly the bytes of its 16 plain rows, so row r of a
  * group boundary (r % 16 == 0) still starts at r * row_bytes and a matrix
  * can be split at group boundaries. Rows past the last whole group stay
@@ -126,7 +134,7 @@ void rkm_matmul_reuse(int wtype, const void *w, int64_t n_in, int64_t n_out, con
  * d_w * d_x, acc) block after block, so all sets give bit-identical
  * results for packed weights, at any m, thread count or row split. */
 #define RKM_PACK_ROWS 16
-/* The packed type of a q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS matrix with at
+/* The packed type of a q8_0 / q4_0 / MXFP4 / IQ4_NL / Q2_K..Q6_K / IQ4_XS matrix with at
  * least one whole group (else type unchanged); the plain type of a packed
  * one. */
 int rkm_pack_type(int type, int64_t n_out);

@@ -91,8 +91,8 @@ typedef struct {
     /* Packed weights (kernels.h): whole groups only, r0 and r1 multiples
      * of RKM_PACK_ROWS; must compute exactly as the reference does. */
     rkm_mm_fn mm_q8_0_p, mm_q4_0_p, mm_mxfp4_p, mm_iq4_nl_p;
-    /* Packed Q4_K, Q5_K, Q6_K and IQ4_XS (q8_K activations). */
-    rkm_mm_fn mm_q4_k_p, mm_q5_k_p, mm_q6_k_p, mm_iq4_xs_p;
+    /* Packed Q2_K..Q6_K and IQ4_XS (q8_K activations). */
+    rkm_mm_fn mm_q2_k_p, mm_q3_k_p, mm_q4_k_p, mm_q5_k_p, mm_q6_k_p, mm_iq4_xs_p;
     void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
@@ -199,37 +199,31 @@ _Static_assert(RKM_PK_Q5_K_BLOCK == 256 + 40 * 64, "packed q5_k block");
 _Static_assert(RKM_PK_Q6_K_BLOCK == 288 + 48 * 64, "packed q6_k block");
 #define RKM_PK_IQ4_XS_BLOCK (RKM_PACK_ROWS * 136)
 _Static_assert(RKM_PK_IQ4_XS_BLOCK == 128 + 32 * 64, "packed iq4_xs block");
+#define RKM_PK_Q3_K_BLOCK (RKM_PACK_ROWS * 110)
+_Static_assert(RKM_PK_Q3_K_BLOCK == 224 + 24 * 64, "packed q3_k block");
+#define RKM_PK_Q2_K_BLOCK (RKM_PACK_ROWS * 84)
+_Static_assert(RKM_PK_Q2_K_BLOCK == 320 + 16 * 64, "packed q2_k block");
 
-/* The packed block's bytes for a plain type (0: not packable), the values
- * one block holds, and the bytes of one row's block head (scale; Q4_K: d,
- * dmin and the 12 scale bytes; IQ4_XS: d, scales_h and the 4 scales_l
- * bytes), which lead the packed block. IQ4_NL's packed block is q4_0's. */
+/* The packed block's bytes for a plain type (0: not packable) and the
+ * values one block holds. IQ4_NL's packed block is q4_0's. */
 static inline size_t rkm_pk_block(int type)
 {
-    return type == RKM_TYPE_Q8_0 ? RKM_PK_Q8_0_BLOCK
+    return type == RKM_TYPE_Q8_0                              ? RKM_PK_Q8_0_BLOCK
            : type == RKM_TYPE_Q4_0 || type == RKM_TYPE_IQ4_NL ? RKM_PK_Q4_0_BLOCK
-           : type == RKM_TYPE_MXFP4 ? RKM_PK_MXFP4_BLOCK
-           : type == RKM_TYPE_Q4_K ? RKM_PK_Q4_K_BLOCK
-           : type == RKM_TYPE_Q5_K ? RKM_PK_Q5_K_BLOCK
-           : type == RKM_TYPE_Q6_K ? RKM_PK_Q6_K_BLOCK
-           : type == RKM_TYPE_IQ4_XS ? RKM_PK_IQ4_XS_BLOCK
-                                    : 0;
+           : type == RKM_TYPE_MXFP4                           ? RKM_PK_MXFP4_BLOCK
+           : type == RKM_TYPE_Q4_K                            ? RKM_PK_Q4_K_BLOCK
+           : type == RKM_TYPE_Q5_K                            ? RKM_PK_Q5_K_BLOCK
+           : type == RKM_TYPE_Q6_K                            ? RKM_PK_Q6_K_BLOCK
+           : type == RKM_TYPE_IQ4_XS                          ? RKM_PK_IQ4_XS_BLOCK
+           : type == RKM_TYPE_Q3_K                            ? RKM_PK_Q3_K_BLOCK
+           : type == RKM_TYPE_Q2_K                            ? RKM_PK_Q2_K_BLOCK
+                                                              : 0;
 }
-static inline int rkm_pk_values(int type)
-{
-    return type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K || type == RKM_TYPE_Q6_K || type == RKM_TYPE_IQ4_XS ? 256 : 32;
-}
-static inline size_t rkm_pk_scale_bytes(int type)
-{
-    return type == RKM_TYPE_MXFP4                         ? 1
-           : type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K ? 16
-           : type == RKM_TYPE_Q6_K                         ? 18
-           : type == RKM_TYPE_IQ4_XS                       ? 8
-                                                           : 2;
-}
-/* Where a plain block's quant words start (Q6_K's head, its 16 scales and
- * d, comes after its 192 bytes of ql and qh). */
-static inline size_t rkm_pk_words_at(int type) { return type == RKM_TYPE_Q6_K ? 0 : rkm_pk_scale_bytes(type); }
+static inline int rkm_pk_values(int type) { return rkm_type_block_size(type); }
+/* The bytes of one row's block head (its scales: q4_0's d, Q4_K's d, dmin
+ * and 12 scale bytes, ...), which the packed block leads with, field by
+ * field (pack.c's table, kernels.h's layouts). */
+size_t rkm_pk_scale_bytes(int type);
 /* Row r (0..15) of the packed block o of plain type, as its plain block's
  * bytes at row (pack.c; the reference kernels read packed rows with it). */
 void rkm_pk_unpack_row(int type, const uint8_t *o, int r, uint8_t *row);

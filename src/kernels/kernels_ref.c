@@ -96,7 +96,7 @@ static void mm_bf16_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_half_
 
 /* Native block types in integer form (kernels_impl.h): per block the
  * exact isum and msum, then one or two fused multiply-adds. */
-/* packed: the rows are 16-row groups of packed Q4_K, Q5_K, Q6_K, IQ4_NL or IQ4_XS (r0, r1
+/* packed: the rows are 16-row groups of packed Q2_K..Q6_K, IQ4_NL or IQ4_XS (r0, r1
  * multiples of 16), read back block by block: the same arithmetic as the
  * plain rows. */
 static void mm_qblock_any(const rkm_mm_args *a, int64_t r0, int64_t r1, int type, int packed)
@@ -147,6 +147,8 @@ static void mm_q5_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qbl
 static void mm_q6_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q6_K, 1); }
 static void mm_iq4_nl_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_IQ4_NL, 1); }
 static void mm_iq4_xs_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_IQ4_XS, 1); }
+static void mm_q3_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q3_K, 1); }
+static void mm_q2_k_p_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_any(a, r0, r1, RKM_TYPE_Q2_K, 1); }
 
 #define QBLOCK_REF(name, type) \
     static void mm_##name##_ref(const rkm_mm_args *a, int64_t r0, int64_t r1) { mm_qblock_ref(a, r0, r1, type); }
@@ -382,6 +384,8 @@ const rkm_kernel_set rkm_kernels_ref = {
     .mm_q5_k_p = mm_q5_k_p_ref,
     .mm_q6_k_p = mm_q6_k_p_ref,
     .mm_iq4_xs_p = mm_iq4_xs_p_ref,
+    .mm_q3_k_p = mm_q3_k_p_ref,
+    .mm_q2_k_p = mm_q2_k_p_ref,
     .rmsnorm = rmsnorm_ref,
     .softmax = softmax_ref,
     .swiglu = swiglu_ref,

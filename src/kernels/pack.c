@@ -1,5 +1,5 @@
 /*
- * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS weight
+ * pack.c - the packed ("interleaved rows") layout of q8_0 / q4_0 / MXFP4 / IQ4_NL / Q2_K..Q6_K / IQ4_XS weight
  * matrices (layout in kernels.h): type helpers and the in-place repack
  * from the plain GGUF layout, which the model loader runs on resident
  * matrices and the expert cache on each expert blob of a model stored
@@ -58,54 +58,72 @@ static void transpose4(const uint8_t *const p[4], uint8_t *o)
 }
 #endif
 
-/* One group: src = 16 plain rows of rb bytes, dst = the packed group.
- * A plain block is its scale (sb bytes) then its qs; the packed block
- * the 16 scales, then the parts. */
-/* The block head of row r to and from its place in the packed head
- * (kernels.h: field by field, 16 rows each): two 2-byte fields, then n
- * scale bytes. Q4_K / Q5_K: d, dmin, 12 scale bytes; IQ4_XS: d,
- * scales_h, the 4 scales_l bytes. */
-static void k_head_pack(uint8_t *o, const uint8_t *row, int r, int n)
+/* Each packable type's block head: its fields in the plain block (byte
+ * offset, bytes per item, items), laid out in the packed head in this
+ * order, each item for the 16 rows together (kernels.h); and where the
+ * plain block's quant words start (they run to the end of the block, or
+ * up to the head when it comes last). */
+typedef struct {
+    uint8_t at, size, n;
+} head_field;
+
+static const struct {
+    int type;
+    uint8_t words_at;
+    head_field f[3];
+} heads[] = {
+    {RKM_TYPE_Q8_0, 2, {{0, 2, 1}}},
+    {RKM_TYPE_Q4_0, 2, {{0, 2, 1}}},
+    {RKM_TYPE_IQ4_NL, 2, {{0, 2, 1}}},
+    {RKM_TYPE_MXFP4, 1, {{0, 1, 1}}},
+    {RKM_TYPE_Q4_K, 16, {{0, 2, 1}, {2, 2, 1}, {4, 1, 12}}},   /* d, dmin, scale bytes */
+    {RKM_TYPE_Q5_K, 16, {{0, 2, 1}, {2, 2, 1}, {4, 1, 12}}},   /* the same; qh then qs as words */
+    {RKM_TYPE_Q6_K, 0, {{208, 2, 1}, {192, 1, 16}}},           /* d, int8 scales; ql, qh */
+    {RKM_TYPE_IQ4_XS, 8, {{0, 2, 1}, {2, 2, 1}, {4, 1, 4}}},   /* d, scales_h, scales_l */
+    {RKM_TYPE_Q3_K, 0, {{108, 2, 1}, {96, 1, 12}}},            /* d, scale bytes; hmask, qs */
+    {RKM_TYPE_Q2_K, 16, {{80, 2, 1}, {82, 2, 1}, {0, 1, 16}}}, /* d, dmin, scale bytes */
+};
+
+static int head_of(int type)
 {
-    memcpy(o + 2 * r, row, 2);
-    memcpy(o + 32 + 2 * r, row + 2, 2);
-    for (int k = 0; k < n; k++) o[64 + 16 * k + r] = row[4 + k];
+    for (int i = 0; i < (int)RKM_ARRAY_LEN(heads); i++)
+        if (heads[i].type == type) return i;
+    return -1;
 }
 
-static void k_head_unpack(uint8_t *row, const uint8_t *o, int r, int n)
+size_t rkm_pk_scale_bytes(int type)
 {
-    memcpy(row, o + 2 * r, 2);
-    memcpy(row + 2, o + 32 + 2 * r, 2);
-    for (int k = 0; k < n; k++) row[4 + k] = o[64 + 16 * k + r];
+    int h = head_of(type);
+    size_t n = 0;
+    for (int f = 0; h >= 0 && f < 3; f++) n += (size_t)heads[h].f[f].size * heads[h].f[f].n;
+    return n;
 }
 
-/* Q6_K's: d (plain bytes 208..209), then its 16 scale bytes (192..207). */
-static void k6_head_pack(uint8_t *o, const uint8_t *row, int r)
+/* Row r's head between its plain block (row) and the packed head (o):
+ * to_packed 1 packs, 0 unpacks. */
+static void head_move(int h, uint8_t *o, uint8_t *row, int r, int to_packed)
 {
-    memcpy(o + 2 * r, row + 208, 2);
-    for (int k = 0; k < 16; k++) o[32 + 16 * k + r] = row[192 + k];
+    size_t at = 0;
+    for (int f = 0; f < 3 && heads[h].f[f].n; f++) {
+        const head_field *hf = &heads[h].f[f];
+        for (int k = 0; k < hf->n; k++, at += (size_t)RKM_PACK_ROWS * hf->size) {
+            uint8_t *p = o + at + (size_t)hf->size * r, *q = row + hf->at + (size_t)hf->size * k;
+            if (to_packed) memcpy(p, q, hf->size);
+            else memcpy(q, p, hf->size);
+        }
+    }
 }
 
-static void k6_head_unpack(uint8_t *row, const uint8_t *o, int r)
-{
-    memcpy(row + 208, o + 2 * r, 2);
-    for (int k = 0; k < 16; k++) row[192 + k] = o[32 + 16 * k + r];
-}
-
+/* One group: src = 16 plain rows of rb bytes, dst = the packed group. */
 static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, int64_t nb)
 {
+    const int hd = head_of(type);
     const size_t bb = rkm_type_block_bytes(type), sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb;
-    const size_t wa = rkm_pk_words_at(type);
-    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's quants: 4, 8, 32 or 48 */
+    const size_t wa = heads[hd].words_at;
+    const int words = (int)(bb - sb) / 4; /* 4-byte words of a block's quants: 4 to 48 */
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *o = dst + (size_t)b * rkm_pk_block(type);
-        for (int r = 0; r < RKM_PACK_ROWS; r++) {
-            const uint8_t *row = src + (size_t)r * rb + (size_t)b * bb;
-            if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_pack(o, row, r, 12);
-            else if (type == RKM_TYPE_IQ4_XS) k_head_pack(o, row, r, 4);
-            else if (type == RKM_TYPE_Q6_K) k6_head_pack(o, row, r);
-            else memcpy(o + sb * r, row, sb);
-        }
+        for (int r = 0; r < RKM_PACK_ROWS; r++) head_move(hd, o, (uint8_t *)(src + (size_t)r * rb + (size_t)b * bb), r, 1);
         for (int w4 = 0; w4 < words; w4 += 4) /* parts w4..w4+3: words w4..w4+3 */
             for (int qd = 0; qd < RKM_PACK_ROWS / 4; qd++) {
                 const uint8_t *p[4];
@@ -117,12 +135,10 @@ static void pack_group(int type, uint8_t *dst, const uint8_t *src, size_t rb, in
 
 void rkm_pk_unpack_row(int type, const uint8_t *o, int r, uint8_t *row)
 {
-    const size_t sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb, wa = rkm_pk_words_at(type);
+    const int hd = head_of(type);
+    const size_t sb = rkm_pk_scale_bytes(type), hb = RKM_PACK_ROWS * sb, wa = heads[hd].words_at;
     const int words = (int)(rkm_type_block_bytes(type) - sb) / 4; /* 4-byte words of a block's quants */
-    if (type == RKM_TYPE_Q4_K || type == RKM_TYPE_Q5_K) k_head_unpack(row, o, r, 12);
-    else if (type == RKM_TYPE_IQ4_XS) k_head_unpack(row, o, r, 4);
-    else if (type == RKM_TYPE_Q6_K) k6_head_unpack(row, o, r);
-    else memcpy(row, o + sb * r, sb);
+    head_move(hd, (uint8_t *)o, row, r, 0);
     for (int h = 0; h < words; h++) memcpy(row + wa + 4 * h, o + hb + 64 * h + 4 * r, 4);
 }
 

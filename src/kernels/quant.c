@@ -68,7 +68,8 @@ static const struct {
 } packed_types[] = {
     {RKM_TYPE_Q8_0, "q8_0_x16"}, {RKM_TYPE_Q4_0, "q4_0_x16"}, {RKM_TYPE_MXFP4, "mxfp4_x16"},
     {RKM_TYPE_Q4_K, "q4_k_x16"}, {RKM_TYPE_Q5_K, "q5_k_x16"}, {RKM_TYPE_Q6_K, "q6_k_x16"},
-    {RKM_TYPE_IQ4_NL, "iq4_nl_x16"}, {RKM_TYPE_IQ4_XS, "iq4_xs_x16"},
+    {RKM_TYPE_IQ4_NL, "iq4_nl_x16"}, {RKM_TYPE_IQ4_XS, "iq4_xs_x16"}, {RKM_TYPE_Q3_K, "q3_k_x16"},
+    {RKM_TYPE_Q2_K, "q2_k_x16"},
 };
 
 int rkm_type_packed(int type)

@@ -759,6 +759,109 @@ static void N_FN(mm_iq4_xs_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
     }
 }
 
+/* Packed Q3_K and Q2_K (kernels.h): a quad of 4 rows per q register. The
+ * levels of sub-block s = 8n + 2j + g are the 2-bit fields at bits 2j of
+ * `qs` parts 8n + 4g + t (Q3_K: after its 8 `hmask` parts) with, for
+ * Q3_K, bit 4n + j of `hmask` part 4g + t inserted as bit 2 (0..7, the
+ * value + 4); 4 words by lane against 16 activation bytes (pk_dot4) into
+ * an accumulator that starts at -4 x their sum (Q3_K; Q2_K's mins times
+ * the sums go apart); times the rows' scales; the reference's fused
+ * multiply-add(s) per row and super-block. */
+N_INLINE void pk23_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX)
+{
+    const int q3 = type == RKM_TYPE_Q3_K;
+    const int blkb = (int)rkm_pk_block(type), parts_at = q3 ? 224 : 320;
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int qd = 0; qd < 4; qd++)
+#pragma GCC unroll 2
+        for (int c = 0; c < RX; c++) acc[qd][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * blkb, *parts = blk + parts_at;
+        if (RX == 1)
+            for (int o = 0; o < blkb; o += 64) __builtin_prefetch(blk + PF_BYTES + o);
+#pragma GCC unroll 1
+        for (int qd = 0; qd < 4; qd++) {
+            int32x4_t sc[16], isum[2], msum[2];
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) isum[c] = msum[c] = vdupq_n_s32(0);
+#pragma GCC unroll 16
+            for (int s = 0; s < 16; s++) {
+                uint32_t v4;
+                memcpy(&v4, blk + (q3 ? 32 + 16 * (s & 7) : 64 + 16 * s) + 4 * qd, 4);
+                const uint32x4_t v = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v4))));
+                if (q3) {
+                    memcpy(&v4, blk + 32 + 16 * (8 + (s & 3)) + 4 * qd, 4);
+                    const uint32x4_t hi = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v4))));
+                    const uint32x4_t l4 = vandq_u32(s < 8 ? v : vshrq_n_u32(v, 4), vdupq_n_u32(15));
+                    const uint32x4_t h2 = vandq_u32(vshlq_u32(hi, vdupq_n_s32(-2 * (s >> 2))), vdupq_n_u32(3));
+                    sc[s] = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(l4, vshlq_n_u32(h2, 4))), vdupq_n_s32(32));
+                } else {
+                    sc[s] = vreinterpretq_s32_u32(vandq_u32(v, vdupq_n_u32(15)));
+                    const int32x4_t mn = vreinterpretq_s32_u32(vshrq_n_u32(v, 4));
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) msum[c] = vmlaq_n_s32(msum[c], mn, a->xs[(i + c) * ng16 + 16 * b + s]);
+                }
+            }
+#pragma GCC unroll 1
+            for (int ng = 0; ng < 4; ng++) { /* n = ng / 2, g = ng % 2 */
+                const int n = ng >> 1, g = ng & 1;
+                int8x16_t v[4][4]; /* [quarter j][part t] */
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const uint8x16_t P = vld1q_u8(parts + 64 * ((q3 ? 8 : 0) + 8 * n + 4 * g + t) + 16 * qd);
+                    uint8x16_t H = vdupq_n_u8(0);
+                    if (q3) H = vshlq_u8(vld1q_u8(parts + 64 * (4 * g + t) + 16 * qd), vdupq_n_s8((int8_t)(-4 * n)));
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        uint8x16_t lvl = vandq_u8(vshlq_u8(P, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3));
+                        if (q3) lvl = vorrq_u8(lvl, vandq_u8(vshlq_u8(H, vdupq_n_s8((int8_t)(2 - j))), vdupq_n_u8(4)));
+                        v[j][t] = vreinterpretq_s8_u8(lvl);
+                    }
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const int s = 8 * n + 2 * j + g;
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++) {
+                        const int8x16_t xv = vld1q_s8(a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * j + 16 * g);
+                        const int32x4_t dot = pk_dot4(v[j], xv, vdupq_n_s32(q3 ? -4 * a->xs[(i + c) * ng16 + 16 * b + s] : 0));
+                        isum[c] = vmlaq_s32(isum[c], dot, sc[s]);
+                    }
+                }
+            }
+            const float32x4_t d4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 8 * qd))));
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) {
+                const float dx = a->xd[(i + c) * nb + b];
+                acc[qd][c] = vfmaq_f32(acc[qd][c], vmulq_n_f32(d4, dx), vcvtq_f32_s32(isum[c]));
+                if (!q3) {
+                    const float32x4_t dm4 = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(blk + 32 + 8 * qd))));
+                    acc[qd][c] = vfmaq_f32(acc[qd][c], vnegq_f32(vmulq_n_f32(dm4, dx)), vcvtq_f32_s32(msum[c]));
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
+}
+
+N_INLINE void pk23_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk23_compute(a, type, r, i, 2);
+        for (; i < a->m; i++) pk23_compute(a, type, r, i, 1);
+    }
+}
+
+static void N_FN(mm_q3_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q3_K, r0, r1); }
+static void N_FN(mm_q2_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q2_K, r0, r1); }
+
 /* ---------------------------------------------------------- f32 / f16 */
 /* float weights: kind 0 f32, 1 f16, 2 bf16 */
 N_INLINE float32x4_t n_load_w4(const void *w, int64_t k, const int kind)

@@ -558,3 +558,142 @@ void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pkx2_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------ packed Q3_K and Q2_K ----
+ * The packed layouts (kernels.h) in two halves of 8 rows, one row per
+ * int32 lane; the levels as the AVX-512 VNNI kernel makes them (2-bit
+ * fields of the `qs` parts, Q3_K's `hmask` bit as bit 2: 0..7, the value
+ * + 4). A sub-block's 4 parts: vpmaddubsw of the levels by the 4
+ * activation bytes of each word, summed in 16 bits (at most 4 x 2 x 7 x
+ * 127 = 7112), widened by vpmaddwd by ones into an accumulator that starts
+ * at -4 x the activations' sum of 16 (Q3_K) or 0 (Q2_K, whose mins times
+ * those sums go apart); times the rows' scales (vpmulld), made once per
+ * super-block into a table; the reference's fused multiply-add(s) per row
+ * and super-block (bit-identical to it). Decode reads 4 groups as streams
+ * prefetched 2 KiB ahead; prefill takes 2 activation rows at a time. */
+KQ_INLINE void pk232_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int q3 = type == RKM_TYPE_Q3_K;
+    const size_t blkb = rkm_pk_block(type), parts_at = q3 ? 224 : 320;
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), m15 = _mm256_set1_epi32(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[4][2][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * blkb, *parts = blk + parts_at;
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * blkb, blkb, PKK2_PF_BYTES);
+#pragma GCC unroll 1
+            for (int h = 0; h < 2; h++) {
+                int32_t sc[16][8] __attribute__((aligned(32)));
+                __m256i isum[2], msum[2];
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) isum[c] = msum[c] = _mm256_setzero_si256();
+                if (q3) {
+#pragma GCC unroll 16
+                    for (int s = 0; s < 16; s++) {
+                        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * (s & 7) + 8 * h)));
+                        const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * (8 + (s & 3)) + 8 * h)));
+                        const __m256i l4 = _mm256_and_si256(s < 8 ? lo : _mm256_srli_epi32(lo, 4), m15);
+                        const __m256i h2 = _mm256_and_si256(_mm256_srli_epi32(hi, 2 * (s >> 2)), _mm256_set1_epi32(3));
+                        _mm256_store_si256((__m256i *)sc[s],
+                                           _mm256_sub_epi32(_mm256_or_si256(l4, _mm256_slli_epi32(h2, 4)), _mm256_set1_epi32(32)));
+                    }
+                } else {
+#pragma GCC unroll 16
+                    for (int s = 0; s < 16; s++) {
+                        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * s + 8 * h)));
+                        _mm256_store_si256((__m256i *)sc[s], _mm256_and_si256(v, m15));
+#pragma GCC unroll 2
+                        for (int c = 0; c < RX; c++)
+                            msum[c] = _mm256_add_epi32(msum[c], _mm256_mullo_epi32(_mm256_srli_epi32(v, 4),
+                                                                                   _mm256_set1_epi32(a->xs[(i + c) * ng16 + 16 * b + s])));
+                    }
+                }
+#pragma GCC unroll 1
+                for (int ng = 0; ng < 4; ng++) { /* n = ng / 2, g = ng % 2 */
+                    const int n = ng >> 1, g = ng & 1;
+                    __m256i s16[2][4];
+#pragma GCC unroll 2
+                    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+                        for (int j = 0; j < 4; j++) s16[c][j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) {
+                        const __m256i P = _mm256_loadu_si256((const __m256i *)(parts + 64 * ((q3 ? 8 : 0) + 8 * n + 4 * g + t) + 32 * h));
+                        __m256i H = _mm256_setzero_si256();
+                        if (q3)
+                            H = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(parts + 64 * (4 * g + t) + 32 * h)), _mm_cvtsi32_si128(4 * n));
+#pragma GCC unroll 4
+                        for (int j = 0; j < 4; j++) {
+                            __m256i lvl = _mm256_and_si256(j ? _mm256_srli_epi16(P, 2 * j) : P, m3);
+                            if (q3) {
+                                const __m256i hj = j == 0 ? _mm256_slli_epi16(H, 2) : j == 1 ? _mm256_slli_epi16(H, 1) : j == 2 ? H : _mm256_srli_epi16(H, 1);
+                                lvl = _mm256_or_si256(lvl, _mm256_and_si256(hj, m4));
+                            }
+#pragma GCC unroll 2
+                            for (int c = 0; c < RX; c++) {
+                                int32_t xv;
+                                memcpy(&xv, a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * j + 16 * g + 4 * t, 4);
+                                s16[c][j] = _mm256_add_epi16(s16[c][j], _mm256_maddubs_epi16(lvl, _mm256_set1_epi32(xv)));
+                            }
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        const int s = 8 * n + 2 * j + g;
+                        const __m256i scv = _mm256_load_si256((const __m256i *)sc[s]);
+#pragma GCC unroll 2
+                        for (int c = 0; c < RX; c++) {
+                            __m256i dj = _mm256_madd_epi16(s16[c][j], ones);
+                            if (q3) dj = _mm256_add_epi32(dj, _mm256_set1_epi32(-4 * a->xs[(i + c) * ng16 + 16 * b + s]));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(dj, scv));
+                        }
+                    }
+                }
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+#pragma GCC unroll 2
+                for (int c = 0; c < RX; c++) {
+                    const __m256 dx = _mm256_set1_ps(a->xd[(i + c) * nb + b]);
+                    acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dx), _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
+                    if (!q3) {
+                        const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+                        const __m256 ndm = _mm256_xor_ps(_mm256_mul_ps(dm8, dx), _mm256_set1_ps(-0.0f));
+                        acc[k][h][c] = _mm256_fmadd_ps(ndm, _mm256_cvtepi32_ps(msum[c]), acc[k][h][c]);
+                    }
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++)
+            for (int h = 0; h < 2; h++)
+                _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
+}
+
+KQ_INLINE void pk232_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pk232_compute(a, type, r, 0, 1, PKK2_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk232_compute(a, type, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 2 <= a->m; i += 2) pk232_compute(a, type, r, i, 2, 1);
+        for (; i < a->m; i++) pk232_compute(a, type, r, i, 1, 1);
+    }
+}
+
+void rkm_mm_q3_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk232_mm(a, RKM_TYPE_Q3_K, r0, r1); }
+void rkm_mm_q2_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk232_mm(a, RKM_TYPE_Q2_K, r0, r1); }

@@ -1104,3 +1104,137 @@ void rkm_mm_iq4_xs_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
         for (; i < a->m; i++) pkx_compute(a, r, i, 1, 1);
     }
 }
+
+/* ------------------------------------------ packed Q3_K and Q2_K ----
+ * As packed Q4_K, 16 rows in the lanes (layouts in kernels.h). Sub-block
+ * s = 8n + 2j + g (16 values: half n, quarter j, g-th 16) is 4 parts of
+ * `qs` (Q3_K: after its 8 parts of `hmask`), t = 0..3: the 2-bit levels at
+ * bits 2j of part 8n + 4g + t, and for Q3_K bit 4n + j of `hmask` part
+ * 4g + t as bit 2 (a level of 0..7, the value + 4). Four vpdpbusd make a
+ * sub-block's dot, in an accumulator that starts at -4 x the activations'
+ * sum of 16 for Q3_K (so it ends at the exact dot of the values) and 0 for
+ * Q2_K (its mins times those sums go apart, as the reference has them);
+ * the rows' scales (Q3_K: 6 bits from two scale bytes, minus 32; Q2_K: the
+ * low nibble, the min the high one) are made once per super-block into a
+ * table, multiply the sub-block dots (vpmulld), and each super-block ends
+ * in the reference's fused multiply-add(s) per row. Decode reads
+ * PKK_STREAMS groups as parallel streams; prefill takes up to 4
+ * activation rows per weight group. */
+#define PK3_OR_AND 0xEA /* (a & b) | c */
+
+KQ_INLINE void pk23_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
+{
+    const int q3 = type == RKM_TYPE_Q3_K;
+    const size_t blkb = rkm_pk_block(type), parts_at = q3 ? 224 : 320;
+    const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
+    const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
+    const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), m15 = _mm512_set1_epi32(15);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < NG; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[k][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) {
+            const uint8_t *blk = grp + k * gstride + (size_t)b * blkb, *parts = blk + parts_at;
+            if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * blkb, blkb, PKK_PF_BYTES);
+            int32_t sc[16][16] __attribute__((aligned(64)));
+            __m512i isum[4], msum[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) isum[c] = msum[c] = _mm512_setzero_si512();
+            if (q3) {
+#pragma GCC unroll 16
+                for (int s = 0; s < 16; s++) {
+                    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (s & 7))));
+                    const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (8 + (s & 3)))));
+                    const __m512i l4 = _mm512_and_si512(s < 8 ? lo : _mm512_srli_epi32(lo, 4), m15);
+                    const __m512i h2 = _mm512_and_si512(_mm512_srli_epi32(hi, 2 * (s >> 2)), _mm512_set1_epi32(3));
+                    _mm512_store_si512(sc[s], _mm512_sub_epi32(_mm512_or_si512(l4, _mm512_slli_epi32(h2, 4)), _mm512_set1_epi32(32)));
+                }
+            } else {
+#pragma GCC unroll 16
+                for (int s = 0; s < 16; s++) {
+                    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 16 * s)));
+                    _mm512_store_si512(sc[s], _mm512_and_si512(v, m15));
+#pragma GCC unroll 4
+                    for (int c = 0; c < RX; c++)
+                        msum[c] = _mm512_add_epi32(msum[c], _mm512_mullo_epi32(_mm512_srli_epi32(v, 4),
+                                                                               _mm512_set1_epi32(a->xs[(i + c) * ng16 + 16 * b + s])));
+                }
+            }
+#pragma GCC unroll 1
+            for (int ng = 0; ng < 4; ng++) { /* n = ng / 2, g = ng % 2 */
+                const int n = ng >> 1, g = ng & 1;
+                __m512i d[4][4];
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++)
+                        d[c][j] = q3 ? _mm512_set1_epi32(-4 * a->xs[(i + c) * ng16 + 16 * b + 8 * n + 2 * j + g]) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const __m512i P = _mm512_loadu_si512((const void *)(parts + 64 * ((q3 ? 8 : 0) + 8 * n + 4 * g + t)));
+                    __m512i H = _mm512_setzero_si512();
+                    if (q3) H = _mm512_srl_epi16(_mm512_loadu_si512((const void *)(parts + 64 * (4 * g + t))), _mm_cvtsi32_si128(4 * n));
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        __m512i lvl = _mm512_and_si512(j ? _mm512_srli_epi16(P, 2 * j) : P, m3);
+                        if (q3) {
+                            const __m512i hj = j == 0 ? _mm512_slli_epi16(H, 2) : j == 1 ? _mm512_slli_epi16(H, 1) : j == 2 ? H : _mm512_srli_epi16(H, 1);
+                            lvl = _mm512_ternarylogic_epi32(hj, m4, lvl, PK3_OR_AND);
+                        }
+#pragma GCC unroll 4
+                        for (int c = 0; c < RX; c++) {
+                            int32_t xv;
+                            memcpy(&xv, a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * j + 16 * g + 4 * t, 4);
+                            d[c][j] = _mm512_dpbusd_epi32(d[c][j], lvl, _mm512_set1_epi32(xv));
+                        }
+                    }
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m512i s = _mm512_load_si512(sc[8 * n + 2 * j + g]);
+#pragma GCC unroll 4
+                    for (int c = 0; c < RX; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(d[c][j], s));
+                }
+            }
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) {
+                const __m512 dx = _mm512_set1_ps(a->xd[(i + c) * nb + b]);
+                acc[k][c] = _mm512_fmadd_ps(_mm512_mul_ps(d16, dx), _mm512_cvtepi32_ps(isum[c]), acc[k][c]);
+                if (!q3) {
+                    const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+                    const __m512 ndm = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm16, dx)),
+                                                                            _mm512_set1_epi32((int)0x80000000u)));
+                    acc[k][c] = _mm512_fmadd_ps(ndm, _mm512_cvtepi32_ps(msum[c]), acc[k][c]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++)
+#pragma GCC unroll 4
+        for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
+}
+
+KQ_INLINE void pk23_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
+{
+    int64_t r = r0;
+    if (a->m == 1) {
+        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pk23_compute(a, type, r, 0, 1, PKK_STREAMS);
+        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk23_compute(a, type, r, 0, 1, 1);
+        return;
+    }
+    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
+        int64_t i = 0;
+        for (; i + 4 <= a->m; i += 4) pk23_compute(a, type, r, i, 4, 1);
+        for (; i + 2 <= a->m; i += 2) pk23_compute(a, type, r, i, 2, 1);
+        for (; i < a->m; i++) pk23_compute(a, type, r, i, 1, 1);
+    }
+}
+
+void rkm_mm_q3_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q3_K, r0, r1); }
+void rkm_mm_q2_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q2_K, r0, r1); }

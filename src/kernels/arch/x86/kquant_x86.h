@@ -27,6 +27,8 @@ void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q3_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q2_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1);
 
 /* kquant_avx512vnni.c */
 void rkm_mm_q2_k_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
@@ -45,5 +47,7 @@ void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 void rkm_mm_iq4_xs_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q3_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
+void rkm_mm_q2_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1);
 
 #endif
