@@ -651,7 +651,7 @@ static void check_bad_edits(const char *name, const char *preset, const char *co
  * parameters: a clear error at convert, nothing written. */
 static void test_gpt_oss_bad_files(void)
 {
-    static const char *const sets[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const sets[] = {"n_vocab=512", "n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8"};
     static const bad_edit cases[] = {
         {NULL, "blk.1.attn_sinks.weight", NULL, "blk.1.attn_sinks.weight"},
@@ -673,7 +673,7 @@ static void add_odd_groups(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "dee
  * llama.cpp split attn_kv_b, a latent norm of the wrong length. */
 static void test_deepseek_bad_files(void)
 {
-    static const char *const sets[] = {"n_layer=2",     "n_embd=128",       "n_head=4",          "kv_lora_rank=64",
+    static const char *const sets[] = {"n_vocab=512", "n_layer=2",     "n_embd=128",       "n_head=4",          "kv_lora_rank=64",
                                        "q_lora_rank=64", "n_ff_exp=64",     "n_ff_shexp=64",     "n_ff=96",
                                        "n_expert=8",    "n_expert_used=2", "n_expert_group=4", "n_group_used=2",
                                        "n_layer_dense_lead=1"};
@@ -704,7 +704,7 @@ static void add_short_sections(rkm_gguf_writer *w)
  * positions, a state tensor (ssm_a, the gated norm) of the wrong length. */
 static void test_qwen35_bad_files(void)
 {
-    static const char *const sets[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const sets[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
                                        "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4", "ssm_d_inner=128"};
     static const bad_edit cases[] = {
@@ -789,13 +789,13 @@ static void check_hf_config_error(const char *dir, const char *key, const char *
  * name. */
 static void test_hybrid_hf(void)
 {
-    static const char *const q35[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const q35[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                       "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
                                       "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4", "ssm_d_inner=128"};
-    static const char *const q35d[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const q35d[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "rope_dim=16", "n_ff=128", "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=4",
                                        "ssm_d_inner=128"};
-    static const char *const next[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const next[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "rope_dim=16", "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2",
                                        "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256",
                                        "ssm_fused_in=1"};
@@ -815,15 +815,15 @@ static void test_hybrid_hf(void)
     /* LFM2 (its dense width from block_ff_dim through llama.cpp's
      * adjustment) and LFM2-8B-A1B; Granite 4.0-H with routed experts and
      * dense (the shared MLP as its FFN) */
-    static const char *const lfm2[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const lfm2[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                        "rope_dim=32", "n_ff=128"};
-    static const char *const lfm2moe[] = {"n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32",
+    static const char *const lfm2moe[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32",
                                           "head_dim_v=32", "rope_dim=32", "n_ff=128", "n_ff_exp=64", "n_expert=8",
                                           "n_expert_used=2"};
-    static const char *const gr[] = {"n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const gr[] = {"n_vocab=512", "n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                      "n_ff_exp=64", "n_ff_shexp=64", "n_expert=8", "n_expert_used=2", "ssm_d_state=32",
                                      "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256"};
-    static const char *const grd[] = {"n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const grd[] = {"n_vocab=512", "n_layer=6", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                       "n_ff=96", "n_ff_exp=0", "n_ff_shexp=0", "n_expert=0", "n_expert_used=0",
                                       "ssm_d_state=32", "ssm_n_group=2", "ssm_dt_rank=8", "ssm_d_inner=256"};
     check_hf_equivalence("lfm2-1.2b", lfm2, (int)RKM_ARRAY_LEN(lfm2));
@@ -1117,7 +1117,7 @@ static void test_nextn_skipped(void)
     char a[600], b[600];
     snprintf(a, sizeof a, "%s/glm.gguf", tmp);
     snprintf(b, sizeof b, "%s/glm-nextn.gguf", tmp);
-    int rc = test_rkmojo(NULL, "synth --preset glm-4.5-air -o %s --set n_layer=2 --set n_embd=128 --set n_head=4 "
+    int rc = test_rkmojo(NULL, "synth --preset glm-4.5-air -o %s --set n_vocab=512 --set n_layer=2 --set n_embd=128 --set n_head=4 "
                                "--set n_head_kv=2 --set n_ff_exp=64 --set n_ff_shexp=64 --set n_ff=128 --set n_expert=8 "
                                "--dtype q8_0 --quiet", a);
     CHECK_MSG(rc == 0, "synth glm-4.5-air: %d", rc);
@@ -1203,9 +1203,9 @@ int main(void)
     check_synth_like_fixture(shared, "tiny", "qwen3moe-f32");
     check_synth_like_fixture(shared, "tiny-gemma4", "gemma4-f32");
     check_hf_equivalence("tiny", NULL, 0);
-    static const char *const small[] = {"n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const small[] = {"n_vocab=512", "n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                         "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_ff=64"};
-    static const char *const small_sh[] = {"n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const small_sh[] = {"n_vocab=512", "n_layer=2", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                            "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_ff=96", "n_ff_shexp=96"};
     check_hf_equivalence("llama-dense", NULL, 0);
     check_hf_equivalence("mixtral-8x7b", small, (int)RKM_ARRAY_LEN(small));
@@ -1216,17 +1216,17 @@ int main(void)
     static const char *const linear[] = {"rope_scaling=linear", "rope_freq_scale=0.5"};
     check_hf_equivalence("qwen3-dense", yarn, (int)RKM_ARRAY_LEN(yarn));
     check_hf_equivalence("llama-dense", linear, (int)RKM_ARRAY_LEN(linear));
-    static const char *const oss[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const oss[] = {"n_vocab=512", "n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                       "head_dim_swa=32", "rope_dim=32", "rope_dim_swa=32", "n_ff_exp=64", "n_expert=8",
                                       "sliding_window=16", "n_ctx_train=4096", "rope_orig_ctx=512"};
     check_hf_equivalence("gpt-oss-20b", oss, (int)RKM_ARRAY_LEN(oss));
-    static const char *const glm[] = {"n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
+    static const char *const glm[] = {"n_vocab=512", "n_layer=3", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
                                       "head_dim_swa=32", "rope_dim=16", "rope_dim_swa=16", "n_ff_exp=64", "n_ff_shexp=64",
                                       "n_ff=96", "n_expert=8", "expert_weights_scale=2.5"};
     check_hf_equivalence("glm-4.5-air", glm, (int)RKM_ARRAY_LEN(glm));
-    static const char *const dsv2[] = {"n_layer=2", "n_embd=128", "n_head=4", "kv_lora_rank=64", "n_ff_exp=64",
+    static const char *const dsv2[] = {"n_vocab=512", "n_layer=2", "n_embd=128", "n_head=4", "kv_lora_rank=64", "n_ff_exp=64",
                                        "n_ff_shexp=128", "n_ff=96", "n_expert=8", "n_expert_used=2"};
-    static const char *const dsv3[] = {"n_layer=3", "n_embd=128", "n_head=4", "kv_lora_rank=64", "q_lora_rank=64",
+    static const char *const dsv3[] = {"n_vocab=512", "n_layer=3", "n_embd=128", "n_head=4", "kv_lora_rank=64", "q_lora_rank=64",
                                        "n_ff_exp=64", "n_ff_shexp=64", "n_ff=96", "n_expert=8", "n_expert_used=2",
                                        "n_expert_group=4", "n_group_used=2", "n_layer_dense_lead=1"};
     check_hf_equivalence("deepseek-v2-lite", dsv2, (int)RKM_ARRAY_LEN(dsv2));
