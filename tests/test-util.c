@@ -152,8 +152,9 @@ static void test_knobs(void)
 }
 
 /* SHA-256: FIPS 180-4's examples, a million 'a', every split of a
- * message into two updates, and a saved state resumed. */
-static void test_sha256(void)
+ * message into two updates, and a saved state resumed; with each block
+ * function this CPU has (test_sha256_impls). */
+static void test_sha256_vectors(void)
 {
     static const struct {
         const char *msg, *hex;
@@ -189,6 +190,55 @@ static void test_sha256(void)
     rkm_sha256 r;
     CHECK(rkm_sha256_load(&r, "nothex") == -1);
     CHECK(rkm_sha256_load(&r, "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19:3:61") == -1);
+}
+
+static void digest_of(const uint8_t *p, size_t n, size_t step, char hex[65])
+{
+    rkm_sha256 s;
+    rkm_sha256_init(&s);
+    for (size_t i = 0; i < n; i += step) rkm_sha256_update(&s, p + i, n - i < step ? n - i : step);
+    rkm_sha256_final(&s, hex);
+}
+
+/* The vectors with each block function the CPU has (the instructions are
+ * the default where present: x86 SHA-NI, ARMv8 SHA2), and every function
+ * giving the portable one's digests of pseudo-random messages of 0..700
+ * bytes, hashed whole and in pieces of 1, 63 and 200 bytes. */
+static void test_sha256(void)
+{
+    const char *dflt = rkm_sha256_name(), *names[] = {"portable", "sha-ni", "armv8"};
+    printf("sha256: %s by default\n", dflt);
+    CHECK(rkm_sha256_select("none") == -1);
+    static uint8_t msg[700];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < sizeof msg; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        msg[i] = (uint8_t)x;
+    }
+    int n_impl = 0, bad = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        if (rkm_sha256_select(names[k]) != 0) continue;
+        n_impl++;
+        CHECK(!strcmp(rkm_sha256_name(), names[k]));
+        test_sha256_vectors();
+        for (size_t n = 0; n <= sizeof msg; n += n < 140 ? 1 : 37) {
+            static const size_t steps[] = {700, 1, 63, 200};
+            char want[65], got[65];
+            rkm_sha256_select("portable");
+            digest_of(msg, n, 700, want);
+            rkm_sha256_select(names[k]);
+            for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
+                digest_of(msg, n, steps[si], got);
+                bad += strcmp(want, got) != 0;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "sha256: %d digests differ from the portable function's", bad);
+#if defined(__x86_64__) || defined(__aarch64__)
+    /* where the instructions exist (this CI's hosts, qemu -cpu max), they are the default */
+    if (n_impl > 1) CHECK(strcmp(dflt, "portable") != 0);
+#endif
+    CHECK(n_impl >= 1 && rkm_sha256_select(dflt) == 0);
 }
 
 int main(void)

@@ -1,11 +1,27 @@
 /*
  * sha256.c - see sha256.h. The compression function as FIPS 180-4 states
- * it, one 64-byte block at a time.
+ * it, one 64-byte block at a time (portable), or with the CPU's SHA-256
+ * instructions (x86 SHA-NI, ARMv8 SHA2), chosen once from the CPU's
+ * features; all three give the same digest.
+ *
+ * Threads: the choice is made by the first caller (an idempotent store
+ * any thread may repeat); contexts are per thread.
  */
 #include "util/sha256.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_SHA2
+#define HWCAP_SHA2 (1 << 6)
+#endif
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -46,6 +62,115 @@ static void block(uint32_t h[8], const uint8_t *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
 
+static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nb)
+{
+    for (; nb; nb--, p += 64) block(h, p);
+}
+
+#if defined(__x86_64__)
+/* SHA-NI: the state as the instructions take it, ABEF and CDGH (A in the
+ * top lane); sha256rnds2 does two rounds from the low two words of
+ * W + K, sha256msg1 / msg2 extend the message four words at a time. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t nb)
+{
+    const __m128i bswap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)h), 0xB1);      /* B A D C */
+    __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)(h + 4)), 0x1B); /* H G F E */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                          /* F E B A */
+    s1 = _mm_blend_epi16(s1, t, 0xF0);                                               /* H G D C */
+    for (; nb; nb--, p += 64) {
+        const __m128i a0 = s0, a1 = s1;
+        __m128i m[4];
+        for (int j = 0; j < 16; j++) {
+            if (j < 4) m[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), bswap);
+            __m128i wk = _mm_add_epi32(m[j & 3], _mm_loadu_si128((const __m128i *)(K + 4 * j)));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, wk);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(wk, 0x0E));
+            if (j >= 3 && j < 15) { /* W[4j + 4 ..]: into the register of W[4j - 12 ..] */
+                const int n = (j + 1) & 3;
+                __m128i x = _mm_add_epi32(_mm_sha256msg1_epu32(m[n], m[(j + 2) & 3]), _mm_alignr_epi8(m[j & 3], m[(j + 3) & 3], 4));
+                m[n] = _mm_sha256msg2_epu32(x, m[j & 3]);
+            }
+        }
+        s0 = _mm_add_epi32(s0, a0);
+        s1 = _mm_add_epi32(s1, a1);
+    }
+    t = _mm_shuffle_epi32(s0, 0x1B);  /* A B E F */
+    s1 = _mm_shuffle_epi32(s1, 0xB1); /* G H C D */
+    _mm_storeu_si128((__m128i *)h, _mm_blend_epi16(t, s1, 0xF0));
+    _mm_storeu_si128((__m128i *)(h + 4), _mm_alignr_epi8(s1, t, 8));
+}
+
+static int have_hw(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSE4_1) || !(c & bit_SSSE3)) return 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+}
+#define HW_NAME "sha-ni"
+#define HW_BLOCKS blocks_shani
+#elif defined(__aarch64__)
+/* ARMv8 SHA2: sha256h / sha256h2 do four rounds on ABCD and EFGH,
+ * sha256su0 / su1 extend the message four words at a time. */
+__attribute__((target("+crypto"))) static void blocks_armv8(uint32_t h[8], const uint8_t *p, size_t nb)
+{
+    uint32x4_t abcd = vld1q_u32(h), efgh = vld1q_u32(h + 4);
+    for (; nb; nb--, p += 64) {
+        const uint32x4_t a0 = abcd, e0 = efgh;
+        uint32x4_t m[4];
+        for (int j = 0; j < 4; j++) m[j] = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(p + 16 * j)));
+        for (int j = 0; j < 16; j++) {
+            const uint32x4_t wk = vaddq_u32(m[j & 3], vld1q_u32(K + 4 * j)), prev = abcd;
+            abcd = vsha256hq_u32(abcd, efgh, wk);
+            efgh = vsha256h2q_u32(efgh, prev, wk);
+            if (j < 12) m[j & 3] = vsha256su1q_u32(vsha256su0q_u32(m[j & 3], m[(j + 1) & 3]), m[(j + 2) & 3], m[(j + 3) & 3]);
+        }
+        abcd = vaddq_u32(abcd, a0);
+        efgh = vaddq_u32(efgh, e0);
+    }
+    vst1q_u32(h, abcd);
+    vst1q_u32(h + 4, efgh);
+}
+
+static int have_hw(void) { return (getauxval(AT_HWCAP) & HWCAP_SHA2) != 0; }
+#define HW_NAME "armv8"
+#define HW_BLOCKS blocks_armv8
+#endif
+
+typedef void (*blocks_fn)(uint32_t h[8], const uint8_t *p, size_t nb);
+static blocks_fn blocks_impl; /* NULL: not chosen yet */
+static const char *impl_name;
+
+static blocks_fn impl(void)
+{
+    blocks_fn f = __atomic_load_n(&blocks_impl, __ATOMIC_ACQUIRE);
+    if (f) return f;
+#ifdef HW_NAME
+    if (have_hw()) return rkm_sha256_select(HW_NAME) == 0 ? __atomic_load_n(&blocks_impl, __ATOMIC_ACQUIRE) : blocks_portable;
+#endif
+    rkm_sha256_select("portable");
+    return blocks_portable;
+}
+
+int rkm_sha256_select(const char *name)
+{
+    blocks_fn f = NULL;
+    if (!strcmp(name, "portable")) f = blocks_portable, name = "portable";
+#ifdef HW_NAME
+    else if (!strcmp(name, HW_NAME) && have_hw()) f = HW_BLOCKS, name = HW_NAME;
+#endif
+    if (!f) return -1;
+    __atomic_store_n(&impl_name, name, __ATOMIC_RELAXED);
+    __atomic_store_n(&blocks_impl, f, __ATOMIC_RELEASE);
+    return 0;
+}
+
+const char *rkm_sha256_name(void)
+{
+    impl();
+    return __atomic_load_n(&impl_name, __ATOMIC_RELAXED);
+}
+
 void rkm_sha256_init(rkm_sha256 *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -65,10 +190,11 @@ void rkm_sha256_update(rkm_sha256 *s, const void *data, size_t n)
         p += k;
         n -= k;
         if (have + k < 64) return;
-        block(s->h, s->buf);
+        impl()(s->h, s->buf, 1);
     }
-    for (; n >= 64; p += 64, n -= 64) block(s->h, p);
-    memcpy(s->buf, p, n);
+    if (n >= 64) impl()(s->h, p, n / 64);
+    p += n / 64 * 64;
+    memcpy(s->buf, p, n % 64);
 }
 
 void rkm_sha256_final(rkm_sha256 *s, char hex[65])

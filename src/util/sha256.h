@@ -1,7 +1,9 @@
 /*
  * sha256.h - SHA-256 (FIPS 180-4), streaming, with a state that can be
  * saved as text and restored (rkmojo pull resumes its whole-file hash).
- * Single-threaded per context; no allocation.
+ * The blocks go through the CPU's SHA-256 instructions where it has them
+ * (x86 SHA-NI, ARMv8 SHA2), else portable C. Single-threaded per
+ * context; no allocation.
  */
 #ifndef RKM_UTIL_SHA256_H
 #define RKM_UTIL_SHA256_H
@@ -22,6 +24,11 @@ void rkm_sha256_final(rkm_sha256 *s, char hex[65]);
 /* The state as text (at most RKM_SHA256_STATE_CHARS with the NUL), and
  * back: 0, or -1 for text that is not a state. */
 #define RKM_SHA256_STATE_CHARS 224
+/* The block function in use: "sha-ni", "armv8" or "portable"; and a
+ * switch to one of them (tests, benchmarks): 0, or -1 when this CPU has
+ * no such one. Not while another thread hashes. */
+const char *rkm_sha256_name(void);
+int rkm_sha256_select(const char *name);
 void rkm_sha256_save(const rkm_sha256 *s, char *out);
 int rkm_sha256_load(rkm_sha256 *s, const char *text);
 
