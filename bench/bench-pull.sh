@@ -9,6 +9,7 @@
 #   VERIFY=1 bench/bench-pull.sh ...   nginx names the file's SHA-256 as
 #                                      Hugging Face does (X-Linked-Etag):
 #                                      the pull hashes it too
+#   PULL_ARGS="--window 1G" ...        options for rkmojo pull
 #
 # Synthesizes PRESET in DTYPE if WORKDIR/PRESET-DTYPE.gguf is not there,
 # serves WORKDIR with nginx on a free loopback port, drops the page cache
@@ -56,7 +57,8 @@ rm -rf "$work/pull.rkmojo"
 peak=0
 ( while sleep 0.2; do du -s -B1 "$work/pull.rkmojo" 2>/dev/null | cut -f1; done ) >"$work/pull-du.txt" &
 DU=$!
-/usr/bin/time -v "$bin" pull "$url" "$work/pull.rkmojo" 2>"$work/pull-time.txt"
+# shellcheck disable=SC2086  # PULL_ARGS: a list of options
+/usr/bin/time -v "$bin" pull ${PULL_ARGS:-} "$url" "$work/pull.rkmojo" 2>"$work/pull-time.txt"
 kill $DU 2>/dev/null || true
 pull_s=$(secs_of "$work/pull-time.txt")
 rss=$(grep "Maximum resident set size" "$work/pull-time.txt" | awk '{print $NF}')

@@ -505,6 +505,17 @@ static void N_FN(mm_q4_0_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_
 static void N_FN(mm_mxfp4_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_MXFP4); }
 static void N_FN(mm_iq4_nl_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk_mm(a, r0, r1, RKM_TYPE_IQ4_NL); }
 
+/* The row loop of every packed 256-value kernel here: 16 weight rows by
+ * up to 2 activation rows at a time; FN(a, type, r, i, RX). */
+#define PKN_DRIVE(FN, a, type, r0, r1)                                         \
+    do {                                                                       \
+        for (int64_t r_ = (r0); r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) { \
+            int64_t i_ = 0;                                                    \
+            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2);          \
+            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1);                  \
+        }                                                                      \
+    } while (0)
+
 /* Packed Q4_K and Q5_K (kernels.h): a quad of 4 rows per q register, as
  * above; per 32-value sub-block the 8 words of low (or high) nibbles
  * (Q5_K: with the fifth bit, bit 2c + k of the qh word for sub-block
@@ -595,17 +606,8 @@ N_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int64
         for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
 }
 
-N_INLINE void pkk_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkk_compute(a, type, r, i, 2);
-        for (; i < a->m; i++) pkk_compute(a, type, r, i, 1);
-    }
-}
-
-static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q4_K, r0, r1); }
-static void N_FN(mm_q5_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q5_K, r0, r1); }
+static void N_FN(mm_q4_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pkk_compute, a, RKM_TYPE_Q4_K, r0, r1); }
+static void N_FN(mm_q5_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pkk_compute, a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* Packed Q6_K (kernels.h): a quad of 4 rows per q register. For l =
  * 4t..4t+3 of half n, ql parts A (bytes l), B (bytes 32 + l) and qh part H
@@ -620,7 +622,7 @@ static void N_FN(mm_q5_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk
  * into an accumulator that starts at -32 x their sum (so it ends at the
  * exact dot of (q - 32) x), times the rows' int8 scales; the reference's
  * fused multiply-add per row and super-block. */
-N_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+N_INLINE void pk6_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX)
 {
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
@@ -681,14 +683,7 @@ N_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int 
         for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
 }
 
-static void N_FN(mm_q6_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk6_compute(a, r, i, 2);
-        for (; i < a->m; i++) pk6_compute(a, r, i, 1);
-    }
-}
+static void N_FN(mm_q6_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pk6_compute, a, RKM_TYPE_Q6_K, r0, r1); }
 
 /* Packed IQ4_XS (kernels.h): a quad of 4 rows per q register. A sub-block
  * of 32 values is 4 parts: the signed levels of their low nibbles (values
@@ -696,7 +691,7 @@ static void N_FN(mm_q6_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * activation bytes each (pk_dot4), the exact dot; times the rows' 6-bit
  * scales (scales_l nibble | scales_h pair << 4, minus 32); the
  * reference's fused multiply-add per row and super-block. */
-N_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX)
+N_INLINE void pkx_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX)
 {
     const int64_t nb = a->n_in / 256;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
@@ -750,14 +745,7 @@ N_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int 
         for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
 }
 
-static void N_FN(mm_iq4_xs_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkx_compute(a, r, i, 2);
-        for (; i < a->m; i++) pkx_compute(a, r, i, 1);
-    }
-}
+static void N_FN(mm_iq4_xs_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pkx_compute, a, RKM_TYPE_IQ4_XS, r0, r1); }
 
 /* Packed Q3_K and Q2_K (kernels.h): a quad of 4 rows per q register. The
  * levels of sub-block s = 8n + 2j + g are the 2-bit fields at bits 2j of
@@ -850,17 +838,8 @@ N_INLINE void pk23_compute(const rkm_mm_args *a, const int type, int64_t r, int6
         for (int qd = 0; qd < 4; qd++) vst1q_f32(a->y + (i + c) * a->ldy + r + 4 * qd, acc[qd][c]);
 }
 
-N_INLINE void pk23_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    for (int64_t r = r0; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk23_compute(a, type, r, i, 2);
-        for (; i < a->m; i++) pk23_compute(a, type, r, i, 1);
-    }
-}
-
-static void N_FN(mm_q3_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q3_K, r0, r1); }
-static void N_FN(mm_q2_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q2_K, r0, r1); }
+static void N_FN(mm_q3_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pk23_compute, a, RKM_TYPE_Q3_K, r0, r1); }
+static void N_FN(mm_q2_k_p_)(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKN_DRIVE(pk23_compute, a, RKM_TYPE_Q2_K, r0, r1); }
 
 /* ---------------------------------------------------------- f32 / f16 */
 /* float weights: kind 0 f32, 1 f16, 2 bf16 */

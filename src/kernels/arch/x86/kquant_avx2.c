@@ -231,6 +231,26 @@ void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
 #define PKK2_PF_BYTES 2048
 #define PKK2_STREAMS 4
 
+/* The row loop of every packed 256-value kernel here: decode (m = 1) over
+ * PKK2_STREAMS groups at a time, prefill 2 activation rows per weight
+ * group; FN(a, type, r, i, RX, NG) computes RX activation rows from i by
+ * NG groups from row r. */
+#define PKK2_DRIVE(FN, a, type, r0, r1)                                                            \
+    do {                                                                                           \
+        int64_t r_ = (r0);                                                                         \
+        if ((a)->m == 1) {                                                                         \
+            for (; r_ + PKK2_STREAMS * RKM_PACK_ROWS <= (r1); r_ += PKK2_STREAMS * RKM_PACK_ROWS)  \
+                FN(a, type, r_, 0, 1, PKK2_STREAMS);                                               \
+            for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) FN(a, type, r_, 0, 1, 1);      \
+            break;                                                                                 \
+        }                                                                                          \
+        for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
+            int64_t i_ = 0;                                                                        \
+            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
+            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1, 1);                                   \
+        }                                                                                          \
+    } while (0)
+
 /* The 8 sub-blocks' scales and mins of one half (8 rows) of a group. */
 KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i mn[8])
 {
@@ -343,23 +363,8 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-KQ_INLINE void pkk2_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkk2_compute(a, type, r, 0, 1, PKK2_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk2_compute(a, type, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkk2_compute(a, type, r, i, 2, 1);
-        for (; i < a->m; i++) pkk2_compute(a, type, r, i, 1, 1);
-    }
-}
-
-void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk2_mm(a, RKM_TYPE_Q4_K, r0, r1); }
-void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk2_mm(a, RKM_TYPE_Q5_K, r0, r1); }
+void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pkk2_compute, a, RKM_TYPE_Q4_K, r0, r1); }
+void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pkk2_compute, a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* ------------------------------------------------- packed Q6_K ----
  * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
@@ -384,7 +389,7 @@ KQ_INLINE __m256i pk62_level(const uint8_t *parts, int n, int u, int t, int h)
     return _mm256_or_si256(lo, _mm256_and_si256(hs, _mm256_set1_epi8(0x30)));
 }
 
-KQ_INLINE void pk62_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
@@ -449,20 +454,7 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pk62_compute(a, r, 0, 1, PKK2_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk62_compute(a, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk62_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pk62_compute(a, r, i, 1, 1);
-    }
-}
+void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pk62_compute, a, RKM_TYPE_Q6_K, r0, r1); }
 
 /* ------------------------------------------------- packed IQ4_XS ----
  * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
@@ -475,7 +467,7 @@ void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * row and super-block (bit-identical to it). Decode reads 4 groups as
  * streams prefetched 2 KiB ahead; prefill takes 2 activation rows at a
  * time. */
-KQ_INLINE void pkx2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+KQ_INLINE void pkx2_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int64_t nb = a->n_in / 256;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
@@ -544,20 +536,7 @@ KQ_INLINE void pkx2_compute(const rkm_mm_args *a, int64_t r, int64_t i, const in
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pkx2_compute(a, r, 0, 1, PKK2_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkx2_compute(a, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pkx2_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pkx2_compute(a, r, i, 1, 1);
-    }
-}
+void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pkx2_compute, a, RKM_TYPE_IQ4_XS, r0, r1); }
 
 /* ------------------------------------------ packed Q3_K and Q2_K ----
  * The packed layouts (kernels.h) in two halves of 8 rows, one row per
@@ -680,20 +659,5 @@ KQ_INLINE void pk232_compute(const rkm_mm_args *a, const int type, int64_t r, in
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-KQ_INLINE void pk232_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK2_STREAMS * RKM_PACK_ROWS <= r1; r += PKK2_STREAMS * RKM_PACK_ROWS) pk232_compute(a, type, r, 0, 1, PKK2_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk232_compute(a, type, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 2 <= a->m; i += 2) pk232_compute(a, type, r, i, 2, 1);
-        for (; i < a->m; i++) pk232_compute(a, type, r, i, 1, 1);
-    }
-}
-
-void rkm_mm_q3_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk232_mm(a, RKM_TYPE_Q3_K, r0, r1); }
-void rkm_mm_q2_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk232_mm(a, RKM_TYPE_Q2_K, r0, r1); }
+void rkm_mm_q3_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pk232_compute, a, RKM_TYPE_Q3_K, r0, r1); }
+void rkm_mm_q2_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pk232_compute, a, RKM_TYPE_Q2_K, r0, r1); }

@@ -779,6 +779,27 @@ ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)
 #endif
 #define PKK_STREAMS 4
 
+/* The row loop of every packed 256-value kernel here: decode (m = 1) over
+ * PKK_STREAMS groups at a time, prefill up to 4 activation rows per weight
+ * group; FN(a, type, r, i, RX, NG) computes RX activation rows from i by
+ * NG groups from row r. */
+#define PKK_DRIVE(FN, a, type, r0, r1)                                                             \
+    do {                                                                                           \
+        int64_t r_ = (r0);                                                                         \
+        if ((a)->m == 1) {                                                                         \
+            for (; r_ + PKK_STREAMS * RKM_PACK_ROWS <= (r1); r_ += PKK_STREAMS * RKM_PACK_ROWS)    \
+                FN(a, type, r_, 0, 1, PKK_STREAMS);                                                \
+            for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) FN(a, type, r_, 0, 1, 1);      \
+            break;                                                                                 \
+        }                                                                                          \
+        for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
+            int64_t i_ = 0;                                                                        \
+            for (; i_ + 4 <= (a)->m; i_ += 4) FN(a, type, r_, i_, 4, 1);                           \
+            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
+            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1, 1);                                   \
+        }                                                                                          \
+    } while (0)
+
 /* The 8 sub-blocks' scales and mins of the group's 16 rows, as int32. */
 KQ_INLINE void pkk_scales(const uint8_t *blk, __m512i sc[8], __m512i mn[8])
 {
@@ -880,24 +901,8 @@ KQ_INLINE void pkk_compute(const rkm_mm_args *a, const int type, int64_t r, int6
         for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
 }
 
-KQ_INLINE void pkk_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkk_compute(a, type, r, 0, 1, PKK_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkk_compute(a, type, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) pkk_compute(a, type, r, i, 4, 1);
-        for (; i + 2 <= a->m; i += 2) pkk_compute(a, type, r, i, 2, 1);
-        for (; i < a->m; i++) pkk_compute(a, type, r, i, 1, 1);
-    }
-}
-
-void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q4_K, r0, r1); }
-void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pkk_mm(a, RKM_TYPE_Q5_K, r0, r1); }
+void rkm_mm_q4_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pkk_compute, a, RKM_TYPE_Q4_K, r0, r1); }
+void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pkk_compute, a, RKM_TYPE_Q5_K, r0, r1); }
 
 /* ------------------------------------------------- packed Q6_K ----
  * As packed Q4_K, 16 rows in the lanes (layout in kernels.h). Four words
@@ -921,7 +926,7 @@ void rkm_mm_q5_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk
  * accumulators). */
 #define PK6_SEL 0xE4 /* c ? a : b, c the 0x0F mask */
 
-KQ_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+KQ_INLINE void pk6_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
@@ -995,21 +1000,7 @@ KQ_INLINE void pk6_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
         for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
 }
 
-void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pk6_compute(a, r, 0, 1, PKK_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk6_compute(a, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) pk6_compute(a, r, i, 4, 1);
-        for (; i + 2 <= a->m; i += 2) pk6_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pk6_compute(a, r, i, 1, 1);
-    }
-}
+void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pk6_compute, a, RKM_TYPE_Q6_K, r0, r1); }
 
 /* ------------------------------------------------- packed IQ4_XS ----
  * As packed Q4_K, 16 rows in the lanes (layout in kernels.h). A sub-block
@@ -1023,7 +1014,7 @@ void rkm_mm_q6_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * super-block ends in the reference's fused multiply-add per row. Decode
  * reads PKK_STREAMS groups as parallel streams; prefill takes up to 4
  * activation rows per weight group. */
-KQ_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int RX, const int NG)
+KQ_INLINE void pkx_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
@@ -1089,21 +1080,7 @@ KQ_INLINE void pkx_compute(const rkm_mm_args *a, int64_t r, int64_t i, const int
         for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
 }
 
-void rkm_mm_iq4_xs_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pkx_compute(a, r, 0, 1, PKK_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pkx_compute(a, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) pkx_compute(a, r, i, 4, 1);
-        for (; i + 2 <= a->m; i += 2) pkx_compute(a, r, i, 2, 1);
-        for (; i < a->m; i++) pkx_compute(a, r, i, 1, 1);
-    }
-}
+void rkm_mm_iq4_xs_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pkx_compute, a, RKM_TYPE_IQ4_XS, r0, r1); }
 
 /* ------------------------------------------ packed Q3_K and Q2_K ----
  * As packed Q4_K, 16 rows in the lanes (layouts in kernels.h). Sub-block
@@ -1220,21 +1197,5 @@ KQ_INLINE void pk23_compute(const rkm_mm_args *a, const int type, int64_t r, int
         for (int k = 0; k < NG; k++) _mm512_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k, acc[k][c]);
 }
 
-KQ_INLINE void pk23_mm(const rkm_mm_args *a, const int type, int64_t r0, int64_t r1)
-{
-    int64_t r = r0;
-    if (a->m == 1) {
-        for (; r + PKK_STREAMS * RKM_PACK_ROWS <= r1; r += PKK_STREAMS * RKM_PACK_ROWS) pk23_compute(a, type, r, 0, 1, PKK_STREAMS);
-        for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) pk23_compute(a, type, r, 0, 1, 1);
-        return;
-    }
-    for (; r + RKM_PACK_ROWS <= r1; r += RKM_PACK_ROWS) {
-        int64_t i = 0;
-        for (; i + 4 <= a->m; i += 4) pk23_compute(a, type, r, i, 4, 1);
-        for (; i + 2 <= a->m; i += 2) pk23_compute(a, type, r, i, 2, 1);
-        for (; i < a->m; i++) pk23_compute(a, type, r, i, 1, 1);
-    }
-}
-
-void rkm_mm_q3_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q3_K, r0, r1); }
-void rkm_mm_q2_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { pk23_mm(a, RKM_TYPE_Q2_K, r0, r1); }
+void rkm_mm_q3_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pk23_compute, a, RKM_TYPE_Q3_K, r0, r1); }
+void rkm_mm_q2_k_p_avx512vnni(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK_DRIVE(pk23_compute, a, RKM_TYPE_Q2_K, r0, r1); }
