@@ -110,7 +110,8 @@ static void progressed(puller *p, uint64_t bytes)
  * (the resident tensors of later layers, read first) do not count: the
  * hasher reaches them only in file order, and counting them kept the
  * backlog above a 256 MiB window for a whole 18 GB pull, one piece in
- * flight at a time (177 against 373 MB/s with them left out). */
+ * flight at a time (177 against 349 MB/s with them left out, VERIFY=1
+ * bench/bench-pull.sh on an 18.56 GB GGUF). */
 static int hash_backlog(const puller *p, uint64_t more)
 {
     const uint64_t backlog = p->unhashed - RKM_MIN(p->unhashed, p->used_ahead);

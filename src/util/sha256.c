@@ -146,7 +146,7 @@ static blocks_fn impl(void)
     blocks_fn f = __atomic_load_n(&blocks_impl, __ATOMIC_ACQUIRE);
     if (f) return f;
 #ifdef HW_NAME
-    if (have_hw()) return rkm_sha256_select(HW_NAME) == 0 ? __atomic_load_n(&blocks_impl, __ATOMIC_ACQUIRE) : blocks_portable;
+    if (rkm_sha256_select(HW_NAME) == 0) return HW_BLOCKS; /* it checks the CPU */
 #endif
     rkm_sha256_select("portable");
     return blocks_portable;
