@@ -226,10 +226,15 @@ void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * 30720), then one vpmaddwd by ones, times the sub-block's 6-bit scale;
  * the mins times the activations' sums of 32; the reference's two fused
  * multiply-adds per row and super-block (bit-identical to it). Decode
- * reads 4 groups as streams prefetched 2 KiB ahead; prefill takes 2
- * activation rows at a time. */
+ * reads PKK2_STREAMS groups as streams prefetched 2 KiB ahead: one, as
+ * the AVX-512 kernels (kquant_avx512vnni.c; here Q4_K from memory at
+ * expert shapes 13 -> 23 GB/s, Q6_K 8 -> 19, resident olmoe Q4_K_M
+ * 35 -> 54 tok/s against four); prefill takes 2 activation rows at a
+ * time. */
 #define PKK2_PF_BYTES 2048
-#define PKK2_STREAMS 4
+#ifndef PKK2_STREAMS
+#define PKK2_STREAMS 1
+#endif
 
 /* The row loop of every packed 256-value kernel here: decode (m = 1) over
  * PKK2_STREAMS groups at a time, prefill 2 activation rows per weight

@@ -773,11 +773,20 @@ ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)
  * the activations' sums of 32, and each super-block ends in the
  * reference's two fused multiply-adds per row. Decode (m = 1) reads
  * PKK_STREAMS groups as parallel streams, prefetched PKK_PF_BYTES ahead;
- * prefill takes up to 4 activation rows per weight group. */
+ * prefill takes up to 4 activation rows per weight group.
+ *
+ * One stream: a packed super-block is 2-3.4 KiB a group, and at expert
+ * shapes (768-2048 rows) four groups read side by side left Q4_K at 25
+ * and Q6_K at 18 GB/s from memory against 31 and 26 with one (bench-kernels
+ * -k avx512vnni -T q4_kp,q6_kp -m 1 -n 2048 -o 1024 / -o 768); resident
+ * olmoe Q4_K_M decode went from 49-51 to 69-72 tok/s. At 256 x 4096-sized
+ * calls they tie. Packed q4_0 / q8_0 (288-544 bytes a block) keep four. */
 #ifndef PKK_PF_BYTES
 #define PKK_PF_BYTES 2048
 #endif
-#define PKK_STREAMS 4
+#ifndef PKK_STREAMS
+#define PKK_STREAMS 1
+#endif
 
 /* The row loop of every packed 256-value kernel here: decode (m = 1) over
  * PKK_STREAMS groups at a time, prefill up to 4 activation rows per weight
