@@ -124,6 +124,69 @@ else
   fail "run --trace-out: $(cat "$T/err.txt")"
 fi
 
+# rkmojo plan: the memory plan bench runs with, bytes per token from the
+# hit rate, the hit rate of a recorded trace as trace-sim replays it, the
+# device profiles and "this" machine measured, and bad input refused
+$R plan --devices > "$T/dev.txt" 2> "$T/err.txt" && grep -q '^rk3588-nvme ' "$T/dev.txt" && grep -q '^rk3576-emmc ' "$T/dev.txt" \
+  && ok "plan --devices lists the boards" || fail "plan --devices: $(cat "$T/dev.txt" "$T/err.txt")"
+# (at 64 tokens of context 49.4 MiB hold 2 of the 8 slots per layer, 112
+# KiB each: 49.8 MiB 5)
+if $R plan -m "$T/m" --device rk3588-nvme --mem-budget 49.8M --ctx 64 --json > "$T/pl.json" 2> "$T/err.txt" \
+    && $R bench -m "$T/m" --mem-budget 49.8M --ctx 64 --prompt-tokens 4 -n 2 -t 2 --json > "$T/b.json" 2>> "$T/err.txt"; then
+  [ "$(jq .slots_per_layer "$T/pl.json")" = "$(jq .slots_per_layer "$T/b.json")" ] \
+    && ok "plan's slots are the ones bench runs with ($(jq .slots_per_layer "$T/pl.json"))" \
+    || fail "plan slots $(jq .slots_per_layer "$T/pl.json"), bench $(jq .slots_per_layer "$T/b.json")"
+  [ "$(jq '.slots_per_layer < .n_expert and .budget_bytes == (49.8 * 1048576 | floor) and .device.name == "rk3588-nvme" and .device.disk_read_mb_s == 2000' "$T/pl.json")" = true ] \
+    && ok "plan takes the budget and the profile" || fail "plan json: $(jq -c . "$T/pl.json")"
+  [ "$(jq '.hit_rate_from | test("uniform")' "$T/pl.json")" = true ] \
+    && [ "$(jq '(.hit_rate * .n_expert - .slots_per_layer) | fabs < 1e-9' "$T/pl.json")" = true ] \
+    && ok "without a trace: the uniform floor, slots / experts" || fail "floor: $(jq -c '[.hit_rate, .slots_per_layer]' "$T/pl.json")"
+  # the token's memory bytes are those bench --limits counts
+  $R bench -m "$T/m" --prompt-tokens 4 -n 2 -t 2 --limits --json > "$T/bl.json" 2> /dev/null
+  [ "$(jq .mem_bytes_per_token "$T/pl.json")" = "$(jq .limits.weight_bytes_per_token "$T/bl.json")" ] \
+    && ok "memory bytes per token as bench --limits counts them" \
+    || fail "bytes per token: plan $(jq .mem_bytes_per_token "$T/pl.json"), bench $(jq .limits.weight_bytes_per_token "$T/bl.json")"
+else
+  fail "plan/bench at 49.8M: $(cat "$T/err.txt")"
+fi
+h0=$($R plan -m "$T/m" --device rk3588-sd --mem-budget 49.8M --ctx 64 --hit-rate 0 --json 2> /dev/null)
+h50=$($R plan -m "$T/m" --device rk3588-sd --mem-budget 49.8M --ctx 64 --hit-rate 50 --json 2> /dev/null)
+h100=$($R plan -m "$T/m" --device rk3588-sd --mem-budget 49.8M --ctx 64 --hit-rate 100 --json 2> /dev/null)
+[ "$(jq -n --argjson a "$h0" --argjson b "$h50" --argjson c "$h100" '$a.disk_bytes_per_token > 0
+    and ($b.disk_bytes_per_token * 2 - $a.disk_bytes_per_token | fabs) < 1 and $c.disk_bytes_per_token == 0
+    and $a.decode_tok_s_serial < $b.decode_tok_s_serial and $c.decode_tok_s_serial == $c.decode_tok_s_overlapped
+    and $a.decode_tok_s_serial <= $a.decode_tok_s_overlapped')" = true ] \
+  && ok "disk bytes and speed follow the hit rate" || fail "hit-rate sweep: $h0 $h50 $h100"
+if [ -f "$T/tr.bin" ]; then
+  # at a budget that holds part of the experts, the trace's LFU rate is
+  # trace-sim's at the plan's slots and scope
+  for b in 49.8M 50M 51M 52M; do
+    $R plan -m "$T/m" --device rk3588-nvme --mem-budget $b --ctx 64 --trace "$T/tr.bin" --json > "$T/pt.json" 2> "$T/err.txt" \
+      && [ "$(jq '.slots_per_layer < .n_expert' "$T/pt.json")" = true ] && break
+  done
+  s=$(jq .slots_per_layer "$T/pt.json"); g=$([ "$(jq -r .cache_scope "$T/pt.json")" = shared ] && echo --global)
+  want=$($R trace-sim "$T/tr.bin" --slots "$s" $g --json | jq '.results[0].lfu.hit_rate')
+  [ "$(jq --argjson w "$want" '.hit_rate_from == "trace, LFU" and .slots_per_layer < .n_expert
+        and (.hit_rate - $w | fabs) < 1e-9' "$T/pt.json")" = true ] \
+    && ok "plan --trace at $b: trace-sim's LFU hit rate at $s slots ($want)" || fail "plan --trace: $(jq -c . "$T/pt.json") want $want"
+  $R synth --preset tiny-gemma4 -o "$T/o.gguf" --seed 3 --quiet 2> /dev/null && $R convert "$T/o.gguf" "$T/o" --quiet 2> /dev/null \
+    && { $R plan -m "$T/o" --device rk3588-nvme --mem-budget 64M --trace "$T/tr.bin" > /dev/null 2> "$T/err.txt" \
+           && fail "a trace of another model accepted" \
+           || { grep -q "was recorded on" "$T/err.txt" && ok "a trace of another model refused" || fail "trace message: $(cat "$T/err.txt")"; }; }
+fi
+if $R plan -m "$T/m" --json > "$T/this.json" 2> "$T/err.txt"; then
+  [ "$(jq '.device.name == "this" and .device.mem_read_gb_s > 0 and .device.disk_read_mb_s > 0 and .device.mem_bytes > 0' "$T/this.json")" = true ] \
+    && ok "plan on this machine measures it" || fail "this: $(jq -c .device "$T/this.json")"
+else
+  fail "plan (this): $(cat "$T/err.txt")"
+fi
+$R plan -m "$T/m" --device rk9999 > /dev/null 2> "$T/err.txt" && fail "unknown device accepted" \
+  || { grep -q "unknown device 'rk9999'" "$T/err.txt" && ok "unknown device refused" || fail "device message: $(cat "$T/err.txt")"; }
+$R plan -m "$T/m" --device rk3588-nvme --mem-budget 8M > /dev/null 2> "$T/err.txt" && fail "8M plan accepted" \
+  || { grep -q "too small: needs at least" "$T/err.txt" && ok "plan: a budget too small, with the numbers" || fail "plan budget: $(cat "$T/err.txt")"; }
+$R plan -m "$T/m" --trace "$T/none.bin" --hit-rate 5 > /dev/null 2> "$T/err.txt" && fail "--trace with --hit-rate accepted" \
+  || { grep -q "exclude each other" "$T/err.txt" && ok "--trace and --hit-rate exclusive" || fail "excl: $(cat "$T/err.txt")"; }
+
 # a budget below the resident core: refused up front with the numbers
 if $R bench -m "$T/m" --mem-budget 8M -n 2 > /dev/null 2> "$T/err.txt"; then fail "8M budget accepted"
 else grep -q "too small: needs at least" "$T/err.txt" && ok "small budget refused with the numbers" || fail "message: $(cat "$T/err.txt")"; fi

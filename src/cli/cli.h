@@ -23,6 +23,7 @@ int rkm_cmd_serve(int argc, char **argv);
 int rkm_cmd_bench(int argc, char **argv);
 int rkm_cmd_doctor(int argc, char **argv);
 int rkm_cmd_trace_sim(int argc, char **argv);
+int rkm_cmd_plan(int argc, char **argv);
 int rkm_cmd_template(int argc, char **argv);
 int rkm_cmd_pull(int argc, char **argv);
 

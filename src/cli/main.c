@@ -40,6 +40,7 @@ static const command commands[] = {
     {"chat", rkm_cmd_chat, "interactive chat: a model here (-m), or a running server (--url)"},
     {"demo", rkm_cmd_demo, "synthesize a small MoE model, convert it and generate (noise)"},
     {"bench", rkm_cmd_bench, "prefill/decode speed, expert hit rate, bytes read, IO wait, peak RSS"},
+    {"plan", rkm_cmd_plan, "what a model will do on a device: memory plan, hit rate, bytes per token, decode bound"},
     {"trace-sim", rkm_cmd_trace_sim, "replay a routing trace under LRU, LFU and Belady; expert-cache hit rates"},
     {"template", rkm_cmd_template, "render a chat template for a conversation (debugging aid)"},
     {"serve", rkm_cmd_serve, "OpenAI- and Ollama-compatible HTTP server (docs/SERVER.md)"},

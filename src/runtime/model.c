@@ -604,12 +604,8 @@ rkm_model *rkm_model_open(const char *dir, const rkm_model_params *params)
         }
         cp.pack = m->pack_experts;
         cp.fill = !params->lazy_experts;
-        /* One pool only from 4x top-k slots per layer up: measured
-         * (trace-sim --global on qwen3-30b-a3b, live runs on olmoe), a
-         * smaller pool lets the busiest layers thrash the others under
-         * LFU (47% -> 41% hits at 8 slots, equal at 32, better from 40) */
         cp.shared_slots = params->cache_scope == 2 ||
-                          (params->cache_scope == 0 && slots >= 4 * m->hp.n_expert_used);
+                          (params->cache_scope == 0 && rkm_budget_default_shared(slots, m->hp.n_expert_used));
         /* Checksums (docs/STREAMING.md): every read is verified unless
          * a measurement asks for first-read-only or none */
         cp.verify = params->verify == 1 ? RKM_VERIFY_FIRST : params->verify == 2 ? RKM_VERIFY_NEVER : RKM_VERIFY_ALWAYS;

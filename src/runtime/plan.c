@@ -1,0 +1,92 @@
+/*
+ * plan.c - see plan.h.
+ */
+#include "runtime/plan.h"
+
+#include <string.h>
+
+#include "util/common.h"
+
+#define GIB (1024ull * 1024 * 1024)
+
+/* Nominal figures (docs/STREAMING.md, "Planning"): memory bandwidth as
+ * sequential reads measured on the SoC's boards (RK3588 17-22 GB/s; the
+ * RK3576's 32-bit bus taken as half of that), storage as the interface
+ * allows in practice. A board's own figures come from `--device this`
+ * run on it. */
+const rkm_device rkm_devices[] = {
+    {"rk3588-nvme", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, NVMe SSD on PCIe 3.0 x4", 16 * GIB, GIB, 18.0,
+     2000.0, 4},
+    {"rk3588-emmc", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, eMMC 5.1 (HS400)", 16 * GIB, GIB, 18.0, 280.0,
+     4},
+    {"rk3588-sd", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, microSD (UHS-I SDR104)", 16 * GIB, GIB, 18.0, 80.0,
+     4},
+    {"rk3576-nvme", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, NVMe SSD on PCIe 2.1 x1", 8 * GIB, GIB, 9.0, 400.0,
+     4},
+    {"rk3576-ufs", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, UFS 2.0", 8 * GIB, GIB, 9.0, 700.0, 4},
+    {"rk3576-emmc", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, eMMC 5.1 (HS400)", 8 * GIB, GIB, 9.0, 280.0, 4},
+    {"rk3576-sd", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, microSD (UHS-I SDR104)", 8 * GIB, GIB, 9.0, 80.0, 4},
+};
+const int rkm_n_devices = (int)RKM_ARRAY_LEN(rkm_devices);
+
+const rkm_device *rkm_device_find(const char *name)
+{
+    for (int i = 0; name && i < rkm_n_devices; i++)
+        if (!strcmp(rkm_devices[i].name, name)) return &rkm_devices[i];
+    return NULL;
+}
+
+static const rkm_tensor_view *tensor(const rkm_model_dir *md, const char *name)
+{
+    for (int i = 0; i < md->n_tensors; i++)
+        if (!strcmp(md->tensors[i].name, name)) return &md->tensors[i];
+    return NULL;
+}
+
+double rkm_plan_weight_bytes(const rkm_model_dir *md)
+{
+    const rkm_tensor_view *embd = tensor(md, "token_embd.weight");
+    double b = 0;
+    for (int i = 0; i < md->n_tensors; i++) /* the matrices: norms and biases are noise */
+        if (&md->tensors[i] != embd && md->tensors[i].n_dims >= 2) b += (double)md->tensors[i].nbytes;
+    if (embd && !tensor(md, "output.weight")) b += (double)embd->nbytes; /* tied: the LM head reads it all */
+    for (int i = 0; i < md->n_expert_layers; i++) b += (double)md->hp.n_expert_used * (double)md->experts[i].blob_bytes;
+    return b;
+}
+
+uint64_t rkm_plan_device_budget(const rkm_device *dev)
+{
+    return dev->mem_bytes > dev->reserve_bytes ? dev->mem_bytes - dev->reserve_bytes : 0;
+}
+
+int rkm_plan_memory(const rkm_model_dir *md, const rkm_device *dev, uint64_t budget_bytes, int n_ctx, rkm_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!budget_bytes) budget_bytes = rkm_plan_device_budget(dev);
+    if (!budget_bytes) return rkm_err(RKM_EINVAL, "plan: device %s leaves no memory", dev->name);
+    int rc = rkm_budget_plan(md, budget_bytes, n_ctx, NULL, &out->budget);
+    out->shared_pool = rkm_budget_default_shared(out->budget.slots_per_layer, md->hp.n_expert_used);
+    return rc;
+}
+
+double rkm_plan_uniform_hit_rate(const rkm_model_dir *md, int slots)
+{
+    if (md->hp.n_expert <= 0) return 1.0;
+    return slots >= md->hp.n_expert ? 1.0 : (double)slots / md->hp.n_expert;
+}
+
+void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, rkm_plan *out)
+{
+    double experts_tok = 0; /* expert bytes a token routes to */
+    for (int i = 0; i < md->n_expert_layers; i++)
+        experts_tok += (double)md->hp.n_expert_used * (double)md->experts[i].blob_stride;
+    if (out->budget.slots_per_layer >= md->hp.n_expert) hit_rate = 1.0; /* every expert held */
+    out->hit_rate = hit_rate;
+    out->mem_bytes_tok = rkm_plan_weight_bytes(md);
+    out->disk_bytes_tok = (1.0 - hit_rate) * experts_tok;
+    out->t_mem_s = dev->mem_gbs > 0 ? out->mem_bytes_tok / (dev->mem_gbs * 1e9) : 0;
+    out->t_disk_s = dev->disk_mbs > 0 ? out->disk_bytes_tok / (dev->disk_mbs * 1e6) : 0;
+    double tmax = RKM_MAX(out->t_mem_s, out->t_disk_s), tsum = out->t_mem_s + out->t_disk_s;
+    out->tok_s_overlapped = tmax > 0 ? 1.0 / tmax : 0;
+    out->tok_s_serial = tsum > 0 ? 1.0 / tsum : 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * plan.h - what a model will do on a device before it runs there
+ * (`rkmojo plan`): the memory plan of the budget the device leaves, the
+ * expert-cache hit rate at that plan (from a recorded routing trace
+ * replayed under the cache's own policy, or a floor without one), the
+ * bytes a decode token reads from memory and from disk, and the decode
+ * speeds the device's memory and disk allow.
+ *
+ * Owns the table of device profiles (boards with their nominal figures;
+ * "this" machine is measured by the caller's probes and passed as a
+ * profile of its own). Pure computation on the caller's thread; nothing
+ * is allocated.
+ */
+#ifndef RKM_PLAN_H
+#define RKM_PLAN_H
+
+#include <stdint.h>
+
+#include "format/model_dir.h"
+#include "runtime/budget.h"
+
+/* A device as the plan sees it. mem_bytes is the RAM; the budget is
+ * mem_bytes less reserve_bytes (the system, other programs) unless the
+ * caller gives one. */
+typedef struct rkm_device {
+    const char *name;
+    const char *desc;     /* one line: SoC, cores, memory, storage */
+    uint64_t mem_bytes;
+    uint64_t reserve_bytes;
+    double mem_gbs;       /* memory read bandwidth of the decode threads, GB/s */
+    double disk_mbs;      /* large O_DIRECT reads, MB/s */
+    int cores;            /* the decode threads (big cores) */
+} rkm_device;
+
+/* The board profiles, and their count. */
+extern const rkm_device rkm_devices[];
+extern const int rkm_n_devices;
+/* By name, or NULL. */
+const rkm_device *rkm_device_find(const char *name);
+
+typedef struct rkm_plan {
+    rkm_budget budget;      /* the memory plan (rkm_budget_plan) */
+    int shared_pool;        /* the cache's default scope at this plan: one pool for all layers */
+    double hit_rate;        /* of routed-expert requests, 0..1 */
+    double mem_bytes_tok;   /* weights read from memory per decode token */
+    double disk_bytes_tok;  /* expert bytes read from disk per decode token (the misses) */
+    double t_mem_s, t_disk_s; /* their times at the device's rates */
+    double tok_s_overlapped;  /* 1 / max(t_mem, t_disk): reads fully hidden behind compute */
+    double tok_s_serial;      /* 1 / (t_mem + t_disk): none hidden */
+} rkm_plan;
+
+/* Weights one decode token reads from memory: every resident matrix but
+ * an untied token embedding (one row a token), plus top-k expert blobs in
+ * every MoE layer (bench --limits' count). */
+double rkm_plan_weight_bytes(const rkm_model_dir *md);
+/* The budget for dev: its memory less its reserve. */
+uint64_t rkm_plan_device_budget(const rkm_device *dev);
+/* The memory plan: out->budget for budget_bytes (0: the device's) and
+ * n_ctx, and the cache scope the engine picks at that plan. Returns 0, or
+ * rkm_budget_plan's error (RKM_EBUDGET: the budget cannot hold the fixed
+ * parts plus top-k slots per layer) with out->budget filled. */
+int rkm_plan_memory(const rkm_model_dir *md, const rkm_device *dev, uint64_t budget_bytes, int n_ctx, rkm_plan *out);
+/* The hit rate of slots per layer with routing spread evenly over the
+ * experts (each requested expert cached with probability slots /
+ * n_expert): the floor a recorded trace improves on. */
+double rkm_plan_uniform_hit_rate(const rkm_model_dir *md, int slots);
+/* The rest of *out from its memory plan and hit_rate (0..1): bytes per
+ * token from memory and disk and the decode speeds dev allows. */
+void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, rkm_plan *out);
+
+#endif
