@@ -383,7 +383,7 @@ void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRI
  * -32 x the activations' sum of 16, so it ends at the reference's exact
  * dot of (q - 32) x; then scaled by the rows' int8 scale (vpmulld). The
  * reference's fused multiply-add per row and super-block (bit-identical
- * to it). Decode reads 4 groups as streams prefetched 2 KiB ahead;
+ * to it). Decode reads as packed Q4_K (PKK2_STREAMS);
  * prefill takes 2 activation rows at a time. */
 KQ_INLINE __m256i pk62_level(const uint8_t *parts, int n, int u, int t, int h)
 {
@@ -469,9 +469,8 @@ void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRI
  * 127 x 127 = 32258) and one vpmaddwd by ones per part give the exact dot,
  * which the rows' 6-bit scales (scales_l nibble | scales_h pair << 4,
  * minus 32) multiply (vpmulld); the reference's fused multiply-add per
- * row and super-block (bit-identical to it). Decode reads 4 groups as
- * streams prefetched 2 KiB ahead; prefill takes 2 activation rows at a
- * time. */
+ * row and super-block (bit-identical to it). Decode reads as packed
+ * Q4_K (PKK2_STREAMS); prefill takes 2 activation rows at a time. */
 KQ_INLINE void pkx2_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int64_t nb = a->n_in / 256;
@@ -553,8 +552,8 @@ void rkm_mm_iq4_xs_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_D
  * at -4 x the activations' sum of 16 (Q3_K) or 0 (Q2_K, whose mins times
  * those sums go apart); times the rows' scales (vpmulld), made once per
  * super-block into a table; the reference's fused multiply-add(s) per row
- * and super-block (bit-identical to it). Decode reads 4 groups as streams
- * prefetched 2 KiB ahead; prefill takes 2 activation rows at a time. */
+ * and super-block (bit-identical to it). Decode reads as packed Q4_K
+ * (PKK2_STREAMS); prefill takes 2 activation rows at a time. */
 KQ_INLINE void pk232_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int q3 = type == RKM_TYPE_Q3_K;
