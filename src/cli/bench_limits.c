@@ -141,6 +141,22 @@ static double mat_bytes(const rkm_mat *w)
     return w->data ? (double)rkm_type_row_bytes(w->type, w->n_in) * (double)w->n_out : 0;
 }
 
+int rkm_bench_model_disk_mbs(const rkm_model_dir *md, int n_threads, double *mbs)
+{
+    int ne = md->n_expert_layers, rc = 0;
+    *mbs = 0;
+    if (ne < 1) return rkm_err(RKM_EINVAL, "disk probe: %s has no expert files", md->path);
+    char **paths = calloc((size_t)ne, sizeof *paths);
+    if (!paths) return rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < ne && !rc; i++)
+        if (asprintf(&paths[i], "%s/%s", md->path, md->experts[ne - 1 - i].file) < 0)
+            paths[i] = NULL, rc = rkm_err(RKM_ENOMEM, "out of memory");
+    if (!rc) rc = rkm_bench_disk_read_mbs((const char *const *)paths, ne, (uint64_t)512 << 20, n_threads, mbs);
+    for (int i = 0; i < ne; i++) free(paths[i]);
+    free(paths);
+    return rc;
+}
+
 double rkm_bench_weight_bytes_per_token(const rkm_model *m)
 {
     double b = mat_bytes(&m->output);

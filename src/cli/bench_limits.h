@@ -19,6 +19,10 @@ double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes);
  * byte read once while they hold enough): MB/s (1e6 bytes) in *mbs. 0 or
  * an RKM_E* code. */
 int rkm_bench_disk_read_mbs(const char *const *paths, int n_paths, uint64_t bytes, int n_threads, double *mbs);
+/* rkm_bench_disk_read_mbs over a model's expert files (the last layer's
+ * first), 512 MiB in all at n_threads. 0 or an RKM_E* code (a model
+ * without expert files: RKM_EINVAL). */
+int rkm_bench_model_disk_mbs(const rkm_model_dir *md, int n_threads, double *mbs);
 /* Weight bytes the CPU reads from memory for one decode token: every
  * resident matrix (the token embedding row aside) plus n_expert_used
  * expert blobs per MoE layer. KV-cache reads are not counted. */

@@ -430,19 +430,9 @@ int rkm_cmd_bench(int argc, char **argv)
         L.mem_gbs = rkm_bench_mem_read_gbs(m->pool, (size_t)1 << 30);
         L.w_bytes = rkm_bench_weight_bytes_per_token(m);
         L.disk_bytes = (double)dec.st.bytes_read / dec.n;
-        /* every expert file, the last layer's first */
-        int ne = m->md->n_expert_layers;
-        char **paths = calloc(ne > 0 ? (size_t)ne : 1, sizeof *paths);
-        int np_ok = paths != NULL;
-        for (int i = 0; np_ok && i < ne; i++)
-            if (!(np_ok = asprintf(&paths[i], "%s/%s", m->md->path, m->md->experts[ne - 1 - i].file) > 0))
-                paths[i] = NULL;
-        if (np_ok && ne > 0 &&
-            rkm_bench_disk_read_mbs((const char *const *)paths, ne, (uint64_t)512 << 20,
-                                    o.mp.io_threads > 0 ? o.mp.io_threads : RKM_IO_DEFAULT_THREADS, &L.disk_mbs))
+        if (m->md->n_expert_layers > 0 &&
+            rkm_bench_model_disk_mbs(m->md, o.mp.io_threads > 0 ? o.mp.io_threads : RKM_IO_DEFAULT_THREADS, &L.disk_mbs))
             fprintf(stderr, "rkmojo bench: disk probe: %s\n", rkm_last_error());
-        for (int i = 0; paths && i < ne; i++) free(paths[i]);
-        free(paths);
         double tm = L.mem_gbs > 0 ? L.w_bytes / (L.mem_gbs * 1e9) : 0;
         double td = L.disk_mbs > 0 ? L.disk_bytes / (L.disk_mbs * 1e6) : 0;
         L.overlap_tok_s = per_s(1, RKM_MAX(tm, td));

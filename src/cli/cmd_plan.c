@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "kernels/kernels.h"
+#include "runtime/io_engine.h"
 #include "runtime/plan.h"
 #include "runtime/trace.h"
 #include "util/common.h"
@@ -53,19 +54,8 @@ static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d)
     if (!pool) return rkm_err(RKM_ENOMEM, "plan: no thread pool");
     d->mem_gbs = rkm_bench_mem_read_gbs(pool, (size_t)1 << 30);
     rkm_pool_free(pool);
-    int ne = md->n_expert_layers, rc = 0;
     d->disk_mbs = 0;
-    if (ne > 0) {
-        char **paths = calloc((size_t)ne, sizeof *paths);
-        if (!paths) return rkm_err(RKM_ENOMEM, "plan: out of memory");
-        for (int i = 0; i < ne && !rc; i++)
-            if (asprintf(&paths[i], "%s/%s", md->path, md->experts[ne - 1 - i].file) < 0)
-                paths[i] = NULL, rc = rkm_err(RKM_ENOMEM, "plan: out of memory");
-        if (!rc) rc = rkm_bench_disk_read_mbs((const char *const *)paths, ne, (uint64_t)512 << 20, 8, &d->disk_mbs);
-        for (int i = 0; i < ne; i++) free(paths[i]);
-        free(paths);
-    }
-    return rc;
+    return md->n_expert_layers > 0 ? rkm_bench_model_disk_mbs(md, RKM_IO_DEFAULT_THREADS, &d->disk_mbs) : 0;
 }
 
 /* The hit rate of the trace at the plan: LFU (the cache's default), the
