@@ -20,8 +20,8 @@ double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes);
  * an RKM_E* code. */
 int rkm_bench_disk_read_mbs(const char *const *paths, int n_paths, uint64_t bytes, int n_threads, double *mbs);
 /* rkm_bench_disk_read_mbs over a model's expert files (the last layer's
- * first), 512 MiB in all at n_threads. 0 or an RKM_E* code (a model
- * without expert files: RKM_EINVAL). */
+ * first), 512 MiB in all at n_threads. 0 (*mbs 0 for a model without
+ * expert files) or an RKM_E* code. */
 int rkm_bench_model_disk_mbs(const rkm_model_dir *md, int n_threads, double *mbs);
 /* Weight bytes the CPU reads from memory for one decode token: every
  * resident matrix (the token embedding row aside) plus n_expert_used

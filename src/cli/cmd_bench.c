@@ -430,8 +430,7 @@ int rkm_cmd_bench(int argc, char **argv)
         L.mem_gbs = rkm_bench_mem_read_gbs(m->pool, (size_t)1 << 30);
         L.w_bytes = rkm_bench_weight_bytes_per_token(m);
         L.disk_bytes = (double)dec.st.bytes_read / dec.n;
-        if (m->md->n_expert_layers > 0 &&
-            rkm_bench_model_disk_mbs(m->md, o.mp.io_threads > 0 ? o.mp.io_threads : RKM_IO_DEFAULT_THREADS, &L.disk_mbs))
+        if (rkm_bench_model_disk_mbs(m->md, o.mp.io_threads > 0 ? o.mp.io_threads : RKM_IO_DEFAULT_THREADS, &L.disk_mbs))
             fprintf(stderr, "rkmojo bench: disk probe: %s\n", rkm_last_error());
         double tm = L.mem_gbs > 0 ? L.w_bytes / (L.mem_gbs * 1e9) : 0;
         double td = L.disk_mbs > 0 ? L.disk_bytes / (L.disk_mbs * 1e6) : 0;

@@ -25,7 +25,6 @@
 #include "runtime/trace.h"
 #include "util/common.h"
 
-#define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 static int list_devices(void)
@@ -49,13 +48,12 @@ static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     d->cores = threads > 0 ? threads : ncpu > 0 ? (int)ncpu : 1;
     d->mem_bytes = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-    d->reserve_bytes = (uint64_t)1 << 30;
+    d->reserve_bytes = RKM_PLAN_RESERVE_BYTES;
     rkm_pool *pool = rkm_pool_new(d->cores);
     if (!pool) return rkm_err(RKM_ENOMEM, "plan: no thread pool");
     d->mem_gbs = rkm_bench_mem_read_gbs(pool, (size_t)1 << 30);
     rkm_pool_free(pool);
-    d->disk_mbs = 0;
-    return md->n_expert_layers > 0 ? rkm_bench_model_disk_mbs(md, RKM_IO_DEFAULT_THREADS, &d->disk_mbs) : 0;
+    return rkm_bench_model_disk_mbs(md, RKM_IO_DEFAULT_THREADS, &d->disk_mbs);
 }
 
 /* The hit rate of the trace at the plan: LFU (the cache's default), the
@@ -148,7 +146,7 @@ int rkm_cmd_plan(int argc, char **argv)
         }
     }
     if (mem) dev.mem_bytes = mem;
-    if (!n_ctx) n_ctx = md->hp.n_ctx_train > 0 && md->hp.n_ctx_train < 4096 ? md->hp.n_ctx_train : 4096;
+    if (!n_ctx) n_ctx = rkm_hparams_default_ctx(&md->hp);
     rkm_plan p;
     if (rkm_plan_memory(md, &dev, budget, n_ctx, &p)) {
         fprintf(stderr, "rkmojo plan: %s\n", rkm_last_error());

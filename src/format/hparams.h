@@ -148,6 +148,12 @@ int rkm_hparams_tensor_required(const rkm_hparams *hp, const rkm_tensor_info *t,
 int rkm_hparams_tensor_ne(const rkm_hparams *hp, const rkm_tensor_info *t, int il, int64_t ne[3]);
 
 /* Is layer il recurrent (no attention, no KV rows)? */
+/* The context a session gets when none is asked for: min(4096, the
+ * trained context), 4096 when the model does not say. */
+static inline int rkm_hparams_default_ctx(const rkm_hparams *hp)
+{
+    return hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+}
 static inline int rkm_hparams_is_recurrent(const rkm_hparams *hp, int il)
 {
     return il >= 0 && il < RKM_MAX_LAYERS && hp->recr_layer[il];

@@ -467,7 +467,7 @@ int rkm_model_verified(const rkm_model *m) { return atomic_load(&m->verify_done)
  * not fit. */
 static int make_plan(rkm_model *m, const rkm_model_params *p)
 {
-    int n_ctx = p->plan_n_ctx > 0 ? p->plan_n_ctx : RKM_MIN(4096, m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096);
+    int n_ctx = p->plan_n_ctx > 0 ? p->plan_n_ctx : rkm_hparams_default_ctx(&m->hp);
     int n_seq = p->plan_n_seq > 0 ? p->plan_n_seq : 1;
     rkm_budget_opts o = {.n_sessions = n_seq};
     int rc = rkm_budget_plan(m->md, p->mem_budget_bytes, n_ctx, &o, &m->plan);

@@ -15,17 +15,17 @@
  * allows in practice. A board's own figures come from `--device this`
  * run on it. */
 const rkm_device rkm_devices[] = {
-    {"rk3588-nvme", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, NVMe SSD on PCIe 3.0 x4", 16 * GIB, GIB, 18.0,
+    {"rk3588-nvme", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, NVMe SSD on PCIe 3.0 x4", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0,
      2000.0, 4},
-    {"rk3588-emmc", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, eMMC 5.1 (HS400)", 16 * GIB, GIB, 18.0, 280.0,
+    {"rk3588-emmc", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, eMMC 5.1 (HS400)", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0, 280.0,
      4},
-    {"rk3588-sd", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, microSD (UHS-I SDR104)", 16 * GIB, GIB, 18.0, 80.0,
+    {"rk3588-sd", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, microSD (UHS-I SDR104)", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0, 80.0,
      4},
-    {"rk3576-nvme", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, NVMe SSD on PCIe 2.1 x1", 8 * GIB, GIB, 9.0, 400.0,
+    {"rk3576-nvme", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, NVMe SSD on PCIe 2.1 x1", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 400.0,
      4},
-    {"rk3576-ufs", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, UFS 2.0", 8 * GIB, GIB, 9.0, 700.0, 4},
-    {"rk3576-emmc", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, eMMC 5.1 (HS400)", 8 * GIB, GIB, 9.0, 280.0, 4},
-    {"rk3576-sd", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, microSD (UHS-I SDR104)", 8 * GIB, GIB, 9.0, 80.0, 4},
+    {"rk3576-ufs", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, UFS 2.0", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 700.0, 4},
+    {"rk3576-emmc", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, eMMC 5.1 (HS400)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 280.0, 4},
+    {"rk3576-sd", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, microSD (UHS-I SDR104)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 80.0, 4},
 };
 const int rkm_n_devices = (int)RKM_ARRAY_LEN(rkm_devices);
 
@@ -36,20 +36,13 @@ const rkm_device *rkm_device_find(const char *name)
     return NULL;
 }
 
-static const rkm_tensor_view *tensor(const rkm_model_dir *md, const char *name)
-{
-    for (int i = 0; i < md->n_tensors; i++)
-        if (!strcmp(md->tensors[i].name, name)) return &md->tensors[i];
-    return NULL;
-}
-
 double rkm_plan_weight_bytes(const rkm_model_dir *md)
 {
-    const rkm_tensor_view *embd = tensor(md, "token_embd.weight");
+    const rkm_tensor_view *embd = rkm_model_dir_tensor(md, "token_embd.weight");
     double b = 0;
     for (int i = 0; i < md->n_tensors; i++) /* the matrices: norms and biases are noise */
         if (&md->tensors[i] != embd && md->tensors[i].n_dims >= 2) b += (double)md->tensors[i].nbytes;
-    if (embd && !tensor(md, "output.weight")) b += (double)embd->nbytes; /* tied: the LM head reads it all */
+    if (embd && !rkm_model_dir_tensor(md, "output.weight")) b += (double)embd->nbytes; /* tied: the LM head reads it all */
     for (int i = 0; i < md->n_expert_layers; i++) b += (double)md->hp.n_expert_used * (double)md->experts[i].blob_bytes;
     return b;
 }

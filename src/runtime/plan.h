@@ -32,6 +32,9 @@ typedef struct rkm_device {
     int cores;            /* the decode threads (big cores) */
 } rkm_device;
 
+/* The memory a device keeps for its system and other programs. */
+#define RKM_PLAN_RESERVE_BYTES ((uint64_t)1 << 30)
+
 /* The board profiles, and their count. */
 extern const rkm_device rkm_devices[];
 extern const int rkm_n_devices;

@@ -122,8 +122,7 @@ static rkm_session *session_new(rkm_model *m, const rkm_session_params *p, int w
     }
     s->m = m;
     s->p = *p;
-    int train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096;
-    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : RKM_MIN(4096, train);
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : rkm_hparams_default_ctx(&m->hp);
     s->n_chunk = p->n_chunk > 0 ? p->n_chunk : 128;
     if (s->n_ctx > (1 << 24) || p->n_ctx < 0 || p->n_chunk < 0 || s->n_chunk > 65536) {
         rkm_err(RKM_EINVAL, "session: n_ctx %d / n_chunk %d out of range", p->n_ctx, p->n_chunk);

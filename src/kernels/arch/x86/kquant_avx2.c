@@ -236,25 +236,8 @@ void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
 #define PKK2_STREAMS 1
 #endif
 
-/* The row loop of every packed 256-value kernel here: decode (m = 1) over
- * PKK2_STREAMS groups at a time, prefill 2 activation rows per weight
- * group; FN(a, type, r, i, RX, NG) computes RX activation rows from i by
- * NG groups from row r. */
-#define PKK2_DRIVE(FN, a, type, r0, r1)                                                            \
-    do {                                                                                           \
-        int64_t r_ = (r0);                                                                         \
-        if ((a)->m == 1) {                                                                         \
-            for (; r_ + PKK2_STREAMS * RKM_PACK_ROWS <= (r1); r_ += PKK2_STREAMS * RKM_PACK_ROWS)  \
-                FN(a, type, r_, 0, 1, PKK2_STREAMS);                                               \
-            for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) FN(a, type, r_, 0, 1, 1);      \
-            break;                                                                                 \
-        }                                                                                          \
-        for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
-            int64_t i_ = 0;                                                                        \
-            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
-            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1, 1);                                   \
-        }                                                                                          \
-    } while (0)
+/* The row loop of every packed 256-value kernel here (kquant_x86_impl.h). */
+#define PKK2_DRIVE(FN, a, type, r0, r1) PKQ_DRIVE(FN, a, type, r0, r1, PKK2_STREAMS, 2)
 
 /* The 8 sub-blocks' scales and mins of one half (8 rows) of a group. */
 KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i mn[8])

@@ -788,26 +788,8 @@ ZB_DEFINE(rkm_mm_mxfp4_avx512vnni, RKM_TYPE_MXFP4)
 #define PKK_STREAMS 1
 #endif
 
-/* The row loop of every packed 256-value kernel here: decode (m = 1) over
- * PKK_STREAMS groups at a time, prefill up to 4 activation rows per weight
- * group; FN(a, type, r, i, RX, NG) computes RX activation rows from i by
- * NG groups from row r. */
-#define PKK_DRIVE(FN, a, type, r0, r1)                                                             \
-    do {                                                                                           \
-        int64_t r_ = (r0);                                                                         \
-        if ((a)->m == 1) {                                                                         \
-            for (; r_ + PKK_STREAMS * RKM_PACK_ROWS <= (r1); r_ += PKK_STREAMS * RKM_PACK_ROWS)    \
-                FN(a, type, r_, 0, 1, PKK_STREAMS);                                                \
-            for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) FN(a, type, r_, 0, 1, 1);      \
-            break;                                                                                 \
-        }                                                                                          \
-        for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
-            int64_t i_ = 0;                                                                        \
-            for (; i_ + 4 <= (a)->m; i_ += 4) FN(a, type, r_, i_, 4, 1);                           \
-            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
-            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1, 1);                                   \
-        }                                                                                          \
-    } while (0)
+/* The row loop of every packed 256-value kernel here (kquant_x86_impl.h). */
+#define PKK_DRIVE(FN, a, type, r0, r1) PKQ_DRIVE(FN, a, type, r0, r1, PKK_STREAMS, 4)
 
 /* The 8 sub-blocks' scales and mins of the group's 16 rows, as int32. */
 KQ_INLINE void pkk_scales(const uint8_t *blk, __m512i sc[8], __m512i mn[8])

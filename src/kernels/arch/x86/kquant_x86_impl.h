@@ -236,6 +236,28 @@ KQ_INLINE void prefetch_stream(const uint8_t *grp, int k, int NG, size_t gstride
     prefetch_block(grp + (o < gstride ? k * gstride + o : (k + NG) * gstride + o - gstride), blkb);
 }
 
+/* The row loop of every packed 256-value kernel of both sets: decode
+ * (m = 1) over STREAMS groups at a time, prefill up to RXMAX (4 or 2)
+ * activation rows per weight group, then 2, then 1; FN(a, type, r, i,
+ * RX, NG) computes RX activation rows from i by NG groups from row r. */
+#define PKQ_DRIVE(FN, a, type, r0, r1, STREAMS, RXMAX)                                             \
+    do {                                                                                           \
+        int64_t r_ = (r0);                                                                         \
+        if ((a)->m == 1) {                                                                         \
+            for (; r_ + (STREAMS) * RKM_PACK_ROWS <= (r1); r_ += (STREAMS) * RKM_PACK_ROWS)        \
+                FN(a, type, r_, 0, 1, STREAMS);                                                    \
+            for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) FN(a, type, r_, 0, 1, 1);      \
+            break;                                                                                 \
+        }                                                                                          \
+        for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
+            int64_t i_ = 0;                                                                        \
+            for (; (RXMAX) >= 4 && i_ + 4 <= (a)->m; i_ += 4) /* RX a valid count either way */  \
+                FN(a, type, r_, i_, (RXMAX) >= 4 ? 4 : 2, 1);                                      \
+            for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
+            for (; i_ < (a)->m; i_++) FN(a, type, r_, i_, 1, 1);                                   \
+        }                                                                                          \
+    } while (0)
+
 KQ_INLINE int blk32_signed(const int type) { return type == RKM_TYPE_IQ4_NL || type == RKM_TYPE_MXFP4; }
 KQ_INLINE int blk32_min(const int type) { return type == RKM_TYPE_Q4_1 || type == RKM_TYPE_Q5_1; }
 
