@@ -375,6 +375,8 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
                             const int8_t *xb = a->xq + (i + c) * nb * 32 + b * 32;
                             slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(pk2_x4(xb + 4 * h))));
                             shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(pk2_x4(xb + 16 + 4 * h))));
+                            RKM_X86_PIN(slo[c]);
+                            RKM_X86_PIN(shi[c]);
                         }
                     }
 #pragma GCC unroll 4
@@ -400,6 +402,7 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
                             __m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 4 * h)), lo));
                             __m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 16 + 4 * h)), hi));
                             isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+                            RKM_X86_PIN(isum[c]);
                         }
                     }
                 } else if (type == RKM_TYPE_Q4_0) {
@@ -434,6 +437,7 @@ static inline __attribute__((always_inline)) void pk2_rows(const rkm_mm_args *a,
                             const int8_t *xb = a->xq + (i + c) * nb * 32 + b * 32;
                             __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(_mm256_set1_epi32(pk2_x4(xb + 4 * g)), v));
                             isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, ones));
+                            RKM_X86_PIN(isum[c]);
                         }
                     }
                 }

@@ -229,36 +229,43 @@ void rkm_mm_grid_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * reads PKK2_STREAMS groups as streams prefetched 2 KiB ahead: one, as
  * the AVX-512 kernels (kquant_avx512vnni.c; here Q4_K from memory at
  * expert shapes 13 -> 23 GB/s, Q6_K 8 -> 19, resident olmoe Q4_K_M
- * 35 -> 54 tok/s against four); prefill takes 2 activation rows at a
+ * 35 -> 54 tok/s against four); prefill takes 4 activation rows at a
  * time. */
 #define PKK2_PF_BYTES 2048
 #ifndef PKK2_STREAMS
 #define PKK2_STREAMS 1
 #endif
 
-/* The row loop of every packed 256-value kernel here (kquant_x86_impl.h). */
+/* The row loop of the packed 256-value kernels here that take 2
+ * activation rows at a time in prefill (kquant_x86_impl.h); Q4_K, Q5_K
+ * and Q6_K take 4. */
 #define PKK2_DRIVE(FN, a, type, r0, r1) PKQ_DRIVE(FN, a, type, r0, r1, PKK2_STREAMS, 2)
 
-/* The 8 sub-blocks' scales and mins of one half (8 rows) of a group. */
-KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, __m256i sc[8], __m256i mn[8])
+/* The 8 sub-blocks' scales and mins of one half (8 rows) of a group, as
+ * int32 rows of a table in memory (sc[s], mn[s]): held in registers they
+ * crowd out the sums of the loop that reads them. */
+KQ_INLINE void pkk2_scales(const uint8_t *blk, int half, int32_t sc[8][8], int32_t mn[8][8])
 {
-    __m256i S[12];
-#pragma GCC unroll 12
-    for (int k = 0; k < 12; k++) S[k] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * k + 8 * half)));
     const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15);
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
-        sc[s] = _mm256_and_si256(S[s], m63);
-        mn[s] = _mm256_and_si256(S[s + 4], m63);
-        sc[s + 4] = _mm256_or_si256(_mm256_and_si256(S[s + 8], m15), _mm256_slli_epi32(_mm256_srli_epi32(S[s], 6), 4));
-        mn[s + 4] = _mm256_or_si256(_mm256_srli_epi32(S[s + 8], 4), _mm256_slli_epi32(_mm256_srli_epi32(S[s + 4], 6), 4));
+        const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * s + 8 * half)));
+        const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * (s + 4) + 8 * half)));
+        const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 64 + 16 * (s + 8) + 8 * half)));
+        _mm256_store_si256((__m256i *)sc[s], _mm256_and_si256(a, m63));
+        _mm256_store_si256((__m256i *)mn[s], _mm256_and_si256(m, m63));
+        _mm256_store_si256((__m256i *)sc[s + 4], _mm256_or_si256(_mm256_and_si256(e, m15), _mm256_slli_epi32(_mm256_srli_epi32(a, 6), 4)));
+        _mm256_store_si256((__m256i *)mn[s + 4], _mm256_or_si256(_mm256_srli_epi32(e, 4), _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 4)));
     }
 }
 
-/* RX activation rows x NG groups from row r of packed Q4_K or Q5_K (the
- * fifth bit of sub-block 2c + k, bit 2c + k of the qh word, masked and
- * shifted to bit 4, or'ed into the nibble; a sub-block's 16-bit sums are
- * widened every 4 parts, at most 4 x 2 x 31 x 128 = 31744). */
+/* RX (up to 4) activation rows x NG groups from row r of packed Q4_K or
+ * Q5_K. A sub-block at a time (its 8 parts' low or high nibbles, Q5_K's
+ * fifth bit, bit s of the qh word, masked and shifted to bit 4, or'ed in),
+ * so that the RX 16-bit sums, the int32 sums and the unpacking stay in
+ * registers: kept in memory, they bound the loop by store-to-load
+ * latency. Q5_K's 16-bit sums are widened every 4 parts (at most 4 x 2 x
+ * 31 x 128 = 31744). */
 KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
 {
     const int q5 = type == RKM_TYPE_Q5_K;
@@ -266,12 +273,12 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
-    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    __m256 acc[4][2][2];
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1), m10 = _mm256_set1_epi8(0x10);
+    __m256 acc[4][2][4];
 #pragma GCC unroll 4
     for (int k = 0; k < NG; k++)
         for (int h = 0; h < 2; h++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
@@ -280,70 +287,62 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int
             if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * blkb, blkb, PKK2_PF_BYTES);
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
-                __m256i sc[8], mn[8], isum[2], msum[2];
+                int32_t sc[8][8] __attribute__((aligned(32))), mn[8][8] __attribute__((aligned(32)));
+                __m256i isum[4];
                 pkk2_scales(blk, h, sc, mn);
+#pragma GCC unroll 4
+                for (int c = 0; c < RX; c++) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+                for (int j = 0; j < 4; j++)
 #pragma GCC unroll 2
+                    for (int hi = 0; hi < 2; hi++) { /* sub-block 2j + hi */
+                        const int s = 2 * j + hi;
+                        __m256i s16[4];
+#pragma GCC unroll 4
+                        for (int c = 0; c < RX; c++) s16[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                        for (int hh = 0; hh < 8; hh++) {
+                            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + qs_at + 64 * (8 * j + hh) + 32 * h));
+                            __m256i w = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+                            if (q5) {
+                                const __m256i hb = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(blk + 256 + 64 * hh + 32 * h)),
+                                                                    _mm_cvtsi32_si128(s));
+                                w = _mm256_or_si256(w, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m10));
+                            }
+#pragma GCC unroll 4
+                            for (int c = 0; c < RX; c++) {
+                                int32_t x;
+                                memcpy(&x, a->xq + (i + c) * a->n_in + 256 * b + 32 * s + 4 * hh, 4);
+                                s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x)));
+                                RKM_X86_PIN(s16[c]);
+                                if (q5 && hh == 3) {
+                                    isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(s16[c], ones), _mm256_load_si256((const __m256i *)sc[s])));
+                                    s16[c] = _mm256_setzero_si256();
+                                }
+                            }
+                        }
+#pragma GCC unroll 4
+                        for (int c = 0; c < RX; c++)
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(s16[c], ones), _mm256_load_si256((const __m256i *)sc[s])));
+                    }
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+#pragma GCC unroll 4
                 for (int c = 0; c < RX; c++) {
                     const int32_t *xs = a->xs + (i + c) * ng16 + 16 * b;
                     __m256i ms = _mm256_setzero_si256();
 #pragma GCC unroll 8
                     for (int s = 0; s < 8; s++)
-                        ms = _mm256_add_epi32(ms, _mm256_mullo_epi32(mn[s], _mm256_set1_epi32(xs[2 * s] + xs[2 * s + 1])));
-                    msum[c] = ms;
-                    isum[c] = _mm256_setzero_si256();
-                }
-#pragma GCC unroll 1
-                for (int j = 0; j < 4; j++) {
-                    __m256i slo[2], shi[2], wlo[2], whi[2];
-#pragma GCC unroll 2
-                    for (int c = 0; c < RX; c++) slo[c] = shi[c] = wlo[c] = whi[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-                    for (int hh = 0; hh < 8; hh++) {
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + qs_at + 64 * (8 * j + hh) + 32 * h));
-                        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                        if (q5) {
-                            /* bits 2j and 2j + 1 of the qh word to bits 0 and 1 */
-                            const __m256i hb = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(blk + 256 + 64 * hh + 32 * h)),
-                                                                _mm_cvtsi32_si128(2 * j));
-                            const __m256i m10 = _mm256_set1_epi8(0x10);
-                            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m10));
-                            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), m10));
-                        }
-#pragma GCC unroll 2
-                        for (int c = 0; c < RX; c++) {
-                            const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 64 * j + 4 * hh;
-                            int32_t x0, x1;
-                            memcpy(&x0, xb, 4);
-                            memcpy(&x1, xb + 32, 4);
-                            slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0)));
-                            shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1)));
-                            if (q5 && hh == 3) {
-                                wlo[c] = _mm256_madd_epi16(slo[c], ones);
-                                whi[c] = _mm256_madd_epi16(shi[c], ones);
-                                slo[c] = shi[c] = _mm256_setzero_si256();
-                            }
-                        }
-                    }
-#pragma GCC unroll 2
-                    for (int c = 0; c < RX; c++)
-                        isum[c] = _mm256_add_epi32(
-                            isum[c],
-                            _mm256_add_epi32(_mm256_mullo_epi32(_mm256_add_epi32(wlo[c], _mm256_madd_epi16(slo[c], ones)), sc[2 * j]),
-                                             _mm256_mullo_epi32(_mm256_add_epi32(whi[c], _mm256_madd_epi16(shi[c], ones)), sc[2 * j + 1])));
-                }
-                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-                const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-#pragma GCC unroll 2
-                for (int c = 0; c < RX; c++) {
+                        ms = _mm256_add_epi32(ms, _mm256_mullo_epi32(_mm256_load_si256((const __m256i *)mn[s]), _mm256_set1_epi32(xs[2 * s] + xs[2 * s + 1])));
                     const __m256 dx = _mm256_set1_ps(a->xd[(i + c) * nb + b]);
                     acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dx), _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
                     const __m256 ndm = _mm256_xor_ps(_mm256_mul_ps(dm8, dx), _mm256_set1_ps(-0.0f));
-                    acc[k][h][c] = _mm256_fmadd_ps(ndm, _mm256_cvtepi32_ps(msum[c]), acc[k][h][c]);
+                    acc[k][h][c] = _mm256_fmadd_ps(ndm, _mm256_cvtepi32_ps(ms), acc[k][h][c]);
                 }
             }
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int c = 0; c < RX; c++)
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++)
@@ -351,8 +350,14 @@ KQ_INLINE void pkk2_compute(const rkm_mm_args *a, const int type, int64_t r, int
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pkk2_compute, a, RKM_TYPE_Q4_K, r0, r1); }
-void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pkk2_compute, a, RKM_TYPE_Q5_K, r0, r1); }
+void rkm_mm_q4_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    PKQ_DRIVE(pkk2_compute, a, RKM_TYPE_Q4_K, r0, r1, PKK2_STREAMS, 4);
+}
+void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    PKQ_DRIVE(pkk2_compute, a, RKM_TYPE_Q5_K, r0, r1, PKK2_STREAMS, 4);
+}
 
 /* ------------------------------------------------- packed Q6_K ----
  * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
@@ -366,8 +371,8 @@ void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRI
  * -32 x the activations' sum of 16, so it ends at the reference's exact
  * dot of (q - 32) x; then scaled by the rows' int8 scale (vpmulld). The
  * reference's fused multiply-add per row and super-block (bit-identical
- * to it). Decode reads as packed Q4_K (PKK2_STREAMS);
- * prefill takes 2 activation rows at a time. */
+ * to it). Decode reads as packed Q4_K (PKK2_STREAMS); prefill takes 4
+ * activation rows at a time. */
 KQ_INLINE __m256i pk62_level(const uint8_t *parts, int n, int u, int t, int h)
 {
     const __m256i ql = _mm256_loadu_si256((const __m256i *)(parts + 64 * (16 * n + 8 * (u & 1) + t) + 32 * h));
@@ -383,11 +388,11 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4][2][2];
+    __m256 acc[4][2][4];
 #pragma GCC unroll 4
     for (int k = 0; k < NG; k++)
         for (int h = 0; h < 2; h++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
@@ -396,22 +401,22 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
             if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_Q6_K_BLOCK, RKM_PK_Q6_K_BLOCK, PKK2_PF_BYTES);
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
-                __m256i isum[2];
-#pragma GCC unroll 2
+                __m256i isum[4];
+#pragma GCC unroll 4
                 for (int c = 0; c < RX; c++) isum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 1
                 for (int hq = 0; hq < 4; hq++)
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) { /* sub-block s: half n, quarter u, l in 16q..16q+15 */
                     const int n = hq >> 1, q = hq & 1, s = 8 * n + 2 * u + q;
-                    __m256i d[2];
-#pragma GCC unroll 2
+                    __m256i d[4];
+#pragma GCC unroll 4
                     for (int c = 0; c < RX; c++) d[c] = _mm256_set1_epi32(-32 * a->xs[(i + c) * ng16 + 16 * b + s]);
 #pragma GCC unroll 2
                     for (int tp = 0; tp < 2; tp++) {
                         const int t = 4 * q + 2 * tp;
                         const __m256i w0 = pk62_level(parts, n, u, t, h), w1 = pk62_level(parts, n, u, t + 1, h);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
                         for (int c = 0; c < RX; c++) {
                             const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * u + 4 * t;
                             int32_t x0, x1;
@@ -420,21 +425,22 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
                             const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
                                                                _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
                             d[c] = _mm256_add_epi32(d[c], _mm256_madd_epi16(p, ones));
+                            RKM_X86_PIN(d[c]);
                         }
                     }
                     const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * s + 8 * h)));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
                     for (int c = 0; c < RX; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d[c], sc));
                 }
                 const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
                 for (int c = 0; c < RX; c++)
                     acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(a->xd[(i + c) * nb + b])),
                                                    _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
             }
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int c = 0; c < RX; c++)
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++)
@@ -442,7 +448,10 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
                 _mm256_storeu_ps(a->y + (i + c) * a->ldy + r + RKM_PACK_ROWS * k + 8 * h, acc[k][h][c]);
 }
 
-void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1) { PKK2_DRIVE(pk62_compute, a, RKM_TYPE_Q6_K, r0, r1); }
+void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
+{
+    PKQ_DRIVE(pk62_compute, a, RKM_TYPE_Q6_K, r0, r1, PKK2_STREAMS, 4);
+}
 
 /* ------------------------------------------------- packed IQ4_XS ----
  * The packed layout (kernels.h) in two halves of 8 rows, one row per int32
@@ -502,6 +511,7 @@ KQ_INLINE void pkx2_compute(const rkm_mm_args *a, const int type, int64_t r, int
                             const __m256i pl = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(_mm256_set1_epi32(x0), lo));
                             const __m256i ph = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(_mm256_set1_epi32(x1), hi));
                             d[c] = _mm256_add_epi32(d[c], _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+                            RKM_X86_PIN(d[c]);
                         }
                     }
 #pragma GCC unroll 2
@@ -609,6 +619,7 @@ KQ_INLINE void pk232_compute(const rkm_mm_args *a, const int type, int64_t r, in
                                 int32_t xv;
                                 memcpy(&xv, a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * j + 16 * g + 4 * t, 4);
                                 s16[c][j] = _mm256_add_epi16(s16[c][j], _mm256_maddubs_epi16(lvl, _mm256_set1_epi32(xv)));
+                                RKM_X86_PIN(s16[c][j]);
                             }
                         }
                     }

@@ -16,6 +16,14 @@
 
 #include "kernels/arch/x86/x86_tables.h"
 
+/* A vector the compiler must hold as it is at this point. An integer
+ * accumulator passed through it after each add is summed in the order
+ * written, in one register: otherwise GCC reassociates a tile's chains of
+ * vpmaddubsw sums into trees whose products it spills to the stack, and
+ * the loop runs at the stack's store-to-load latency (the packed Q4_K
+ * prefill here: 120 -> 165 GOP/s a thread). */
+#define RKM_X86_PIN(v) __asm__("" : "+x"(v))
+
 /* Attention's row-batched f16 kernels prefetch every line of the rows
  * this many bytes ahead of the one they compute (a head's keys or values
  * are one contiguous run per thread). */
