@@ -20,13 +20,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "kernels/membw.h"
+#include "kernels/quant.h"
 #include "util/common.h"
 
 /* ------------------------------------------------------ memory probe */
@@ -38,6 +41,66 @@ double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes)
     double g = rkm_membw_probe(b, pool, 1.0);
     rkm_membw_free(b);
     return g;
+}
+
+/* ------------------------------------------------------ kernel probe */
+
+#define PROBE_PASSES 64
+
+/* Weights for a timing: 8 rows quantized from a sine, the rest copies of
+ * them (quantizing every row would take longer than the probe), packed
+ * where the type is. */
+static void probe_weights(int type, void *w, int64_t n_in, int64_t n_out, float *row)
+{
+    const int plain = rkm_unpack_type(type);
+    const size_t rb = rkm_type_row_bytes(plain, n_in);
+    for (int64_t r = 0; r < n_out; r++) {
+        if (r < 8) {
+            for (int64_t k = 0; k < n_in; k++) row[k] = 0.5f * sinf(0.37f * (float)(k + 131 * r));
+            rkm_quantize_row(plain, row, (char *)w + rb * (size_t)r, n_in);
+        } else
+            memcpy((char *)w + rb * (size_t)r, (char *)w + rb * (size_t)(r % 8), rb);
+    }
+    if (type != plain) rkm_pack_rows(plain, w, n_in, n_out);
+}
+
+double rkm_bench_matmul_gbs(rkm_pool *pool, int type, int64_t n_in, int64_t n_out, size_t bytes, double seconds)
+{
+    const int plain = rkm_unpack_type(type);
+    if (n_in <= 0 || n_out <= 0 || n_in % rkm_type_block_size(plain)) return 0;
+    const size_t mb = rkm_type_row_bytes(plain, n_in) * (size_t)n_out;
+    int n = (int)((bytes + mb - 1) / mb);
+    if (n < 2) n = 2;
+    void **w = calloc((size_t)n, sizeof *w);
+    float *x = malloc(sizeof(float) * (size_t)n_in), *y = malloc(sizeof(float) * (size_t)n_out);
+    double best = 0;
+    int ok = w && x && y;
+    for (int i = 0; ok && i < n; i++) {
+        w[i] = rkm_alloc_aligned(mb, 64);
+        if (!w[i]) ok = 0;
+        else if (i == 0) probe_weights(type, w[0], n_in, n_out, x);
+        else memcpy(w[i], w[0], mb);
+    }
+    if (ok) {
+        for (int64_t k = 0; k < n_in; k++) x[k] = cosf(0.11f * (float)k);
+        /* one pass untimed (the pool's threads wake, the clock ramps),
+         * then the median pass: the rate decoding sustains */
+        for (int i = 0; i < n; i++) rkm_matmul(pool, type, w[i], n_in, n_out, x, 1, y, n_out);
+        double r[PROBE_PASSES], t_end = rkm_now() + seconds;
+        int np = 0;
+        do {
+            double t0 = rkm_now();
+            for (int i = 0; i < n; i++) rkm_matmul(pool, type, w[i], n_in, n_out, x, 1, y, n_out);
+            double dt = rkm_now() - t0;
+            if (dt > 0) r[np++] = (double)mb * n / dt / 1e9;
+        } while (np < PROBE_PASSES && (np < 3 || rkm_now() < t_end));
+        if (np) best = rkm_bench_sort_median(r, np);
+    }
+    for (int i = 0; w && i < n; i++) rkm_free_aligned(w[i]);
+    free(w);
+    free(x);
+    free(y);
+    return best;
 }
 
 /* -------------------------------------------------------- disk probe */

@@ -14,6 +14,13 @@
  * pass over a second on a `bytes` buffer): GB/s (1e9 bytes), 0 if the
  * probe could not run. */
 double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes);
+/* The rate at which the pool's threads run decode matmuls (m = 1) of
+ * weight type `type` (packed types included) on n_in x n_out matrices:
+ * GB/s (1e9 bytes) of weights, the median of the passes over `seconds`
+ * (at least 3) through copies that make `bytes` in all, so that the weights come from memory as
+ * a decoded token's do. 0 if it could not run (no memory, n_in not a
+ * multiple of the type's block). */
+double rkm_bench_matmul_gbs(rkm_pool *pool, int type, int64_t n_in, int64_t n_out, size_t bytes, double seconds);
 /* O_DIRECT reads of 1 MiB (less for small files) at n_threads in
  * parallel, `bytes` in all, from the concatenation of the files (each
  * byte read once while they hold enough): MB/s (1e6 bytes) in *mbs. 0 or

@@ -3,8 +3,10 @@
  * [--mem-budget SIZE] [--ctx N] [--trace ROUTES.bin | --hit-rate PCT]
  * [--json]`: what MODEL will do on a device before it runs there (the
  * memory plan, the expert-cache hit rate, the bytes a decode token reads
- * from memory and disk, and the decode speeds they allow; runtime/plan.h).
- * "this" measures the machine it runs on with `bench --limits`' probes;
+ * from memory and disk, the decode speeds they allow, and on "this"
+ * machine a predicted decode speed; runtime/plan.h). "this" measures the
+ * machine it runs on with `bench --limits`' probes and a decode matmul
+ * probe per weight type;
  * `--devices` lists the board profiles.
  * Single-threaded apart from the probes' pool; everything it opens is
  * closed before it returns.
@@ -41,8 +43,14 @@ static int list_devices(void)
 }
 
 /* "this": RAM from sysconf, memory and disk from the probes bench
- * --limits runs, the decode threads one per online core. */
-static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d)
+ * --limits runs, the decode threads one per online core; and *t_compute
+ * (s): a decode token's weights at the rates its kernels run them here,
+ * each weight type probed on its largest matrix's shape (at most
+ * PROBE_ROWS rows: the rate is per byte) from memory. */
+#define PROBE_ROWS 4096
+#define PROBE_BYTES ((size_t)256 << 20)
+static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d, rkm_plan_wtype *wt, double *gbs, int *n_wt,
+                        double *t_compute)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -52,6 +60,14 @@ static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d)
     rkm_pool *pool = rkm_pool_new(d->cores);
     if (!pool) return rkm_err(RKM_ENOMEM, "plan: no thread pool");
     d->mem_gbs = rkm_bench_mem_read_gbs(pool, (size_t)1 << 30);
+    *n_wt = rkm_plan_weight_types(md, wt, RKM_PLAN_MAX_WTYPES);
+    *t_compute = 0;
+    for (int i = 0; i < *n_wt; i++) {
+        gbs[i] = rkm_bench_matmul_gbs(pool, wt[i].type, wt[i].n_in, RKM_MIN(wt[i].n_out, PROBE_ROWS), PROBE_BYTES, 0.5);
+        if (gbs[i] <= 0) *t_compute = -1; /* not measurable: no prediction */
+        else if (*t_compute >= 0) *t_compute += wt[i].bytes / (gbs[i] * 1e9);
+    }
+    if (*t_compute < 0) *t_compute = 0;
     rkm_pool_free(pool);
     return rkm_bench_model_disk_mbs(md, RKM_IO_DEFAULT_THREADS, &d->disk_mbs);
 }
@@ -110,7 +126,8 @@ int rkm_cmd_plan(int argc, char **argv)
         "Without --trace or --hit-rate the hit rate is the floor of routing spread evenly over the\n"
         "experts; a trace of your own prompts (rkmojo run --trace-out ROUTES.bin, any budget) gives\n"
         "the cache's real rate. The speeds are bounds: the memory and disk time of a token's bytes,\n"
-        "overlapped or one after the other.\n",
+        "overlapped or one after the other. On this machine (--device this) plan also runs each\n"
+        "weight type's decode matmul and predicts the speed: those matmuls, then the misses' reads.\n",
         {opts}, 0,
     };
     int parsed = rkm_opts_parse(&cmd, argc, argv, NULL);
@@ -125,6 +142,9 @@ int rkm_cmd_plan(int argc, char **argv)
         return 2;
     }
     rkm_device dev;
+    double t_compute = 0, gbs[RKM_PLAN_MAX_WTYPES];
+    rkm_plan_wtype wt[RKM_PLAN_MAX_WTYPES];
+    int n_wt = 0;
     const rkm_device *prof = strcmp(device, "this") ? rkm_device_find(device) : NULL;
     if (strcmp(device, "this") && !prof) {
         fprintf(stderr, "rkmojo plan: unknown device '%s' (rkmojo plan --devices lists them)\n", device);
@@ -140,7 +160,7 @@ int rkm_cmd_plan(int argc, char **argv)
     if (prof) dev = *prof;
     else {
         dev = (rkm_device){.name = "this", .desc = "this machine, measured"};
-        if (measure_this(md, threads, &dev)) {
+        if (measure_this(md, threads, &dev, wt, gbs, &n_wt, &t_compute)) {
             fprintf(stderr, "rkmojo plan: measuring this machine: %s\n", rkm_last_error());
             goto out;
         }
@@ -162,7 +182,7 @@ int rkm_cmd_plan(int argc, char **argv)
         }
         hit_from = "trace, LFU";
     }
-    rkm_plan_speed(md, &dev, hit, &p);
+    rkm_plan_speed(md, &dev, hit, t_compute, &p);
     if (b->slots_per_layer >= md->hp.n_expert) hit_from = "every expert held";
     if (json) {
         root = cJSON_CreateObject();
@@ -189,6 +209,21 @@ int rkm_cmd_plan(int argc, char **argv)
         cJSON_AddNumberToObject(root, "disk_bytes_per_token", p.disk_bytes_tok);
         cJSON_AddNumberToObject(root, "decode_tok_s_overlapped", p.tok_s_overlapped);
         cJSON_AddNumberToObject(root, "decode_tok_s_serial", p.tok_s_serial);
+        if (n_wt) {
+            cJSON *k = cJSON_AddArrayToObject(root, "kernel_rates");
+            for (int i = 0; i < n_wt; i++) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "type", rkm_type_name(wt[i].type));
+                cJSON_AddNumberToObject(e, "bytes_per_token", wt[i].bytes);
+                cJSON_AddNumberToObject(e, "gb_s", gbs[i]);
+                cJSON_AddItemToArray(k, e);
+            }
+        }
+        if (p.tok_s_predicted > 0) {
+            cJSON_AddNumberToObject(root, "compute_s_per_token", p.t_compute_s);
+            cJSON_AddNumberToObject(root, "decode_tok_s_predicted", p.tok_s_predicted);
+        } else
+            cJSON_AddNullToObject(root, "decode_tok_s_predicted");
         char *s = cJSON_Print(root);
         if (s) puts(s);
         free(s);
@@ -208,6 +243,14 @@ int rkm_cmd_plan(int argc, char **argv)
                1e3 * p.t_mem_s, p.disk_bytes_tok / 1e6, 1e3 * p.t_disk_s);
         printf("decode  at most %.2f tok/s with the reads hidden behind compute, %.2f tok/s with none hidden\n",
                p.tok_s_overlapped, p.tok_s_serial);
+        for (int i = 0; i < n_wt; i++)
+            printf("%s %s %.0f MB a token at %.1f GB/s%s", i ? "," : "kernels", rkm_type_name(wt[i].type), wt[i].bytes / 1e6, gbs[i],
+                   i + 1 == n_wt ? " (decode matmuls measured here)\n" : "");
+        if (p.tok_s_predicted > 0)
+            printf("        predicted %.2f tok/s: the matmuls %.1f ms at this machine's kernel rates, then the misses' reads\n",
+                   p.tok_s_predicted, 1e3 * p.t_compute_s);
+        else
+            printf("        (no prediction: the device's kernels are not measured; run plan on it with --device this)\n");
     }
     rc = 0;
 out:

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "util/common.h"
 
 #define GIB (1024ull * 1024 * 1024)
@@ -47,6 +48,44 @@ double rkm_plan_weight_bytes(const rkm_model_dir *md)
     return b;
 }
 
+static int add_wtype(rkm_plan_wtype *out, int n, int cap, int type, int64_t n_in, int64_t n_out, double bytes)
+{
+    type = rkm_pack_type(type, n_out);
+    int i = 0;
+    while (i < n && out[i].type != type) i++;
+    if (i == n) {
+        if (n == cap) i = n - 1; /* folded into the last */
+        else out[n++] = (rkm_plan_wtype){.type = type};
+    }
+    if (bytes > 0 && (double)n_in * (double)n_out > (double)out[i].n_in * (double)out[i].n_out) {
+        out[i].n_in = n_in;
+        out[i].n_out = n_out;
+    }
+    out[i].bytes += bytes;
+    return n;
+}
+
+int rkm_plan_weight_types(const rkm_model_dir *md, rkm_plan_wtype *out, int cap)
+{
+    if (cap <= 0) return 0;
+    const rkm_tensor_view *embd = rkm_model_dir_tensor(md, "token_embd.weight");
+    int tied = embd && !rkm_model_dir_tensor(md, "output.weight"), n = 0;
+    for (int i = 0; i < md->n_tensors; i++) { /* as rkm_plan_weight_bytes counts them */
+        const rkm_tensor_view *t = &md->tensors[i];
+        if (t->n_dims < 2 || (t == embd && !tied)) continue;
+        n = add_wtype(out, n, cap, t->type, t->ne[0], t->ne[1], (double)t->nbytes);
+    }
+    for (int i = 0; i < md->n_expert_layers; i++)
+        for (int k = 0; k < RKM_PART_COUNT; k++) {
+            const rkm_expert_part *pt = &md->experts[i].part[k];
+            /* the top-k experts' same part run as one pool job (rkm_mm_multi) */
+            if (pt->nbytes)
+                n = add_wtype(out, n, cap, pt->type, pt->ne[0], pt->ne[1] * md->hp.n_expert_used,
+                              (double)md->hp.n_expert_used * (double)pt->nbytes);
+        }
+    return n;
+}
+
 uint64_t rkm_plan_device_budget(const rkm_device *dev)
 {
     return dev->mem_bytes > dev->reserve_bytes ? dev->mem_bytes - dev->reserve_bytes : 0;
@@ -68,7 +107,7 @@ double rkm_plan_uniform_hit_rate(const rkm_model_dir *md, int slots)
     return slots >= md->hp.n_expert ? 1.0 : (double)slots / md->hp.n_expert;
 }
 
-void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, rkm_plan *out)
+void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, double t_compute_s, rkm_plan *out)
 {
     double experts_tok = 0; /* expert bytes a token routes to */
     for (int i = 0; i < md->n_expert_layers; i++)
@@ -82,4 +121,6 @@ void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_r
     double tmax = RKM_MAX(out->t_mem_s, out->t_disk_s), tsum = out->t_mem_s + out->t_disk_s;
     out->tok_s_overlapped = tmax > 0 ? 1.0 / tmax : 0;
     out->tok_s_serial = tsum > 0 ? 1.0 / tsum : 0;
+    out->t_compute_s = t_compute_s > 0 ? t_compute_s : 0;
+    out->tok_s_predicted = t_compute_s > 0 ? 1.0 / (t_compute_s + out->t_disk_s) : 0;
 }

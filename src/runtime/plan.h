@@ -3,8 +3,9 @@
  * (`rkmojo plan`): the memory plan of the budget the device leaves, the
  * expert-cache hit rate at that plan (from a recorded routing trace
  * replayed under the cache's own policy, or a floor without one), the
- * bytes a decode token reads from memory and from disk, and the decode
- * speeds the device's memory and disk allow.
+ * bytes a decode token reads from memory and from disk, the decode
+ * speeds the device's memory and disk allow, and, where the device's
+ * kernels were measured (`this`), a predicted decode speed.
  *
  * Owns the table of device profiles (boards with their nominal figures;
  * "this" machine is measured by the caller's probes and passed as a
@@ -50,12 +51,29 @@ typedef struct rkm_plan {
     double t_mem_s, t_disk_s; /* their times at the device's rates */
     double tok_s_overlapped;  /* 1 / max(t_mem, t_disk): reads fully hidden behind compute */
     double tok_s_serial;      /* 1 / (t_mem + t_disk): none hidden */
+    double t_compute_s;       /* the token's matmuls at the measured kernel rates (0: not measured) */
+    double tok_s_predicted;   /* 1 / (t_compute + t_disk) (0: not measured) */
 } rkm_plan;
+
+/* The weights a decode token reads, by the type the kernels run them as
+ * (matrices of a packable type packed, as the engine packs them at load
+ * or read), each type with the shape of its largest matrix (a routed
+ * part: its top-k experts' rows together, as one pool job runs them):
+ * what a kernel probe per type measures. */
+typedef struct rkm_plan_wtype {
+    int type;
+    int64_t n_in, n_out; /* of its largest matrix */
+    double bytes;        /* a decode token's, of this type */
+} rkm_plan_wtype;
+#define RKM_PLAN_MAX_WTYPES 16
 
 /* Weights one decode token reads from memory: every resident matrix but
  * an untied token embedding (one row a token), plus top-k expert blobs in
  * every MoE layer (bench --limits' count). */
 double rkm_plan_weight_bytes(const rkm_model_dir *md);
+/* rkm_plan_weight_bytes split by type into out[0..return) (at most cap
+ * types; the rest folded into the last). */
+int rkm_plan_weight_types(const rkm_model_dir *md, rkm_plan_wtype *out, int cap);
 /* The budget for dev: its memory less its reserve. */
 uint64_t rkm_plan_device_budget(const rkm_device *dev);
 /* The memory plan: out->budget for budget_bytes (0: the device's) and
@@ -68,7 +86,11 @@ int rkm_plan_memory(const rkm_model_dir *md, const rkm_device *dev, uint64_t bud
  * n_expert): the floor a recorded trace improves on. */
 double rkm_plan_uniform_hit_rate(const rkm_model_dir *md, int slots);
 /* The rest of *out from its memory plan and hit_rate (0..1): bytes per
- * token from memory and disk and the decode speeds dev allows. */
-void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, rkm_plan *out);
+ * token from memory and disk and the decode speeds dev allows; with
+ * t_compute_s > 0 (a token's matmuls at the device's measured kernel
+ * rates) also the predicted speed: that compute, then the misses' reads
+ * (a layer's misses are known only once its router has run, so they
+ * wait; measured runs here hide little of them, docs/STREAMING.md). */
+void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, double t_compute_s, rkm_plan *out);
 
 #endif
