@@ -178,9 +178,12 @@ if $R plan -m "$T/m" --json > "$T/this.json" 2> "$T/err.txt"; then
   [ "$(jq '.device.name == "this" and .device.mem_read_gb_s > 0 and .device.disk_read_mb_s > 0 and .device.mem_bytes > 0' "$T/this.json")" = true ] \
     && ok "plan on this machine measures it" || fail "this: $(jq -c .device "$T/this.json")"
   # the prediction: the token's matmuls at the kernel rates measured here,
-  # then the misses at the disk's rate
+  # then the misses at the disk's rate and their checksums at the hash's
   [ "$(jq '.compute_s_per_token > 0 and .decode_tok_s_predicted > 0
-        and (1 / (.compute_s_per_token + .disk_bytes_per_token / (.device.disk_read_mb_s * 1e6)) - .decode_tok_s_predicted | fabs)
+        and .device.checksum_gb_s > 0
+        and (.checksum_s_per_token - .disk_bytes_per_token / (.device.checksum_gb_s * 1e9) | fabs) < 1e-12
+        and (1 / (.compute_s_per_token + .disk_bytes_per_token / (.device.disk_read_mb_s * 1e6) + .checksum_s_per_token)
+             - .decode_tok_s_predicted | fabs)
             < 1e-6 * .decode_tok_s_predicted' "$T/this.json")" = true ] \
     && ok "plan on this machine predicts decode from its kernel rates ($(jq .decode_tok_s_predicted "$T/this.json") tok/s)" \
     || fail "prediction: $(jq -c '{compute_s_per_token, disk_bytes_per_token, decode_tok_s_predicted}' "$T/this.json")"

@@ -13,20 +13,21 @@
 /* Nominal figures (docs/STREAMING.md, "Planning"): memory bandwidth as
  * sequential reads measured on the SoC's boards (RK3588 17-22 GB/s; the
  * RK3576's 32-bit bus taken as half of that), storage as the interface
- * allows in practice. A board's own figures come from `--device this`
- * run on it. */
+ * allows in practice; no kernel or checksum rates (unmeasured on the
+ * boards: no prediction). A board's own figures come from `--device
+ * this` run on it. */
 const rkm_device rkm_devices[] = {
     {"rk3588-nvme", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, NVMe SSD on PCIe 3.0 x4", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0,
-     2000.0, 4},
+     2000.0, 4, 0},
     {"rk3588-emmc", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, eMMC 5.1 (HS400)", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0, 280.0,
-     4},
+     4, 0},
     {"rk3588-sd", "RK3588, 4x Cortex-A76 + 4x A55, 16 GiB LPDDR4x, microSD (UHS-I SDR104)", 16 * GIB, RKM_PLAN_RESERVE_BYTES, 18.0, 80.0,
-     4},
+     4, 0},
     {"rk3576-nvme", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, NVMe SSD on PCIe 2.1 x1", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 400.0,
-     4},
-    {"rk3576-ufs", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, UFS 2.0", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 700.0, 4},
-    {"rk3576-emmc", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, eMMC 5.1 (HS400)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 280.0, 4},
-    {"rk3576-sd", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, microSD (UHS-I SDR104)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 80.0, 4},
+     4, 0},
+    {"rk3576-ufs", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, UFS 2.0", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 700.0, 4, 0},
+    {"rk3576-emmc", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, eMMC 5.1 (HS400)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 280.0, 4, 0},
+    {"rk3576-sd", "RK3576, 4x Cortex-A72 + 4x A53, 8 GiB LPDDR4x, microSD (UHS-I SDR104)", 8 * GIB, RKM_PLAN_RESERVE_BYTES, 9.0, 80.0, 4, 0},
 };
 const int rkm_n_devices = (int)RKM_ARRAY_LEN(rkm_devices);
 
@@ -122,5 +123,6 @@ void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_r
     out->tok_s_overlapped = tmax > 0 ? 1.0 / tmax : 0;
     out->tok_s_serial = tsum > 0 ? 1.0 / tsum : 0;
     out->t_compute_s = t_compute_s > 0 ? t_compute_s : 0;
-    out->tok_s_predicted = t_compute_s > 0 ? 1.0 / (t_compute_s + out->t_disk_s) : 0;
+    out->t_check_s = dev->check_gbs > 0 ? out->disk_bytes_tok / (dev->check_gbs * 1e9) : 0;
+    out->tok_s_predicted = t_compute_s > 0 ? 1.0 / (t_compute_s + out->t_disk_s + out->t_check_s) : 0;
 }

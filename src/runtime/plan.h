@@ -31,6 +31,7 @@ typedef struct rkm_device {
     double mem_gbs;       /* memory read bandwidth of the decode threads, GB/s */
     double disk_mbs;      /* large O_DIRECT reads, MB/s */
     int cores;            /* the decode threads (big cores) */
+    double check_gbs;     /* expert checksums on one thread, GB/s (0: not measured) */
 } rkm_device;
 
 /* The memory a device keeps for its system and other programs. */
@@ -52,7 +53,8 @@ typedef struct rkm_plan {
     double tok_s_overlapped;  /* 1 / max(t_mem, t_disk): reads fully hidden behind compute */
     double tok_s_serial;      /* 1 / (t_mem + t_disk): none hidden */
     double t_compute_s;       /* the token's matmuls at the measured kernel rates (0: not measured) */
-    double tok_s_predicted;   /* 1 / (t_compute + t_disk) (0: not measured) */
+    double t_check_s;         /* the misses' checksums at dev->check_gbs (0: not measured) */
+    double tok_s_predicted;   /* 1 / (t_compute + t_disk + t_check) (0: not measured) */
 } rkm_plan;
 
 /* The weights a decode token reads, by the type the kernels run them as
@@ -89,8 +91,9 @@ double rkm_plan_uniform_hit_rate(const rkm_model_dir *md, int slots);
  * token from memory and disk and the decode speeds dev allows; with
  * t_compute_s > 0 (a token's matmuls at the device's measured kernel
  * rates) also the predicted speed: that compute, then the misses' reads
- * (a layer's misses are known only once its router has run, so they
- * wait; measured runs here hide little of them, docs/STREAMING.md). */
+ * and their checksums (a layer's misses are known only once its router
+ * has run, and a read expert is checked before it is used, so they wait;
+ * measured runs here hide little of them, docs/STREAMING.md). */
 void rkm_plan_speed(const rkm_model_dir *md, const rkm_device *dev, double hit_rate, double t_compute_s, rkm_plan *out);
 
 #endif
