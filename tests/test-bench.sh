@@ -165,10 +165,11 @@ if [ -f "$T/tr.bin" ]; then
       && [ "$(jq '.slots_per_layer < .n_expert' "$T/pt.json")" = true ] && break
   done
   s=$(jq .slots_per_layer "$T/pt.json"); g=$([ "$(jq -r .cache_scope "$T/pt.json")" = shared ] && echo --global)
-  want=$($R trace-sim "$T/tr.bin" --slots "$s" $g --json | jq '.results[0].lfu.hit_rate')
+  # plan predicts decode: the decoded tokens' requests' rate
+  want=$($R trace-sim "$T/tr.bin" --slots "$s" $g --json | jq '.results[0].lfu.decode_hit_rate // .results[0].lfu.hit_rate')
   [ "$(jq --argjson w "$want" '.hit_rate_from == "trace, LFU" and .slots_per_layer < .n_expert
         and (.hit_rate - $w | fabs) < 1e-9' "$T/pt.json")" = true ] \
-    && ok "plan --trace at $b: trace-sim's LFU hit rate at $s slots ($want)" || fail "plan --trace: $(jq -c . "$T/pt.json") want $want"
+    && ok "plan --trace at $b: trace-sim's LFU decode hit rate at $s slots ($want)" || fail "plan --trace: $(jq -c . "$T/pt.json") want $want"
   $R synth --preset tiny-gemma4 -o "$T/o.gguf" --seed 3 --quiet 2> /dev/null && $R convert "$T/o.gguf" "$T/o" --quiet 2> /dev/null \
     && { $R plan -m "$T/o" --device rk3588-nvme --mem-budget 64M --trace "$T/tr.bin" > /dev/null 2> "$T/err.txt" \
            && fail "a trace of another model accepted" \

@@ -187,6 +187,22 @@ static void test_hand_examples(void)
     CHECK_EQ_INT(rr.hits, 1);
     CHECK_EQ_INT(rr.misses, 1);
     rkm_trace_free(t);
+
+    /* a prefill chunk's union (3 > top-2) then three decoded tokens, LRU
+     * with 3 slots: {0,1,2} 3 misses; {0,1} 2 hits; {2,3} a hit, 3 evicts
+     * 0 (ties to the lower id); {0,1} a hit, 0 evicts 2. The decode rate
+     * counts the one-token requests only: 4 hits, 2 misses */
+    int p[9] = {0, 1, 2, 0, 1, 2, 3, 0, 1};
+    int pc[4] = {3, 2, 2, 2};
+    t = make_trace(4, 2, 4, p, pc);
+    if (!t) return;
+    rkm_sim_result rp = {0};
+    CHECK_EQ_INT(rkm_trace_simulate(t, RKM_SIM_LRU, 3, &rp), 0);
+    CHECK_EQ_INT(rp.hits, 4);
+    CHECK_EQ_INT(rp.misses, 5);
+    CHECK_EQ_INT(rp.decode_hits, 4);
+    CHECK_EQ_INT(rp.decode_misses, 2);
+    rkm_trace_free(t);
 }
 
 /* The cross-layer pool (rkm_trace_simulate_pool, global): layer 0 cycles

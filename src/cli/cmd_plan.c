@@ -108,7 +108,11 @@ static int trace_hit_rate(const char *path, const rkm_model_dir *md, const rkm_p
     if (!rc && t->n_rec == 0) rc = rkm_err(RKM_EINVAL, "plan: %s holds no routed requests", path);
     if (!rc && p->budget.slots_per_layer < md->hp.n_expert) { /* else every expert is held */
         rc = rkm_trace_simulate_pool(t, RKM_SIM_LFU, p->budget.slots_per_layer, p->shared_pool, &r);
-        if (!rc) *hit = (double)r.hits / (double)(r.hits + r.misses);
+        /* decode is what plan predicts: the one-token requests' rate,
+         * after the prefill's requests warmed the cache (all of them in a
+         * trace without one-token requests) */
+        if (!rc) *hit = r.decode_hits + r.decode_misses ? (double)r.decode_hits / (double)(r.decode_hits + r.decode_misses)
+                                                        : (double)r.hits / (double)(r.hits + r.misses);
     }
     rkm_trace_free(t);
     return rc;

@@ -136,6 +136,10 @@ int rkm_cmd_trace_sim(int argc, char **argv)
                 cJSON_AddNumberToObject(po, "hits", (double)res[p].hits);
                 cJSON_AddNumberToObject(po, "misses", (double)res[p].misses);
                 cJSON_AddNumberToObject(po, "hit_rate", rate(res[p].hits, res[p].misses) / 100.0);
+                if (res[p].decode_hits + res[p].decode_misses)
+                    cJSON_AddNumberToObject(po, "decode_hit_rate", rate(res[p].decode_hits, res[p].decode_misses) / 100.0);
+                else
+                    cJSON_AddNullToObject(po, "decode_hit_rate");
                 if (per_layer) {
                     cJSON *arr = cJSON_AddArrayToObject(po, "layer_hit_rate");
                     for (int l = 0; l < t->n_layer; l++)
@@ -148,6 +152,11 @@ int rkm_cmd_trace_sim(int argc, char **argv)
         } else {
             printf("%8d %9.1f%% %9.1f%% %9.1f%%\n", slots[si], rate(res[0].hits, res[0].misses),
                    rate(res[1].hits, res[1].misses), rate(res[2].hits, res[2].misses));
+            uint64_t nd = res[0].decode_hits + res[0].decode_misses;
+            if (nd && nd < res[0].hits + res[0].misses) /* prefill chunks too: the decoded tokens apart */
+                printf("%8s %9.1f%% %9.1f%% %9.1f%%   decoded tokens' requests\n", "",
+                       rate(res[0].decode_hits, res[0].decode_misses), rate(res[1].decode_hits, res[1].decode_misses),
+                       rate(res[2].decode_hits, res[2].decode_misses));
             if (per_layer)
                 for (int l = 0; l < t->n_layer; l++) {
                     if (!(res[0].layer_hits[l] + res[0].layer_misses[l])) continue;

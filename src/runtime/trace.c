@@ -289,7 +289,7 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
 {
     if (!t || !res || slots <= 0 || policy < RKM_SIM_LRU || policy > RKM_SIM_BELADY)
         return rkm_err(RKM_EINVAL, "trace-sim: bad arguments (policy %d, %d slots)", policy, slots);
-    res->hits = res->misses = 0;
+    res->hits = res->misses = res->decode_hits = res->decode_misses = 0;
     if (res->layer_hits) memset(res->layer_hits, 0, sizeof(uint64_t) * (size_t)t->n_layer);
     if (res->layer_misses) memset(res->layer_misses, 0, sizeof(uint64_t) * (size_t)t->n_layer);
     int ne = t->n_expert;
@@ -341,6 +341,7 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
         rkm_policy_slot *pool = global ? s.slots : s.slots + (size_t)L * s.cap;
         int base = (int)(pool - s.slots);
         rkm_cache_policy_age(freq, ne, &s.n_req[L]);
+        const int one_token = rec->n == t->top_k;
         /* unique ids, in order; tiles of `slots` like moe.c */
         int uniq[TRACE_MAX_EXPERTS], nu = 0;
         for (int i = 0; i < rec->n; i++) {
@@ -358,6 +359,7 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
                     freq[tile[i]]++;
                     sl->last_use = tick, sl->busy = 1;
                     res->hits++;
+                    res->decode_hits += one_token;
                     if (res->layer_hits) res->layer_hits[L]++;
                 }
             for (int i = 0; i < nt; i++) {
@@ -365,6 +367,7 @@ int rkm_trace_simulate_pool(const rkm_trace *t, int policy, int slots, int globa
                 if (slot_of[e] >= 0 && s.slots[slot_of[e]].busy) continue;
                 freq[e]++;
                 res->misses++;
+                res->decode_misses += one_token;
                 if (res->layer_misses) res->layer_misses[L]++;
                 int v;
                 if (policy == RKM_SIM_BELADY) {

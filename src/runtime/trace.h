@@ -79,6 +79,10 @@ void rkm_trace_free(rkm_trace *t);
 
 typedef struct rkm_sim_result {
     uint64_t hits, misses;
+    /* of the requests of one token's routing (n = top-k: decoding; a
+     * prefill chunk's union is larger), replayed after whatever came
+     * before them */
+    uint64_t decode_hits, decode_misses;
     uint64_t *layer_hits, *layer_misses; /* n_layer each, or NULL */
 } rkm_sim_result;
 
