@@ -51,12 +51,14 @@ static rkm_trace *make_trace(int n_expert, int k, int n_rec, const int *ids, con
     return t;
 }
 
-static uint64_t sim_hits(const rkm_trace *t, int policy, int slots)
+static rkm_sim_result sim(const rkm_trace *t, int policy, int slots)
 {
     rkm_sim_result r = {0};
     CHECK_EQ_INT(rkm_trace_simulate(t, policy, slots, &r), 0);
-    return r.hits;
+    return r;
 }
+
+static uint64_t sim_hits(const rkm_trace *t, int policy, int slots) { return sim(t, policy, slots).hits; }
 
 static void test_roundtrip(void)
 {
@@ -182,8 +184,7 @@ static void test_hand_examples(void)
     int dc[2] = {2, 2};
     t = make_trace(4, 2, 2, d, dc);
     if (!t) return;
-    rkm_sim_result rr = {0};
-    CHECK_EQ_INT(rkm_trace_simulate(t, RKM_SIM_LFU, 1, &rr), 0);
+    rkm_sim_result rr = sim(t, RKM_SIM_LFU, 1);
     CHECK_EQ_INT(rr.hits, 1);
     CHECK_EQ_INT(rr.misses, 1);
     rkm_trace_free(t);
@@ -196,8 +197,7 @@ static void test_hand_examples(void)
     int pc[4] = {3, 2, 2, 2};
     t = make_trace(4, 2, 4, p, pc);
     if (!t) return;
-    rkm_sim_result rp = {0};
-    CHECK_EQ_INT(rkm_trace_simulate(t, RKM_SIM_LRU, 3, &rp), 0);
+    rkm_sim_result rp = sim(t, RKM_SIM_LRU, 3);
     CHECK_EQ_INT(rp.hits, 4);
     CHECK_EQ_INT(rp.misses, 5);
     CHECK_EQ_INT(rp.decode_hits, 4);

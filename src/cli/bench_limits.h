@@ -21,6 +21,10 @@ double rkm_bench_mem_read_gbs(rkm_pool *pool, size_t bytes);
  * a decoded token's do. 0 if it could not run (no memory, n_in not a
  * multiple of the type's block). */
 double rkm_bench_matmul_gbs(rkm_pool *pool, int type, int64_t n_in, int64_t n_out, size_t bytes, double seconds);
+/* The expert checksum (rkm_hash, which the IO thread runs on every
+ * expert it reads) on the calling thread: GB/s over a 64 MiB buffer, the
+ * median of 5 passes after one untimed; 0 without the memory. */
+double rkm_bench_hash_gbs(void);
 /* O_DIRECT reads of 1 MiB (less for small files) at n_threads in
  * parallel, `bytes` in all, from the concatenation of the files (each
  * byte read once while they hold enough): MB/s (1e6 bytes) in *mbs. 0 or

@@ -42,34 +42,15 @@ static int list_devices(void)
     return 0;
 }
 
-/* "this": RAM from sysconf, memory and disk from the probes bench
- * --limits runs, the decode threads one per online core; and *t_compute
- * (s): a decode token's weights at the rates its kernels run them here,
- * each weight type probed on its largest matrix's shape (at most
- * PROBE_ROWS rows: the rate is per byte) from memory. */
 #define PROBE_ROWS 4096
 #define PROBE_BYTES ((size_t)256 << 20)
-/* The expert checksum (rkm_hash, what the IO thread runs on every read
- * expert) on this thread: GB/s over a 64 MiB buffer, the median of 5. */
-static double check_rate(void)
-{
-    const size_t n = (size_t)64 << 20;
-    unsigned char *b = rkm_alloc_aligned(n, 4096);
-    if (!b) return 0;
-    memset(b, 0x5a, n);
-    double r[5];
-    volatile uint64_t sink = rkm_hash(b, n); /* untimed: the pages fault in */
-    for (int i = 0; i < 5; i++) {
-        double t0 = rkm_now();
-        sink ^= rkm_hash(b, n);
-        double dt = rkm_now() - t0;
-        r[i] = dt > 0 ? (double)n / dt / 1e9 : 0;
-    }
-    (void)sink;
-    rkm_free_aligned(b);
-    return rkm_bench_sort_median(r, 5);
-}
 
+/* "this": RAM from sysconf, memory, disk and checksum rates from the
+ * probes bench_limits.h has, the decode threads one per online core; and
+ * *t_compute (s): a decode token's weights at the rates its kernels run
+ * them here (wt, gbs: each weight type probed on its largest matrix's
+ * shape, at most PROBE_ROWS rows since the rate is per byte, from memory;
+ * 0 when a type cannot be probed). */
 static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d, rkm_plan_wtype *wt, double *gbs, int *n_wt,
                         double *t_compute)
 {
@@ -82,15 +63,16 @@ static int measure_this(const rkm_model_dir *md, int threads, rkm_device *d, rkm
     if (!pool) return rkm_err(RKM_ENOMEM, "plan: no thread pool");
     d->mem_gbs = rkm_bench_mem_read_gbs(pool, (size_t)1 << 30);
     *n_wt = rkm_plan_weight_types(md, wt, RKM_PLAN_MAX_WTYPES);
-    *t_compute = 0;
+    double t = 0;
+    int measured = 1; /* a type not measurable: no prediction */
     for (int i = 0; i < *n_wt; i++) {
         gbs[i] = rkm_bench_matmul_gbs(pool, wt[i].type, wt[i].n_in, RKM_MIN(wt[i].n_out, PROBE_ROWS), PROBE_BYTES, 0.5);
-        if (gbs[i] <= 0) *t_compute = -1; /* not measurable: no prediction */
-        else if (*t_compute >= 0) *t_compute += wt[i].bytes / (gbs[i] * 1e9);
+        if (gbs[i] > 0) t += wt[i].bytes / (gbs[i] * 1e9);
+        else measured = 0;
     }
-    if (*t_compute < 0) *t_compute = 0;
+    *t_compute = measured ? t : 0;
     rkm_pool_free(pool);
-    d->check_gbs = check_rate();
+    d->check_gbs = rkm_bench_hash_gbs();
     return rkm_bench_model_disk_mbs(md, RKM_IO_DEFAULT_THREADS, &d->disk_mbs);
 }
 

@@ -38,14 +38,26 @@ const rkm_device *rkm_device_find(const char *name)
     return NULL;
 }
 
-double rkm_plan_weight_bytes(const rkm_model_dir *md)
+/* The resident tensors a decode token reads whole: the matrices (norms
+ * and biases are noise) but an untied token embedding, of which it reads
+ * one row (a tied one is the LM head too). NULL past the last. */
+static const rkm_tensor_view *next_read_whole(const rkm_model_dir *md, int *i)
 {
     const rkm_tensor_view *embd = rkm_model_dir_tensor(md, "token_embd.weight");
+    const int tied = embd && !rkm_model_dir_tensor(md, "output.weight");
+    while (*i < md->n_tensors) {
+        const rkm_tensor_view *t = &md->tensors[(*i)++];
+        if (t->n_dims >= 2 && (t != embd || tied)) return t;
+    }
+    return NULL;
+}
+
+double rkm_plan_weight_bytes(const rkm_model_dir *md)
+{
     double b = 0;
-    for (int i = 0; i < md->n_tensors; i++) /* the matrices: norms and biases are noise */
-        if (&md->tensors[i] != embd && md->tensors[i].n_dims >= 2) b += (double)md->tensors[i].nbytes;
-    if (embd && !rkm_model_dir_tensor(md, "output.weight")) b += (double)embd->nbytes; /* tied: the LM head reads it all */
-    for (int i = 0; i < md->n_expert_layers; i++) b += (double)md->hp.n_expert_used * (double)md->experts[i].blob_bytes;
+    int i = 0;
+    for (const rkm_tensor_view *t; (t = next_read_whole(md, &i));) b += (double)t->nbytes;
+    for (int l = 0; l < md->n_expert_layers; l++) b += (double)md->hp.n_expert_used * (double)md->experts[l].blob_bytes;
     return b;
 }
 
@@ -69,16 +81,12 @@ static int add_wtype(rkm_plan_wtype *out, int n, int cap, int type, int64_t n_in
 int rkm_plan_weight_types(const rkm_model_dir *md, rkm_plan_wtype *out, int cap)
 {
     if (cap <= 0) return 0;
-    const rkm_tensor_view *embd = rkm_model_dir_tensor(md, "token_embd.weight");
-    int tied = embd && !rkm_model_dir_tensor(md, "output.weight"), n = 0;
-    for (int i = 0; i < md->n_tensors; i++) { /* as rkm_plan_weight_bytes counts them */
-        const rkm_tensor_view *t = &md->tensors[i];
-        if (t->n_dims < 2 || (t == embd && !tied)) continue;
+    int n = 0, i = 0;
+    for (const rkm_tensor_view *t; (t = next_read_whole(md, &i));)
         n = add_wtype(out, n, cap, t->type, t->ne[0], t->ne[1], (double)t->nbytes);
-    }
-    for (int i = 0; i < md->n_expert_layers; i++)
+    for (int l = 0; l < md->n_expert_layers; l++)
         for (int k = 0; k < RKM_PART_COUNT; k++) {
-            const rkm_expert_part *pt = &md->experts[i].part[k];
+            const rkm_expert_part *pt = &md->experts[l].part[k];
             /* the top-k experts' same part run as one pool job (rkm_mm_multi) */
             if (pt->nbytes)
                 n = add_wtype(out, n, cap, pt->type, pt->ne[0], pt->ne[1] * md->hp.n_expert_used,
