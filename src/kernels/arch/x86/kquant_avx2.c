@@ -366,20 +366,36 @@ void rkm_mm_q5_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
  * 32 + l, quarters 1 and 3) and the qh part (bytes l, field u):
  * (nibble & 15) | ((field << 4) & 0x30). Per sub-block of 16 values: two
  * pairs of vpmaddubsw of the levels by the 4 activation bytes of each
- * word, each pair summed in 16 bits (at most 2 x 2 x 63 x 128 = 32256),
- * widened by vpmaddwd by ones into an int32 accumulator that starts at
- * -32 x the activations' sum of 16, so it ends at the reference's exact
- * dot of (q - 32) x; then scaled by the rows' int8 scale (vpmulld). The
- * reference's fused multiply-add per row and super-block (bit-identical
- * to it). Decode reads as packed Q4_K (PKK2_STREAMS); prefill takes 4
- * activation rows at a time. */
-KQ_INLINE __m256i pk62_level(const uint8_t *parts, int n, int u, int t, int h)
+ * word, each pair summed in 16 bits (at most 2 x 2 x 63 x 128 = 32256)
+ * and multiplied by the rows' int8 scale (in both 16-bit halves of the
+ * row's lane) by vpmaddwd into one int32 sum per activation row, so the
+ * level build is shared by up to 8 activation rows with every sum in a
+ * register. The + 32 comes off as 32 x sum(scale x the activations' sum
+ * of 16), two sub-blocks to a vpmaddwd (sums of 16 fit 16 bits); the
+ * integer total is the reference's exact one, then its fused
+ * multiply-add per row and super-block (bit-identical to it). Decode
+ * reads as packed Q4_K (PKK2_STREAMS); prefill takes 8 activation rows at
+ * a time. */
+#ifndef PK62_RX
+#define PK62_RX 8
+#endif
+
+/* The level q + 32 of quarter u from its ql and qh parts (32 bytes at
+ * 8 rows each). */
+KQ_INLINE __m256i pk62_level(const uint8_t *ql_at, const uint8_t *qh_at, int u)
 {
-    const __m256i ql = _mm256_loadu_si256((const __m256i *)(parts + 64 * (16 * n + 8 * (u & 1) + t) + 32 * h));
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(parts + 64 * (32 + 8 * n + t) + 32 * h));
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)ql_at), qh = _mm256_loadu_si256((const __m256i *)qh_at);
     const __m256i lo = _mm256_and_si256(u < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(15));
     const __m256i hs = u == 0 ? _mm256_slli_epi16(qh, 4) : u == 1 ? _mm256_slli_epi16(qh, 2) : u == 2 ? qh : _mm256_srli_epi16(qh, 2);
     return _mm256_or_si256(lo, _mm256_and_si256(hs, _mm256_set1_epi8(0x30)));
+}
+
+/* The activations' 16 sums of 16 of super-block b as int16 pairs (sub-
+ * blocks 2p, 2p + 1 in int32 p). */
+KQ_INLINE void pk62_xs_pairs(const int32_t *xs, int32_t out[8])
+{
+    const __m256i v = _mm256_packs_epi32(_mm256_loadu_si256((const __m256i *)xs), _mm256_loadu_si256((const __m256i *)(xs + 8)));
+    _mm256_store_si256((__m256i *)out, _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
 KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int64_t i, const int RX, const int NG)
@@ -387,60 +403,81 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
     const int64_t nb = a->n_in / 256, ng16 = a->n_in / 16;
     const size_t gstride = a->w_row_bytes * RKM_PACK_ROWS;
     const uint8_t *grp = (const uint8_t *)a->w + (size_t)r * a->w_row_bytes;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4][2][4];
+    __m256 acc[4][2][8];
 #pragma GCC unroll 4
     for (int k = 0; k < NG; k++)
         for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        int32_t xsp[8][8] __attribute__((aligned(32)));
+        /* the RX rows' 256 activations side by side: each read is then one base and a constant */
+        int8_t xt[8 * 256] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+        for (int c = 0; c < RX; c++) {
+            pk62_xs_pairs(a->xs + (i + c) * ng16 + 16 * b, xsp[c]);
+            memcpy(xt + 256 * c, a->xq + (i + c) * a->n_in + 256 * b, 256);
+        }
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
             const uint8_t *blk = grp + k * gstride + (size_t)b * RKM_PK_Q6_K_BLOCK, *parts = blk + 288;
             if (RX == 1) prefetch_stream(grp, k, NG, gstride, (size_t)b * RKM_PK_Q6_K_BLOCK, RKM_PK_Q6_K_BLOCK, PKK2_PF_BYTES);
 #pragma GCC unroll 1
             for (int h = 0; h < 2; h++) {
-                __m256i isum[4];
-#pragma GCC unroll 4
+                __m256i isum[8];
+                /* -32 x sum(scale x sum of 16), as the starting sums */
+#pragma GCC unroll 8
                 for (int c = 0; c < RX; c++) isum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-                for (int hq = 0; hq < 4; hq++)
+                for (int p = 0; p < 8; p++) {
+                    const __m128i s0 = _mm_loadl_epi64((const __m128i *)(blk + 32 + 32 * p + 8 * h));
+                    const __m128i s1 = _mm_loadl_epi64((const __m128i *)(blk + 48 + 32 * p + 8 * h));
+                    const __m256i scp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s0, s1));
+#pragma GCC unroll 8
+                    for (int c = 0; c < RX; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(scp, _mm256_set1_epi32(xsp[c][p])));
+                }
+#pragma GCC unroll 8
+                for (int c = 0; c < RX; c++) isum[c] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[c], 5));
+#pragma GCC unroll 1
+                for (int hq = 0; hq < 4; hq++) {
+                    /* sub-blocks s = 8n + 2u + q: half n, quarter u, values l in 16q..16q+15 */
+                    const int n = hq >> 1, q = hq & 1;
+                    const uint8_t *pl = parts + 64 * (16 * n + 4 * q) + 32 * h, *ph = parts + 64 * (32 + 8 * n + 4 * q) + 32 * h;
+                    const uint8_t *scb = blk + 32 + 16 * (8 * n + q) + 8 * h;
+                    const int8_t *xh = xt + 128 * n + 16 * q;
 #pragma GCC unroll 4
-                for (int u = 0; u < 4; u++) { /* sub-block s: half n, quarter u, l in 16q..16q+15 */
-                    const int n = hq >> 1, q = hq & 1, s = 8 * n + 2 * u + q;
-                    __m256i d[4];
-#pragma GCC unroll 4
-                    for (int c = 0; c < RX; c++) d[c] = _mm256_set1_epi32(-32 * a->xs[(i + c) * ng16 + 16 * b + s]);
+                    for (int u = 0; u < 4; u++) {
+                        /* the parts are read again for each quarter: held, they would crowd out the sums */
+                        size_t z = 0;
+                        __asm__("" : "+r"(z));
+                        const __m128i s8 = _mm_loadl_epi64((const __m128i *)(scb + 32 * u));
+                        const __m256i sc = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
 #pragma GCC unroll 2
-                    for (int tp = 0; tp < 2; tp++) {
-                        const int t = 4 * q + 2 * tp;
-                        const __m256i w0 = pk62_level(parts, n, u, t, h), w1 = pk62_level(parts, n, u, t + 1, h);
-#pragma GCC unroll 4
-                        for (int c = 0; c < RX; c++) {
-                            const int8_t *xb = a->xq + (i + c) * a->n_in + 256 * b + 128 * n + 32 * u + 4 * t;
-                            int32_t x0, x1;
-                            memcpy(&x0, xb, 4);
-                            memcpy(&x1, xb + 4, 4);
-                            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
-                                                               _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
-                            d[c] = _mm256_add_epi32(d[c], _mm256_madd_epi16(p, ones));
-                            RKM_X86_PIN(d[c]);
+                        for (int t = 0; t < 4; t += 2) {
+                            const __m256i w0 = pk62_level(pl + z + 64 * (8 * (u & 1) + t), ph + z + 64 * t, u);
+                            const __m256i w1 = pk62_level(pl + z + 64 * (8 * (u & 1) + t + 1), ph + z + 64 * (t + 1), u);
+#pragma GCC unroll 8
+                            for (int c = 0; c < RX; c++) {
+                                int32_t x0, x1;
+                                memcpy(&x0, xh + 256 * c + 32 * u + 4 * t, 4);
+                                memcpy(&x1, xh + 256 * c + 32 * u + 4 * t + 4, 4);
+                                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+                                                                   _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+                                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+                                RKM_X86_PIN(isum[c]);
+                            }
                         }
                     }
-                    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * s + 8 * h)));
-#pragma GCC unroll 4
-                    for (int c = 0; c < RX; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(d[c], sc));
                 }
                 const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int c = 0; c < RX; c++)
                     acc[k][h][c] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(a->xd[(i + c) * nb + b])),
                                                    _mm256_cvtepi32_ps(isum[c]), acc[k][h][c]);
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < RX; c++)
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++)
@@ -450,7 +487,7 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
 
 void rkm_mm_q6_k_p_avx2(const rkm_mm_args *a, int64_t r0, int64_t r1)
 {
-    PKQ_DRIVE(pk62_compute, a, RKM_TYPE_Q6_K, r0, r1, PKK2_STREAMS, 4);
+    PKQ_DRIVE(pk62_compute, a, RKM_TYPE_Q6_K, r0, r1, PKK2_STREAMS, PK62_RX);
 }
 
 /* ------------------------------------------------- packed IQ4_XS ----

@@ -237,7 +237,7 @@ KQ_INLINE void prefetch_stream(const uint8_t *grp, int k, int NG, size_t gstride
 }
 
 /* The row loop of every packed 256-value kernel of both sets: decode
- * (m = 1) over STREAMS groups at a time, prefill up to RXMAX (4 or 2)
+ * (m = 1) over STREAMS groups at a time, prefill up to RXMAX (8, 4 or 2)
  * activation rows per weight group, then 2, then 1; FN(a, type, r, i,
  * RX, NG) computes RX activation rows from i by NG groups from row r. */
 #define PKQ_DRIVE(FN, a, type, r0, r1, STREAMS, RXMAX)                                             \
@@ -251,6 +251,8 @@ KQ_INLINE void prefetch_stream(const uint8_t *grp, int k, int NG, size_t gstride
         }                                                                                          \
         for (; r_ + RKM_PACK_ROWS <= (r1); r_ += RKM_PACK_ROWS) {                                  \
             int64_t i_ = 0;                                                                        \
+            for (; (RXMAX) >= 8 && i_ + 8 <= (a)->m; i_ += 8)                                      \
+                FN(a, type, r_, i_, (RXMAX) >= 8 ? 8 : 2, 1);                                      \
             for (; (RXMAX) >= 4 && i_ + 4 <= (a)->m; i_ += 4) /* RX a valid count either way */  \
                 FN(a, type, r_, i_, (RXMAX) >= 4 ? 4 : 2, 1);                                      \
             for (; i_ + 2 <= (a)->m; i_ += 2) FN(a, type, r_, i_, 2, 1);                           \
