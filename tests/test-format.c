@@ -14,6 +14,7 @@
 #include "format/arch.h"
 #include "format/gguf.h"
 #include "format/model_dir.h"
+#include "format/safetensors.h"
 #include "format/source.h"
 #include "convert/synth.h"
 #include "kernels/kernels.h"
@@ -516,6 +517,102 @@ static void check_hf_equivalence(const char *preset, const char *const *sets, in
 }
 
 static int write_str(const char *path, const char *s) { return rkm_write_file_atomic(path, s, strlen(s)); }
+
+/* A Hugging Face checkpoint whose shards arrive while they are read
+ * (rkm_source_open_hf_shards with rkm_safetensors_open_fill, as rkmojo
+ * pull opens one): both shards side by side in one sparse staging file,
+ * their bytes copied in only by the fill hook. Every tensor reads the same
+ * as from the directory, every read asked its bytes of fill first, and a
+ * failing fill fails the open with its message. */
+typedef struct {
+    int fd;                /* the staging file */
+    char *paths[2];        /* the shards' own files */
+    uint64_t base[2], size[2];
+    uint64_t filled;       /* bytes copied in by fill */
+    int fail;              /* fill fails */
+} stage_ctx;
+
+static int stage_fill(void *user, uint64_t off, uint64_t n)
+{
+    stage_ctx *c = user;
+    if (c->fail) return rkm_err(RKM_EIO, "fill failed at %llu", (unsigned long long)off);
+    for (int i = 0; i < 2; i++) {
+        if (off < c->base[i] || off + n > c->base[i] + c->size[i]) continue;
+        size_t len;
+        char *b = rkm_read_file(c->paths[i], &len);
+        int rc = b && len == c->size[i] && pwrite(c->fd, b + (off - c->base[i]), n, (off_t)off) == (ssize_t)n ? 0 : -1;
+        free(b);
+        if (rc) return rkm_err(RKM_EIO, "staging write failed");
+        c->filled += n;
+        return 0;
+    }
+    return rkm_err(RKM_EINVAL, "fill of %llu+%llu straddles the shards", (unsigned long long)off, (unsigned long long)n);
+}
+
+static char g_stage_path[1100];
+static struct rkm_safetensors *stage_open(void *user, int i, const char *name)
+{
+    stage_ctx *c = user;
+    return rkm_safetensors_open_fill(g_stage_path, name, c->base[i], c->size[i], stage_fill, c);
+}
+
+static void test_hf_shards_fill(void)
+{
+    char gg[1024], hf[1024];
+    snprintf(gg, sizeof gg, "%s/fill.gguf", test_tmpdir());
+    snprintf(hf, sizeof hf, "%s/fill-hf", test_tmpdir());
+    snprintf(g_stage_path, sizeof g_stage_path, "%s/fill.stage", test_tmpdir());
+    rkm_synth_opts o = {.preset = "tiny", .seed = 9, .dtype = RKM_TYPE_F16, .hf_out = hf};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    const char *names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    stage_ctx c = {.fd = -1};
+    uint64_t total = 4096; /* a gap before the first shard: offsets are the staging file's */
+    for (int i = 0; i < 2; i++) {
+        c.paths[i] = rkm_path_join(hf, names[i]);
+        struct stat st;
+        CHECK(c.paths[i] && stat(c.paths[i], &st) == 0);
+        c.base[i] = total;
+        c.size[i] = (uint64_t)st.st_size;
+        total += c.size[i] + 100;
+    }
+    c.fd = open(g_stage_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(c.fd >= 0 && ftruncate(c.fd, (off_t)total) == 0);
+    rkm_source *a = rkm_source_open(hf);
+    rkm_source *b = rkm_source_open_hf_shards(hf, 2, names, stage_open, &c);
+    CHECK_MSG(a && b, "%s", rkm_last_error());
+    const uint64_t after_open = c.filled;
+    CHECK(after_open > 0 && after_open < c.size[0] + c.size[1]); /* the headers only */
+    if (a && b) {
+        CHECK_EQ_INT(a->n_tensors, b->n_tensors);
+        for (int i = 0; i < a->n_tensors && i < b->n_tensors; i++) {
+            const rkm_src_tensor *ta = &a->tensors[i], *tb = rkm_source_find(b, ta->name);
+            CHECK_MSG(tb && tb->nbytes == ta->nbytes && tb->file == ta->file, "%s", ta->name);
+            if (!tb || tb->nbytes != ta->nbytes) continue;
+            const int64_t rows = ta->nbytes / rkm_type_row_bytes(ta->type, ta->ne[0]);
+            uint8_t *x = malloc(ta->nbytes), *y = malloc(ta->nbytes);
+            CHECK(x && y && rkm_source_read_rows(a, ta, 0, rows, x) == 0 && rkm_source_read_rows(b, tb, 0, rows, y) == 0);
+            CHECK_MSG(x && y && !memcmp(x, y, ta->nbytes), "%s differs when filled", ta->name);
+            free(x);
+            free(y);
+        }
+        CHECK(c.filled > after_open);
+        /* a fill that fails: the read fails with its message */
+        c.fail = 1;
+        const rkm_src_tensor *t0 = &b->tensors[0];
+        uint8_t *x = malloc(t0->nbytes);
+        CHECK(x && rkm_source_read_rows(b, t0, 0, 1, x) != 0 && strstr(rkm_last_error(), "fill failed"));
+        free(x);
+    }
+    rkm_source_close(a);
+    rkm_source_close(b);
+    /* the open reads the headers through fill too */
+    c.fail = 1;
+    rkm_source *f = rkm_source_open_hf_shards(hf, 2, names, stage_open, &c);
+    CHECK(!f && strstr(rkm_last_error(), "fill failed"));
+    rkm_source_close(f);
+    close(c.fd);
+    for (int i = 0; i < 2; i++) free(c.paths[i]);
+}
 
 /* config.json rope_scaling of type llama3: the converter derives
  * rope_freqs as llama.cpp's does (checked here against the published
@@ -1236,6 +1333,7 @@ int main(void)
     test_vhead_order();
     test_hybrid_hf();
     test_hf_llama3_rope();
+    test_hf_shards_fill();
     test_gpt_oss_bad_files();
     return test_done();
 }

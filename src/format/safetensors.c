@@ -23,7 +23,9 @@ struct rkm_safetensors {
     int fd;
     int dfd; /* O_DIRECT descriptor for large reads, or -1 */
     const uint8_t *mem;
-    uint64_t size;
+    uint64_t base, size; /* the file's bytes [base, base + size) of path (rkm_safetensors_open_fill) */
+    rkm_st_fill fill;    /* makes bytes present before a read, or NULL */
+    void *fill_user;
     char *path;
     int n;
     rkm_st_tensor *t;
@@ -57,13 +59,24 @@ static int dtype_info(const char *d, int *type, int *esize)
     return -1;
 }
 
+/* n bytes at off of the file (its own offsets: base not added). */
+static int st_pread(const rkm_safetensors *s, void *buf, size_t n, uint64_t off, const char *what)
+{
+    if (s->fill) {
+        int rc = s->fill(s->fill_user, s->base + off, n);
+        if (rc) return rc;
+    }
+    return rkm_pread_all(s->fd, buf, n, s->base + off, what);
+}
+
 static int parse_header(rkm_safetensors *s)
 {
     const char *what = s->path ? s->path : "<memory>";
     uint8_t lb[8];
+    int rc0;
     if (s->size < 8) return rkm_err(RKM_EFORMAT, "%s: truncated safetensors file (%llu bytes)", what, (unsigned long long)s->size);
     if (s->mem) memcpy(lb, s->mem, 8);
-    else if (rkm_pread_all(s->fd, lb, 8, 0, what)) return RKM_EIO;
+    else if ((rc0 = st_pread(s, lb, 8, 0, what))) return rc0;
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--) hn = (hn << 8) | lb[i];
     if (hn < 2 || hn > ST_MAX_HEADER || hn > s->size - 8)
@@ -72,9 +85,9 @@ static int parse_header(rkm_safetensors *s)
     char *json = malloc(hn + 1);
     if (!json) return rkm_err(RKM_ENOMEM, "out of memory");
     if (s->mem) memcpy(json, s->mem + 8, hn);
-    else if (rkm_pread_all(s->fd, json, hn, 8, what)) {
+    else if ((rc0 = st_pread(s, json, hn, 8, what))) {
         free(json);
-        return RKM_EIO;
+        return rc0;
     }
     json[hn] = 0;
     cJSON *root = cJSON_ParseWithLength(json, hn);
@@ -145,7 +158,7 @@ static int parse_header(rkm_safetensors *s)
                          (unsigned long long)(eo - bo), (unsigned long long)(nel * (uint64_t)esize));
             break;
         }
-        t->offset = data_start + bo;
+        t->offset = s->base + data_start + bo;
         t->nbytes = eo - bo;
     }
     /* no two tensors share bytes */
@@ -184,6 +197,36 @@ rkm_safetensors *rkm_safetensors_open(const char *path)
     }
     s->size = (uint64_t)st.st_size;
     s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    return finish_open(s);
+}
+
+rkm_safetensors *rkm_safetensors_open_fill(const char *path, const char *name, uint64_t base, uint64_t size,
+                                           rkm_st_fill fill, void *user)
+{
+    rkm_safetensors *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(name))) {
+        free(s);
+        rkm_err(RKM_ENOMEM, "safetensors: out of memory");
+        return NULL;
+    }
+    s->dfd = -1;
+    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (s->fd < 0 || fstat(s->fd, &st) != 0) {
+        rkm_err(errno == ENOENT ? RKM_ENOENT : RKM_EIO, "%s: %s", path, strerror(errno));
+        rkm_safetensors_close(s);
+        return NULL;
+    }
+    if (base > (uint64_t)st.st_size || size > (uint64_t)st.st_size - base) {
+        rkm_err(RKM_EINVAL, "%s: bytes %llu..%llu lie outside the file", path, (unsigned long long)base,
+                (unsigned long long)(base + size));
+        rkm_safetensors_close(s);
+        return NULL;
+    }
+    s->base = base;
+    s->size = size;
+    s->fill = fill;
+    s->fill_user = user;
     return finish_open(s);
 }
 
@@ -229,6 +272,10 @@ int rkm_safetensors_read(const rkm_safetensors *s, const rkm_st_tensor *t, uint6
     if (s->mem) {
         memcpy(buf, s->mem + t->offset + off, n);
         return 0;
+    }
+    if (s->fill) {
+        int rc = s->fill(s->fill_user, t->offset + off, n);
+        if (rc) return rc;
     }
     if (s->dfd >= 0 && n >= (256u << 10)) {
         int rc = rkm_pread_direct(s->dfd, buf, n, t->offset + off, s->path);

@@ -22,13 +22,23 @@ typedef struct rkm_st_tensor {
     char dtype[16];   /* as written */
     int n_dims;
     int64_t ne[4];    /* ggml order: ne[0] = last safetensors dim */
-    uint64_t offset;  /* absolute file offset */
+    uint64_t offset;  /* absolute file offset (in path, base included) */
     uint64_t nbytes;
 } rkm_st_tensor;
 
 typedef struct rkm_safetensors rkm_safetensors;
 
 rkm_safetensors *rkm_safetensors_open(const char *path);
+/* A safetensors file whose bytes arrive while it is read (rkmojo pull):
+ * bytes [base, base + size) of path, a sparse file, hold it (messages
+ * and rkm_safetensors_path say name); fill(user,
+ * off, n) is called with offsets in path before every read of [off,
+ * off + n) to make those bytes present; its nonzero return (an RKM_E*
+ * code, message set) fails the read. fill may be called from several
+ * threads at once. */
+typedef int (*rkm_st_fill)(void *user, uint64_t off, uint64_t n);
+rkm_safetensors *rkm_safetensors_open_fill(const char *path, const char *name, uint64_t base, uint64_t size,
+                                           rkm_st_fill fill, void *user);
 /* From memory (fuzzing); buffer must outlive the object. */
 rkm_safetensors *rkm_safetensors_open_mem(const void *data, size_t n);
 void rkm_safetensors_close(rkm_safetensors *s);

@@ -892,7 +892,28 @@ int64_t rkm_hf_vhead_index(const rkm_hparams *hp, int64_t i, int64_t off, int64_
     return off + m * hd + w;
 }
 
-static int open_hf(rkm_source *s, const char *dir)
+/* The shards a pull names, opened by its opener (rkm_source_open_hf_shards). */
+typedef struct {
+    int n;
+    const char *const *names;
+    rkm_st_opener open;
+    void *user;
+} shard_set;
+
+static int open_shards(rkm_source *s, const shard_set *ss)
+{
+    if (ss->n < 1) return rkm_err(RKM_EINVAL, "no safetensors shards");
+    for (int i = 0; i < ss->n; i++) {
+        struct rkm_safetensors **ns = realloc(s->st, (size_t)(s->n_files + 1) * sizeof *ns);
+        if (!ns) return rkm_err(RKM_ENOMEM, "out of memory");
+        s->st = ns;
+        if (!(s->st[s->n_files] = ss->open(ss->user, i, ss->names[i]))) return RKM_EFORMAT;
+        s->n_files++;
+    }
+    return 0;
+}
+
+static int open_hf(rkm_source *s, const char *dir, const shard_set *ss)
 {
     s->kind = 1;
     s->hf_dir = strdup(dir);
@@ -909,7 +930,7 @@ static int open_hf(rkm_source *s, const char *dir)
     double partial_rotary = gemma4_partial_rotary(cfg);
     cJSON_Delete(cfg);
     if (rc) return rc;
-    if ((rc = list_shards(s, dir))) return rc;
+    if ((rc = ss ? open_shards(s, ss) : list_shards(s, dir))) return rc;
     int total = 0;
     for (int f = 0; f < s->n_files; f++) total += rkm_safetensors_n_tensors(s->st[f]);
     /* + a derived rope_freqs; fused gate/up tensors split in two */
@@ -1109,7 +1130,7 @@ rkm_source *rkm_source_open(const char *path)
     struct stat st;
     int rc;
     if (stat(path, &st) != 0) rc = rkm_err(RKM_ENOENT, "%s: no such file or directory", path);
-    else if (S_ISDIR(st.st_mode)) rc = open_hf(s, path);
+    else if (S_ISDIR(st.st_mode)) rc = open_hf(s, path, NULL);
     else rc = open_gguf(s, path, NULL, NULL);
     if (rc) {
         rkm_source_close(s);
@@ -1126,6 +1147,21 @@ rkm_source *rkm_source_open_gguf_fill(const char *path, rkm_gguf_fill fill, void
         return NULL;
     }
     if (open_gguf(s, path, fill, user)) {
+        rkm_source_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+rkm_source *rkm_source_open_hf_shards(const char *dir, int n, const char *const *names, rkm_st_opener open, void *user)
+{
+    rkm_source *s = calloc(1, sizeof *s);
+    if (!s) {
+        rkm_err(RKM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    const shard_set ss = {n, names, open, user};
+    if (open_hf(s, dir, &ss)) {
         rkm_source_close(s);
         return NULL;
     }
@@ -1160,6 +1196,52 @@ const rkm_src_tensor *rkm_source_role(const rkm_source *s, int role, int il)
 {
     char nm[128];
     return rkm_arch_tensor_name(s->hp.arch, role, il, nm, sizeof nm) ? rkm_source_find(s, nm) : NULL;
+}
+
+/* [off, off + len) of a whole tensor of `whole` bytes, in proportion on
+ * the file tensor ft. */
+static rkm_file_span prop_span(int file, const rkm_st_tensor *ft, uint64_t whole, uint64_t off, uint64_t len)
+{
+    const unsigned __int128 a = (unsigned __int128)off * ft->nbytes / whole,
+                            b = (unsigned __int128)(off + len) * ft->nbytes / whole;
+    return (rkm_file_span){file, ft->offset + (uint64_t)a, (uint64_t)(b - a)};
+}
+
+int rkm_source_file_spans(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, uint64_t len, rkm_file_span out[2],
+                          int *exact)
+{
+    *exact = 1;
+    if (t->inline_data || !len) return 0;
+    if (s->kind == 0) {
+        out[0] = (rkm_file_span){0, ((const rkm_gguf_tensor *)t->handle)->offset + off, len};
+        return 1;
+    }
+    const rkm_st_tensor *ft = t->handle;
+    if (t->gather == RKM_GATHER_NONE && !t->permute_heads && !t->hf_flags && ft->nbytes == t->nbytes) {
+        out[0] = (rkm_file_span){t->file, ft->offset + off, len};
+        return 1;
+    }
+    *exact = 0;
+    const uint64_t row = rkm_type_row_bytes(t->type, t->ne[0]);
+    const int64_t r0 = (int64_t)(off / row), r1 = (int64_t)((off + len + row - 1) / row);
+    if (t->gather == RKM_GATHER_SPLIT && r1 > r0) { /* source rows (e * stride + off) * F + i */
+        const int64_t F = t->ne[1];
+        const int64_t a = ((r0 / F) * t->src_stride + t->src_off) * F + r0 % F,
+                      b = (((r1 - 1) / F) * t->src_stride + t->src_off) * F + (r1 - 1) % F + 1;
+        out[0] = (rkm_file_span){t->file, ft->offset + (uint64_t)a * row, (uint64_t)(b - a) * row};
+        *exact = r1 - r0 <= F && r0 / F == (r1 - 1) / F && off % row == 0 && len % row == 0;
+        return 1;
+    }
+    if (t->gather == RKM_GATHER_MXFP4 && r1 > r0) { /* source rows r * stride + off: blocks, then scales */
+        const uint64_t nb = (uint64_t)(t->ne[0] / 32), a = (uint64_t)(r0 * t->src_stride + t->src_off),
+                       b = (uint64_t)((r1 - 1) * t->src_stride + t->src_off) + 1;
+        const rkm_st_tensor *sc = t->handle2;
+        out[0] = (rkm_file_span){t->file, ft->offset + a * nb * 16, (b - a) * nb * 16};
+        out[1] = (rkm_file_span){t->file2, sc->offset + a * nb, (b - a) * nb};
+        return 2;
+    }
+    out[0] = prop_span(t->file, ft, t->nbytes, off, len);
+    return out[0].len ? 1 : 0;
 }
 
 static int read_raw(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, void *buf, size_t n)

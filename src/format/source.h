@@ -71,6 +71,12 @@ typedef struct rkm_source {
 rkm_source *rkm_source_open(const char *path);
 /* A GGUF whose bytes arrive while it is read (rkm_gguf_open_fill). */
 rkm_source *rkm_source_open_gguf_fill(const char *path, rkm_gguf_fill fill, void *user);
+/* A Hugging Face directory (config.json, tokenizer files) whose n
+ * safetensors shards are not files in it: open(user, i, names[i]) opens
+ * each (rkm_safetensors_open_fill, for rkmojo pull); tensor file i is
+ * names[i]. */
+typedef struct rkm_safetensors *(*rkm_st_opener)(void *user, int i, const char *name);
+rkm_source *rkm_source_open_hf_shards(const char *dir, int n, const char *const *names, rkm_st_opener open, void *user);
 void rkm_source_close(rkm_source *s);
 const rkm_src_tensor *rkm_source_find(const rkm_source *s, const char *name);
 /* The tensor of role (arch.h) in layer il (-1: global), by its GGUF name; NULL if absent. */
@@ -78,6 +84,21 @@ const rkm_src_tensor *rkm_source_role(const rkm_source *s, int role, int il);
 /* Reads rows [r0, r0+nr) of a tensor viewed as a matrix of ne[0]-wide rows
  * (all higher dims flattened), applying the q/k permutation if any. */
 int rkm_source_read_rows(const rkm_source *s, const rkm_src_tensor *t, int64_t r0, int64_t nr, void *buf);
+
+/* The bytes of the source's files that reading [off, off + len) of t
+ * touches, as at most 2 spans (file index, offset in that file, length;
+ * a GGUF is file 0): exact for a tensor stored as it is read (*exact 1);
+ * for one the reader re-lays (permuted or re-valued rows, gathers) the
+ * span covers what the read may touch, mapped in proportion where rows
+ * are not one to one, so that consecutive ranges give consecutive spans
+ * (*exact 0: bytes of one range's span may be read for another's).
+ * Returns the number of spans (0: t is derived, in memory). */
+typedef struct rkm_file_span {
+    int file;
+    uint64_t off, len;
+} rkm_file_span;
+int rkm_source_file_spans(const rkm_source *s, const rkm_src_tensor *t, uint64_t off, uint64_t len, rkm_file_span out[2],
+                          int *exact);
 
 /* Maps a Hugging Face tensor name of arch to a GGUF name (NULL if unknown);
  * *permute gets the head count for q/k rows that need the rope permutation. */
