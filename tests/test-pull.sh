@@ -21,11 +21,15 @@
 #     with Retry-After or stalls: retried, convert's bytes; one that
 #     answers 416, changes the ETag mid-pull or is always busy: an error
 #   - 404, a refused token, a server that ignores Range, a file that is not
-#     a GGUF, hf:// without a file: a clear error and no model left behind
+#     a GGUF: a clear error and no model left behind
+#   - a safetensors checkpoint (hf://ORG/REPO, two shards): convert's
+#     bytes (but for the manifest's source), each shard's SHA-256 checked
+#     (a mismatch names the shard), bounded staging, killed and resumed;
+#     a repository without config.json or that does not exist: an error
 #   - rkmojo serve's /api/pull: refused without an API key or --pull on;
 #     with one, NDJSON progress to success, the model in /api/tags and
-#     generating, a second pull a no-op, 404 / a server path / a bad name
-#     refused; the official ollama client pulls through it
+#     generating, a second pull a no-op, a checkpoint, 404 / a server path
+#     / a bad name refused; the official ollama client pulls through it
 # Exit 0 pass, 1 fail, 77 skip. No timed assertions.
 set -u
 cd "$(dirname "$0")/.."
@@ -58,7 +62,15 @@ mkdir -p "$T/www" "$T/ngx"
   -o "$T/www/m.gguf" --quiet >"$T/synth.log" 2>&1 || { cat "$T/synth.log"; exit 1; }
 echo "not a GGUF file, but long enough to be asked for a first byte and more" >"$T/www/notes.txt"
 cp "$T/www/m.gguf" "$T/www/s.gguf"
-chmod 644 "$T/www/"*
+# a safetensors checkpoint (config.json, tokenizer files, an index and two shards)
+"$BIN" synth --preset tiny --set n_embd=256 --set n_ff_exp=256 --set n_expert=16 --set n_layer=4 --dtype f16 \
+  -o "$T/ck.gguf" --hf-out "$T/www/ckpt" --quiet >"$T/synth2.log" 2>&1 || { cat "$T/synth2.log"; exit 1; }
+chmod 755 "$T/www/ckpt"
+chmod 644 "$T/www/"* "$T/www/ckpt/"* 2>/dev/null
+CK1=model-00001-of-00002.safetensors CK2=model-00002-of-00002.safetensors
+CKSHA1=$(sha256sum "$T/www/ckpt/$CK1" | cut -d' ' -f1)
+CKSHA2=$(sha256sum "$T/www/ckpt/$CK2" | cut -d' ' -f1)
+CKBAD2=$(echo "$CKSHA2" | tr 0-9a-f 1-9a-f0)
 SHA=$(sha256sum "$T/www/s.gguf" | cut -d' ' -f1)
 BADSHA=$(echo "$SHA" | tr 0-9a-f 1-9a-f0)
 
@@ -69,6 +81,16 @@ user $(id -un) $(id -gn);
 worker_processes 1; pid $T/ngx/nginx.pid; error_log $T/ngx/error.log;
 events { worker_connections 64; }
 http {
+  map \$uri \$ck_sha {
+    ~/$CK1\$ "\"$CKSHA1\"";
+    ~/$CK2\$ "\"$CKSHA2\"";
+    default "";
+  }
+  map \$uri \$ck_bad {
+    ~/$CK1\$ "\"$CKSHA1\"";
+    ~/$CK2\$ "\"$CKBAD2\"";
+    default "";
+  }
   access_log $T/ngx/access.log; client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
   fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
   server {
@@ -85,6 +107,10 @@ http {
       if (\$http_authorization != "Bearer s3cret") { return 401; }
       alias $T/www/;
     }
+    location /hf/org/ckpt/resolve/main/ { alias $T/www/ckpt/; add_header X-Linked-Etag \$ck_sha always; }
+    location /hf/org/slowck/resolve/main/ { alias $T/www/ckpt/; limit_rate 2m; add_header X-Linked-Etag \$ck_sha always; }
+    location /hf/org/badck/resolve/main/ { alias $T/www/ckpt/; add_header X-Linked-Etag \$ck_bad always; }
+    location /hf/org/plainck/resolve/main/ { alias $T/www/ckpt/; }
   }
 }
 EOF
@@ -161,8 +187,47 @@ check "without the token: an error that names HF_TOKEN, no model" \
   '[ $? != 0 ] && grep -q "401.*HF_TOKEN" "$T/p4.log" && no_model "$T/hf2.rkmojo" || { cat "$T/p4.log"; false; }'
 HF_ENDPOINT=$U/hf HF_TOKEN=wrong "$BIN" pull hf://org/repo:m.gguf "$T/hf3.rkmojo" --quiet >"$T/p5.log" 2>&1
 check "a wrong token: refused, no model" '[ $? != 0 ] && grep -q "token was refused" "$T/p5.log" && no_model "$T/hf3.rkmojo" || { cat "$T/p5.log"; false; }'
-"$BIN" pull hf://org/repo "$T/hf4.rkmojo" >"$T/p6.log" 2>&1
-check "hf:// without a file: asks for one" '[ $? != 0 ] && grep -q "name a GGUF file" "$T/p6.log" || { cat "$T/p6.log"; false; }'
+HF_ENDPOINT=$U/hf HF_TOKEN=s3cret "$BIN" pull hf://org/repo "$T/hf4.rkmojo" >"$T/p6.log" 2>&1
+check "hf:// of a repository without config.json: said so, no model" \
+  '[ $? != 0 ] && grep -q "no config.json" "$T/p6.log" && no_model "$T/hf4.rkmojo" || { cat "$T/p6.log"; false; }'
+
+# a safetensors checkpoint: hf://ORG/REPO without a file
+same_ck() { # a b: the same files, the same bytes, the manifests alike but for the source they name
+  diff -r --exclude=manifest.json "$1" "$2" >"$T/diff.log" 2>&1 &&
+    node -e 'const fs=require("fs"),r=f=>{const j=JSON.parse(fs.readFileSync(f+"/manifest.json"));delete j.source;return JSON.stringify(j)};
+      process.exit(r(process.argv[1])===r(process.argv[2])?0:1)' "$1" "$2" >>"$T/diff.log" 2>&1
+}
+"$BIN" convert "$T/www/ckpt" "$T/ck.ref" --quant keep --quiet >/dev/null 2>&1
+"$BIN" convert "$T/www/ckpt" "$T/ck4.ref" --quant q4_0 --expert-layout plain --quiet >/dev/null 2>&1
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/ckpt "$T/ck.rkmojo" --window 4M >"$T/ck.log" 2>&1
+check "hf://org/ckpt (two shards, each SHA-256 named): checked, convert's bytes" \
+  '[ $? = 0 ] && grep -q "SHA-256 of the file checked" "$T/ck.log" && same_ck "$T/ck.rkmojo" "$T/ck.ref" && [ ! -e "$T/ck.rkmojo/.pull" ] &&
+   grep -q "\"source\":[[:space:]]*\"hf:org/ckpt@main\"" "$T/ck.rkmojo/manifest.json" || { cat "$T/ck.log" "$T/diff.log"; false; }'
+staged=$(tr '\r' '\n' <"$T/ck.log" | sed -n 's/.*at most \([0-9.]*\) MiB staged.*/\1/p')
+check "a checkpoint's staging holds at most the window plus a layer's pieces (${staged:-?} MiB of 33 MB)" \
+  '[ -n "$staged" ] && node -e "process.exit(+process.argv[1] <= 4 + 3 * 4 + 1 ? 0 : 1)" "$staged"'
+check "the pulled checkpoint generates as the converted one" \
+  '"$BIN" run -m "$T/ck.rkmojo" -p "Hello" -n 6 --temp 0 --print-ids >"$T/ck.run" 2>/dev/null && "$BIN" run -m "$T/ck.ref" -p "Hello" -n 6 --temp 0 --print-ids >"$T/ck.run2" 2>/dev/null &&
+   diff "$T/ck.run" "$T/ck.run2" >/dev/null || { cat "$T/ck.run" "$T/ck.run2"; false; }'
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/plainck@main "$T/ck4.rkmojo" --quant q4_0 --expert-layout plain --connections 2 --quiet >"$T/ck4.log" 2>&1
+check "@main, --quant q4_0 --expert-layout plain, no SHA-256 named: convert's bytes" \
+  '[ $? = 0 ] && same_ck "$T/ck4.rkmojo" "$T/ck4.ref" || { cat "$T/ck4.log" "$T/diff.log"; false; }'
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/badck "$T/badck.rkmojo" >"$T/badck.log" 2>&1
+check "a shard whose SHA-256 does not match: an error naming the shard, no model, no progress kept" \
+  '[ $? != 0 ] && grep -q "$CK2: the downloaded file.s SHA-256 is $CKSHA2, the server names $CKBAD2" "$T/badck.log" && no_model "$T/badck.rkmojo" &&
+   [ ! -e "$T/badck.rkmojo/.convert-progress.json" ] || { cat "$T/badck.log"; ls -a "$T/badck.rkmojo"; false; }'
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/slowck "$T/kck.rkmojo" --quiet >/dev/null 2>&1 &
+kp=$!
+for _ in $(seq 300); do [ "$(layers_done "$T/kck.rkmojo")" -ge 1 ] && break; sleep 0.05; done
+kill -9 $kp 2>/dev/null; wait $kp 2>/dev/null
+kept_before=$(layers_done "$T/kck.rkmojo")
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/slowck "$T/kck.rkmojo" >"$T/kck.log" 2>&1
+check "a checkpoint's pull killed after $kept_before expert layers landed, rerun: kept them, checked, convert's bytes" \
+  '[ $? = 0 ] && [ "$kept_before" -ge 1 ] && grep -q "^resumed: kept" "$T/kck.log" && grep -q "SHA-256 of the file checked" "$T/kck.log" &&
+   same_ck "$T/kck.rkmojo" "$T/ck.ref" || { cat "$T/kck.log" "$T/diff.log"; false; }'
+HF_ENDPOINT=$U/hf "$BIN" pull hf://org/nothere "$T/nothere.rkmojo" --quiet >"$T/nothere.log" 2>&1
+check "hf:// of a repository that does not exist: an error, no model" \
+  '[ $? != 0 ] && no_model "$T/nothere.rkmojo" || { cat "$T/nothere.log"; false; }'
 
 # into the models directory
 RKMOJO_MODELS=$T/models "$BIN" pull "$U/m.gguf" --quiet >"$T/p7.log" 2>&1
@@ -264,7 +329,7 @@ mkdir -p "$T/srv"
 serve s0 --models-dir "$T/srv"
 code=$(curl -s -o "$T/s0.out" -w '%{http_code}' "$SV/api/pull" -d "{\"model\":\"$U/m.gguf\"}")
 check "no API key and no --pull on: /api/pull refused (403)" '[ "$code" = 403 ] && grep -q "pull on" "$T/s0.out" || { echo "$code"; cat "$T/s0.out"; false; }'
-serve s1 --models-dir "$T/srv" --api-key k3y
+HF_ENDPOINT=$U/hf serve s1 --models-dir "$T/srv" --api-key k3y
 A=(-H "Authorization: Bearer k3y")
 curl -sN "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/slow/m.gguf\"}" >"$T/s1.ndjson"
 check "with an API key: NDJSON from 'pulling manifest' through progress to success" \
@@ -282,6 +347,10 @@ code=$(curl -s -o "$T/s1.e2" -w '%{http_code}' "${A[@]}" "$SV/api/pull" -d '{"mo
 check "a path on the server: refused (400)" '[ "$code" = 400 ] || { echo "$code"; cat "$T/s1.e2"; false; }'
 code=$(curl -s -o "$T/s1.e3" -w '%{http_code}' "${A[@]}" "$SV/api/pull" -d "{\"model\":\"$U/a%2F..%2Fb.gguf\"}")
 check "a file name that is not a plain name: refused (400)" '[ "$code" = 400 ] || { echo "$code"; cat "$T/s1.e3"; false; }'
+out=$(curl -s "${A[@]}" "$SV/api/pull" -d '{"model":"hf://org/ckpt","stream":false}')
+check "a safetensors checkpoint (hf://org/ckpt): success, convert's bytes, listed as ckpt" \
+  '[ "$out" = "{\"status\":\"success\"}" ] && same_ck "$T/srv/ckpt.rkmojo" "$T/ck.ref" &&
+   curl -s "${A[@]}" "$SV/api/tags" | grep -q "\"name\":\"ckpt:latest\"" || { echo "$out"; cat "$T/diff.log"; false; }'
 cp "$T/www/m.gguf" "$T/www/other.gguf" && chmod 644 "$T/www/other.gguf"
 (cd tests/js && node --input-type=module -e '
 import { Ollama } from "ollama";

@@ -29,10 +29,11 @@ int rkm_cmd_pull(int argc, char **argv)
     const rkm_opts_cmd cmd = {
         "pull",
         "usage: rkmojo pull SOURCE [OUT.rkmojo] [--quant TYPE|MIX] [--connections N] [--window SIZE]\n"
-        "  SOURCE: an http(s) URL of a GGUF file, hf://ORG/REPO[@REVISION]:FILE.gguf\n"
+        "  SOURCE: an http(s) URL of a GGUF file, hf://ORG/REPO[@REVISION]:FILE.gguf,\n"
+        "          hf://ORG/REPO[@REVISION] (the repository's safetensors checkpoint)\n"
         "          ($HF_ENDPOINT, default https://huggingface.co; $HF_TOKEN is sent to it),\n"
         "          or a local GGUF file or Hugging Face directory (converted as it is)\n"
-        "  The file is converted while it downloads: the disk never holds it whole.\n\n",
+        "  The source is converted while it downloads: the disk never holds it whole.\n\n",
         NULL, {conv_opts, opts}, 2,
     };
     int rc = rkm_opts_parse(&cmd, argc, argv, &first);

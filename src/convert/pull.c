@@ -20,6 +20,7 @@
  */
 #include "convert/pull.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,7 +31,9 @@
 
 #include "convert/fetch.h"
 #include "format/model_dir.h"
+#include "format/safetensors.h"
 #include "format/source.h"
+#include "util/buf.h"
 #include "util/common.h"
 #include "util/knobs.h"
 #include "util/progress.h"
@@ -47,22 +50,35 @@
 enum { P_ABSENT, P_INFLIGHT, P_PRESENT, P_USED, P_SKIP };
 
 typedef struct {
-    uint64_t off, len; /* in the file */
+    uint64_t off, len; /* in the staging file */
     size_t pos;        /* its place in the read order: its first range's */
     size_t rank;       /* its index in order[] */
     uint64_t need;     /* bytes of its ranges the converter has not used yet */
     uint64_t held;     /* bytes of it counted in staged */
     int state;
-    int layer;         /* its ranges' (rkm_convert_read's) */
+    int layer;         /* its ranges' (rkm_convert_read's); -2: ranges of several */
+    int shared;        /* its ranges overlap or are not exact (rkm_source_file_spans):
+                          nothing of it goes before all of it is used */
 } piece;
 
+/* One remote file: bytes [base, base + size) of the staging file (a
+ * GGUF is one; a safetensors checkpoint's shards lie side by side). */
 typedef struct {
     rkm_fetch *f;
+    uint64_t base, size;
+    uint64_t prefix; /* [base, base + prefix) fetched by the header phase */
+    char want[65];   /* its SHA-256 when the server names it */
+} segment;
+
+typedef struct {
+    segment *seg;
+    int n_seg;
+    const char *stage;     /* the staging file's path */
+    const rkm_source *src; /* once opened: for consumed's spans */
     int fd;
-    uint64_t size, window;
+    uint64_t size, window; /* size: all segments' */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t prefix; /* [0, prefix) fetched by the header phase */
     piece *pc;       /* by file offset; NULL while the header is parsed */
     size_t n_pc;
     size_t *order;   /* pc index by read position */
@@ -80,11 +96,29 @@ typedef struct {
     int hash_waits;       /* the hasher waits for the piece at hc to be fetched */
     uint64_t unhashed;    /* bytes fetched into the staging file the hasher has not read yet */
     uint64_t used_ahead;  /* of those, the bytes of pieces the converter is done with (kept for the hasher) */
-    rkm_sha256 sha;       /* the hasher's own (it updates it without mu) */
+    rkm_sha256 sha;       /* the hasher's own, of hc's segment (it updates it without mu) */
     rkm_sha256 sha_at_hc; /* its copy once hc moved: what a progress record keeps */
     uint64_t hc;
-    char want[65];
 } puller;
+
+/* The segment holding staging offset off (the last one past the end). */
+static segment *seg_at(const puller *p, uint64_t off)
+{
+    int lo = 0, hi = p->n_seg - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (p->seg[mid].base <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    return &p->seg[lo];
+}
+
+/* Bytes [off, off + n) of the staging file, inside one segment, from its server. */
+static int fetch_to_stage(const puller *p, uint64_t off, uint64_t n)
+{
+    segment *g = seg_at(p, off);
+    return rkm_fetch_range(g->f, off - g->base, n, p->fd, off);
+}
 
 /* The bytes [start, end) are not needed any more: punched, but only below
  * the hash cursor while hashing. */
@@ -100,7 +134,7 @@ static void progressed(puller *p, uint64_t bytes)
 {
     rkm_progress_add(&p->prog, bytes);
     if (p->o && p->o->on_progress)
-        p->o->on_progress(p->o->user, p->prog.done, p->prog.total, rkm_fetch_etag(p->f));
+        p->o->on_progress(p->o->user, p->prog.done, p->prog.total, rkm_fetch_etag(p->seg[0].f));
 }
 
 /* While hashing, the staging file holds every fetched byte until the
@@ -158,7 +192,7 @@ static int fetch_piece(puller *p, piece *q, int ahead)
     q->state = P_INFLIGHT;
     if (ahead) p->inflight += q->len;
     pthread_mutex_unlock(&p->mu);
-    int rc = rkm_fetch_range(p->f, q->off, q->len, p->fd, q->off);
+    int rc = fetch_to_stage(p, q->off, q->len);
     pthread_mutex_lock(&p->mu);
     if (ahead) p->inflight -= q->len;
     if (rc) {
@@ -176,14 +210,15 @@ static int fill(void *user, uint64_t off, uint64_t n)
     puller *p = user;
     int rc = 0;
     pthread_mutex_lock(&p->mu);
-    if (!p->pc) { /* the header phase: one thread, a growing prefix */
-        while (!rc && off + n > p->prefix) {
-            uint64_t end = RKM_MIN(p->size, RKM_MAX(off + n, p->prefix + HEADER_STEP));
-            rc = rkm_fetch_range(p->f, p->prefix, end - p->prefix, p->fd, p->prefix);
+    segment *g = seg_at(p, off);
+    if (!p->pc) { /* the header phase: one thread, a growing prefix of each segment */
+        while (!rc && off + n > g->base + g->prefix) {
+            uint64_t end = RKM_MIN(g->size, RKM_MAX(off + n - g->base, g->prefix + HEADER_STEP));
+            rc = rkm_fetch_range(g->f, g->prefix, end - g->prefix, p->fd, g->base + g->prefix);
             if (!rc) {
-                progressed(p, end - p->prefix);
-                p->fetched += end - p->prefix;
-                p->prefix = end;
+                progressed(p, end - g->prefix);
+                p->fetched += end - g->prefix;
+                g->prefix = end;
             }
         }
         pthread_mutex_unlock(&p->mu);
@@ -217,10 +252,10 @@ static int fill(void *user, uint64_t off, uint64_t n)
             i++;
         } else { /* bytes outside every piece: read once, straight through */
             uint64_t gend = i < p->n_pc ? RKM_MIN(end, p->pc[i].off) : end;
-            uint64_t from = RKM_MAX(pos, p->prefix);
+            uint64_t from = RKM_MAX(pos, g->base + g->prefix);
             if (from < gend) {
                 pthread_mutex_unlock(&p->mu);
-                rc = rkm_fetch_range(p->f, from, gend - from, p->fd, from);
+                rc = fetch_to_stage(p, from, gend - from);
                 pthread_mutex_lock(&p->mu);
                 if (!rc) p->fetched += gend - from;
             }
@@ -268,29 +303,36 @@ static void punch(puller *p, uint64_t start, uint64_t end)
         p->punch = 0; /* a file system without holes: the staging file keeps its bytes */
 }
 
+/* The converter is done with [off, off + len) of t: its pieces' needs
+ * go down by the same spans make_pieces added them for. */
 static void consumed(void *user, const rkm_src_tensor *t, uint64_t off, uint64_t len)
 {
     puller *p = user;
-    const rkm_gguf_tensor *gt = t->handle;
-    const uint64_t start = gt->offset + off, end = start + len;
+    rkm_file_span sp[2];
+    int exact;
+    const int ns = rkm_source_file_spans(p->src, t, off, len, sp, &exact);
     pthread_mutex_lock(&p->mu);
-    for (size_t i = piece_at(p, start); i < p->n_pc && p->pc[i].off < end; i++) {
-        piece *q = &p->pc[i];
-        const uint64_t ov = RKM_MIN(end, q->off + q->len) - RKM_MAX(start, q->off);
-        q->need -= RKM_MIN(q->need, ov);
-        const uint64_t drop = q->need ? RKM_MIN(q->held, ov) : q->held;
-        q->held -= drop;
-        p->staged -= drop;
-        if (!q->need && q->state != P_INFLIGHT) {
-            if (p->hashing && q->state == P_PRESENT && q->off + q->len > p->hc)
-                p->used_ahead += q->off + q->len - RKM_MAX(q->off, p->hc);
-            q->state = P_USED;
-            release(p, q->off, q->off + q->len); /* its padding too */
+    for (int k = 0; k < ns; k++) {
+        const uint64_t start = sp[k].off, end = start + sp[k].len;
+        for (size_t i = piece_at(p, start); i < p->n_pc && p->pc[i].off < end; i++) {
+            piece *q = &p->pc[i];
+            const uint64_t ov = RKM_MIN(end, q->off + q->len) - RKM_MAX(start, q->off);
+            q->need -= RKM_MIN(q->need, ov);
+            const uint64_t drop = q->need ? RKM_MIN(q->held, ov) : q->held;
+            q->held -= drop;
+            p->staged -= drop;
+            if (!q->need && q->state != P_INFLIGHT) {
+                if (p->hashing && q->state == P_PRESENT && q->off + q->len > p->hc)
+                    p->used_ahead += q->off + q->len - RKM_MAX(q->off, p->hc);
+                q->state = P_USED;
+                release(p, q->off, q->off + q->len); /* its padding too */
+            } else if (!q->shared) {
+                /* the whole pages of the range go now; a page shared with
+                 * bytes still needed stays until its piece is used up */
+                release(p, RKM_MAX(start, q->off), RKM_MIN(end, q->off + q->len));
+            }
         }
     }
-    /* the whole pages of the range go now; a page shared with bytes still
-     * needed stays until its piece is used up */
-    release(p, start, end);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
@@ -308,6 +350,7 @@ static void *hasher(void *arg)
     pthread_mutex_lock(&p->mu);
     while (buf && !p->hash_stop && !p->err && p->hc < p->size) {
         const uint64_t at = p->hc;
+        segment *g = seg_at(p, at);
         size_t i = piece_at(p, at);
         uint64_t end;
         int gap = 0, in_piece = 0;
@@ -327,15 +370,24 @@ static void *hasher(void *arg)
             end = q->off + q->len;
         } else {
             end = i < p->n_pc ? p->pc[i].off : p->size;
-            if (at < p->prefix) end = RKM_MIN(end, p->prefix);
+            if (at < g->base + g->prefix) end = RKM_MIN(end, g->base + g->prefix);
             else gap = 1;
         }
-        end = RKM_MIN(end, at + HASH_STEP);
+        end = RKM_MIN(RKM_MIN(end, at + HASH_STEP), g->base + g->size);
         pthread_mutex_unlock(&p->mu);
         /* bytes not in the staging file come into memory, never to disk */
-        int rc = gap ? rkm_fetch_range_mem(p->f, at, end - at, buf)
+        int rc = gap ? rkm_fetch_range_mem(g->f, at - g->base, end - at, buf)
                      : rkm_pread_all(p->fd, buf, (size_t)(end - at), at, "pull staging file");
         if (!rc) rkm_sha256_update(&p->sha, buf, (size_t)(end - at));
+        /* a segment hashed whole: its SHA-256 the one its server named */
+        if (!rc && end == g->base + g->size) {
+            char got[65];
+            rkm_sha256_final(&p->sha, got);
+            if (strcmp(got, g->want))
+                rc = rkm_err(RKM_ECHECKSUM, "%s: the downloaded file's SHA-256 is %s, the server names %s: the download is corrupt",
+                             rkm_fetch_final_url(g->f), got, g->want);
+            rkm_sha256_init(&p->sha);
+        }
         pthread_mutex_lock(&p->mu);
         if (rc) {
             fail(p, rc);
@@ -362,9 +414,10 @@ static void *hasher(void *arg)
 }
 
 typedef struct {
-    uint64_t off, len;
+    uint64_t off, len; /* in the staging file */
     size_t pos;
     int layer; /* rkm_convert_read's */
+    int exact; /* rkm_source_file_spans' */
 } range;
 
 static int range_by_off(const void *x, const void *y)
@@ -380,11 +433,15 @@ static int piece_by_pos(const void *x, const void *y, void *arg)
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* The pieces: the read order's ranges in file order, neighbours (at most
- * MERGE_GAP apart, both resident or both one layer's experts: used up in
- * the same pass) merged up to PIECE_MAX, so the experts' parts of a fused
- * tensor travel several to a request; a range longer than PIECE_MAX is
- * cut. A piece's place in the read order is its earliest range's. */
+/* The pieces: the read order's ranges (their spans in the staging file)
+ * in file order. Ranges that overlap (several tensors read from one
+ * stored one, rkm_source_file_spans) form one run, whose pieces are
+ * shared; neighbours (at most MERGE_GAP apart, in one segment, both
+ * resident or both one layer's experts: used up in the same pass) join a
+ * run up to PIECE_MAX, so the experts' parts of a fused tensor travel
+ * several to a request. A run is cut into pieces of at most PIECE_MAX,
+ * each needing its ranges' bytes inside it; a piece's place in the read
+ * order is its earliest range's. */
 #define MERGE_GAP (64u << 10)
 static int make_pieces(puller *p, const rkm_source *s)
 {
@@ -392,46 +449,65 @@ static int make_pieces(puller *p, const rkm_source *s)
     size_t n_rd;
     int rc = rkm_convert_read_order(s, &rd, &n_rd);
     if (rc) return rc;
-    range *r = calloc(n_rd + 1, sizeof *r);
-    size_t n_max = n_rd;
-    for (size_t i = 0; i < n_rd; i++) n_max += (size_t)(rd[i].len / PIECE_MAX);
-    piece *pc = calloc(n_max + 1, sizeof *pc);
-    size_t *order = calloc(n_max + 1, sizeof *order);
-    if (!r || !pc || !order) {
+    range *r = calloc(2 * n_rd + 1, sizeof *r);
+    if (!r) {
         free(rd);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    size_t nr = 0;
+    for (size_t i = 0; i < n_rd; i++) {
+        rkm_file_span sp[2];
+        int exact;
+        const int ns = rkm_source_file_spans(s, rd[i].t, rd[i].off, rd[i].len, sp, &exact);
+        for (int k = 0; k < ns; k++)
+            if (sp[k].len) r[nr++] = (range){sp[k].off, sp[k].len, i, rd[i].layer, exact};
+    }
+    free(rd);
+    qsort(r, nr, sizeof *r, range_by_off);
+    /* runs [i, j) of r: their extent, then cut */
+    size_t n_max = 1;
+    for (size_t i = 0; i < nr; i++) n_max += 1 + (size_t)(r[i].len / PIECE_MAX);
+    piece *pc = calloc(n_max, sizeof *pc);
+    size_t *order = calloc(n_max, sizeof *order);
+    if (!pc || !order) {
         free(r);
         free(pc);
         free(order);
         return rkm_err(RKM_ENOMEM, "out of memory");
     }
-    size_t nr = 0;
-    for (size_t i = 0; i < n_rd; i++)
-        if (rd[i].len)
-            r[nr++] = (range){((const rkm_gguf_tensor *)rd[i].t->handle)->offset + rd[i].off, rd[i].len, i, rd[i].layer};
-    free(rd);
-    qsort(r, nr, sizeof *r, range_by_off);
     size_t n = 0;
-    for (size_t i = 0; i < nr; i++) {
-        piece *q = n ? &pc[n - 1] : NULL;
-        if (q && r[i].layer == r[i - 1].layer && r[i].off >= q->off + q->len && r[i].off - (q->off + q->len) <= MERGE_GAP &&
-            r[i].off + r[i].len - q->off <= PIECE_MAX) {
-            q->len = r[i].off + r[i].len - q->off;
-            q->need += r[i].len;
-            q->pos = RKM_MIN(q->pos, r[i].pos);
-            continue; /* the same layer: merged only within one pass */
+    for (size_t i = 0, j; i < nr; i = j) {
+        uint64_t lo = r[i].off, hi = r[i].off + r[i].len;
+        int shared = !r[i].exact, layer = r[i].layer;
+        const segment *g = seg_at(p, lo);
+        for (j = i + 1; j < nr; j++) {
+            const uint64_t e = r[j].off + r[j].len;
+            if (r[j].off < hi) shared = 1; /* overlaps: always one run */
+            else if (!(r[j].layer == r[j - 1].layer && r[j].off - hi <= MERGE_GAP && RKM_MAX(e, hi) - lo <= PIECE_MAX &&
+                       r[j].off < g->base + g->size))
+                break;
+            shared |= !r[j].exact;
+            if (r[j].layer != layer) layer = -2;
+            hi = RKM_MAX(hi, e);
         }
-        for (uint64_t o = 0; o < r[i].len; o += PIECE_MAX) {
-            const uint64_t k = RKM_MIN((uint64_t)PIECE_MAX, r[i].len - o);
-            pc[n++] = (piece){.off = r[i].off + o, .len = k, .pos = r[i].pos, .need = k, .state = P_ABSENT,
-                              .layer = r[i].layer};
-        }
+        const size_t first = n;
+        for (uint64_t o = lo; o < hi; o += PIECE_MAX)
+            pc[n++] = (piece){.off = o, .len = RKM_MIN((uint64_t)PIECE_MAX, hi - o), .pos = (size_t)-1,
+                              .state = P_ABSENT, .layer = layer, .shared = shared};
+        for (size_t k = i; k < j; k++)
+            for (size_t q = first + (size_t)((r[k].off - lo) / PIECE_MAX); q < n && pc[q].off < r[k].off + r[k].len; q++) {
+                pc[q].need += RKM_MIN(r[k].off + r[k].len, pc[q].off + pc[q].len) - RKM_MAX(r[k].off, pc[q].off);
+                pc[q].pos = RKM_MIN(pc[q].pos, r[k].pos);
+            }
     }
     free(r);
-    uint64_t todo = p->prefix;
+    uint64_t todo = 0;
+    for (int k = 0; k < p->n_seg; k++) todo += p->seg[k].prefix;
     for (size_t i = 0; i < n; i++) {
         order[i] = i;
         /* pieces wholly inside the header phase's prefix are there already */
-        if (pc[i].off + pc[i].len <= p->prefix) {
+        const segment *g = seg_at(p, pc[i].off);
+        if (pc[i].off + pc[i].len <= g->base + g->prefix) {
             pc[i].state = P_PRESENT;
             pc[i].held = pc[i].len;
             p->staged += pc[i].len;
@@ -471,7 +547,7 @@ static int hash_resume(puller *p, const char *note)
     unsigned long long hc;
     int used = 0;
     if (!note || sscanf(note, "sha256 %llu %n", &hc, &used) != 1 || !used || hc > p->size ||
-        rkm_sha256_load(&p->sha, note + used) || p->sha.n != hc)
+        rkm_sha256_load(&p->sha, note + used) || p->sha.n != (hc == p->size ? 0 : hc - seg_at(p, hc)->base))
         return -1;
     p->hc = hc;
     p->sha_at_hc = p->sha;
@@ -484,7 +560,7 @@ static void skip_kept(puller *p, const rkm_model_dir *prev)
 {
     for (size_t i = 0; i < p->n_pc; i++) {
         piece *q = &p->pc[i];
-        int kept = q->layer < 0 ? prev->n_tensors > 0 : 0;
+        int kept = q->layer == -1 ? prev->n_tensors > 0 : 0;
         for (int l = 0; l < prev->n_expert_layers && !kept; l++) kept = prev->experts[l].layer == q->layer;
         if (kept && q->state == P_ABSENT) {
             q->state = P_SKIP;
@@ -493,8 +569,8 @@ static void skip_kept(puller *p, const rkm_model_dir *prev)
     }
 }
 
-/* convert's last step before the manifest: the whole file hashed, and
- * its SHA-256 the one the server named. */
+/* convert's last step before the manifest: every file hashed, each
+ * SHA-256 the one its server named (the hasher compares each as it ends). */
 static int check_sha(void *user)
 {
     puller *p = user;
@@ -503,13 +579,7 @@ static int check_sha(void *user)
     while (p->hc < p->size && !p->err) pthread_cond_wait(&p->cv, &p->mu);
     int rc = p->err ? rkm_err(p->err, "%s", p->msg) : 0;
     pthread_mutex_unlock(&p->mu);
-    if (rc) return rc;
-    char got[65];
-    rkm_sha256_final(&p->sha, got);
-    if (strcmp(got, p->want))
-        return rkm_err(RKM_ECHECKSUM, "the downloaded file's SHA-256 is %s, the server names %s: the download is corrupt",
-                       got, p->want);
-    return 0;
+    return rc;
 }
 
 static int has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
@@ -520,6 +590,42 @@ static const char *hf_endpoint(void)
     return e ? e : "https://huggingface.co";
 }
 
+/* hf://ORG/REPO[@REV][:FILE]: "ORG/REPO" into name, the revision into rev
+ * (main), *file at FILE or NULL. */
+static int parse_hf(const char *source, char *name, size_t name_cap, char *rev, size_t rev_cap, const char **file)
+{
+    const char *repo = source + 5, *colon = strchr(repo, ':');
+    *file = colon && colon[1] ? colon + 1 : NULL;
+    size_t rl = colon ? (size_t)(colon - repo) : strlen(repo);
+    if (rl >= name_cap) return rkm_err(RKM_EINVAL, "%s: repository name too long", source);
+    memcpy(name, repo, rl);
+    name[rl] = 0;
+    snprintf(rev, rev_cap, "main");
+    char *at = strchr(name, '@');
+    if (at) {
+        snprintf(rev, rev_cap, "%s", at + 1);
+        *at = 0;
+    }
+    const char *slash = strchr(name, '/');
+    if ((colon && !colon[1]) || !slash || slash == name || !slash[1] || strchr(slash + 1, '/') || !rev[0] ||
+        strstr(name, "..") || strchr(rev, '/'))
+        return rkm_err(RKM_EINVAL, "%s: expected hf://ORG/REPO[@REVISION][:FILE]", source);
+    return 0;
+}
+
+/* $HF_ENDPOINT/ORG/REPO/resolve/REV/FILE (FILE may be ""); malloc'd. */
+static char *hf_resolve(const char *name, const char *rev, const char *file)
+{
+    const char *ep = hf_endpoint();
+    size_t el = strlen(ep);
+    while (el > 0 && ep[el - 1] == '/') el--;
+    size_t n = el + strlen(name) + strlen(rev) + strlen(file) + 32;
+    char *u = malloc(n);
+    if (!u) rkm_err(RKM_ENOMEM, "out of memory");
+    else snprintf(u, n, "%.*s/%s/resolve/%s/%s", (int)el, ep, name, rev, file);
+    return u;
+}
+
 char *rkm_pull_url(const char *source)
 {
     if (has_prefix(source, "http://") || has_prefix(source, "https://")) {
@@ -528,46 +634,13 @@ char *rkm_pull_url(const char *source)
         return u;
     }
     if (!has_prefix(source, "hf://")) {
-        rkm_err(RKM_EINVAL, "%s: not a URL (http://, https:// or hf://ORG/REPO:FILE)", source);
+        rkm_err(RKM_EINVAL, "%s: not a URL (http://, https:// or hf://ORG/REPO[:FILE])", source);
         return NULL;
     }
-    const char *repo = source + 5, *colon = strchr(repo, ':');
-    if (!colon || !colon[1]) {
-        rkm_err(RKM_EUNSUPPORTED,
-                "%s: name a GGUF file of the repository (hf://ORG/REPO:FILE.gguf); pulling a safetensors "
-                "checkpoint is not supported (download it and run rkmojo convert)",
-                source);
-        return NULL;
-    }
-    char name[512], rev[128] = "main";
-    size_t rl = (size_t)(colon - repo);
-    if (rl >= sizeof name) {
-        rkm_err(RKM_EINVAL, "%s: repository name too long", source);
-        return NULL;
-    }
-    memcpy(name, repo, rl);
-    name[rl] = 0;
-    char *at = strchr(name, '@');
-    if (at) {
-        snprintf(rev, sizeof rev, "%s", at + 1);
-        *at = 0;
-    }
-    const char *slash = strchr(name, '/');
-    if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/') || !rev[0]) {
-        rkm_err(RKM_EINVAL, "%s: expected hf://ORG/REPO[@REVISION]:FILE", source);
-        return NULL;
-    }
-    const char *ep = hf_endpoint();
-    size_t el = strlen(ep);
-    while (el > 0 && ep[el - 1] == '/') el--;
-    size_t n = el + strlen(name) + strlen(rev) + strlen(colon + 1) + 32;
-    char *u = malloc(n);
-    if (!u) {
-        rkm_err(RKM_ENOMEM, "out of memory");
-        return NULL;
-    }
-    snprintf(u, n, "%.*s/%s/resolve/%s/%s", (int)el, ep, name, rev, colon + 1);
-    return u;
+    char name[512], rev[128];
+    const char *file;
+    if (parse_hf(source, name, sizeof name, rev, sizeof rev, &file)) return NULL;
+    return hf_resolve(name, rev, file ? file : "");
 }
 
 int rkm_pull_model_name(const char *source, char *name, size_t cap)
@@ -598,58 +671,227 @@ static void file_name(const char *url, char *out, size_t cap)
     }
 }
 
-static int pull_remote(const char *source, const char *url, const char *out, const rkm_pull_opts *o,
-                       rkm_pull_stats *st)
+/* ------------------------------------------- a safetensors checkpoint */
+/* What a pull of hf://ORG/REPO fetches whole before the shards: config.json
+ * (required), the shard index and the tokenizer's and generation's files
+ * (each where the repository has it). */
+static const char *const hf_small[] = {"config.json", "model.safetensors.index.json", "tokenizer.json",
+                                       "tokenizer_config.json", "chat_template.jinja", "generation_config.json"};
+#define HF_SMALL_MAX (64u << 20)
+
+/* One small file of the repository into path: 0, 1 when it is absent
+ * (a 404), or an error. */
+static int fetch_small(const char *url, const rkm_fetch_opts *fo, const char *path)
+{
+    int rc;
+    rkm_fetch *f = rkm_fetch_open(url, fo, &rc);
+    if (!f) return rc == RKM_ENOENT ? 1 : rc;
+    const uint64_t n = rkm_fetch_size(f);
+    char *buf = n <= HF_SMALL_MAX ? malloc(n ? n : 1) : NULL;
+    if (n > HF_SMALL_MAX) rc = rkm_err(RKM_EFORMAT, "%s: %llu bytes is too large for a model's %s", url,
+                                       (unsigned long long)n, strrchr(path, '/') + 1);
+    else if (!buf) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    else rc = rkm_fetch_range_mem(f, 0, n, buf);
+    if (!rc) rc = rkm_write_file_atomic(path, buf, n);
+    free(buf);
+    rkm_fetch_close(f);
+    return rc;
+}
+
+/* The shards the checkpoint's index names (sorted, each once), or the one
+ * model.safetensors without an index. */
+static int hf_shards(const char *dir, char ***names, int *n)
+{
+    *names = NULL;
+    *n = 0;
+    char *ip = rkm_path_join(dir, "model.safetensors.index.json");
+    size_t len;
+    char *js = ip ? rkm_read_file(ip, &len) : NULL;
+    free(ip);
+    int rc = 0;
+    char **v = NULL;
+    int nv = 0;
+    if (!js) {
+        v = malloc(sizeof *v);
+        if (!v || !(v[0] = strdup("model.safetensors"))) {
+            free(v);
+            return rkm_err(RKM_ENOMEM, "out of memory");
+        }
+        *names = v;
+        *n = 1;
+        return 0;
+    }
+    cJSON *idx = cJSON_ParseWithLength(js, len);
+    free(js);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    if (!cJSON_IsObject(wm)) rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: no weight_map");
+    for (const cJSON *it = cJSON_IsObject(wm) ? wm->child : NULL; it && !rc; it = it->next) {
+        const char *sn = cJSON_IsString(it) ? it->valuestring : NULL;
+        if (!sn || !*sn || strchr(sn, '/') || strchr(sn, '\\') || !strcmp(sn, "..") || strchr(sn, '?') || strchr(sn, '#')) {
+            rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: bad shard name");
+            break;
+        }
+        int dup = 0;
+        for (int i = 0; i < nv && !dup; i++) dup = !strcmp(v[i], sn);
+        if (dup) continue;
+        char **nvv = realloc(v, (size_t)(nv + 1) * sizeof *v);
+        if (!nvv || !(nvv[nv] = strdup(sn))) {
+            if (nvv) v = nvv;
+            rc = rkm_err(RKM_ENOMEM, "out of memory");
+            break;
+        }
+        v = nvv;
+        nv++;
+    }
+    cJSON_Delete(idx);
+    if (!rc && !nv) rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json names no shards");
+    if (rc) {
+        for (int i = 0; i < nv; i++) free(v[i]);
+        free(v);
+        return rc;
+    }
+    for (int i = 1; i < nv; i++) /* sorted, as convert lists them */
+        for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+            char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *names = v;
+    *n = nv;
+    return 0;
+}
+
+static struct rkm_safetensors *open_shard(void *user, int i, const char *name)
+{
+    puller *p = user;
+    return rkm_safetensors_open_fill(p->stage, name, p->seg[i].base, p->seg[i].size, fill, p);
+}
+
+/* ------------------------------------------------------------- the pull */
+/* source names either one GGUF (url) or a repository's safetensors
+ * checkpoint (hf_name / hf_rev: its small files into OUT/.pull/hf, then
+ * its shards as the segments). */
+static int pull_remote(const char *source, const char *url, const char *hf_name, const char *hf_rev, const char *out,
+                       const rkm_pull_opts *o, rkm_pull_stats *st)
 {
     const char *token = o ? o->token : NULL;
     const char *ep = hf_endpoint();
-    if (!token && (has_prefix(source, "hf://") || has_prefix(url, ep))) token = rkm_knob(RKM_KNOB_HF_TOKEN);
+    if (!token && (has_prefix(source, "hf://") || (url && has_prefix(url, ep)))) token = rkm_knob(RKM_KNOB_HF_TOKEN);
     rkm_fetch_opts fo = {.token = token, .cancel = o ? o->cancel : NULL,
                          .stall_s = (double)rkm_knob_int(RKM_KNOB_PULL_STALL, 0)};
-    int rc;
-    rkm_fetch *f = rkm_fetch_open(url, &fo, &rc);
-    if (!f) return rc;
-    puller p = {.f = f, .fd = -1, .size = rkm_fetch_size(f), .cursor = (size_t)-1, .punch = 1, .o = o};
+    puller p = {.fd = -1, .cursor = (size_t)-1, .punch = 1, .o = o};
     p.window = o && o->window ? o->window : (256ull << 20);
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv, NULL);
+    char name[256], *dir = rkm_path_join(out, ".pull"), *hfdir = NULL, **shards = NULL;
+    int n_shards = 0, small_got[RKM_ARRAY_LEN(hf_small)] = {0};
+    int rc = dir ? rkm_mkdir_p(dir) : rkm_err(RKM_ENOMEM, "out of memory");
+    /* a checkpoint: its small files, then the shards' names */
+    if (!rc && hf_name) {
+        hfdir = rkm_path_join(dir, "hf");
+        rc = hfdir ? rkm_mkdir_p(hfdir) : rkm_err(RKM_ENOMEM, "out of memory");
+        for (size_t i = 0; i < RKM_ARRAY_LEN(hf_small) && !rc; i++) {
+            char *u = hf_resolve(hf_name, hf_rev, hf_small[i]), *fp = rkm_path_join(hfdir, hf_small[i]);
+            rc = u && fp ? fetch_small(u, &fo, fp) : rkm_err(RKM_ENOMEM, "out of memory");
+            if (rc == 1) rc = 0;
+            else if (!rc) small_got[i] = 1;
+            if (rc == 0 && i == 0 && !small_got[0])
+                rc = rkm_err(RKM_ENOENT, "%s: the repository has no config.json (not a transformers checkpoint)", u);
+            free(u);
+            free(fp);
+        }
+        if (!rc) rc = hf_shards(hfdir, &shards, &n_shards);
+    }
+    /* the segments: one remote file each */
+    const int n_seg = hf_name ? n_shards : 1;
+    if (!rc) {
+        p.seg = calloc((size_t)RKM_MAX(n_seg, 1), sizeof *p.seg);
+        if (!p.seg) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_seg && !rc; i++) {
+        char *u = hf_name ? hf_resolve(hf_name, hf_rev, shards[i]) : strdup(url);
+        if (!u) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        else if ((p.seg[i].f = rkm_fetch_open(u, &fo, &rc))) {
+            p.seg[i].base = p.size;
+            p.seg[i].size = rkm_fetch_size(p.seg[i].f);
+            p.size += p.seg[i].size;
+            snprintf(p.seg[i].want, sizeof p.seg[i].want, "%s", rkm_fetch_sha256(p.seg[i].f));
+            p.n_seg++;
+        }
+        free(u);
+    }
     rkm_progress_init(&p.prog, o ? o->progress : NULL, "pull", p.size);
-    char name[256], *dir = rkm_path_join(out, ".pull"), *stage = NULL;
-    file_name(url, name, sizeof name);
-    rc = dir ? rkm_mkdir_p(dir) : rkm_err(RKM_ENOMEM, "out of memory");
+    char *stage = NULL;
+    if (hf_name) snprintf(name, sizeof name, "shards");
+    else file_name(url, name, sizeof name);
     if (!rc) stage = rkm_path_join(dir, name);
     if (!rc && !stage) rc = rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) {
+        p.stage = stage;
         p.fd = open(stage, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (p.fd < 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
         else if (ftruncate(p.fd, (off_t)p.size) != 0) rc = rkm_err(RKM_EIO, "%s: %s", stage, strerror(errno));
     }
     rkm_convert_opts co = o ? o->conv : (rkm_convert_opts){0};
-    char key[1600];
-    snprintf(key, sizeof key, "pull 1 | %s | %llu bytes | ETag %s | --quant %s --target %s --expert-layout %s", url,
-             (unsigned long long)p.size, rkm_fetch_etag(f), co.quant ? co.quant : "q8_0", co.target ? co.target : "cpu",
-             co.plain_experts ? "plain" : "packed");
-    /* the file's SHA-256 is checked when the server names it, on a whole
-     * pull (a resumed one has punched what it hashed before) */
-    int other = 0, verify = 0;
+    /* the resume key: the source, each file's size and ETag, the options */
+    rkm_buf key = RKM_BUF_INIT;
+    if (hf_name) rkm_buf_addf(&key, "pull 2 | hf://%s@%s", hf_name, hf_rev);
+    else rkm_buf_addf(&key, "pull 1 | %s", url);
+    for (int i = 0; i < p.n_seg; i++) {
+        if (hf_name) rkm_buf_addf(&key, " | %s", shards[i]);
+        rkm_buf_addf(&key, " | %llu bytes | ETag %s", (unsigned long long)p.seg[i].size, rkm_fetch_etag(p.seg[i].f));
+    }
+    for (size_t i = 0; hf_name && i < RKM_ARRAY_LEN(hf_small); i++) /* the small files as they were fetched */
+        if (small_got[i]) {
+            char *fp = rkm_path_join(hfdir, hf_small[i]);
+            size_t len = 0;
+            char *b = fp ? rkm_read_file(fp, &len) : NULL;
+            char h[65] = "";
+            if (b) {
+                rkm_sha256 hs;
+                rkm_sha256_init(&hs);
+                rkm_sha256_update(&hs, b, len);
+                rkm_sha256_final(&hs, h);
+            }
+            rkm_buf_addf(&key, " | %s %s", hf_small[i], h);
+            free(b);
+            free(fp);
+        }
+    rkm_buf_addf(&key, " | --quant %s --target %s --expert-layout %s", co.quant ? co.quant : "q8_0",
+                 co.target ? co.target : "cpu", co.plain_experts ? "plain" : "packed");
+    char *keys = rkm_buf_take(&key);
+    if (!rc && !keys) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    /* each file's SHA-256 is checked when its server names it (all of
+     * them must), on a whole pull (a resumed one has punched what it
+     * hashed before) */
+    int other = 0, verify = 0, named = p.n_seg > 0;
+    for (int i = 0; i < p.n_seg; i++) named &= p.seg[i].want[0] != 0;
     char *note = NULL;
-    rkm_model_dir *prev = rkm_model_dir_load_progress(out, key, &other, &note);
-    if (*rkm_fetch_sha256(f)) {
+    rkm_model_dir *prev = rc ? NULL : rkm_model_dir_load_progress(out, keys, &other, &note);
+    if (!rc && named) {
         rkm_sha256_init(&p.sha);
         p.sha_at_hc = p.sha;
         verify = prev ? hash_resume(&p, note) : 1;
         if (verify == 0) verify = 1;
     }
     free(note);
-    if (verify > 0) {
-        p.hashing = 1;
-        snprintf(p.want, sizeof p.want, "%s", rkm_fetch_sha256(f));
-    }
+    if (verify > 0) p.hashing = 1;
     rkm_source *s = NULL;
     if (!rc) {
-        s = rkm_source_open_gguf_fill(stage, fill, &p);
-        if (!s) rc = rkm_err_prefix(RKM_EFORMAT, "%s", url);
+        s = hf_name ? rkm_source_open_hf_shards(hfdir, n_shards, (const char *const *)shards, open_shard, &p)
+                    : rkm_source_open_gguf_fill(stage, fill, &p);
+        if (!s) rc = rkm_err_prefix(RKM_EFORMAT, "%s", hf_name ? source : url);
     }
+    if (!rc && hf_name) { /* the manifest names the repository, not the staging directory */
+        char *d = malloc(strlen(hf_name) + strlen(hf_rev) + 8);
+        if (!d) rc = rkm_err(RKM_ENOMEM, "out of memory");
+        else {
+            sprintf(d, "hf:%s@%s", hf_name, hf_rev);
+            free(s->desc);
+            s->desc = d;
+        }
+    }
+    p.src = s;
     if (!rc) rc = make_pieces(&p, s);
     if (!rc && prev) skip_kept(&p, prev);
     rkm_model_dir_close(prev);
@@ -668,9 +910,9 @@ static int pull_remote(const char *source, const char *url, const char *out, con
         co.before_manifest = check_sha;
         co.progress_note = hash_note;
         co.user = &p;
-        co.resume_key = key;
+        co.resume_key = keys;
         co.resumed = st ? &st->resumed : NULL;
-        rc = rkm_convert_source(s, stage, out, &co);
+        rc = rkm_convert_source(s, hf_name ? source : stage, out, &co);
         /* a corrupt download: nothing of it is kept for a resume */
         if (rc == RKM_ECHECKSUM && p.hashing) rkm_model_dir_remove_progress(out);
     }
@@ -692,15 +934,26 @@ static int pull_remote(const char *source, const char *url, const char *out, con
     rkm_source_close(s);
     if (p.fd >= 0) close(p.fd);
     if (stage) unlink(stage);
+    for (size_t i = 0; hfdir && i < RKM_ARRAY_LEN(hf_small); i++) {
+        char *fp = rkm_path_join(hfdir, hf_small[i]);
+        if (fp) unlink(fp);
+        free(fp);
+    }
+    if (hfdir) rmdir(hfdir);
     if (dir) rmdir(dir);
     if (rc) rmdir(out); /* only if the failed pull left it empty */
     free(stage);
     free(dir);
+    free(hfdir);
+    free(keys);
+    for (int i = 0; i < n_shards; i++) free(shards[i]);
+    free(shards);
+    for (int i = 0; i < p.n_seg; i++) rkm_fetch_close(p.seg[i].f);
+    free(p.seg);
     free(p.pc);
     free(p.order);
     pthread_cond_destroy(&p.cv);
     pthread_mutex_destroy(&p.mu);
-    rkm_fetch_close(f);
     return rc;
 }
 
@@ -714,9 +967,15 @@ int rkm_pull(const char *source, const char *out, const rkm_pull_opts *o, rkm_pu
         co.progress = o ? o->progress : NULL;
         return rkm_convert(source, out, &co);
     }
+    if (has_prefix(source, "hf://")) {
+        char name[512], rev[128];
+        const char *file;
+        if ((rc = parse_hf(source, name, sizeof name, rev, sizeof rev, &file))) return rc;
+        if (!file) return pull_remote(source, NULL, name, rev, out, o, st);
+    }
     char *url = rkm_pull_url(source);
     if (!url) return RKM_EINVAL;
-    rc = pull_remote(source, url, out, o, st);
+    rc = pull_remote(source, url, NULL, NULL, out, o, st);
     free(url);
     return rc;
 }

@@ -3,14 +3,20 @@
  * or a Hugging Face repository, converted while its bytes arrive, so the
  * source never lands on disk whole.
  *
- * The remote GGUF is mirrored into a sparse staging file inside the output
- * directory (OUT/.pull/NAME): its header first, then its tensors as byte
- * ranges, several requests at once, in the order the converter reads them
- * (rkm_convert_read_order), at most `window` bytes ahead of it. Once the
- * converter has used a tensor its bytes are punched out of the staging
- * file (fallocate), so the disk holds the output plus the window. The
- * output is the converter's (rkm_convert_source) for the same options:
- * byte for byte what `rkmojo convert` writes from the downloaded file.
+ * The source is one GGUF, or a repository's safetensors checkpoint
+ * (hf://ORG/REPO without a file: config.json, the shard index and the
+ * tokenizer's and generation's files fetched whole into OUT/.pull/hf,
+ * then the shards). The remote files are mirrored side by side into one
+ * sparse staging file inside the output directory (OUT/.pull/NAME): each
+ * file's header first, then its tensors as byte ranges, several requests
+ * at once, in the order the converter reads them (rkm_convert_read_order,
+ * mapped to file bytes by rkm_source_file_spans), at most `window` bytes
+ * ahead of it. Once the converter has used a tensor its bytes are punched
+ * out of the staging file (fallocate), so the disk holds the output plus
+ * the window. The output is the converter's (rkm_convert_source) for the
+ * same options: byte for byte what `rkmojo convert` writes from the
+ * downloaded file or directory (a checkpoint's manifest names it as
+ * "hf:ORG/REPO@REVISION").
  *
  * Resumable: the conversion records its progress (convert.h, resume_key:
  * the URL, the file's size and ETag, the options), so a pull interrupted
@@ -20,8 +26,8 @@
  * over. The manifest is written last.
  *
  * Checked: every answer's size and ETag (fetch.h); and when the server
- * names the file's SHA-256 (Hugging Face does for its large files), the
- * whole file is hashed in file order while the conversion runs (a hasher
+ * names each file's SHA-256 (Hugging Face does for its large files), the
+ * files are hashed in order while the conversion runs (a hasher
  * thread; a used piece is punched only once hashed, so pieces the
  * converter used early wait for the hash to reach them) and compared
  * before the manifest is written: a mismatch fails the pull and drops its
@@ -70,8 +76,9 @@ typedef struct rkm_pull_stats {
 
 /* The URL a source names: http(s) URLs as they are; hf://ORG/REPO:FILE
  * (or hf://ORG/REPO@REV:FILE) as $HF_ENDPOINT/ORG/REPO/resolve/REV/FILE
- * (endpoint https://huggingface.co, revision main by default). NULL (and
- * a message) for a source that is not a URL or not a file; malloc'd. */
+ * (endpoint https://huggingface.co, revision main by default), and
+ * hf://ORG/REPO[@REV] as the repository's .../resolve/REV/. NULL (and a
+ * message) for a source that is not a URL or a malformed name; malloc'd. */
 char *rkm_pull_url(const char *source);
 
 /* The model's name a source suggests: its last path part (after '/' or

@@ -113,7 +113,7 @@ srv_pull *srv_pull_start(const char *models_dir, const char *source, void (*on_d
 {
     *http = 400;
     if (strncmp(source, "http://", 7) && strncmp(source, "https://", 8) && strncmp(source, "hf://", 5)) {
-        snprintf(err, cap, "pull takes an http(s) URL of a GGUF file or hf://ORG/REPO:FILE.gguf");
+        snprintf(err, cap, "pull takes an http(s) URL of a GGUF file, hf://ORG/REPO:FILE.gguf or hf://ORG/REPO");
         return NULL;
     }
     char *url = rkm_pull_url(source); /* the hf:// name's form, checked */
