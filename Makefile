@@ -33,7 +33,8 @@ LDFLAGS += $(SAN) -pthread
 # to its pread pool where the kernel refuses io_uring.
 # PCRE2 (Debian's libpcre2-8, with its JIT) runs the pre-tokenizer regexes.
 CFLAGS  += -DRKM_HAVE_URING -DRKM_HAVE_MHD=1 -DPCRE2_CODE_UNIT_WIDTH=8
-LDLIBS  += -lcjson -lmicrohttpd -luring -lpcre2-8 -lcurl -lm
+# libpng, libjpeg-turbo and libwebp decode the images the vision encoders take.
+LDLIBS  += -lcjson -lmicrohttpd -luring -lpcre2-8 -lcurl -lpng -ljpeg -lwebp -lm
 
 LAYERS  := util kernels format text convert backend runtime server
 LIB_SRC := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
@@ -166,7 +167,7 @@ fuzz:
 	@mkdir -p build-fuzz/fuzz
 	for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang -std=c11 -O1 -g -D_GNU_SOURCE -DPCRE2_CODE_UNIT_WIDTH=8 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all \
-	    $$f build-fuzz/librkmojo.a -lcjson -lmicrohttpd -luring -lpcre2-8 -lm -pthread -o build-fuzz/fuzz/$$n || exit 1; done
+	    $$f build-fuzz/librkmojo.a $(LDLIBS) -pthread -o build-fuzz/fuzz/$$n || exit 1; done
 
 bench: $(BUILD)/rkmojo
 	bench/run.sh

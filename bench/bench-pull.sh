@@ -10,6 +10,12 @@
 #                                      Hugging Face does (X-Linked-Etag):
 #                                      the pull hashes it too
 #   PULL_ARGS="--window 1G" ...        options for rkmojo pull
+#   HF=1 bench/bench-pull.sh ...       a safetensors checkpoint instead
+#                                      (synth --hf-out, DTYPE f16 or bf16),
+#                                      served as a Hugging Face repository
+#                                      and pulled as hf://org/ckpt; curl
+#                                      fetches its files one after another
+#   SETS="--set n_layer=4" ...         synth's --set options
 #
 # Synthesizes PRESET in DTYPE if WORKDIR/PRESET-DTYPE.gguf is not there,
 # serves WORKDIR with nginx on a free loopback port, drops the page cache
@@ -23,10 +29,21 @@ bin=$PWD/${RKMOJO:-build/rkmojo}
 mkdir -p "$work"
 name=$preset-$dtype.gguf
 in=$work/$name
-[ -f "$in" ] || "$bin" synth --preset "$preset" --dtype "$dtype" -o "$in" --quiet
-size=$(stat -c %s "$in")
+hf=${HF:-0}
+# shellcheck disable=SC2086  # SETS: a list of options
+if [ "$hf" = 1 ]; then
+  name=$preset-$dtype-hf
+  [ -f "$work/$name/config.json" ] ||
+    "$bin" synth --preset "$preset" --dtype "$dtype" ${SETS:-} -o "$work/$name.gguf" --hf-out "$work/$name" --quiet
+  rm -f "$work/$name.gguf"
+  size=$(du -s -b "$work/$name" | cut -f1)
+  files=$(cd "$work/$name" && ls)
+else
+  [ -f "$in" ] || "$bin" synth --preset "$preset" --dtype "$dtype" ${SETS:-} -o "$in" --quiet
+  size=$(stat -c %s "$in")
+fi
 sha_header=""
-[ "${VERIFY:-0}" = 1 ] && sha_header="add_header X-Linked-Etag \"\\\"$(sha256sum "$in" | cut -d' ' -f1)\\\"\" always;"
+[ "${VERIFY:-0}" = 1 ] && [ "$hf" = 0 ] && sha_header="add_header X-Linked-Etag \"\\\"$(sha256sum "$in" | cut -d' ' -f1)\\\"\" always;"
 ngx=$(mktemp -d)
 chmod 755 "$work"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -37,18 +54,27 @@ worker_processes 1; pid $ngx/nginx.pid; error_log $ngx/error.log;
 events { worker_connections 64; }
 http { access_log off; client_body_temp_path $ngx/b; proxy_temp_path $ngx/p; fastcgi_temp_path $ngx/f;
   uwsgi_temp_path $ngx/u; scgi_temp_path $ngx/s; sendfile on;
-  server { listen 127.0.0.1:$port; root $work; $sha_header } }
+  server { listen 127.0.0.1:$port; root $work; $sha_header
+    location /hf/org/ckpt/resolve/main/ { alias $work/$name/; } } }
 EOF
 nginx -p "$ngx" -c "$ngx/nginx.conf" -g "daemon off;" &
 NGX=$!
 trap 'kill $NGX 2>/dev/null; rm -rf "$ngx" "$work/curl.out" "$work/pull.rkmojo"' EXIT
 sleep 0.5
 url=http://127.0.0.1:$port/$name
+src=$url
+[ "$hf" = 1 ] && src=hf://org/ckpt
 drop() { sync; if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; else echo "(cannot drop the page cache: not root)"; fi; }
 secs_of() { grep "Elapsed (wall clock)" "$1" | awk '{print $NF}' | awk -F: '{ if (NF==3) print $1*3600+$2*60+$3; else print $1*60+$2 }'; }
 
 drop
-/usr/bin/time -v curl -s -o "$work/curl.out" "$url" 2>"$work/curl-time.txt"
+if [ "$hf" = 1 ]; then
+  curl_args=()
+  for f in $files; do curl_args+=(-o "$work/curl.out" "http://127.0.0.1:$port/hf/org/ckpt/resolve/main/$f"); done
+  /usr/bin/time -v bash -c 'for ((i = 1; i < $#; i += 3)); do curl -s "${@:i:3}" || exit 1; rm -f "${@:i+1:1}"; done' _ "${curl_args[@]}" 2>"$work/curl-time.txt"
+else
+  /usr/bin/time -v curl -s -o "$work/curl.out" "$url" 2>"$work/curl-time.txt"
+fi
 curl_s=$(secs_of "$work/curl-time.txt")
 rm -f "$work/curl.out"
 
@@ -58,7 +84,7 @@ peak=0
 ( while sleep 0.2; do du -s -B1 "$work/pull.rkmojo" 2>/dev/null | cut -f1; done ) >"$work/pull-du.txt" &
 DU=$!
 # shellcheck disable=SC2086  # PULL_ARGS: a list of options
-/usr/bin/time -v "$bin" pull ${PULL_ARGS:-} "$url" "$work/pull.rkmojo" 2>"$work/pull-time.txt"
+HF_ENDPOINT=http://127.0.0.1:$port/hf /usr/bin/time -v "$bin" pull ${PULL_ARGS:-} "$src" "$work/pull.rkmojo" 2>"$work/pull-time.txt"
 kill $DU 2>/dev/null || true
 pull_s=$(secs_of "$work/pull-time.txt")
 rss=$(grep "Maximum resident set size" "$work/pull-time.txt" | awk '{print $NF}')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what rkmojo needs to build and test on Debian 12, only what is
 # missing: the C toolchain, Debian's libraries (cJSON, xxHash, libmicrohttpd,
-# liburing, PCRE2, libedit, libcurl), clang for the fuzzers, the aarch64 cross toolchain with the
+# liburing, PCRE2, libedit, libcurl, libpng, libjpeg-turbo, libwebp), clang for the fuzzers, the aarch64 cross toolchain with the
 # arm64 libraries (multiarch) and qemu-user for the ARM tests, and the npm
 # reference packages of tests/js (with llama.cpp's prebuilt library on
 # x86-64), Chromium for the chat page's test and nginx for the several-
@@ -14,12 +14,12 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 host_pkgs="build-essential clang jq libclang-rt-14-dev libcjson-dev libxxhash-dev libmicrohttpd-dev liburing-dev libpcre2-dev
-           libedit-dev libcurl4-openssl-dev
+           libedit-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl ca-certificates bc time chromium nginx"
 # Node.js and npm: Debian's packages unless a node/npm is already installed
 command -v node > /dev/null && command -v npm > /dev/null || host_pkgs="$host_pkgs nodejs npm"
 arm_pkgs="libcjson-dev:arm64 libmicrohttpd-dev:arm64 liburing-dev:arm64 libpcre2-dev:arm64 libedit-dev:arm64
-          libcurl4-openssl-dev:arm64"
+          libcurl4-openssl-dev:arm64 libpng-dev:arm64 libjpeg62-turbo-dev:arm64 libwebp-dev:arm64"
 
 missing=()
 for p in $host_pkgs $arm_pkgs; do

@@ -481,6 +481,136 @@ static void check_synth_like_fixture(const char *shared, const char *preset, con
     rkm_gguf_close(b);
 }
 
+/* rkm_source_file_spans against the reads themselves: the directory's
+ * shards side by side in one staging file filled on demand (as rkmojo
+ * pull opens a checkpoint), every range of the converter's read order read
+ * alone; each byte range the reader asks fill for lies inside that
+ * range's spans (a pull fetches and keeps exactly those), and the spans
+ * of each tensor's ranges add up to the same bytes as consumed in pieces. */
+typedef struct {
+    int n, fds[16];
+    uint64_t base[16], size[16];
+    int stage_fd;
+    uint64_t rec_off[4096], rec_n[4096];
+    int n_rec, overflow;
+} span_ctx;
+
+static int span_fill(void *user, uint64_t off, uint64_t n)
+{
+    span_ctx *c = user;
+    for (int i = 0; i < c->n; i++) {
+        if (off < c->base[i] || off + n > c->base[i] + c->size[i]) continue;
+        uint8_t *b = malloc(n ? n : 1);
+        int rc = b && pread(c->fds[i], b, n, (off_t)(off - c->base[i])) == (ssize_t)n &&
+                         pwrite(c->stage_fd, b, n, (off_t)off) == (ssize_t)n ? 0 : rkm_err(RKM_EIO, "staging copy failed");
+        free(b);
+        if (c->n_rec < 4096) c->rec_off[c->n_rec] = off, c->rec_n[c->n_rec++] = n;
+        else c->overflow = 1;
+        return rc;
+    }
+    return rkm_err(RKM_EINVAL, "fill of %llu+%llu outside every shard", (unsigned long long)off, (unsigned long long)n);
+}
+
+static char g_span_stage[1100];
+static struct rkm_safetensors *span_open(void *user, int i, const char *name)
+{
+    span_ctx *c = user;
+    return rkm_safetensors_open_fill(g_span_stage, name, c->base[i], c->size[i], span_fill, c);
+}
+
+static void check_file_spans(const char *preset, const char *hf)
+{
+    char ip[1100];
+    snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", hf);
+    size_t n;
+    char *js = rkm_read_file(ip, &n);
+    cJSON *idx = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    const char *names[16];
+    span_ctx *c = calloc(1, sizeof *c);
+    CHECK(c && cJSON_IsObject(wm));
+    if (!c || !cJSON_IsObject(wm)) {
+        free(c);
+        cJSON_Delete(idx);
+        return;
+    }
+    for (const cJSON *it = wm->child; it && c->n < 16; it = it->next) {
+        int dup = 0;
+        for (int i = 0; i < c->n; i++) dup |= !strcmp(names[i], it->valuestring);
+        if (!dup) names[c->n++] = it->valuestring;
+    }
+    for (int i = 1; i < c->n; i++) /* sorted, as pull lists them */
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    uint64_t total = 0;
+    for (int i = 0; i < c->n; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", hf, names[i]);
+        c->fds[i] = open(p, O_RDONLY);
+        c->size[i] = c->fds[i] >= 0 ? (uint64_t)lseek(c->fds[i], 0, SEEK_END) : 0;
+        c->base[i] = total;
+        total += c->size[i];
+    }
+    snprintf(g_span_stage, sizeof g_span_stage, "%s/spans-%s.stage", test_tmpdir(), preset);
+    c->stage_fd = open(g_span_stage, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(c->stage_fd >= 0 && ftruncate(c->stage_fd, (off_t)total) == 0);
+    rkm_source *s = rkm_source_open_hf_shards(hf, c->n, names, span_open, c);
+    CHECK_MSG(s, "%s: %s", preset, rkm_last_error());
+    rkm_convert_read *rd = NULL;
+    size_t n_rd = 0;
+    if (s) CHECK(rkm_convert_read_order(s, &rd, &n_rd) == 0 && n_rd > 0);
+    int outside = 0, inexact = 0;
+    for (size_t k = 0; k < n_rd; k++) {
+        const rkm_src_tensor *t = rd[k].t;
+        const uint64_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+        rkm_file_span sp[2];
+        int exact;
+        const int ns = rkm_source_file_spans(s, t, rd[k].off, rd[k].len, sp, &exact);
+        inexact += !exact;
+        uint8_t *buf = malloc(rd[k].len ? rd[k].len : 1);
+        c->n_rec = 0;
+        CHECK_MSG(buf && rkm_source_read_rows(s, t, (int64_t)(rd[k].off / rb), (int64_t)(rd[k].len / rb), buf) == 0,
+                  "%s: %s: %s", preset, t->name, rkm_last_error());
+        free(buf);
+        for (int r = 0; r < c->n_rec; r++) {
+            int in = 0;
+            for (int q = 0; q < ns && !in; q++)
+                in = c->rec_off[r] >= sp[q].off && c->rec_off[r] + c->rec_n[r] <= sp[q].off + sp[q].len;
+            if (!in && outside++ < 3)
+                fprintf(stderr, "%s: %s [%llu, +%llu): read %llu+%llu outside its spans\n", preset, t->name,
+                        (unsigned long long)rd[k].off, (unsigned long long)rd[k].len, (unsigned long long)c->rec_off[r],
+                        (unsigned long long)c->rec_n[r]);
+        }
+        /* consumed in halves of its rows, the spans tile the whole's */
+        const uint64_t rows = rd[k].len / rb, h = rows / 2 * rb;
+        if (rows >= 2) {
+            rkm_file_span a[2], b[2];
+            int e1, e2;
+            const int na = rkm_source_file_spans(s, t, rd[k].off, h, a, &e1), nb = rkm_source_file_spans(s, t, rd[k].off + h, rd[k].len - h, b, &e2);
+            uint64_t whole = 0, parts = 0;
+            for (int q = 0; q < ns; q++) whole += sp[q].len;
+            for (int q = 0; q < na; q++) parts += a[q].len;
+            for (int q = 0; q < nb; q++) parts += b[q].len;
+            CHECK_MSG(exact ? parts == whole : parts >= whole, "%s: %s: halves' spans %llu bytes, the whole's %llu", preset,
+                      t->name, (unsigned long long)parts, (unsigned long long)whole);
+        }
+    }
+    CHECK_MSG(!outside && !c->overflow, "%s: %d reads outside their spans", preset, outside);
+    if (getenv("RKM_TEST_VERBOSE")) fprintf(stderr, "%s: %zu ranges, %d not exact\n", preset, n_rd, inexact);
+    free(rd);
+    rkm_source_close(s);
+    close(c->stage_fd);
+    unlink(g_span_stage);
+    for (int i = 0; i < c->n; i++)
+        if (c->fds[i] >= 0) close(c->fds[i]);
+    free(c);
+    cJSON_Delete(idx);
+}
+
 /* The same weights through GGUF and through a sharded Hugging Face
  * directory convert to the same model, checksum for checksum. */
 static void check_hf_equivalence(const char *preset, const char *const *sets, int n_sets)
@@ -512,6 +642,7 @@ static void check_hf_equivalence(const char *preset, const char *const *sets, in
                           preset, e, a->experts[l].layer);
         CHECK(b->tokenizer_file && !strcmp(b->tokenizer_file, "tokenizer.json"));
     }
+    check_file_spans(preset, hf);
     rkm_model_dir_close(a);
     rkm_model_dir_close(b);
 }

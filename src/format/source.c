@@ -1232,9 +1232,11 @@ int rkm_source_file_spans(const rkm_source *s, const rkm_src_tensor *t, uint64_t
         *exact = r1 - r0 <= F && r0 / F == (r1 - 1) / F && off % row == 0 && len % row == 0;
         return 1;
     }
-    if (t->gather == RKM_GATHER_MXFP4 && r1 > r0) { /* source rows r * stride + off: blocks, then scales */
-        const uint64_t nb = (uint64_t)(t->ne[0] / 32), a = (uint64_t)(r0 * t->src_stride + t->src_off),
-                       b = (uint64_t)((r1 - 1) * t->src_stride + t->src_off) + 1;
+    if (t->gather == RKM_GATHER_MXFP4 && r1 > r0) {
+        /* source rows r * stride + off: blocks, then scales; the spans take
+         * the stride's every row, so that consecutive ranges tile */
+        const uint64_t nb = (uint64_t)(t->ne[0] / 32), a = (uint64_t)(r0 * t->src_stride),
+                       b = (uint64_t)(r1 * t->src_stride);
         const rkm_st_tensor *sc = t->handle2;
         out[0] = (rkm_file_span){t->file, ft->offset + a * nb * 16, (b - a) * nb * 16};
         out[1] = (rkm_file_span){t->file2, sc->offset + a * nb, (b - a) * nb};
