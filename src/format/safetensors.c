@@ -179,29 +179,8 @@ static rkm_safetensors *finish_open(rkm_safetensors *s)
     return s;
 }
 
-rkm_safetensors *rkm_safetensors_open(const char *path)
-{
-    rkm_safetensors *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(path))) {
-        free(s);
-        rkm_err(RKM_ENOMEM, "safetensors: out of memory");
-        return NULL;
-    }
-    s->dfd = -1;
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (s->fd < 0 || fstat(s->fd, &st) != 0) {
-        rkm_err(errno == ENOENT ? RKM_ENOENT : RKM_EIO, "%s: %s", path, strerror(errno));
-        rkm_safetensors_close(s);
-        return NULL;
-    }
-    s->size = (uint64_t)st.st_size;
-    s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    return finish_open(s);
-}
-
-rkm_safetensors *rkm_safetensors_open_fill(const char *path, const char *name, uint64_t base, uint64_t size,
-                                           rkm_st_fill fill, void *user)
+/* path opened (messages name it as name), its size in *size; NULL + a message. */
+static rkm_safetensors *open_file(const char *path, const char *name, uint64_t *size)
 {
     rkm_safetensors *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(name))) {
@@ -217,7 +196,27 @@ rkm_safetensors *rkm_safetensors_open_fill(const char *path, const char *name, u
         rkm_safetensors_close(s);
         return NULL;
     }
-    if (base > (uint64_t)st.st_size || size > (uint64_t)st.st_size - base) {
+    *size = (uint64_t)st.st_size;
+    return s;
+}
+
+rkm_safetensors *rkm_safetensors_open(const char *path)
+{
+    uint64_t size = 0;
+    rkm_safetensors *s = open_file(path, path, &size);
+    if (!s) return NULL;
+    s->size = size;
+    s->dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    return finish_open(s);
+}
+
+rkm_safetensors *rkm_safetensors_open_fill(const char *path, const char *name, uint64_t base, uint64_t size,
+                                           rkm_st_fill fill, void *user)
+{
+    uint64_t fsize = 0;
+    rkm_safetensors *s = open_file(path, name, &fsize);
+    if (!s) return NULL;
+    if (base > fsize || size > fsize - base) {
         rkm_err(RKM_EINVAL, "%s: bytes %llu..%llu lie outside the file", path, (unsigned long long)base,
                 (unsigned long long)(base + size));
         rkm_safetensors_close(s);
