@@ -188,8 +188,8 @@ check "without the token: an error that names HF_TOKEN, no model" \
 HF_ENDPOINT=$U/hf HF_TOKEN=wrong "$BIN" pull hf://org/repo:m.gguf "$T/hf3.rkmojo" --quiet >"$T/p5.log" 2>&1
 check "a wrong token: refused, no model" '[ $? != 0 ] && grep -q "token was refused" "$T/p5.log" && no_model "$T/hf3.rkmojo" || { cat "$T/p5.log"; false; }'
 HF_ENDPOINT=$U/hf HF_TOKEN=s3cret "$BIN" pull hf://org/repo "$T/hf4.rkmojo" >"$T/p6.log" 2>&1
-check "hf:// of a repository without config.json: said so, no model" \
-  '[ $? != 0 ] && grep -q "no config.json" "$T/p6.log" && no_model "$T/hf4.rkmojo" || { cat "$T/p6.log"; false; }'
+check "hf:// of a repository without config.json: said so, with how to name a GGUF of it, no model" \
+  '[ $? != 0 ] && grep -q "no config.json.*hf://org/repo:FILE.gguf" "$T/p6.log" && no_model "$T/hf4.rkmojo" || { cat "$T/p6.log"; false; }'
 
 # a safetensors checkpoint: hf://ORG/REPO without a file
 same_ck() { # a b: the same files, the same bytes, the manifests alike but for the source they name

@@ -796,7 +796,10 @@ static int pull_remote(const char *source, const char *url, const char *hf_name,
             if (rc == 1) rc = 0;
             else if (!rc) small_got[i] = 1;
             if (rc == 0 && i == 0 && !small_got[0])
-                rc = rkm_err(RKM_ENOENT, "%s: the repository has no config.json (not a transformers checkpoint)", u);
+                rc = rkm_err(RKM_ENOENT,
+                             "%s: the repository has no config.json, so no safetensors checkpoint; for a GGUF file of it, "
+                             "name the file: hf://%s:FILE.gguf",
+                             u, hf_name);
             free(u);
             free(fp);
         }
