@@ -520,32 +520,17 @@ static struct rkm_safetensors *span_open(void *user, int i, const char *name)
 
 static void check_file_spans(const char *preset, const char *hf)
 {
-    char ip[1100];
-    snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", hf);
-    size_t n;
-    char *js = rkm_read_file(ip, &n);
-    cJSON *idx = js ? cJSON_Parse(js) : NULL;
-    free(js);
-    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-    const char *names[16];
+    char **names = NULL;
+    int n_names = 0;
     span_ctx *c = calloc(1, sizeof *c);
-    CHECK(c && cJSON_IsObject(wm));
-    if (!c || !cJSON_IsObject(wm)) {
+    CHECK_MSG(c && rkm_hf_index_shards(hf, &names, &n_names) == 0 && n_names <= 16, "%s: %s", preset, rkm_last_error());
+    if (!c || !names || n_names > 16) {
         free(c);
-        cJSON_Delete(idx);
+        for (int i = 0; i < n_names; i++) free(names[i]);
+        free(names);
         return;
     }
-    for (const cJSON *it = wm->child; it && c->n < 16; it = it->next) {
-        int dup = 0;
-        for (int i = 0; i < c->n; i++) dup |= !strcmp(names[i], it->valuestring);
-        if (!dup) names[c->n++] = it->valuestring;
-    }
-    for (int i = 1; i < c->n; i++) /* sorted, as pull lists them */
-        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-            const char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
+    c->n = n_names;
     uint64_t total = 0;
     for (int i = 0; i < c->n; i++) {
         char p[1200];
@@ -558,7 +543,7 @@ static void check_file_spans(const char *preset, const char *hf)
     snprintf(g_span_stage, sizeof g_span_stage, "%s/spans-%s.stage", test_tmpdir(), preset);
     c->stage_fd = open(g_span_stage, O_RDWR | O_CREAT | O_TRUNC, 0644);
     CHECK(c->stage_fd >= 0 && ftruncate(c->stage_fd, (off_t)total) == 0);
-    rkm_source *s = rkm_source_open_hf_shards(hf, c->n, names, span_open, c);
+    rkm_source *s = rkm_source_open_hf_shards(hf, c->n, (const char *const *)names, span_open, c);
     CHECK_MSG(s, "%s: %s", preset, rkm_last_error());
     rkm_convert_read *rd = NULL;
     size_t n_rd = 0;
@@ -608,7 +593,8 @@ static void check_file_spans(const char *preset, const char *hf)
     for (int i = 0; i < c->n; i++)
         if (c->fds[i] >= 0) close(c->fds[i]);
     free(c);
-    cJSON_Delete(idx);
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(names);
 }
 
 /* The same weights through GGUF and through a sharded Hugging Face

@@ -1,26 +1,29 @@
 /*
  * pull.c - see pull.h.
  *
- * The staging file is cut into pieces: the converter's read ranges
- * (rkm_convert_read_order) in file order, neighbours merged and long
- * ones cut at PIECE_MAX (make_pieces), in file order in pc[] and in read
- * order in order[]. A piece is absent, in flight, present, or used (the
- * converter is done with all its ranges, its pages punched). The GGUF
- * reader's fill hook (rkm_gguf_open_fill) makes the pieces a read touches
- * present, fetching them itself when no fetch thread has, and moves the
- * cursor (the furthest rank in order[] asked for); the fetch threads take
- * absent pieces in read order from the cursor on while the staged bytes
+ * The staging file holds the remote files side by side (segments: one
+ * GGUF, or a checkpoint's shards) and is cut into pieces: the file spans
+ * of the converter's read ranges (rkm_convert_read_order,
+ * rkm_source_file_spans) in file order, overlapping ones and neighbours
+ * merged and long ones cut at PIECE_MAX (make_pieces), in file order in
+ * pc[] and in read order in order[]. A piece is absent, in flight,
+ * present, or used (the converter is done with all its ranges, its pages
+ * punched). The readers' fill hook (rkm_gguf_open_fill,
+ * rkm_safetensors_open_fill) makes the pieces a read touches present,
+ * fetching them itself when no fetch thread has, and moves the cursor
+ * (the furthest rank in order[] asked for); the fetch threads take absent
+ * pieces in read order from the cursor on while the staged bytes
  * (present, not yet used) and those in flight stay within the window.
- * Before the pieces exist (while the header is parsed) fill extends the
- * fetched prefix of the file instead.
+ * Before the pieces exist (while the headers are parsed) fill extends the
+ * fetched prefix of the read's segment instead.
  *
  * Threads: the converter's threads call fill and consumed; the fetch
- * threads run fetcher(); everything in puller below prefix is guarded by
- * mu, with cv signalled whenever a piece changes state or the cursor moves.
+ * threads run fetcher(); the segments' prefixes and everything in puller
+ * below cv are guarded by mu, with cv signalled whenever a piece changes
+ * state or the cursor moves.
  */
 #include "convert/pull.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -698,21 +701,14 @@ static int fetch_small(const char *url, const rkm_fetch_opts *fo, const char *pa
     return rc;
 }
 
-/* The shards the checkpoint's index names (sorted, each once), or the one
- * model.safetensors without an index. */
+/* The shards the checkpoint's index names (rkm_hf_index_shards), or the
+ * one model.safetensors without an index; each a plain name, safe in a
+ * URL's path. */
 static int hf_shards(const char *dir, char ***names, int *n)
 {
-    *names = NULL;
-    *n = 0;
-    char *ip = rkm_path_join(dir, "model.safetensors.index.json");
-    size_t len;
-    char *js = ip ? rkm_read_file(ip, &len) : NULL;
-    free(ip);
-    int rc = 0;
-    char **v = NULL;
-    int nv = 0;
-    if (!js) {
-        v = malloc(sizeof *v);
+    int rc = rkm_hf_index_shards(dir, names, n);
+    if (rc == RKM_ENOENT) {
+        char **v = malloc(sizeof *v);
         if (!v || !(v[0] = strdup("model.safetensors"))) {
             free(v);
             return rkm_err(RKM_ENOMEM, "out of memory");
@@ -721,44 +717,18 @@ static int hf_shards(const char *dir, char ***names, int *n)
         *n = 1;
         return 0;
     }
-    cJSON *idx = cJSON_ParseWithLength(js, len);
-    free(js);
-    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-    if (!cJSON_IsObject(wm)) rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: no weight_map");
-    for (const cJSON *it = cJSON_IsObject(wm) ? wm->child : NULL; it && !rc; it = it->next) {
-        const char *sn = cJSON_IsString(it) ? it->valuestring : NULL;
-        if (!sn || !*sn || strchr(sn, '/') || strchr(sn, '\\') || !strcmp(sn, "..") || strchr(sn, '?') || strchr(sn, '#')) {
-            rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: bad shard name");
-            break;
-        }
-        int dup = 0;
-        for (int i = 0; i < nv && !dup; i++) dup = !strcmp(v[i], sn);
-        if (dup) continue;
-        char **nvv = realloc(v, (size_t)(nv + 1) * sizeof *v);
-        if (!nvv || !(nvv[nv] = strdup(sn))) {
-            if (nvv) v = nvv;
-            rc = rkm_err(RKM_ENOMEM, "out of memory");
-            break;
-        }
-        v = nvv;
-        nv++;
+    for (int i = 0; i < *n && !rc; i++) {
+        const char *sn = (*names)[i];
+        if (strchr(sn, '\\') || !strcmp(sn, "..") || strpbrk(sn, "?#"))
+            rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: shard name '%s' is not a plain file name", sn);
     }
-    cJSON_Delete(idx);
-    if (!rc && !nv) rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json names no shards");
     if (rc) {
-        for (int i = 0; i < nv; i++) free(v[i]);
-        free(v);
-        return rc;
+        for (int i = 0; i < *n; i++) free((*names)[i]);
+        free(*names);
+        *names = NULL;
+        *n = 0;
     }
-    for (int i = 1; i < nv; i++) /* sorted, as convert lists them */
-        for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
-            char *t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    *names = v;
-    *n = nv;
-    return 0;
+    return rc;
 }
 
 static struct rkm_safetensors *open_shard(void *user, int i, const char *name)

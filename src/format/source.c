@@ -531,81 +531,100 @@ static int hf_hparams(const cJSON *root, rkm_hparams *hp, const char *dir, doubl
     return 0;
 }
 
-static int add_shard(rkm_source *s, const char *path)
+/* Appends shard st (NULL: its open failed, the message set) to s's files. */
+static int add_shard(rkm_source *s, struct rkm_safetensors *st)
 {
+    if (!st) return RKM_EFORMAT;
     struct rkm_safetensors **ns = realloc(s->st, (size_t)(s->n_files + 1) * sizeof *ns);
-    if (!ns) return rkm_err(RKM_ENOMEM, "out of memory");
+    if (!ns) {
+        rkm_safetensors_close(st);
+        return rkm_err(RKM_ENOMEM, "out of memory");
+    }
     s->st = ns;
-    s->st[s->n_files] = rkm_safetensors_open(path);
-    if (!s->st[s->n_files]) return RKM_EFORMAT;
-    s->n_files++;
+    s->st[s->n_files++] = st;
     return 0;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* names[n] += name (a copy); 0 or RKM_ENOMEM. */
+static int add_name(char ***names, int *n, const char *name)
+{
+    char **v = realloc(*names, (size_t)(*n + 1) * sizeof *v);
+    if (v) *names = v;
+    if (!v || !(v[*n] = strdup(name))) return rkm_err(RKM_ENOMEM, "out of memory");
+    (*n)++;
+    return 0;
+}
+
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+int rkm_hf_index_shards(const char *dir, char ***names, int *n)
+{
+    *names = NULL;
+    *n = 0;
+    char *ip = rkm_path_join(dir, "model.safetensors.index.json");
+    size_t len;
+    char *js = ip ? rkm_read_file(ip, &len) : NULL;
+    if (!js) {
+        int rc = ip ? rkm_err(RKM_ENOENT, "%s: no such file", ip) : rkm_err(RKM_ENOMEM, "out of memory");
+        free(ip);
+        return rc;
+    }
+    cJSON *idx = cJSON_ParseWithLength(js, len);
+    free(js);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    int rc = cJSON_IsObject(wm) ? 0 : rkm_err(RKM_EFORMAT, "%s: no weight_map", ip);
+    for (const cJSON *it = rc ? NULL : wm->child; it && !rc; it = it->next) {
+        if (!cJSON_IsString(it) || !it->valuestring[0] || strchr(it->valuestring, '/')) {
+            rc = rkm_err(RKM_EFORMAT, "%s: bad shard name", ip);
+            break;
+        }
+        int dup = 0;
+        for (int i = 0; i < *n && !dup; i++) dup = !strcmp((*names)[i], it->valuestring);
+        if (!dup) rc = add_name(names, n, it->valuestring);
+    }
+    cJSON_Delete(idx);
+    if (!rc && *n == 0) rc = rkm_err(RKM_EFORMAT, "%s names no shards", ip);
+    free(ip);
+    if (rc) {
+        free_names(*names, *n);
+        *names = NULL;
+        *n = 0;
+        return rc;
+    }
+    qsort(*names, (size_t)*n, sizeof **names, cmp_str);
+    return 0;
+}
+
 static int list_shards(rkm_source *s, const char *dir)
 {
     /* With an index, its weight_map names the shards; else every *.safetensors. */
-    char *ip = rkm_path_join(dir, "model.safetensors.index.json");
-    size_t n;
-    char *js = ip ? rkm_read_file(ip, &n) : NULL;
     char **files = NULL;
-    int nf = 0, rc = 0;
-    if (js) {
-        cJSON *idx = cJSON_ParseWithLength(js, n);
-        free(js);
-        const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-        if (!cJSON_IsObject(wm)) {
-            cJSON_Delete(idx);
-            rc = rkm_err(RKM_EFORMAT, "%s: no weight_map", ip);
-            free(ip);
-            return rc;
-        }
-        for (const cJSON *it = wm->child; it; it = it->next) {
-            if (!cJSON_IsString(it) || strchr(it->valuestring, '/')) {
-                rc = rkm_err(RKM_EFORMAT, "model.safetensors.index.json: bad shard name");
-                break;
-            }
-            int dup = 0;
-            for (int i = 0; i < nf && !dup; i++) dup = !strcmp(files[i], it->valuestring);
-            if (dup) continue;
-            char **nfiles = realloc(files, (size_t)(nf + 1) * sizeof *files);
-            if (!nfiles) { rc = rkm_err(RKM_ENOMEM, "out of memory"); break; }
-            files = nfiles;
-            files[nf++] = strdup(it->valuestring);
-        }
-        cJSON_Delete(idx);
-    } else {
+    int nf = 0, rc = rkm_hf_index_shards(dir, &files, &nf);
+    if (rc == RKM_ENOENT) {
+        rc = 0;
         DIR *d = opendir(dir);
-        if (!d) {
-            free(ip);
-            return rkm_err(RKM_EIO, "cannot list %s", dir);
-        }
+        if (!d) return rkm_err(RKM_EIO, "cannot list %s", dir);
         struct dirent *de;
-        while ((de = readdir(d))) {
+        while ((de = readdir(d)) && !rc) {
             size_t l = strlen(de->d_name);
-            if (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) {
-                char **nfiles = realloc(files, (size_t)(nf + 1) * sizeof *files);
-                if (!nfiles) { rc = rkm_err(RKM_ENOMEM, "out of memory"); break; }
-                files = nfiles;
-                files[nf++] = strdup(de->d_name);
-            }
+            if (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) rc = add_name(&files, &nf, de->d_name);
         }
         closedir(d);
+        if (!rc && nf == 0) rc = rkm_err(RKM_ENOENT, "%s has no .safetensors files", dir);
+        if (!rc) qsort(files, (size_t)nf, sizeof *files, cmp_str);
     }
-    free(ip);
-    if (!rc && nf == 0) rc = rkm_err(RKM_ENOENT, "%s has no .safetensors files", dir);
-    if (!rc) qsort(files, (size_t)nf, sizeof *files, cmp_str);
-    for (int i = 0; i < nf; i++) {
-        if (!rc) {
-            char *p = rkm_path_join(dir, files[i]);
-            rc = p ? add_shard(s, p) : rkm_err(RKM_ENOMEM, "out of memory");
-            free(p);
-        }
-        free(files[i]);
+    for (int i = 0; i < nf && !rc; i++) {
+        char *p = rkm_path_join(dir, files[i]);
+        rc = p ? add_shard(s, rkm_safetensors_open(p)) : rkm_err(RKM_ENOMEM, "out of memory");
+        free(p);
     }
-    free(files);
+    free_names(files, nf);
     return rc;
 }
 
@@ -903,14 +922,9 @@ typedef struct {
 static int open_shards(rkm_source *s, const shard_set *ss)
 {
     if (ss->n < 1) return rkm_err(RKM_EINVAL, "no safetensors shards");
-    for (int i = 0; i < ss->n; i++) {
-        struct rkm_safetensors **ns = realloc(s->st, (size_t)(s->n_files + 1) * sizeof *ns);
-        if (!ns) return rkm_err(RKM_ENOMEM, "out of memory");
-        s->st = ns;
-        if (!(s->st[s->n_files] = ss->open(ss->user, i, ss->names[i]))) return RKM_EFORMAT;
-        s->n_files++;
-    }
-    return 0;
+    int rc = 0;
+    for (int i = 0; i < ss->n && !rc; i++) rc = add_shard(s, ss->open(ss->user, i, ss->names[i]));
+    return rc;
 }
 
 static int open_hf(rkm_source *s, const char *dir, const shard_set *ss)

@@ -71,6 +71,12 @@ typedef struct rkm_source {
 rkm_source *rkm_source_open(const char *path);
 /* A GGUF whose bytes arrive while it is read (rkm_gguf_open_fill). */
 rkm_source *rkm_source_open_gguf_fill(const char *path, rkm_gguf_fill fill, void *user);
+/* The shards model.safetensors.index.json in dir names (its weight_map's
+ * values, each once), sorted by name: *names a malloc'd array of n
+ * malloc'd names. 0; RKM_ENOENT when dir has no index (nothing
+ * allocated); RKM_EFORMAT for a bad index (no weight_map, a name with
+ * '/', none). */
+int rkm_hf_index_shards(const char *dir, char ***names, int *n);
 /* A Hugging Face directory (config.json, tokenizer files) whose n
  * safetensors shards are not files in it: open(user, i, names[i]) opens
  * each (rkm_safetensors_open_fill, for rkmojo pull); tensor file i is
