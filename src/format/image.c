@@ -93,7 +93,8 @@ typedef struct {
 
 static int decode_png(const uint8_t *data, size_t n, const rkm_image_limits *lim, rkm_image *out)
 {
-    /* the size from IHDR (the first chunk) before libpng reads on */
+    /* the size from IHDR before libpng reads on (libpng refuses a file
+     * whose first chunk is not IHDR, so a file it reads was checked here) */
     if (n >= 24 && !memcmp(data + 12, "IHDR", 4)) {
         const uint64_t w = (uint64_t)data[16] << 24 | (uint64_t)data[17] << 16 | (uint64_t)data[18] << 8 | data[19],
                        h = (uint64_t)data[20] << 24 | (uint64_t)data[21] << 16 | (uint64_t)data[22] << 8 | data[23];
@@ -121,7 +122,6 @@ static int decode_png(const uint8_t *data, size_t n, const rkm_image_limits *lim
     png_uint_32 w, h;
     int depth, color, interlace;
     png_get_IHDR(st->png, st->info, &w, &h, &depth, &color, &interlace, NULL, NULL);
-    if ((rc = check_size("PNG", w, h, lim))) goto done;
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(st->png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(st->png);
     if (depth == 16) png_set_strip_16(st->png); /* the high byte, as stb_image */
