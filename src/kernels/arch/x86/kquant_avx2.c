@@ -411,12 +411,14 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
             for (int c = 0; c < RX; c++) acc[k][h][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         int32_t xsp[8][8] __attribute__((aligned(32)));
-        /* the RX rows' 256 activations side by side: each read is then one base and a constant */
+        /* the RX rows' 256 activations side by side: each read is then
+         * one base and a constant (one row, decode, is read in place) */
         int8_t xt[8 * 256] __attribute__((aligned(32)));
+        const int8_t *xb = RX == 1 ? a->xq + i * a->n_in + 256 * b : xt;
 #pragma GCC unroll 8
         for (int c = 0; c < RX; c++) {
             pk62_xs_pairs(a->xs + (i + c) * ng16 + 16 * b, xsp[c]);
-            memcpy(xt + 256 * c, a->xq + (i + c) * a->n_in + 256 * b, 256);
+            if (RX > 1) memcpy(xt + 256 * c, a->xq + (i + c) * a->n_in + 256 * b, 256);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < NG; k++) {
@@ -444,7 +446,7 @@ KQ_INLINE void pk62_compute(const rkm_mm_args *a, const int type, int64_t r, int
                     const int n = hq >> 1, q = hq & 1;
                     const uint8_t *pl = parts + 64 * (16 * n + 4 * q) + 32 * h, *ph = parts + 64 * (32 + 8 * n + 4 * q) + 32 * h;
                     const uint8_t *scb = blk + 32 + 16 * (8 * n + q) + 8 * h;
-                    const int8_t *xh = xt + 128 * n + 16 * q;
+                    const int8_t *xh = xb + 128 * n + 16 * q;
 #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) {
                         /* the parts are read again for each quarter: held, they would crowd out the sums */
