@@ -108,9 +108,24 @@ $(RKNN_EMU): $(wildcard tests/rknn/*.c tests/rknn/*.h)
 # and is built without $(SAN) (the library it loads is not sanitized).
 LLAMA_CPP_REF := $(BUILD)/tests/llama-cpp-ref
 all: $(LLAMA_CPP_REF)
-$(LLAMA_CPP_REF): tests/ref/llama_cpp_ref.c
+$(LLAMA_CPP_REF): tests/ref/llama_cpp_ref.c tests/ref/ref_common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -ldl -lm
+
+# llama.cpp's multimodal library as a reference (tests/ref/mtmd_ref.c):
+# dlopens the prebuilt binding of tests/js's npm packages.
+MTMD_REF := $(BUILD)/tests/mtmd-ref
+all: $(MTMD_REF)
+$(MTMD_REF): tests/ref/mtmd_ref.c tests/ref/ref_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -ldl
+
+# deterministic PNG / JPEG / WebP test images (tests/ref/make_image.c)
+MAKE_IMAGE := $(BUILD)/tests/make-image
+all: $(MAKE_IMAGE)
+$(MAKE_IMAGE): tests/ref/make_image.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -lpng -ljpeg -lwebp -lm
 
 # Each fuzz target linked with a plain main that replays the kept corpus
 # and crashers (tests/test-fuzz-replay.sh runs them).

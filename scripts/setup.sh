@@ -32,9 +32,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# llama.cpp's prebuilt library (an optional package: x86-64 glibc only)
+# llama.cpp's prebuilt library and its multimodal binding (optional
+# packages: x86-64 glibc only)
 need_llama=0
-[ "$(uname -m)" = x86_64 ] && [ ! -d tests/js/node_modules/@node-llama-cpp/linux-x64 ] && need_llama=1
+for d in @node-llama-cpp/linux-x64 @fugood/node-llama-linux-x64; do
+  [ "$(uname -m)" = x86_64 ] && [ ! -d "tests/js/node_modules/$d" ] && need_llama=1
+done
 # every dependency of tests/js/package.json present?
 need_npm=$need_llama
 for d in $(node -e 'console.log(Object.keys(require("./tests/js/package.json").dependencies).join(" "))'); do

@@ -16,6 +16,7 @@
 #include "format/model_dir.h"
 #include "format/safetensors.h"
 #include "format/source.h"
+#include "format/vision.h"
 #include "convert/synth.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -1396,6 +1397,111 @@ static void test_nextn_skipped(void)
     CHECK(test_sh("cmp -s '%s/resident.bin' '%s/resident.bin' && diff -r '%s/experts' '%s/experts' >/dev/null", d1, d2, d1, d2) == 0);
 }
 
+static void add_unknown_proj(rkm_gguf_writer *w) { rkm_gguf_writer_set_str(w, "clip.projector_type", "llava9000"); }
+static void add_gelu_silu(rkm_gguf_writer *w)
+{
+    rkm_gguf_writer_set_bool(w, "clip.use_gelu", 1);
+    rkm_gguf_writer_set_bool(w, "clip.use_silu", 1);
+}
+static void add_three_heads(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "clip.vision.attention.head_count", 3); }
+static void add_short_mean(rkm_gguf_writer *w)
+{
+    const float m[2] = {0.5f, 0.5f};
+    rkm_gguf_writer_set_arr(w, "clip.vision.image_mean", RKM_GGUF_FLOAT32, m, 2);
+}
+static void add_zero_std(rkm_gguf_writer *w)
+{
+    const float m[3] = {0.5f, 0.0f, 0.5f};
+    rkm_gguf_writer_set_arr(w, "clip.vision.image_std", RKM_GGUF_FLOAT32, m, 3);
+}
+static void add_merge_20(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "clip.vision.projector.scale_factor", 20); }
+
+/* The mmproj reader (format/vision.c) on synth's Gemma 4 vision tower:
+ * the parameters as mtmd derives them (its defaults included), every
+ * tensor of the table at its shape; edits refused naming the key or the
+ * tensor; the optional standardisation tensors may be absent; the resize
+ * rule on hand-worked sizes. llama.cpp loading the same files is
+ * tests/test-vision-ref.sh. */
+static void test_mmproj(void)
+{
+    char gg[1024], mm[1024], bad[1024];
+    snprintf(gg, sizeof gg, "%s/vis.gguf", test_tmpdir());
+    snprintf(mm, sizeof mm, "%s/vis-mmproj.gguf", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/vis-bad.gguf", test_tmpdir());
+    rkm_synth_opts o = {.preset = "tiny-gemma4", .seed = 5, .dtype = RKM_TYPE_F16, .mmproj_out = mm};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    rkm_gguf *g = rkm_gguf_open(mm);
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK_STR_EQ(rkm_gguf_get_str(g, "general.architecture"), "clip");
+    rkm_vision_hparams vp;
+    CHECK_MSG(rkm_vision_read(g, &vp) == 0, "%s", rkm_last_error());
+    CHECK_EQ_INT(vp.proj, RKM_PROJ_GEMMA4V);
+    CHECK_EQ_INT(vp.n_embd, 64);
+    CHECK_EQ_INT(vp.n_layer, 2);
+    CHECK_EQ_INT(vp.n_head, 2);
+    CHECK_EQ_INT(vp.head_dim, 32);
+    CHECK_EQ_INT(vp.n_ff, 128);
+    CHECK_EQ_INT(vp.proj_dim, 128); /* the text model's width */
+    CHECK_EQ_INT(vp.n_merge, 3);
+    CHECK_EQ_INT(vp.n_pos, 512);
+    CHECK_EQ_INT(vp.ffn, RKM_VFFN_GELU_QUICK); /* no clip.use_gelu: mtmd's default */
+    CHECK_EQ_INT(vp.min_pixels, 40 * 48 * 48);
+    CHECK_EQ_INT(vp.max_pixels, 280 * 48 * 48);
+    CHECK_NEAR(vp.rope_theta, 100.0, 0);
+    CHECK_NEAR(vp.eps, 1e-6, 1e-12);
+    const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, "v.blk.1.ffn_gate.weight");
+    CHECK(t && t->type == RKM_TYPE_F16 && t->ne[0] == 64 && t->ne[1] == 128);
+    t = rkm_gguf_tensor_find(g, "v.position_embd.weight");
+    CHECK(t && t->type == RKM_TYPE_F32 && t->ne[0] == 64 && t->ne[1] == 512 && t->ne[2] == 2);
+    t = rkm_gguf_tensor_find(g, "mm.input_projection.weight");
+    CHECK(t && t->ne[0] == 64 && t->ne[1] == 128);
+    rkm_gguf_close(g);
+    /* smart resize: 320x240 is under 40 tokens of 48x48: scaled up to 384x288 (8 x 6) */
+    int tw, th;
+    CHECK_EQ_INT(rkm_vision_fit(&vp, 320, 240, &tw, &th), 48);
+    CHECK(tw == 384 && th == 288);
+    CHECK_EQ_INT(rkm_vision_fit(&vp, 1000, 1000, &tw, &th), 256); /* 21 x 21 = 441 > 280: floored to 16 x 16 */
+    CHECK(tw == 768 && th == 768);
+    CHECK_EQ_INT(rkm_vision_fit(&vp, 480, 480, &tw, &th), 100);
+    static const struct {
+        const char *drop, *shrink;
+        void (*add)(rkm_gguf_writer *);
+        const char *msg;
+    } cases[] = {
+        {"v.blk.1.ffn_down.weight", NULL, NULL, "tensor v.blk.1.ffn_down.weight missing"},
+        {NULL, "v.blk.0.attn_q_norm.weight", NULL, "v.blk.0.attn_q_norm.weight has shape [31"},
+        {"clip.vision.block_count", NULL, NULL, "clip.vision.block_count missing"},
+        {"clip.projector_type", NULL, add_unknown_proj, "projector type 'llava9000' is not supported"},
+        {"clip.has_vision_encoder", NULL, NULL, "no vision encoder"},
+        {NULL, NULL, add_gelu_silu, "both clip.use_gelu and clip.use_silu"},
+        {"clip.vision.attention.head_count", NULL, add_three_heads, "head size 21"},
+        {"clip.vision.image_mean", NULL, add_short_mean, "image_mean must be an array of at least 3 floats"},
+        {"clip.vision.image_std", NULL, add_zero_std, "image_std[1] is 0"},
+        {NULL, NULL, add_merge_20, "scale_factor = 20, outside 1..16"},
+        {"v.position_embd.weight", NULL, NULL, "v.position_embd.weight missing"},
+        {"v.std_bias", NULL, NULL, NULL}, /* optional */
+    };
+    for (size_t i = 0; i < RKM_ARRAY_LEN(cases); i++) {
+        CHECK(gguf_edit(mm, bad, cases[i].drop, cases[i].shrink, cases[i].add) == 0);
+        g = rkm_gguf_open(bad);
+        CHECK(g != NULL);
+        if (!g) continue;
+        int rc = rkm_vision_read(g, &vp);
+        if (cases[i].msg)
+            CHECK_MSG(rc != 0 && strstr(rkm_last_error(), cases[i].msg), "case %zu: %d %s", i, rc, rkm_last_error());
+        else
+            CHECK_MSG(rc == 0, "case %zu: %s", i, rkm_last_error());
+        rkm_gguf_close(g);
+    }
+    /* a preset without a vision tower is refused before anything is written */
+    char t2[1024];
+    snprintf(t2, sizeof t2, "%s/novis.gguf", test_tmpdir());
+    rkm_synth_opts o2 = {.preset = "tiny", .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
+    CHECK(rkm_synth(&o2, t2) != 0 && strstr(rkm_last_error(), "preset 'tiny' has no vision tower"));
+    CHECK(access(t2, F_OK) != 0);
+}
+
 int main(void)
 {
     test_arch_tables();
@@ -1404,6 +1510,7 @@ int main(void)
     test_hash();
     test_writer_roundtrip();
     test_sampling_hints();
+    test_mmproj();
     const char *shared = test_require_shared();
     test_hparams(shared);
     test_direct_reads(shared);

@@ -1,12 +1,16 @@
 /* cmd_inspect.c - `rkmojo inspect MODEL.rkmojo [--verify]`: what a model
- * holds, and with --verify, whether every checksum still matches. */
+ * holds, and with --verify, whether every checksum still matches;
+ * `rkmojo inspect MMPROJ.gguf [--image WxH ...]`: a vision tower, and the
+ * size and image tokens an image of WxH pixels becomes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "format/gguf.h"
 #include "format/model_dir.h"
+#include "format/vision.h"
 #include "kernels/quant.h"
 #include "util/common.h"
 
@@ -41,17 +45,80 @@ static void tokenizer_summary(const rkm_model_dir *md)
     printf("chat template:    %s\n", md->chat_template_file ? md->chat_template_file : "none (built-in fallback)");
 }
 
+/* An mmproj file: its vision tower as the encoder reads it, and each
+ * --image size's resize and token count. */
+static int inspect_mmproj(const char *path, const rkm_opt_list *sizes)
+{
+    rkm_gguf *g = rkm_gguf_open(path);
+    rkm_vision_hparams vp;
+    if (!g || rkm_vision_read(g, &vp)) {
+        fprintf(stderr, "rkmojo inspect: %s\n", rkm_last_error());
+        rkm_gguf_close(g);
+        return 1;
+    }
+    static const char *const ffn[] = {"quick GELU", "GELU", "SiLU"};
+    printf("mmproj:           %s\n", path);
+    printf("projector:        %s\n", rkm_proj_info_of(vp.proj)->name);
+    printf("encoder:          %d blocks of %d, %d heads of %d (kv %d), FFN %d (%s), eps %g\n", vp.n_layer,
+           vp.n_embd, vp.n_head, vp.head_dim, vp.n_head_kv, vp.n_ff, ffn[vp.ffn], (double)vp.eps);
+    printf("patches:          %d px, merged %dx%d, position table %d, rope theta %g\n", vp.patch_size, vp.n_merge,
+           vp.n_merge, vp.n_pos, (double)vp.rope_theta);
+    printf("output:           %d wide%s", vp.proj_dim, vp.n_deepstack ? "" : "\n");
+    if (vp.n_deepstack) printf(", + %d deep-stack features\n", vp.n_deepstack);
+    const int area = vp.patch_size * vp.n_merge * vp.patch_size * vp.n_merge;
+    printf("image tokens:     %d to %d (%d to %d pixels)\n", vp.min_pixels / area, vp.max_pixels / area,
+           vp.min_pixels, vp.max_pixels);
+    printf("normalisation:    mean %g %g %g, std %g %g %g\n", (double)vp.mean[0], (double)vp.mean[1],
+           (double)vp.mean[2], (double)vp.std[0], (double)vp.std[1], (double)vp.std[2]);
+    int rc = 0;
+    for (int i = 0; i < sizes->n; i++) {
+        int w, h, tw, th;
+        char end;
+        if (sscanf(sizes->v[i], "%dx%d%c", &w, &h, &end) != 2 || w < 1 || h < 1 || w > 65536 || h > 65536) {
+            fprintf(stderr, "rkmojo inspect: --image wants WxH (1..65536 each), not '%s'\n", sizes->v[i]);
+            rc = 2;
+            continue;
+        }
+        int n = rkm_vision_fit(&vp, w, h, &tw, &th);
+        char label[40];
+        snprintf(label, sizeof label, "image %dx%d:", w, h);
+        printf("%-18s%dx%d, %d tokens\n", label, tw, th, n);
+    }
+    rkm_gguf_close(g);
+    return rc;
+}
+
+static int is_mmproj(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 5 || strcmp(path + n - 5, ".gguf")) return 0;
+    rkm_gguf *g = rkm_gguf_open(path);
+    const char *arch = g ? rkm_gguf_get_str(g, "general.architecture") : NULL;
+    int yes = arch && !strcmp(arch, "clip");
+    rkm_gguf_close(g);
+    return yes;
+}
+
 int rkm_cmd_inspect(int argc, char **argv)
 {
     int verify = 0, arg0;
+    const char **sizes = calloc((size_t)argc + 1, sizeof *sizes);
+    if (!sizes) return 1;
+    rkm_opt_list size_list = {sizes, 0, argc};
     const rkm_opt opts[] = {
         {"verify", 0, RKM_OPT_FLAG, &verify, .help = "check every checksum (reads the whole model)"},
+        {"image", 0, RKM_OPT_LIST, &size_list, .arg = "WxH",
+         .help = "an mmproj file: the size and tokens of a WxH image (repeatable)"},
         {0},
     };
-    const rkm_opts_cmd cmd = {"inspect", "usage: rkmojo inspect MODEL.rkmojo [--verify]\n\n", NULL, {opts}, 1};
+    const rkm_opts_cmd cmd = {"inspect", "usage: rkmojo inspect MODEL.rkmojo [--verify]\n"
+                                         "       rkmojo inspect MMPROJ.gguf [--image WxH ...]\n\n", NULL, {opts}, 1};
     int rc = rkm_opts_parse(&cmd, argc, argv, &arg0);
+    if (rc == RKM_OPTS_CONTINUE && arg0 == argc) rc = rkm_opts_error(&cmd, "needs MODEL.rkmojo or MMPROJ.gguf");
+    if (rc == RKM_OPTS_CONTINUE && is_mmproj(argv[arg0])) rc = inspect_mmproj(argv[arg0], &size_list);
+    else if (rc == RKM_OPTS_CONTINUE && size_list.n) rc = rkm_opts_error(&cmd, "--image is for mmproj files");
+    free(sizes);
     if (rc != RKM_OPTS_CONTINUE) return rc;
-    if (arg0 == argc) return rkm_opts_error(&cmd, "needs MODEL.rkmojo");
     const char *dir = argv[arg0];
     rkm_model_dir *md = verify ? rkm_model_dir_open(dir) : rkm_model_dir_load_manifest(dir);
     if (!md) {

@@ -59,6 +59,8 @@ int rkm_cmd_synth(int argc, char **argv)
          .help = "override a shape field, e.g. --set n_layer=2 --set n_expert=16\n(repeatable; see docs/FORMAT.md)"},
         {"hf-out", 0, RKM_OPT_STR, &o.hf_out, .arg = "DIR",
          .help = "also write the same weights as a Hugging Face directory\n(f32, f16, bf16 only)"},
+        {"mmproj-out", 0, RKM_OPT_STR, &o.mmproj_out, .arg = "FILE",
+         .help = "also write the preset's vision tower as an mmproj GGUF\n(llama.cpp's format; tiny-gemma4, gemma4-26b-a4b)"},
         {"threads", 't', RKM_OPT_INT, &o.threads, 0, 1024, "N", .help = "threads generating rows (default: every core)"},
         {"quiet", 0, RKM_OPT_FLAG, &quiet, .help = "no progress"},
         {0},
@@ -66,7 +68,8 @@ int rkm_cmd_synth(int argc, char **argv)
     const rkm_opts_cmd cmd = {
         "synth",
         "usage: rkmojo synth --preset NAME -o model.gguf [--seed N] [--dtype TYPE|MIX]\n"
-        "                    [--vocab-from FILE] [--set key=value ...] [--hf-out DIR] [-t N] [--quiet]\n"
+        "                    [--vocab-from FILE] [--set key=value ...] [--hf-out DIR]\n"
+        "                    [--mmproj-out FILE] [-t N] [--quiet]\n"
         "  Writes a synthetic checkpoint: random weights with the real shapes (GGUF that llama.cpp loads).\n\n",
         presets, {opts}, 0,
     };

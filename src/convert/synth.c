@@ -14,6 +14,7 @@
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "format/source.h"
+#include "format/vision.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "text/chat.h"
@@ -1183,6 +1184,138 @@ out:
 
 /* -------------------------------------------------------------- main */
 
+/* ------------------------------------------------------------ mmproj */
+
+/* The vision towers beside the text presets (the published configs; the
+ * tiny one shrunk, with the real tower's structure). */
+typedef struct {
+    const char *text_preset;
+    int proj, n_layer, n_embd, n_head, n_ff, patch, n_pos, standardize;
+    float mean, std;
+} vision_preset;
+
+static const vision_preset vision_presets[] = {
+    {"tiny-gemma4", RKM_PROJ_GEMMA4V, 2, 64, 2, 128, 16, 512, 1, 0.0f, 1.0f},
+    {"gemma4-26b-a4b", RKM_PROJ_GEMMA4V, 27, 1152, 16, 4304, 16, 10240, 1, 0.0f, 1.0f},
+};
+
+/* The type synth writes a vision tensor in: F32 where the table says so
+ * and for rows no block divides; the conv kernels F16 (ggml's im2col
+ * reads F32 or F16 kernels); matrices in --dtype (q4_0 and the mixes
+ * give F16, as mmproj files are published in F16, BF16 or Q8_0). */
+static int vision_type(const rkm_vtensor_info *ti, const int64_t *ne, int dtype)
+{
+    if ((ti->flags & RKM_VT_F32) || ti->n_dims == 1 || dtype == RKM_TYPE_F32) return RKM_TYPE_F32;
+    if (ti->role == RKM_V_PATCH_EMBD || ti->role == RKM_V_PATCH_EMBD_1) return RKM_TYPE_F16;
+    int t = dtype == RKM_TYPE_BF16 || dtype == RKM_TYPE_Q8_0 ? dtype : RKM_TYPE_F16;
+    return ne[0] % rkm_type_block_size(t) ? RKM_TYPE_F16 : t;
+}
+
+static void gen_vision_row(const char *name, const rkm_vtensor_info *ti, uint64_t seed, int64_t r, int64_t n, float *out)
+{
+    rng g = {0};
+    g.s = seed ^ rkm_hash(name, strlen(name)) ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
+    splitmix(&g.s);
+    double std = ti->init == RKM_VI_MAT ? 0.7 / sqrt((double)n) : ti->init == RKM_VI_BIAS ? 0.02 : 0.5;
+    for (int64_t i = 0; i < n; i++) {
+        double z = rng_normal(&g);
+        out[i] = (float)(ti->init == RKM_VI_NORM || ti->init == RKM_VI_SCALE ? 1.0 + 0.1 * z : std * z);
+    }
+}
+
+static int find_vision_preset(const char *name, const vision_preset **out)
+{
+    for (size_t i = 0; i < RKM_ARRAY_LEN(vision_presets); i++)
+        if (!strcmp(vision_presets[i].text_preset, name)) return *out = &vision_presets[i], 0;
+    char list[256] = "";
+    for (size_t i = 0; i < RKM_ARRAY_LEN(vision_presets); i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", vision_presets[i].text_preset);
+    return rkm_err(RKM_EINVAL, "--mmproj-out: preset '%s' has no vision tower (presets with one: %s)", name, list);
+}
+
+static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const char *out)
+{
+    const char *name = o->preset ? o->preset : "tiny";
+    const vision_preset *vpr;
+    int rc = find_vision_preset(name, &vpr);
+    if (rc) return rc;
+    const rkm_proj_info *p = rkm_proj_info_of(vpr->proj);
+    rkm_vision_hparams vp = {.proj = vpr->proj, .n_embd = vpr->n_embd, .n_ff = vpr->n_ff, .n_layer = vpr->n_layer,
+                             .n_head = vpr->n_head, .n_head_kv = vpr->n_head, .head_dim = vpr->n_embd / vpr->n_head,
+                             .proj_dim = text->n_embd, .image_size = 224, .patch_size = vpr->patch,
+                             .n_merge = p->n_merge, .n_pos = vpr->n_pos, .eps = 1e-6f};
+    rkm_gguf_writer *w = rkm_gguf_writer_new();
+    char gname[96];
+    snprintf(gname, sizeof gname, "synthetic-%s-mmproj-seed%llu", name, (unsigned long long)o->seed);
+    /* the keys llama.cpp's converter writes for the projector */
+    rkm_gguf_writer_set_str(w, "general.architecture", "clip");
+    rkm_gguf_writer_set_str(w, "general.type", "mmproj");
+    rkm_gguf_writer_set_str(w, "general.name", gname);
+    rkm_gguf_writer_set_str(w, "synthetic.generator", "rkmojo synth " RKM_VERSION_STRING);
+    rkm_gguf_writer_set_u32(w, "general.file_type", o->dtype == RKM_TYPE_F32 ? 0 : o->dtype == RKM_TYPE_BF16 ? 32
+                                                   : o->dtype == RKM_TYPE_Q8_0 ? 7 : 1);
+    rkm_gguf_writer_set_bool(w, "clip.has_vision_encoder", 1);
+    rkm_gguf_writer_set_u32(w, "clip.vision.projection_dim", (uint32_t)vp.proj_dim);
+    rkm_gguf_writer_set_u32(w, "clip.vision.image_size", (uint32_t)vp.image_size);
+    rkm_gguf_writer_set_u32(w, "clip.vision.patch_size", (uint32_t)vp.patch_size);
+    rkm_gguf_writer_set_u32(w, "clip.vision.embedding_length", (uint32_t)vp.n_embd);
+    rkm_gguf_writer_set_u32(w, "clip.vision.feed_forward_length", (uint32_t)vp.n_ff);
+    rkm_gguf_writer_set_u32(w, "clip.vision.block_count", (uint32_t)vp.n_layer);
+    rkm_gguf_writer_set_u32(w, "clip.vision.attention.head_count", (uint32_t)vp.n_head);
+    const float mean[3] = {vpr->mean, vpr->mean, vpr->mean}, stdv[3] = {vpr->std, vpr->std, vpr->std};
+    rkm_gguf_writer_set_arr(w, "clip.vision.image_mean", RKM_GGUF_FLOAT32, mean, 3);
+    rkm_gguf_writer_set_arr(w, "clip.vision.image_std", RKM_GGUF_FLOAT32, stdv, 3);
+    rkm_gguf_writer_set_str(w, "clip.projector_type", p->name);
+    rkm_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", vp.eps);
+    /* the tensors this tower has, in the table's order, layer by layer */
+    struct {
+        const rkm_vtensor_info *ti;
+        char name[96];
+        int64_t ne[4];
+        int type;
+    } *ts = calloc((size_t)(vp.n_layer + 1) * (size_t)p->n_tensors, sizeof *ts);
+    int n = 0;
+    uint64_t total = 0;
+    int64_t max_ne0 = 0;
+    if (!ts) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    for (int il = -1; il < vp.n_layer && !rc; il++)
+        for (int i = 0; i < p->n_tensors && !rc; i++) {
+            const rkm_vtensor_info *ti = &p->tensors[i];
+            if (!rkm_vision_tensor_expected(&vp, ti, il)) continue;
+            if ((ti->role == RKM_V_STD_BIAS || ti->role == RKM_V_STD_SCALE) && !vpr->standardize) continue;
+            ts[n].ti = ti;
+            rc = rkm_vision_tensor_name(ti, il, ts[n].name, sizeof ts[n].name);
+            int nd = rkm_vision_tensor_ne(&vp, ti, ts[n].ne);
+            ts[n].type = vision_type(ti, ts[n].ne, o->dtype);
+            if (!rc) rc = rkm_gguf_writer_add_tensor(w, ts[n].name, ts[n].type, nd, ts[n].ne);
+            total += rkm_type_row_bytes(ts[n].type, ts[n].ne[0]) * (uint64_t)(ts[n].ne[1] * ts[n].ne[2] * ts[n].ne[3]);
+            max_ne0 = RKM_MAX(max_ne0, ts[n].ne[0]);
+            n++;
+        }
+    float *row = malloc(sizeof(float) * (size_t)RKM_MAX(max_ne0, 1));
+    uint8_t *q = malloc(sizeof(float) * (size_t)RKM_MAX(max_ne0, 1));
+    if (!rc && (!row || !q)) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    if (!rc) rc = rkm_gguf_writer_begin(w, out);
+    rkm_progress prog;
+    rkm_progress_init(&prog, o->progress, "synth mmproj", total);
+    for (int k = 0; k < n && !rc; k++) {
+        const size_t rb = rkm_type_row_bytes(ts[k].type, ts[k].ne[0]);
+        for (int64_t r = 0; r < ts[k].ne[1] * ts[k].ne[2] * ts[k].ne[3] && !rc; r++) {
+            gen_vision_row(ts[k].name, ts[k].ti, o->seed, r, ts[k].ne[0], row);
+            rkm_quantize_row(ts[k].type, row, q, ts[k].ne[0]);
+            rc = rkm_gguf_writer_write_data(w, q, rb);
+            rkm_progress_add(&prog, rb);
+        }
+    }
+    if (!rc) rc = rkm_gguf_writer_finish(w);
+    if (!rc) rkm_progress_done(&prog);
+    rkm_gguf_writer_free(w);
+    free(ts);
+    free(row);
+    free(q);
+    return rc;
+}
+
 int rkm_synth(const rkm_synth_opts *o, const char *out)
 {
     rkm_hparams hp;
@@ -1190,6 +1323,8 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     if (rc) return rc;
     if (o->mix && rkm_quant_mix_keeps(o->mix))
         return rkm_err(RKM_EINVAL, "--dtype keep: a synthetic model has no source types to keep");
+    const vision_preset *vpr;
+    if (o->mmproj_out && (rc = find_vision_preset(o->preset ? o->preset : "tiny", &vpr))) return rc;
     if (!o->mix && o->dtype != RKM_TYPE_F32 && o->dtype != RKM_TYPE_F16 && o->dtype != RKM_TYPE_Q8_0 &&
         o->dtype != RKM_TYPE_Q4_0 && o->dtype != RKM_TYPE_BF16)
         return rkm_err(RKM_EINVAL, "--dtype must be f32, f16, bf16, q8_0, q4_0 or a mix of convert --quant");
@@ -1279,6 +1414,7 @@ int rkm_synth(const rkm_synth_opts *o, const char *out)
     free(scratch);
     free(batch);
     if (!rc && o->hf_out) rc = write_hf(o, &hp, &l, tok);
+    if (!rc && o->mmproj_out) rc = synth_mmproj(o, &hp, o->mmproj_out);
     free(l.t);
     rkm_tokenizer_free(tok);
     return rc;

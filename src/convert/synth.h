@@ -29,6 +29,8 @@ typedef struct rkm_synth_opts {
     const struct rkm_quant_mix *mix;
     const char *vocab_from;  /* GGUF or tokenizer.json, NULL: built-in vocabulary */
     const char *hf_out;      /* also write a Hugging Face directory (f32, f16, bf16 only) */
+    const char *mmproj_out;  /* also write the preset's vision tower as an mmproj GGUF (format/vision.h)
+                              * whose projection fits the text model */
     const char *const *sets; /* "key=value" hparams overrides */
     int n_sets;
     FILE *progress;

@@ -73,6 +73,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define REF_PROG "llama-cpp-ref"
+#include "ref_common.h"
 #include <time.h>
 
 typedef struct {
@@ -167,25 +170,6 @@ static const struct {
     {"fim_rep", "llama_vocab_fim_rep"},
     {"fim_sep", "llama_vocab_fim_sep"},
 };
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "llama-cpp-ref: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    exit(1);
-}
-
-static void *sym(void *h, const char *name)
-{
-    void *p = dlsym(h, name);
-    if (!p) die("missing symbol", name);
-    return p;
-}
-
-static void quiet_log(int level, const char *text, void *user)
-{
-    (void)user;
-    if (level == 4 /* GGML_LOG_LEVEL_ERROR */) fputs(text, stderr);
-}
 
 static void load_lib(const char *dir)
 {
@@ -346,15 +330,6 @@ static params_buf ctx_params_cb(cb_eval_fn cb, void *user)
     memcpy(p.b + 88, ptrs, sizeof ptrs);
     return p;
 }
-
-/* struct ggml_tensor as ggml.h lays it (GGML_MAX_DIMS 4, 64 bytes of op
- * parameters, GGML_MAX_SRC 10): type at 0, ne at 16, nb at 48, data at
- * 248, name (64 bytes) at 256. */
-#define T_TYPE(t) (*(const int32_t *)((const char *)(t) + 0))
-#define T_NE(t, i) (((const int64_t *)((const char *)(t) + 16))[i])
-#define T_NB(t, i) (((const size_t *)((const char *)(t) + 48))[i])
-#define T_DATA(t) (*(void *const *)((const char *)(t) + 248))
-#define T_NAME(t) ((const char *)(t) + 256)
 
 typedef struct {
     int n_layer, n_tok, k;
