@@ -120,6 +120,13 @@ $(MTMD_REF): tests/ref/mtmd_ref.c tests/ref/ref_common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -ldl
 
+# float32 .npy arrays compared by cosine (tests/ref/npy_cmp.c)
+NPY_CMP := $(BUILD)/tests/npy-cmp
+all: $(NPY_CMP)
+$(NPY_CMP): tests/ref/npy_cmp.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE $(WARN) -o $@ $< -lm
+
 # deterministic PNG / JPEG / WebP test images (tests/ref/make_image.c)
 MAKE_IMAGE := $(BUILD)/tests/make-image
 all: $(MAKE_IMAGE)

@@ -12,7 +12,21 @@
 #   - rkmojo reads the same file (`rkmojo inspect MMPROJ --image WxH`) and
 #     resizes images of several sizes and aspect ratios (under the minimum
 #     of tokens, over the maximum, tall, wide) to the number of image
-#     tokens mtmd makes of them.
+#     tokens mtmd makes of them;
+#   - rkmojo's image embeddings (`rkmojo run --mmproj --image
+#     --image-embd-out`) equal mtmd's (mtmd_get_output_embd) to a cosine of
+#     0.9999 on every token's row in f32 and f16 (PNG, which both decode
+#     to the same pixels), 0.999 in q8_0 (the activations of both engines
+#     are rounded to 8 bits, from sums taken in different orders);
+#   - and from JPEG files to 0.995 in f32: libjpeg-turbo (rkmojo) and
+#     stb_image (mtmd) round their inverse DCT, upsampling and colour
+#     conversion differently, up to 2 levels of 255 in some pixels, which
+#     the random weights amplify; from PNG the prepared image is mtmd's
+#     to the bit.
+# The quick tier (RKM_TEST_TIER=quick) compares three of the sizes in f16,
+# q8_0 and JPEG; the others all eight. The full tier also encodes a
+# 448x448 image with the full Gemma 4 26B-A4B tower in f16 (27 blocks of
+# 1152; the prebuilt binding takes about 5 minutes for it) to 0.9999.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
@@ -27,7 +41,22 @@ tmp=$(mktemp -d)
 trap '[ -n "${RKM_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 fail=0
 sizes="320x240 640x480 1000x1000 40x1000 1000x40 48x48 5000x3000 97x131"
-for s in $sizes; do "$IMG" "$tmp/$s.png" "${s%x*}" "${s#*x}" 7 || { echo "FAIL: make-image $s"; exit 1; }; done
+some=$sizes
+[ "${RKM_TEST_TIER:-ci}" = quick ] && some="320x240 40x1000 5000x3000"
+for s in $sizes; do
+  for e in png jpg; do "$IMG" "$tmp/$s.$e" "${s%x*}" "${s#*x}" 7 || { echo "FAIL: make-image $s.$e"; exit 1; }; done
+done
+CMP=$BUILD/tests/npy-cmp
+[ -x "$CMP" ] || { echo "FAIL: $CMP not built"; exit 1; }
+# compare TAG MODEL MMPROJ IMAGE MIN_COS: rkmojo's embeddings against mtmd's
+compare() {
+  "$REF" "$ADDON" "$2.gguf" "$3" embd "$4" "$tmp/ref.npy" 2 > /dev/null || { echo "FAIL: mtmd on $1"; fail=1; return; }
+  $RKMOJO run --mmproj "$3" --image "$4" --image-embd-out "$tmp/ours" -n 0 -p x -t 2 2> "$tmp/run.err" ||
+    { echo "FAIL: rkmojo run on $1: $(cat "$tmp/run.err")"; fail=1; return; }
+  local line
+  line=$("$CMP" "$tmp/ours.0.npy" "$tmp/ref.npy" "$5") || { echo "FAIL: $1: $line (min row cosine $5 wanted)"; fail=1; return; }
+  echo "  $1: $line"
+}
 for preset in tiny-gemma4; do
   for dt in f32 f16 q8_0; do
     m="$tmp/$preset-$dt"
@@ -49,7 +78,25 @@ for preset in tiny-gemma4; do
       fi
     done
     echo "$preset $dt: mtmd loads synth's mmproj; image tokens agree on $(echo $sizes | wc -w) sizes"
+    min=0.9999
+    [ "$dt" = q8_0 ] && min=0.999
+    set -- $some
+    [ "$dt" = f32 ] && set -- $sizes
+    for s in "$@"; do compare "$preset $dt $s.png" "$m" "$m-mmproj.gguf" "$tmp/$s.png" "$min"; done
+    if [ "$dt" = f32 ]; then
+      for s in $some; do compare "$preset $dt $s.jpg" "$m" "$m-mmproj.gguf" "$tmp/$s.jpg" 0.995; done
+    fi
   done
 done
+if [ "${RKM_TEST_TIER:-ci}" = full ]; then
+  m="$tmp/g4full"
+  if $RKMOJO synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
+      --set n_ff_exp=64 --set n_ff=64 --dtype f16 -o "$m.gguf" --mmproj-out "$m-mmproj.gguf" --quiet; then
+    "$IMG" "$tmp/448.png" 448 448 5
+    compare "gemma4-26b-a4b f16 448x448.png" "$m" "$m-mmproj.gguf" "$tmp/448.png" 0.9999
+  else
+    echo "FAIL: synth of the full Gemma 4 tower"; fail=1
+  fi
+fi
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail

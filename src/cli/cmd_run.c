@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "cli/chat_format.h"
+#include "cli/images.h"
 #include "util/common.h"
 
 typedef struct {
@@ -38,6 +39,9 @@ int rkm_cmd_run(int argc, char **argv)
     const char *stop[32];
     rkm_opt_list stops = {stop, 0, (int)RKM_ARRAY_LEN(stop)};
     int n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
+    const char *mmproj = NULL, *embd_out = NULL;
+    const char *image[16];
+    rkm_opt_list images = {image, 0, (int)RKM_ARRAY_LEN(image)};
     const rkm_opt opts[] = {
         {"prompt", 'p', RKM_OPT_STR, &prompt, .arg = "TEXT", .help = "the prompt"},
         {"file", 'f', RKM_OPT_STR, &file, .arg = "FILE", .help = "read the prompt from a file"},
@@ -51,6 +55,10 @@ int rkm_cmd_run(int argc, char **argv)
         {"grammar", 0, RKM_OPT_STR, &grammar, .arg = "FILE", .help = "generate only sentences of this GBNF grammar"},
         {"json-schema", 0, RKM_OPT_STR, &schema, .arg = "FILE|JSON",
          .help = "generate JSON that this schema describes ({} or 'object': any object)"},
+        {"image", 0, RKM_OPT_LIST, &images, .arg = "FILE", .help = "an image (PNG, JPEG, WebP; repeatable, at most 16)"},
+        {"mmproj", 0, RKM_OPT_STR, &mmproj, .arg = "FILE", .help = "the vision tower (an mmproj GGUF) that encodes --image"},
+        {"image-embd-out", 0, RKM_OPT_STR, &embd_out, .arg = "PREFIX",
+         .help = "write each image's embeddings as PREFIX.N.npy (float32,\none row per image token)"},
         {0},
     };
     const rkm_opts_cmd cmd = {
@@ -63,6 +71,19 @@ int rkm_cmd_run(int argc, char **argv)
     if (grammar && schema) return rkm_opts_error(&cmd, "give at most one of --grammar, --json-schema");
     int n_stop = stops.n;
     if (n_predict < 0) n_predict = 0;
+    if (images.n || embd_out || mmproj) {
+        if (!images.n || !mmproj) return rkm_opts_error(&cmd, "--image and --mmproj go together");
+        int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
+        if (irc) return irc;
+        /* the image tokens in the text model's input are not there yet:
+         * only the encoder's output, with -n 0 */
+        if (n_predict > 0) {
+            fprintf(stderr, "rkmojo run: images in prompts are not supported yet; with -n 0 and --image-embd-out, "
+                            "run writes the image embeddings\n");
+            return 2;
+        }
+        return 0;
+    }
     rkm_model *m;
     rkm_session *s;
     int rc = rkm_gen_open(&o, &m, &s);

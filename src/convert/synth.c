@@ -1219,7 +1219,7 @@ static void gen_vision_row(const char *name, const rkm_vtensor_info *ti, uint64_
     double std = ti->init == RKM_VI_MAT ? 0.7 / sqrt((double)n) : ti->init == RKM_VI_BIAS ? 0.02 : 0.5;
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&g);
-        out[i] = (float)(ti->init == RKM_VI_NORM || ti->init == RKM_VI_SCALE ? 1.0 + 0.1 * z : std * z);
+        out[i] = (float)((ti->gain ? ti->gain : 1.0f) * (ti->init == RKM_VI_NORM || ti->init == RKM_VI_SCALE ? 1.0 + 0.1 * z : std * z));
     }
 }
 

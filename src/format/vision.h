@@ -143,6 +143,7 @@ typedef struct rkm_vtensor_info {
     uint8_t ne[4];      /* enum rkm_vdim, ne[0] innermost */
     uint8_t flags;      /* RKM_VT_* */
     uint8_t init;       /* enum rkm_vinit */
+    float gain;         /* synth's scale of the drawn values (0: 1) */
 } rkm_vtensor_info;
 
 typedef struct rkm_proj_info {

@@ -1,0 +1,15 @@
+/*
+ * images.h - the image inputs of `rkmojo run`: each --image decoded
+ * (format/image.h), prepared and encoded by the vision tower of the
+ * mmproj file (runtime/vision.h), and with --image-embd-out written as
+ * PREFIX.N.npy (float32, one row per image token) for comparison with
+ * another engine. Single-threaded driver; the encoder uses its own pool.
+ */
+#ifndef RKM_CLI_IMAGES_H
+#define RKM_CLI_IMAGES_H
+
+/* 0, or an exit status with the message printed. n_threads 0: the
+ * performance cores. */
+int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, int n_threads, const char *embd_prefix);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * vision_encoder.c - the vision towers of vision.h: an mmproj file's
+ * weights read through the projector's table (format/vision.c), and the
+ * encoder's forward pass as llama.cpp's mtmd computes it (models/ of
+ * tools/mtmd): the patch embedding as one matmul over the image's patches
+ * (im2col order: channel, row, column), the ViT blocks with the row-split
+ * matmuls of kernels/ on the pool, attention over all patches (no mask)
+ * split by head across the pool, then the projector.
+ *
+ * Weights: matrices keep their file type when the matmuls run it
+ * natively (else dequantized to F32 once, at load); vectors (norms,
+ * biases, position tables, scales) are F32.
+ */
+#include "runtime/vision.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "util/common.h"
+
+typedef struct {
+    int type;    /* enum rkm_type of data; F32 for vectors */
+    void *data;  /* NULL: absent (optional) */
+    int64_t ne[4];
+    uint64_t bytes;
+} vweight;
+
+struct rkm_vision {
+    rkm_vision_hparams hp;
+    vweight *w;  /* [(n_layer + 1) * RKM_V_ROLE_COUNT]: globals in row 0, layer il in row il + 1 */
+    uint64_t bytes;
+};
+
+static vweight *W(const rkm_vision *v, int role, int il) { return &v->w[(size_t)(il + 1) * RKM_V_ROLE_COUNT + role]; }
+static const float *F(const rkm_vision *v, int role, int il) { return W(v, role, il)->data; }
+
+const rkm_vision_hparams *rkm_vision_hparams_of(const rkm_vision *v) { return &v->hp; }
+int rkm_vision_n_out(const rkm_vision *v) { return v->hp.proj_dim * (1 + v->hp.n_deepstack); }
+uint64_t rkm_vision_bytes(const rkm_vision *v) { return v->bytes; }
+
+void rkm_vision_free(rkm_vision *v)
+{
+    if (!v) return;
+    for (int i = 0; v->w && i < (v->hp.n_layer + 1) * RKM_V_ROLE_COUNT; i++) free(v->w[i].data);
+    free(v->w);
+    free(v);
+}
+
+static int load_tensor(const rkm_gguf *g, const rkm_vtensor_info *ti, int il, vweight *out)
+{
+    char name[96];
+    int rc = rkm_vision_tensor_name(ti, il, name, sizeof name);
+    if (rc) return rc;
+    const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, name);
+    if (!t) return 0; /* optional (rkm_vision_read checked the others) */
+    uint8_t *raw = malloc(t->nbytes ? t->nbytes : 1);
+    if (!raw) return rkm_err(RKM_ENOMEM, "out of memory reading %s", name);
+    if ((rc = rkm_gguf_read(g, t, 0, raw, t->nbytes))) {
+        free(raw);
+        return rkm_err_prefix(rc, name);
+    }
+    memcpy(out->ne, t->ne, sizeof out->ne);
+    const int vec = (ti->flags & RKM_VT_F32) || ti->n_dims == 1;
+    if (!vec && rkm_type_matmul(t->type)) {
+        out->type = t->type;
+        out->data = raw;
+        out->bytes = t->nbytes;
+        return 0;
+    }
+    /* vectors, and matrices of types the matmuls do not run: F32 */
+    const int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    float *f = malloc(sizeof(float) * (size_t)RKM_MAX(n, 1));
+    if (!f) {
+        free(raw);
+        return rkm_err(RKM_ENOMEM, "out of memory reading %s", name);
+    }
+    const size_t rb = rkm_type_row_bytes(t->type, t->ne[0]);
+    for (int64_t r = 0; r < n / t->ne[0]; r++) rkm_dequantize_row(t->type, raw + (size_t)r * rb, f + r * t->ne[0], t->ne[0]);
+    free(raw);
+    out->type = RKM_TYPE_F32;
+    out->data = f;
+    out->bytes = sizeof(float) * (uint64_t)n;
+    return 0;
+}
+
+rkm_vision *rkm_vision_load(const char *path)
+{
+    rkm_gguf *g = rkm_gguf_open(path);
+    if (!g) return NULL;
+    rkm_vision *v = calloc(1, sizeof *v);
+    int rc = v ? rkm_vision_read(g, &v->hp) : rkm_err(RKM_ENOMEM, "out of memory");
+    if (!rc && !(v->w = calloc((size_t)(v->hp.n_layer + 1) * RKM_V_ROLE_COUNT, sizeof *v->w)))
+        rc = rkm_err(RKM_ENOMEM, "out of memory");
+    const rkm_proj_info *p = rc ? NULL : rkm_proj_info_of(v->hp.proj);
+    for (int il = -1; p && !rc && il < v->hp.n_layer; il++)
+        for (int i = 0; !rc && i < p->n_tensors; i++) {
+            const rkm_vtensor_info *ti = &p->tensors[i];
+            if (!rkm_vision_tensor_expected(&v->hp, ti, il)) continue;
+            vweight *w = W(v, ti->role, il);
+            rc = load_tensor(g, ti, il, w);
+            v->bytes += w->bytes;
+        }
+    rkm_gguf_close(g);
+    if (rc) {
+        rkm_vision_free(v);
+        rkm_err_prefix(rc, path);
+        return NULL;
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------ pieces */
+
+/* y[m][n_out] = x[m][n_in] . W^T */
+static void mm(rkm_pool *pool, const vweight *w, const float *x, int64_t m, float *y)
+{
+    const int64_t n_in = w->ne[0] * (w->ne[2] > 1 ? w->ne[1] * w->ne[2] : 1); /* conv kernels: p x p x 3 */
+    const int64_t n_out = w->ne[2] > 1 ? w->ne[3] : w->ne[1];
+    rkm_matmul(rkm_pool_for(pool, (double)m * n_in * n_out), w->type, w->data, n_in, n_out, x, m, y, n_out);
+}
+
+static void rms_rows(float *x, const float *w, int64_t rows, int64_t n, int64_t stride, float eps)
+{
+    for (int64_t r = 0; r < rows; r++) rkm_rmsnorm(x + r * stride, x + r * stride, w, n, eps);
+}
+
+static float gelu_quick(float x) { return x / (1.0f + expf(-1.702f * x)); }
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* NEOX rotation of one n-wide vector by position pos (pairs i, i + n/2;
+ * the angles as ggml's rope cache makes them: theta *= base^(-2/n)) */
+static void rope_neox(float *x, int n, float pos, float base)
+{
+    const float scale = powf(base, -2.0f / (float)n);
+    float theta = pos;
+    for (int i = 0; i < n / 2; i++) {
+        const float c = cosf(theta), s = sinf(theta);
+        const float a = x[i], b = x[i + n / 2];
+        x[i] = a * c - b * s;
+        x[i + n / 2] = a * s + b * c;
+        theta *= scale;
+    }
+}
+
+/* Attention of every patch over every patch (no mask), head by head, as
+ * two matmuls on the pool: S = Q_h K_h^T * scale, softmax by row, then
+ * O_h = S V_h. q [N][n_head * hd], k and v [N][n_kv * hd], o like q;
+ * scratch: N * (N + 2 * hd) + hd * N floats. */
+static void attention(rkm_pool *pool, const float *q, const float *k, const float *v, float *o, int N, int n_head,
+                      int n_kv, int hd, float scale, float *scratch)
+{
+    float *S = scratch, *qh = S + (size_t)N * N, *kh = qh + (size_t)N * hd, *vt = kh + (size_t)N * hd;
+    float *oh = qh; /* Q_h is not needed once S is made */
+    const int qs = n_head * hd, ks = n_kv * hd, group = n_head / n_kv;
+    for (int h = 0; h < n_head; h++) {
+        const int kvh = h / group;
+        for (int i = 0; i < N; i++) memcpy(qh + (size_t)i * hd, q + (size_t)i * qs + (size_t)h * hd, sizeof(float) * (size_t)hd);
+        if (h % group == 0) {
+            for (int i = 0; i < N; i++) {
+                memcpy(kh + (size_t)i * hd, k + (size_t)i * ks + (size_t)kvh * hd, sizeof(float) * (size_t)hd);
+                for (int e = 0; e < hd; e++) vt[(size_t)e * N + i] = v[(size_t)i * ks + (size_t)kvh * hd + e];
+            }
+        }
+        rkm_matmul(rkm_pool_for(pool, (double)N * N * hd), RKM_TYPE_F32, kh, hd, N, qh, N, S, N);
+        for (int i = 0; i < N; i++) {
+            float *row = S + (size_t)i * N;
+            if (scale != 1.0f)
+                for (int t = 0; t < N; t++) row[t] *= scale;
+            rkm_softmax(row, N);
+        }
+        rkm_matmul(rkm_pool_for(pool, (double)N * N * hd), RKM_TYPE_F32, vt, N, hd, S, N, oh, hd);
+        for (int i = 0; i < N; i++) memcpy(o + (size_t)i * qs + (size_t)h * hd, oh + (size_t)i * hd, sizeof(float) * (size_t)hd);
+    }
+}
+
+/* ------------------------------------------------------------ gemma4v */
+
+static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int Wd, int Ht, float **out, int *n_tok)
+{
+    const rkm_vision_hparams *hp = &v->hp;
+    const int p = hp->patch_size, px = Wd / p, py = Ht / p, N = px * py, E = hp->n_embd;
+    const int hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, FF = hp->n_ff, k = hp->n_merge;
+    if (px > hp->n_pos || py > hp->n_pos)
+        return rkm_err(RKM_EINVAL, "a grid of %dx%d patches exceeds the position table (%d)", px, py, hp->n_pos);
+    const size_t pp3 = (size_t)3 * p * p;
+    float *cols = calloc((size_t)N * RKM_MAX(pp3, (size_t)FF * 2), sizeof(float));
+    float *x = malloc(sizeof(float) * (size_t)N * E);
+    float *h = malloc(sizeof(float) * (size_t)N * E);
+    float *q = malloc(sizeof(float) * (size_t)N * Q), *kk = malloc(sizeof(float) * (size_t)N * KV);
+    float *vv = malloc(sizeof(float) * (size_t)N * KV), *o = malloc(sizeof(float) * (size_t)N * Q);
+    float *scratch = malloc(sizeof(float) * ((size_t)N * N + (size_t)3 * N * hd));
+    const int ox = px / k, oy = py / k, T = ox * oy;
+    float *pooled = malloc(sizeof(float) * (size_t)T * E);
+    float *res = malloc(sizeof(float) * (size_t)T * hp->proj_dim);
+    int rc = 0;
+    if (!cols || !x || !h || !q || !kk || !vv || !o || !scratch || !pooled || !res) {
+        rc = rkm_err(RKM_ENOMEM, "out of memory encoding a %dx%d image", Wd, Ht);
+        goto out;
+    }
+    /* patches (2x - 1), in the conv kernel's order: channel, row, column */
+    for (int i = 0; i < N; i++) {
+        const int cx = i % px, cy = i / px;
+        float *c = cols + (size_t)i * pp3;
+        for (int ch = 0; ch < 3; ch++)
+            for (int ky = 0; ky < p; ky++)
+                for (int kx = 0; kx < p; kx++)
+                    *c++ = 2.0f * img[(size_t)ch * Wd * Ht + (size_t)(cy * p + ky) * Wd + cx * p + kx] - 1.0f;
+    }
+    mm(pool, W(v, RKM_V_PATCH_EMBD, -1), cols, N, x);
+    /* the learned 2-D position: a row of the x table and one of the y table */
+    const float *pos = F(v, RKM_V_POS_EMBD, -1);
+    for (int i = 0; i < N; i++) {
+        const float *tx = pos + (size_t)(i % px) * E, *ty = pos + ((size_t)hp->n_pos + i / px) * E;
+        for (int e = 0; e < E; e++) x[(size_t)i * E + e] += tx[e] + ty[e];
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        memcpy(h, x, sizeof(float) * (size_t)N * E);
+        rms_rows(h, F(v, RKM_V_LN1_W, il), N, E, E, hp->eps);
+        mm(pool, W(v, RKM_V_ATTN_Q, il), h, N, q);
+        mm(pool, W(v, RKM_V_ATTN_K, il), h, N, kk);
+        mm(pool, W(v, RKM_V_ATTN_V, il), h, N, vv);
+        rms_rows(q, F(v, RKM_V_ATTN_Q_NORM, il), (int64_t)N * hp->n_head, hd, hd, hp->eps);
+        rms_rows(kk, F(v, RKM_V_ATTN_K_NORM, il), (int64_t)N * hp->n_head_kv, hd, hd, hp->eps);
+        rms_rows(vv, NULL, (int64_t)N * hp->n_head_kv, hd, hd, hp->eps);
+        /* 2-D RoPE: each head's first half turned by the column, the second by the row */
+        for (int i = 0; i < N; i++) {
+            const float cx = (float)(i % px), cy = (float)(i / px);
+            for (int hh = 0; hh < hp->n_head; hh++) {
+                rope_neox(q + (size_t)i * Q + (size_t)hh * hd, hd / 2, cx, hp->rope_theta);
+                rope_neox(q + (size_t)i * Q + (size_t)hh * hd + hd / 2, hd / 2, cy, hp->rope_theta);
+            }
+            for (int hh = 0; hh < hp->n_head_kv; hh++) {
+                rope_neox(kk + (size_t)i * KV + (size_t)hh * hd, hd / 2, cx, hp->rope_theta);
+                rope_neox(kk + (size_t)i * KV + (size_t)hh * hd + hd / 2, hd / 2, cy, hp->rope_theta);
+            }
+        }
+        attention(pool, q, kk, vv, o, N, hp->n_head, hp->n_head_kv, hd, 1.0f, scratch);
+        mm(pool, W(v, RKM_V_ATTN_OUT, il), o, N, h);
+        rms_rows(h, F(v, RKM_V_ATTN_POST_NORM, il), N, E, E, hp->eps);
+        for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
+        memcpy(h, x, sizeof(float) * (size_t)N * E);
+        rms_rows(h, F(v, RKM_V_LN2_W, il), N, E, E, hp->eps);
+        float *g = cols, *u = cols + (size_t)N * FF;
+        mm(pool, W(v, RKM_V_FFN_GATE, il), h, N, g);
+        mm(pool, W(v, RKM_V_FFN_UP, il), h, N, u);
+        for (size_t i = 0; i < (size_t)N * FF; i++) {
+            const float a = hp->ffn == RKM_VFFN_GELU ? rkm_gelu_tanh(g[i]) : hp->ffn == RKM_VFFN_SILU ? silu(g[i])
+                                                                                                     : gelu_quick(g[i]);
+            g[i] = a * u[i];
+        }
+        mm(pool, W(v, RKM_V_FFN_DOWN, il), g, N, h);
+        rms_rows(h, F(v, RKM_V_FFN_POST_NORM, il), N, E, E, hp->eps);
+        for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
+        const float *ls = F(v, RKM_V_OUT_SCALE, il);
+        if (ls)
+            for (size_t i = 0; i < (size_t)N * E; i++) x[i] *= ls[0];
+    }
+    /* k x k average pooling, times sqrt(n_embd) */
+    const float gain = sqrtf((float)E);
+    for (int t = 0; t < T; t++) {
+        const int tx = t % ox, ty = t / ox;
+        float *d = pooled + (size_t)t * E;
+        for (int e = 0; e < E; e++) {
+            float s = 0;
+            for (int dy = 0; dy < k; dy++)
+                for (int dx = 0; dx < k; dx++) s += x[((size_t)(ty * k + dy) * px + tx * k + dx) * E + e];
+            d[e] = s / (float)(k * k) * gain;
+        }
+    }
+    const float *sb = F(v, RKM_V_STD_BIAS, -1), *ss = F(v, RKM_V_STD_SCALE, -1);
+    if (sb && ss)
+        for (int t = 0; t < T; t++)
+            for (int e = 0; e < E; e++) pooled[(size_t)t * E + e] = (pooled[(size_t)t * E + e] - sb[e]) * ss[e];
+    rms_rows(pooled, NULL, T, E, E, hp->eps);
+    mm(pool, W(v, RKM_V_MM_INPUT_PROJ, -1), pooled, T, res);
+    *out = res;
+    res = NULL;
+    *n_tok = T;
+out:
+    free(cols);
+    free(x);
+    free(h);
+    free(q);
+    free(kk);
+    free(vv);
+    free(o);
+    free(scratch);
+    free(pooled);
+    free(res);
+    return rc;
+}
+
+int rkm_vision_encode(rkm_vision *v, rkm_pool *pool, const float *img, int w, int h, float **out, int *n_tokens)
+{
+    *out = NULL;
+    *n_tokens = 0;
+    const int side = v->hp.patch_size * v->hp.n_merge;
+    if (w < side || h < side || w % side || h % side)
+        return rkm_err(RKM_EINVAL, "a %dx%d image is not a grid of %d-pixel cells", w, h, side);
+    switch (v->hp.proj) {
+    case RKM_PROJ_GEMMA4V: return encode_gemma4v(v, pool, img, w, h, out, n_tokens);
+    default:
+        return rkm_err(RKM_EUNSUPPORTED, "the %s encoder is not implemented yet", rkm_proj_info_of(v->hp.proj)->name);
+    }
+}

@@ -1,0 +1,135 @@
+/*
+ * test-vision.c - images made into a vision tower's input and encoded
+ * (runtime/vision_prep.c, runtime/vision_encoder.c), on their own; the
+ * comparison with llama.cpp's mtmd is tests/test-vision-ref.sh.
+ *  - preparation: an image already at the tower's size is only
+ *    normalised, (x / 255 - mean) / std per channel, in planes; a 3x3
+ *    image made 4x4 by the bilinear filter with aligned corners, each
+ *    value truncated, as worked out by hand; a wide image letterboxed
+ *    (black rows above and below, the picture centred);
+ *  - the Gemma 4 tower of synth's tiny-gemma4: as many tokens as the
+ *    resize rule gives, finite, the same bytes on 1 and 2 threads and on
+ *    a second run; a size that is not a grid of cells and a grid wider
+ *    than the position table refused with a message; a missing or a
+ *    non-mmproj file refused at load.
+ */
+#include <unistd.h>
+
+#include "common/test.h"
+#include "convert/synth.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
+#include "runtime/vision.h"
+#include "util/common.h"
+
+static void test_prep(void)
+{
+    rkm_vision_hparams vp = {.proj = RKM_PROJ_GEMMA4V, .patch_size = 1, .n_merge = 2, .min_pixels = 4,
+                             .max_pixels = 1 << 20, .mean = {0.5f, 0.25f, 0.0f}, .std = {0.5f, 1.0f, 2.0f}};
+    /* 4x2: already a grid of 2-pixel cells */
+    uint8_t rgb[4 * 2 * 3];
+    for (int i = 0; i < 24; i++) rgb[i] = (uint8_t)(i * 10);
+    float *f = NULL;
+    int tw, th;
+    CHECK(rkm_vision_prep(&vp, rgb, 4, 2, &f, &tw, &th) == 0);
+    CHECK(tw == 4 && th == 2);
+    for (int c = 0; f && c < 3; c++)
+        for (int i = 0; i < 8; i++)
+            CHECK_NEAR(f[c * 8 + i], ((float)rgb[i * 3 + c] / 255.0f - vp.mean[c]) / vp.std[c], 0);
+    free(f);
+    /* 3x3 to 4x4: x ratio 2/3; pixel (1, 0) = p(0,0) + (p(1,0) - p(0,0)) * 2/3, truncated */
+    uint8_t g[9 * 3];
+    for (int i = 0; i < 27; i++) g[i] = (uint8_t)(i * 9 + 1);
+    CHECK(rkm_vision_prep(&vp, g, 3, 3, &f, &tw, &th) == 0);
+    CHECK(tw == 4 && th == 4);
+    if (f) {
+        const float want = (float)(uint8_t)(1.0f + (28.0f - 1.0f) * (2.0f / 3.0f));
+        CHECK_NEAR(f[1], (want / 255.0f - 0.5f) / 0.5f, 1e-6);
+        CHECK_NEAR(f[0], (1.0f / 255.0f - 0.5f) / 0.5f, 1e-6);            /* corners aligned */
+        CHECK_NEAR(f[15], ((float)g[8 * 3] / 255.0f - 0.5f) / 0.5f, 1e-6); /* the last pixel */
+    }
+    free(f);
+    /* 8x2 (16 pixels, under the 32 of the minimum): scaled by sqrt 2 to 12x4;
+     * the picture, 1.5 times as large (12x3), at the top of the letterbox
+     * (offset (4 - 3) / 2 = 0), its last row black */
+    vp.min_pixels = 32;
+    uint8_t wide[8 * 2 * 3];
+    memset(wide, 200, sizeof wide);
+    CHECK(rkm_vision_prep(&vp, wide, 8, 2, &f, &tw, &th) == 0);
+    CHECK(tw == 12 && th == 4);
+    if (f && tw == 12 && th == 4) {
+        CHECK_NEAR(f[0], (200.0f / 255.0f - 0.5f) / 0.5f, 1e-6);  /* row 0: the picture */
+        CHECK_NEAR(f[2 * 12 + 11], (200.0f / 255.0f - 0.5f) / 0.5f, 1e-6);
+        CHECK_NEAR(f[3 * 12], (0.0f - 0.5f) / 0.5f, 0);           /* row 3: black */
+        CHECK_NEAR(f[3 * 12 + 11], (0.0f - 0.5f) / 0.5f, 0);
+    }
+    free(f);
+    CHECK(rkm_vision_prep(&vp, wide, 0, 2, &f, &tw, &th) != 0 && !f);
+}
+
+static void test_encoder(void)
+{
+    char gg[1024], mm[1024];
+    snprintf(gg, sizeof gg, "%s/v.gguf", test_tmpdir());
+    snprintf(mm, sizeof mm, "%s/v-mmproj.gguf", test_tmpdir());
+    rkm_synth_opts o = {.preset = "tiny-gemma4", .seed = 9, .dtype = RKM_TYPE_F16, .mmproj_out = mm};
+    CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
+    rkm_vision *v = rkm_vision_load(mm);
+    CHECK_MSG(v != NULL, "%s", rkm_last_error());
+    if (!v) return;
+    const rkm_vision_hparams *hp = rkm_vision_hparams_of(v);
+    CHECK_EQ_INT(rkm_vision_n_out(v), 128);
+    CHECK(rkm_vision_bytes(v) > 0);
+    /* a 200x120 picture */
+    const int w = 200, h = 120;
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    for (int i = 0; i < w * h * 3; i++) rgb[i] = (uint8_t)((i * 37) ^ (i >> 5));
+    float *img = NULL;
+    int tw, th, want_tw, want_th;
+    const int want = rkm_vision_fit(hp, w, h, &want_tw, &want_th);
+    CHECK(rkm_vision_prep(hp, rgb, w, h, &img, &tw, &th) == 0);
+    CHECK(tw == want_tw && th == want_th);
+    rkm_pool *p1 = rkm_pool_new(1), *p2 = rkm_pool_new(2);
+    float *a = NULL, *b = NULL, *c = NULL;
+    int na = 0, nb = 0, nc = 0;
+    CHECK_MSG(rkm_vision_encode(v, p1, img, tw, th, &a, &na) == 0, "%s", rkm_last_error());
+    CHECK(rkm_vision_encode(v, p2, img, tw, th, &b, &nb) == 0);
+    CHECK(rkm_vision_encode(v, p2, img, tw, th, &c, &nc) == 0);
+    CHECK_EQ_INT(na, want);
+    CHECK(na == nb && nb == nc);
+    if (a && b && c && na == nb && nb == nc) {
+        int finite = 1;
+        for (int i = 0; i < na * 128; i++) finite &= isfinite(a[i]);
+        CHECK(finite);
+        CHECK(!memcmp(a, b, sizeof(float) * (size_t)na * 128));
+        CHECK(!memcmp(b, c, sizeof(float) * (size_t)na * 128));
+    }
+    free(a);
+    free(b);
+    free(c);
+    /* not a grid of 48-pixel cells */
+    CHECK(rkm_vision_encode(v, p1, img, tw - 16, th, &a, &na) != 0 && strstr(rkm_last_error(), "not a grid"));
+    /* 8208 = 171 cells of 48: 513 patches a row, the table has 512 */
+    float *big = calloc((size_t)3 * 8208 * 48, sizeof(float));
+    CHECK(rkm_vision_encode(v, p1, big, 8208, 48, &a, &na) != 0 && strstr(rkm_last_error(), "position table"));
+    CHECK(a == NULL);
+    free(big);
+    free(img);
+    free(rgb);
+    rkm_pool_free(p1);
+    rkm_pool_free(p2);
+    rkm_vision_free(v);
+    /* not mmproj files */
+    CHECK(rkm_vision_load(gg) == NULL && strstr(rkm_last_error(), "no vision encoder"));
+    char none[1024];
+    snprintf(none, sizeof none, "%s/none.gguf", test_tmpdir());
+    CHECK(rkm_vision_load(none) == NULL);
+}
+
+int main(void)
+{
+    rkm_kernels_init();
+    test_prep();
+    test_encoder();
+    return test_done();
+}
