@@ -23,6 +23,7 @@
 #include "kernels/arch/x86/x86_common.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_tables.h"
+#include "util/common.h"
 
 /* ------------------------------------------------------ quantization */
 static void quantize_act_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *s)
@@ -279,7 +280,13 @@ AVX2_ALWAYS_INLINE void fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, cons
 }
 
 /* Row/column tiling shared by all types: the big tile where it fits, then
- * single rows and single activation rows for the remainders. */
+ * single rows and single activation rows for the remainders. Many
+ * activation rows (prefill, image patches) are taken in blocks of about
+ * 256 KiB (a multiple of 4 rows), each block against all of the thread's
+ * weight rows, so that a block stays in L2 while the weights stream past
+ * it once per block instead of once per pair of weight rows. The tiles
+ * are the same as without blocks (only the last block has a remainder),
+ * so the results are too. */
 #define DEFINE_MM(NAME, TILE, ...)                                                    \
     static void NAME(const rkm_mm_args *a, int64_t r0, int64_t r1)                    \
     {                                                                                 \
@@ -289,15 +296,19 @@ AVX2_ALWAYS_INLINE void fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, cons
             for (; r < r1; r++) TILE(a, r, 0, 1, 1, ##__VA_ARGS__);                   \
             return;                                                                   \
         }                                                                             \
-        for (; r + 2 <= r1; r += 2) {                                                 \
-            int64_t i = 0;                                                            \
-            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 2, 4, ##__VA_ARGS__);         \
-            for (; i < a->m; i++) TILE(a, r, i, 2, 1, ##__VA_ARGS__);                 \
-        }                                                                             \
-        for (; r < r1; r++) {                                                         \
-            int64_t i = 0;                                                            \
-            for (; i + 4 <= a->m; i += 4) TILE(a, r, i, 1, 4, ##__VA_ARGS__);         \
-            for (; i < a->m; i++) TILE(a, r, i, 1, 1, ##__VA_ARGS__);                 \
+        const int64_t bi = RKM_MAX((int64_t)4, ((int64_t)65536 / RKM_MAX(a->n_in, (int64_t)1)) & ~(int64_t)3); \
+        for (int64_t i0 = 0; i0 < a->m; i0 += bi) {                                   \
+            const int64_t i1 = RKM_MIN(a->m, i0 + bi);                                \
+            for (r = r0; r + 2 <= r1; r += 2) {                                       \
+                int64_t i = i0;                                                       \
+                for (; i + 4 <= i1; i += 4) TILE(a, r, i, 2, 4, ##__VA_ARGS__);       \
+                for (; i < i1; i++) TILE(a, r, i, 2, 1, ##__VA_ARGS__);               \
+            }                                                                         \
+            for (; r < r1; r++) {                                                     \
+                int64_t i = i0;                                                       \
+                for (; i + 4 <= i1; i += 4) TILE(a, r, i, 1, 4, ##__VA_ARGS__);       \
+                for (; i < i1; i++) TILE(a, r, i, 1, 1, ##__VA_ARGS__);               \
+            }                                                                         \
         }                                                                             \
     }
 
