@@ -11,12 +11,19 @@
  *    resize rule gives, finite, the same bytes on 1 and 2 threads and on
  *    a second run; a size that is not a grid of cells and a grid wider
  *    than the position table refused with a message; a missing or a
- *    non-mmproj file refused at load.
+ *    non-mmproj file refused at load;
+ *  - convert --mmproj: the tower carried into the model directory as
+ *    mmproj.gguf with its size and checksum in the manifest, verified by
+ *    rkm_model_dir_verify (a flipped byte named); a tower projecting to
+ *    another width than the text model's and a file that is not a tower
+ *    refused before anything is written.
  */
 #include <unistd.h>
 
 #include "common/test.h"
+#include "convert/convert.h"
 #include "convert/synth.h"
+#include "format/model_dir.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
 #include "runtime/vision.h"
@@ -126,10 +133,56 @@ static void test_encoder(void)
     CHECK(rkm_vision_load(none) == NULL);
 }
 
+static void test_convert_mmproj(void)
+{
+    char gg[1024], mm[1024], out[1024], p[1100];
+    snprintf(gg, sizeof gg, "%s/c.gguf", test_tmpdir());
+    snprintf(mm, sizeof mm, "%s/c-mmproj.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/c.rkmojo", test_tmpdir());
+    rkm_synth_opts so = {.preset = "tiny-gemma4", .seed = 4, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
+    CHECK_MSG(rkm_synth(&so, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts co = {.quant = "keep", .mmproj = mm};
+    CHECK_MSG(rkm_convert(gg, out, &co) == 0, "%s", rkm_last_error());
+    rkm_model_dir *md = rkm_model_dir_open(out);
+    CHECK_MSG(md != NULL, "%s", rkm_last_error());
+    if (!md) return;
+    CHECK_STR_EQ(md->mmproj_file, "mmproj.gguf");
+    uint64_t n = 0, h = 0;
+    CHECK(rkm_hash_file(mm, &n, &h) == 0);
+    CHECK(md->mmproj_bytes == n && md->mmproj_checksum == h && n > 0);
+    CHECK_MSG(rkm_model_dir_verify(md) == 0, "%s", rkm_last_error());
+    snprintf(p, sizeof p, "%s/mmproj.gguf", out);
+    FILE *f = fopen(p, "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        fseek(f, (long)(n / 2), SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, (long)(n / 2), SEEK_SET);
+        fputc(c ^ 0x40, f);
+        fclose(f);
+    }
+    CHECK(rkm_model_dir_verify(md) == RKM_ECHECKSUM && strstr(rkm_last_error(), "mmproj.gguf"));
+    rkm_model_dir_close(md);
+    /* a text model of another width */
+    char wide[1024], wout[1024];
+    snprintf(wide, sizeof wide, "%s/wide.gguf", test_tmpdir());
+    snprintf(wout, sizeof wout, "%s/wide.rkmojo", test_tmpdir());
+    static const char *const sets[] = {"n_embd=256"};
+    rkm_synth_opts ws = {.preset = "tiny", .seed = 4, .dtype = RKM_TYPE_F32, .sets = sets, .n_sets = 1};
+    CHECK_MSG(rkm_synth(&ws, wide) == 0, "%s", rkm_last_error());
+    CHECK(rkm_convert(wide, wout, &co) != 0 && strstr(rkm_last_error(), "projects to 128, the text model is 256 wide"));
+    CHECK(access(wout, F_OK) != 0);
+    /* not a tower */
+    rkm_convert_opts bad = {.quant = "keep", .mmproj = wide};
+    CHECK(rkm_convert(gg, wout, &bad) != 0 && strstr(rkm_last_error(), "no vision encoder"));
+    CHECK(access(wout, F_OK) != 0);
+}
+
 int main(void)
 {
     rkm_kernels_init();
     test_prep();
     test_encoder();
+    test_convert_mmproj();
     return test_done();
 }

@@ -36,12 +36,14 @@ int rkm_cmd_convert(int argc, char **argv)
     rkm_cli_convert_opts(&o, "q8_0", conv_opts);
     const rkm_opt opts[] = {
         {"quiet", 0, RKM_OPT_FLAG, &quiet, .help = "no progress"},
+        {"mmproj", 0, RKM_OPT_STR, &o.mmproj, .arg = "FILE",
+         .help = "carry this vision tower (an mmproj GGUF) into the model as mmproj.gguf"},
         {0},
     };
     const rkm_opts_cmd cmd = {
         "convert",
         "usage: rkmojo convert INPUT OUT.rkmojo [--quant TYPE|MIX] [--target cpu|rk3588]\n"
-        "                      [--expert-layout packed|plain] [--quiet]\n"
+        "                      [--expert-layout packed|plain] [--mmproj MMPROJ.gguf] [--quiet]\n"
         "  INPUT: a GGUF file, or a Hugging Face directory (config.json, *.safetensors,\n"
         "         tokenizer.json, tokenizer_config.json)\n\n",
         NULL, {conv_opts, opts}, 2,

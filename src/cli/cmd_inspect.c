@@ -198,6 +198,8 @@ int rkm_cmd_inspect(int argc, char **argv)
                rkm_fmt_bytes(el->blob_stride * (uint64_t)hp->n_expert_used, b2, sizeof b2), hp->n_expert_used);
     }
     tokenizer_summary(md);
+    if (md->mmproj_file)
+        printf("vision tower:     %s, %s\n", md->mmproj_file, rkm_fmt_bytes(md->mmproj_bytes, b1, sizeof b1));
     const rkm_sampling_hint *sh = &md->sampling;
     if (sh->set) {
         printf("sampling:         the model recommends");

@@ -11,6 +11,7 @@
 #include "cli/gen_common.h"
 #include "cli/chat_format.h"
 #include "cli/images.h"
+#include "format/model_dir.h"
 #include "util/common.h"
 
 typedef struct {
@@ -72,8 +73,19 @@ int rkm_cmd_run(int argc, char **argv)
     int n_stop = stops.n;
     if (n_predict < 0) n_predict = 0;
     if (images.n || embd_out || mmproj) {
-        if (!images.n || !mmproj) return rkm_opts_error(&cmd, "--image and --mmproj go together");
+        /* the tower: --mmproj, else the one the model carries (convert --mmproj) */
+        char *carried = NULL;
+        if (!mmproj && o.model) {
+            rkm_model_dir *md = rkm_model_dir_load_manifest(o.model);
+            if (md && md->mmproj_file) mmproj = carried = rkm_path_join(md->path, md->mmproj_file);
+            rkm_model_dir_close(md);
+        }
+        if (!images.n || !mmproj) {
+            free(carried);
+            return rkm_opts_error(&cmd, "--image needs a vision tower: --mmproj FILE, or a model converted with --mmproj");
+        }
         int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
+        free(carried);
         if (irc) return irc;
         /* the image tokens in the text model's input are not there yet:
          * only the encoder's output, with -n 0 */

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/vision.h"
 #include "format/model_dir.h"
 #include "format/source.h"
 #include "kernels/kernels.h"
@@ -790,6 +791,32 @@ int rkm_convert(const char *input, const char *out, const rkm_convert_opts *o)
     return rc;
 }
 
+/* --mmproj: a vision tower whose projection is the text model's width */
+static int check_mmproj(const char *path, const rkm_hparams *hp)
+{
+    rkm_gguf *g = rkm_gguf_open(path);
+    rkm_vision_hparams vp;
+    int rc = g ? rkm_vision_read(g, &vp) : RKM_EFORMAT;
+    rkm_gguf_close(g);
+    if (rc) return rkm_err_prefix(rc, path);
+    if (vp.proj_dim != hp->n_embd)
+        return rkm_err(RKM_EINVAL, "%s: the vision tower projects to %d, the text model is %d wide", path, vp.proj_dim,
+                       hp->n_embd);
+    return 0;
+}
+
+/* The vision tower copied beside the model as mmproj.gguf, with its size
+ * and checksum in the manifest. */
+static int copy_mmproj(const char *path, const char *out, rkm_model_dir *md)
+{
+    char *dst = rkm_path_join(out, "mmproj.gguf");
+    int rc = dst ? rkm_copy_file_atomic(path, dst, &md->mmproj_bytes, &md->mmproj_checksum)
+                 : rkm_err(RKM_ENOMEM, "out of memory");
+    free(dst);
+    if (!rc && !(md->mmproj_file = strdup("mmproj.gguf"))) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    return rc;
+}
+
 int rkm_convert_source(const rkm_source *s, const char *input, const char *out, const rkm_convert_opts *o)
 {
     conv c;
@@ -815,6 +842,7 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
     md->source = strdup(s->desc ? s->desc : input);
     md->quant = strdup(q);
     rc = check_shapes(s);
+    if (!rc && o && o->mmproj) rc = check_mmproj(o->mmproj, &s->hp);
     if (!rc) warn_requantize(&c);
     int created = 0;
     if (!rc) {
@@ -860,6 +888,7 @@ int rkm_convert_source(const rkm_source *s, const char *input, const char *out, 
     }
     rkm_model_dir_close(prev);
     if (!rc) rc = write_tokenizer(&c, out, md);
+    if (!rc && o && o->mmproj) rc = copy_mmproj(o->mmproj, out, md);
     if (!rc && o && o->before_manifest) rc = o->before_manifest(o->user);
     if (!rc) rc = rkm_model_dir_write_manifest(md, out);
     if (!rc && key) rkm_model_dir_remove_progress(out);

@@ -44,6 +44,10 @@ typedef struct rkm_convert_opts {
     /* The caller's state to keep with each progress record (written into
      * buf, returned; NULL: none), read back with rkm_model_dir_load_progress. */
     const char *(*progress_note)(void *user, char *buf, size_t cap);
+    /* A vision tower (an mmproj GGUF, format/vision.h) to carry into the
+     * model directory as mmproj.gguf, checked first (readable, its
+     * projection the text model's width); NULL: none. */
+    const char *mmproj;
 } rkm_convert_opts;
 
 int rkm_convert(const char *input, const char *out_dir, const rkm_convert_opts *o);

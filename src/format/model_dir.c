@@ -364,6 +364,15 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root, int partial)
     md->chat_template_file = dup_str(root, "chat_template");
     if (md->chat_template_file && !safe_rel_path(md->chat_template_file))
         return rkm_err(RKM_EFORMAT, "manifest: bad chat template file name");
+    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mmproj");
+    if (mp) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(mp, "bytes");
+        if (!cJSON_IsObject(mp) || !(md->mmproj_file = dup_str(mp, "file")) || !safe_rel_path(md->mmproj_file) ||
+            !cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 9e15)
+            return rkm_err(RKM_EFORMAT, "manifest: bad mmproj entry (file, bytes, xxh3)");
+        md->mmproj_bytes = (uint64_t)b->valuedouble;
+        if ((rc = get_hash(cJSON_GetObjectItemCaseSensitive(mp, "xxh3"), &md->mmproj_checksum))) return rc;
+    }
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampling");
     if (sm && !cJSON_IsObject(sm)) return rkm_err(RKM_EFORMAT, "manifest: 'sampling' is not an object");
     for (const sampling_field *f = sampling_fields; sm && f->name; f++) {
@@ -519,6 +528,7 @@ void rkm_model_dir_close(rkm_model_dir *md)
     free(md->tokenizer_file);
     free(md->tokenizer_config_file);
     free(md->chat_template_file);
+    free(md->mmproj_file);
     free(md);
 }
 
@@ -651,6 +661,16 @@ int rkm_model_dir_verify(const rkm_model_dir *md)
         for (int e = 0; e < md->experts[i].n_expert && !rc; e++)
             rc = rkm_model_dir_read_expert(md, md->experts[i].layer, e, buf, 1);
     rkm_free_aligned(buf);
+    if (!rc && md->mmproj_file) {
+        char *p = rkm_path_join(md->path, md->mmproj_file);
+        uint64_t n = 0, h = 0;
+        rc = p ? rkm_hash_file(p, &n, &h) : rkm_err(RKM_ENOMEM, "out of memory");
+        if (!rc && (n != md->mmproj_bytes || h != md->mmproj_checksum))
+            rc = rkm_err(RKM_ECHECKSUM, "%s: %llu bytes with checksum %016llx, the manifest says %llu and %016llx",
+                         md->mmproj_file, (unsigned long long)n, (unsigned long long)h,
+                         (unsigned long long)md->mmproj_bytes, (unsigned long long)md->mmproj_checksum);
+        free(p);
+    }
     return rc;
 }
 
@@ -723,6 +743,13 @@ static cJSON *manifest_json(const rkm_model_dir *md)
         if (md->tokenizer_config_file) cJSON_AddStringToObject(tok, "config", md->tokenizer_config_file);
     }
     if (md->chat_template_file) cJSON_AddStringToObject(root, "chat_template", md->chat_template_file);
+    if (md->mmproj_file) {
+        cJSON *mp = cJSON_AddObjectToObject(root, "mmproj");
+        cJSON_AddStringToObject(mp, "file", md->mmproj_file);
+        cJSON_AddNumberToObject(mp, "bytes", (double)md->mmproj_bytes);
+        hash_str(md->mmproj_checksum, h);
+        cJSON_AddStringToObject(mp, "xxh3", h);
+    }
     if (md->sampling.set) {
         cJSON *sm = cJSON_AddObjectToObject(root, "sampling");
         for (const sampling_field *f = sampling_fields; f->name; f++) {

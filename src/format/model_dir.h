@@ -104,6 +104,8 @@ typedef struct rkm_model_dir {
     char *tokenizer_file;      /* relative; NULL if none */
     char *tokenizer_config_file;
     char *chat_template_file;
+    char *mmproj_file;         /* the vision tower (an mmproj GGUF, format/vision.h), relative; NULL if none */
+    uint64_t mmproj_bytes, mmproj_checksum; /* its size and XXH3-64 */
     rkm_sampling_hint sampling; /* the authors' recommended sampling, if any */
     uint64_t resident_bytes;   /* size of resident.bin */
     void *map;                 /* resident.bin mapping */
@@ -139,8 +141,8 @@ const rkm_expert_layer *rkm_model_dir_expert_layer(const rkm_model_dir *md, int 
  * checksum. Used by the converter's tests and the non-streaming path; the
  * streaming engine reads with O_DIRECT itself using the same offsets. */
 int rkm_model_dir_read_expert(const rkm_model_dir *md, int il, int e, void *buf, int verify);
-/* Checks every checksum; on failure the message names the first bad tensor
- * or expert (layer, index). */
+/* Checks every checksum (the vision tower's too); on failure the message
+ * names the first bad tensor, expert (layer, index) or file. */
 int rkm_model_dir_verify(const rkm_model_dir *md);
 /* The resident tensors' checksums only, read with pread in pieces (the
  * page cache: neither the mapping nor the lookup-only embeddings enter the

@@ -77,6 +77,11 @@ int rkm_pread_direct(int dfd, void *buf, size_t n, uint64_t off, const char *wha
  * the _mode form takes the file's mode (0600 for private state). */
 int rkm_write_file_atomic(const char *path, const void *data, size_t n);
 int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode);
+/* src copied to dst as rkm_write_file_atomic writes; *bytes and *hash
+ * (XXH3-64 of the bytes; either may be NULL) of what was copied. */
+int rkm_copy_file_atomic(const char *src, const char *dst, uint64_t *bytes, uint64_t *hash);
+/* A file's size and XXH3-64, read in pieces. */
+int rkm_hash_file(const char *path, uint64_t *bytes, uint64_t *hash);
 /* mkdir -p. */
 int rkm_mkdir_p(const char *path);
 /* The value of a hexadecimal digit, -1 for any other character. */

@@ -168,7 +168,9 @@ int rkm_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *
     return 0;
 }
 
-int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode)
+/* Writes path through a fresh temporary: fill(user, fd, tmp) writes the
+ * bytes, then fsync, rename, fsync of the directory. */
+static int write_atomic(const char *path, int mode, int (*fill)(void *user, int fd, const char *tmp), void *user)
 {
     static _Atomic unsigned counter;
     size_t plen = strlen(path);
@@ -187,7 +189,7 @@ int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int
         free(tmp);
         return rc;
     }
-    int rc = rkm_pwrite_all(fd, data, n, 0, tmp);
+    int rc = fill(user, fd, tmp);
     if (rc == 0 && fsync(fd) != 0) rc = rkm_err(RKM_EIO, "%s: fsync: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == 0) rc = rkm_err(RKM_EIO, "%s: close: %s", tmp, strerror(errno));
     if (rc == 0 && rename(tmp, path) != 0) rc = rkm_err(RKM_EIO, "rename %s: %s", path, strerror(errno));
@@ -206,6 +208,92 @@ int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int
             free(dir);
         }
     }
+    return rc;
+}
+
+typedef struct {
+    const void *data;
+    size_t n;
+} mem_src;
+
+static int fill_mem(void *user, int fd, const char *tmp)
+{
+    const mem_src *m = user;
+    return rkm_pwrite_all(fd, m->data, m->n, 0, tmp);
+}
+
+int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode)
+{
+    mem_src m = {data, n};
+    return write_atomic(path, mode, fill_mem, &m);
+}
+
+typedef struct {
+    int in;
+    const char *src;
+    uint64_t bytes;
+    rkm_hasher *h;
+} copy_src;
+
+static int fill_copy(void *user, int fd, const char *tmp)
+{
+    copy_src *c = user;
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf) return rkm_err(RKM_ENOMEM, "out of memory");
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(c->in, buf, CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = rkm_err(RKM_EIO, "%s: %s", c->src, strerror(errno));
+        if (r <= 0) break;
+        if (c->h) rkm_hasher_update(c->h, buf, (size_t)r);
+        if ((rc = rkm_pwrite_all(fd, buf, (size_t)r, c->bytes, tmp))) break;
+        c->bytes += (uint64_t)r;
+    }
+    free(buf);
+    return rc;
+}
+
+int rkm_copy_file_atomic(const char *src, const char *dst, uint64_t *bytes, uint64_t *hash)
+{
+    copy_src c = {open(src, O_RDONLY | O_CLOEXEC), src, 0, hash ? rkm_hasher_new() : NULL};
+    if (c.in < 0) {
+        rkm_hasher_free(c.h);
+        return rkm_err(RKM_EIO, "%s: %s", src, strerror(errno));
+    }
+    int rc = hash && !c.h ? rkm_err(RKM_ENOMEM, "out of memory") : write_atomic(dst, 0644, fill_copy, &c);
+    close(c.in);
+    if (!rc && bytes) *bytes = c.bytes;
+    if (!rc && hash) *hash = rkm_hasher_digest(c.h);
+    rkm_hasher_free(c.h);
+    return rc;
+}
+
+int rkm_hash_file(const char *path, uint64_t *bytes, uint64_t *hash)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
+    rkm_hasher *h = rkm_hasher_new();
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    uint64_t n = 0;
+    int rc = h && buf ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
+    while (!rc) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
+        if (r <= 0) break;
+        rkm_hasher_update(h, buf, (size_t)r);
+        n += (uint64_t)r;
+    }
+    if (!rc) {
+        *bytes = n;
+        *hash = rkm_hasher_digest(h);
+    }
+    rkm_hasher_free(h);
+    free(buf);
+    close(fd);
     return rc;
 }
 
