@@ -1,11 +1,13 @@
 /* fuzz-gguf.c - libFuzzer target: the GGUF reader on arbitrary bytes, then
- * every accessor, the hparams mapping, and on the first row of each
+ * every accessor, the hparams mapping, the mmproj reader (vision towers)
+ * with the resize rule of what it accepts, and on the first row of each
  * tensor the converter's checks (non-finite scales) and decoder. */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "format/gguf.h"
 #include "format/hparams.h"
+#include "format/vision.h"
 #include "kernels/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,6 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     rkm_hparams hp;
     (void)rkm_hparams_from_gguf(g, &hp);
+    rkm_vision_hparams vp;
+    if (rkm_vision_read(g, &vp) == 0) {
+        int tw, th;
+        (void)rkm_vision_fit(&vp, 640, 480, &tw, &th);
+        (void)rkm_vision_fit(&vp, 2, 16384, &tw, &th);
+    }
     rkm_gguf_close(g);
     return 0;
 }
