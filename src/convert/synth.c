@@ -219,6 +219,15 @@ typedef struct {
     double spare;
 } rng;
 
+/* The generator of row r of the tensor called name: every row has its own */
+static rng row_rng(uint64_t seed, const char *name, int64_t r)
+{
+    rng g = {0};
+    g.s = seed ^ rkm_hash(name, strlen(name)) ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
+    splitmix(&g.s);
+    return g;
+}
+
 static double rng_uniform(rng *r) { return ((double)(splitmix(&r->s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 static double rng_normal(rng *r)
@@ -284,9 +293,7 @@ static void tensor_list(const rkm_hparams *hp, tlist *l)
  * converter does). */
 static void gen_row_as(const synth_tensor *t, const rkm_hparams *hp, uint64_t seed, int64_t r, float *out, int hf)
 {
-    rng g = {0};
-    g.s = seed ^ rkm_hash(t->name, strlen(t->name)) ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
-    splitmix(&g.s);
+    rng g = row_rng(seed, t->name, r);
     const int64_t n = t->ne[0];
     double std = 0;
     switch (t->init) {
@@ -1213,9 +1220,7 @@ static int vision_type(const rkm_vtensor_info *ti, const int64_t *ne, int dtype)
 
 static void gen_vision_row(const char *name, const rkm_vtensor_info *ti, uint64_t seed, int64_t r, int64_t n, float *out)
 {
-    rng g = {0};
-    g.s = seed ^ rkm_hash(name, strlen(name)) ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull);
-    splitmix(&g.s);
+    rng g = row_rng(seed, name, r);
     double std = ti->init == RKM_VI_MAT ? 0.7 / sqrt((double)n) : ti->init == RKM_VI_BIAS ? 0.02 : 0.5;
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&g);

@@ -366,12 +366,11 @@ static int parse_manifest(rkm_model_dir *md, const cJSON *root, int partial)
         return rkm_err(RKM_EFORMAT, "manifest: bad chat template file name");
     const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mmproj");
     if (mp) {
-        const cJSON *b = cJSON_GetObjectItemCaseSensitive(mp, "bytes");
-        if (!cJSON_IsObject(mp) || !(md->mmproj_file = dup_str(mp, "file")) || !safe_rel_path(md->mmproj_file) ||
-            !cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 9e15)
+        if (!cJSON_IsObject(mp) || !(md->mmproj_file = dup_str(mp, "file")) || !safe_rel_path(md->mmproj_file))
             return rkm_err(RKM_EFORMAT, "manifest: bad mmproj entry (file, bytes, xxh3)");
-        md->mmproj_bytes = (uint64_t)b->valuedouble;
-        if ((rc = get_hash(cJSON_GetObjectItemCaseSensitive(mp, "xxh3"), &md->mmproj_checksum))) return rc;
+        if ((rc = get_u64(mp, "bytes", &md->mmproj_bytes)) ||
+            (rc = get_hash(cJSON_GetObjectItemCaseSensitive(mp, "xxh3"), &md->mmproj_checksum)))
+            return rc;
     }
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "sampling");
     if (sm && !cJSON_IsObject(sm)) return rkm_err(RKM_EFORMAT, "manifest: 'sampling' is not an object");

@@ -20,6 +20,7 @@
 #include "format/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "runtime/model.h"
 #include "util/common.h"
 
 typedef struct {
@@ -123,28 +124,13 @@ static void mm(rkm_pool *pool, const vweight *w, const float *x, int64_t m, floa
     rkm_matmul(rkm_pool_for(pool, (double)m * n_in * n_out), w->type, w->data, n_in, n_out, x, m, y, n_out);
 }
 
-static void rms_rows(float *x, const float *w, int64_t rows, int64_t n, int64_t stride, float eps)
+/* rows of n contiguous values, each RMS-normed in place (times w if given) */
+static void rms_rows(float *x, const float *w, int64_t rows, int64_t n, float eps)
 {
-    for (int64_t r = 0; r < rows; r++) rkm_rmsnorm(x + r * stride, x + r * stride, w, n, eps);
+    for (int64_t r = 0; r < rows; r++) rkm_rmsnorm(x + r * n, x + r * n, w, n, eps);
 }
 
 static float gelu_quick(float x) { return x / (1.0f + expf(-1.702f * x)); }
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
-/* NEOX rotation of one n-wide vector by position pos (pairs i, i + n/2;
- * the angles as ggml's rope cache makes them: theta *= base^(-2/n)) */
-static void rope_neox(float *x, int n, float pos, float base)
-{
-    const float scale = powf(base, -2.0f / (float)n);
-    float theta = pos;
-    for (int i = 0; i < n / 2; i++) {
-        const float c = cosf(theta), s = sinf(theta);
-        const float a = x[i], b = x[i + n / 2];
-        x[i] = a * c - b * s;
-        x[i + n / 2] = a * s + b * c;
-        theta *= scale;
-    }
-}
 
 /* Attention of every patch over every patch (no mask), head by head, as
  * two matmuls on the pool: S = Q_h K_h^T * scale, softmax by row, then
@@ -211,6 +197,8 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
                     *c++ = 2.0f * img[(size_t)ch * Wd * Ht + (size_t)(cy * p + ky) * Wd + cx * p + kx] - 1.0f;
     }
     mm(pool, W(v, RKM_V_PATCH_EMBD, -1), cols, N, x);
+    const rkm_rope rope = {.dim = hd / 2, .neox = 1, .theta = hp->rope_theta, .freq_scale = 1.0f, .attn_factor = 1.0f,
+                           .mscale = 1.0f};
     /* the learned 2-D position: a row of the x table and one of the y table */
     const float *pos = F(v, RKM_V_POS_EMBD, -1);
     for (int i = 0; i < N; i++) {
@@ -219,41 +207,37 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     }
     for (int il = 0; il < hp->n_layer; il++) {
         memcpy(h, x, sizeof(float) * (size_t)N * E);
-        rms_rows(h, F(v, RKM_V_LN1_W, il), N, E, E, hp->eps);
+        rms_rows(h, F(v, RKM_V_LN1_W, il), N, E, hp->eps);
         mm(pool, W(v, RKM_V_ATTN_Q, il), h, N, q);
         mm(pool, W(v, RKM_V_ATTN_K, il), h, N, kk);
         mm(pool, W(v, RKM_V_ATTN_V, il), h, N, vv);
-        rms_rows(q, F(v, RKM_V_ATTN_Q_NORM, il), (int64_t)N * hp->n_head, hd, hd, hp->eps);
-        rms_rows(kk, F(v, RKM_V_ATTN_K_NORM, il), (int64_t)N * hp->n_head_kv, hd, hd, hp->eps);
-        rms_rows(vv, NULL, (int64_t)N * hp->n_head_kv, hd, hd, hp->eps);
-        /* 2-D RoPE: each head's first half turned by the column, the second by the row */
+        rms_rows(q, F(v, RKM_V_ATTN_Q_NORM, il), (int64_t)N * hp->n_head, hd, hp->eps);
+        rms_rows(kk, F(v, RKM_V_ATTN_K_NORM, il), (int64_t)N * hp->n_head_kv, hd, hp->eps);
+        rms_rows(vv, NULL, (int64_t)N * hp->n_head_kv, hd, hp->eps);
+        /* 2-D RoPE: each head's first half turned by the column, the second
+         * by the row, each half a NEOX rotation of its own (the text
+         * model's rkm_rope_apply, without scaling) */
         for (int i = 0; i < N; i++) {
-            const float cx = (float)(i % px), cy = (float)(i / px);
-            for (int hh = 0; hh < hp->n_head; hh++) {
-                rope_neox(q + (size_t)i * Q + (size_t)hh * hd, hd / 2, cx, hp->rope_theta);
-                rope_neox(q + (size_t)i * Q + (size_t)hh * hd + hd / 2, hd / 2, cy, hp->rope_theta);
-            }
-            for (int hh = 0; hh < hp->n_head_kv; hh++) {
-                rope_neox(kk + (size_t)i * KV + (size_t)hh * hd, hd / 2, cx, hp->rope_theta);
-                rope_neox(kk + (size_t)i * KV + (size_t)hh * hd + hd / 2, hd / 2, cy, hp->rope_theta);
-            }
+            rkm_rope_apply(&rope, q + (size_t)i * Q, hp->n_head, hd, i % px);
+            rkm_rope_apply(&rope, q + (size_t)i * Q + hd / 2, hp->n_head, hd, i / px);
+            rkm_rope_apply(&rope, kk + (size_t)i * KV, hp->n_head_kv, hd, i % px);
+            rkm_rope_apply(&rope, kk + (size_t)i * KV + hd / 2, hp->n_head_kv, hd, i / px);
         }
         attention(pool, q, kk, vv, o, N, hp->n_head, hp->n_head_kv, hd, 1.0f, scratch);
         mm(pool, W(v, RKM_V_ATTN_OUT, il), o, N, h);
-        rms_rows(h, F(v, RKM_V_ATTN_POST_NORM, il), N, E, E, hp->eps);
+        rms_rows(h, F(v, RKM_V_ATTN_POST_NORM, il), N, E, hp->eps);
         for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
         memcpy(h, x, sizeof(float) * (size_t)N * E);
-        rms_rows(h, F(v, RKM_V_LN2_W, il), N, E, E, hp->eps);
+        rms_rows(h, F(v, RKM_V_LN2_W, il), N, E, hp->eps);
         float *g = cols, *u = cols + (size_t)N * FF;
         mm(pool, W(v, RKM_V_FFN_GATE, il), h, N, g);
         mm(pool, W(v, RKM_V_FFN_UP, il), h, N, u);
-        for (size_t i = 0; i < (size_t)N * FF; i++) {
-            const float a = hp->ffn == RKM_VFFN_GELU ? rkm_gelu_tanh(g[i]) : hp->ffn == RKM_VFFN_SILU ? silu(g[i])
-                                                                                                     : gelu_quick(g[i]);
-            g[i] = a * u[i];
-        }
+        if (hp->ffn == RKM_VFFN_GELU) rkm_geglu(g, g, u, (int64_t)N * FF);
+        else if (hp->ffn == RKM_VFFN_SILU) rkm_swiglu(g, g, u, (int64_t)N * FF);
+        else
+            for (size_t i = 0; i < (size_t)N * FF; i++) g[i] = gelu_quick(g[i]) * u[i];
         mm(pool, W(v, RKM_V_FFN_DOWN, il), g, N, h);
-        rms_rows(h, F(v, RKM_V_FFN_POST_NORM, il), N, E, E, hp->eps);
+        rms_rows(h, F(v, RKM_V_FFN_POST_NORM, il), N, E, hp->eps);
         for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
         const float *ls = F(v, RKM_V_OUT_SCALE, il);
         if (ls)
@@ -275,7 +259,7 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     if (sb && ss)
         for (int t = 0; t < T; t++)
             for (int e = 0; e < E; e++) pooled[(size_t)t * E + e] = (pooled[(size_t)t * E + e] - sb[e]) * ss[e];
-    rms_rows(pooled, NULL, T, E, E, hp->eps);
+    rms_rows(pooled, NULL, T, E, hp->eps);
     mm(pool, W(v, RKM_V_MM_INPUT_PROJ, -1), pooled, T, res);
     *out = res;
     res = NULL;

@@ -228,45 +228,68 @@ int rkm_write_file_atomic_mode(const char *path, const void *data, size_t n, int
     return write_atomic(path, mode, fill_mem, &m);
 }
 
-typedef struct {
-    int in;
-    const char *src;
-    uint64_t bytes;
-    rkm_hasher *h;
-} copy_src;
-
-static int fill_copy(void *user, int fd, const char *tmp)
+/* Reads fd to its end in 8 MiB pieces, each handed to each(user, buf, n)
+ * at its offset; 0, or the first error (a read's, named by what, or
+ * each's). */
+static int read_pieces(int fd, const char *what, int (*each)(void *user, const void *buf, size_t n, uint64_t off),
+                       void *user)
 {
-    copy_src *c = user;
     enum { CHUNK = 8 << 20 };
     char *buf = malloc(CHUNK);
     if (!buf) return rkm_err(RKM_ENOMEM, "out of memory");
     int rc = 0;
-    for (;;) {
-        ssize_t r = read(c->in, buf, CHUNK);
+    for (uint64_t off = 0;;) {
+        ssize_t r = read(fd, buf, CHUNK);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) rc = rkm_err(RKM_EIO, "%s: %s", c->src, strerror(errno));
-        if (r <= 0) break;
-        if (c->h) rkm_hasher_update(c->h, buf, (size_t)r);
-        if ((rc = rkm_pwrite_all(fd, buf, (size_t)r, c->bytes, tmp))) break;
-        c->bytes += (uint64_t)r;
+        if (r < 0) rc = rkm_err(RKM_EIO, "%s: %s", what, strerror(errno));
+        if (r <= 0 || (rc = each(user, buf, (size_t)r, off))) break;
+        off += (uint64_t)r;
     }
     free(buf);
     return rc;
 }
 
+typedef struct {
+    rkm_hasher *h;  /* NULL: no hash */
+    uint64_t bytes;
+    int out;        /* the copy's fd, -1: none */
+    const char *out_name;
+} piece_sink;
+
+static int sink_piece(void *user, const void *buf, size_t n, uint64_t off)
+{
+    piece_sink *k = user;
+    if (k->h) rkm_hasher_update(k->h, buf, n);
+    k->bytes += n;
+    return k->out >= 0 ? rkm_pwrite_all(k->out, buf, n, off, k->out_name) : 0;
+}
+
+typedef struct {
+    int in;
+    const char *src;
+    piece_sink sink;
+} copy_src;
+
+static int fill_copy(void *user, int fd, const char *tmp)
+{
+    copy_src *c = user;
+    c->sink.out = fd;
+    c->sink.out_name = tmp;
+    return read_pieces(c->in, c->src, sink_piece, &c->sink);
+}
+
 int rkm_copy_file_atomic(const char *src, const char *dst, uint64_t *bytes, uint64_t *hash)
 {
-    copy_src c = {open(src, O_RDONLY | O_CLOEXEC), src, 0, hash ? rkm_hasher_new() : NULL};
+    copy_src c = {open(src, O_RDONLY | O_CLOEXEC), src, {hash ? rkm_hasher_new() : NULL, 0, -1, NULL}};
     if (c.in < 0) {
-        rkm_hasher_free(c.h);
+        rkm_hasher_free(c.sink.h);
         return rkm_err(RKM_EIO, "%s: %s", src, strerror(errno));
     }
-    int rc = hash && !c.h ? rkm_err(RKM_ENOMEM, "out of memory") : write_atomic(dst, 0644, fill_copy, &c);
+    int rc = hash && !c.sink.h ? rkm_err(RKM_ENOMEM, "out of memory") : write_atomic(dst, 0644, fill_copy, &c);
     close(c.in);
-    if (!rc && bytes) *bytes = c.bytes;
-    if (!rc && hash) *hash = rkm_hasher_digest(c.h);
-    rkm_hasher_free(c.h);
+    if (!rc && bytes) *bytes = c.sink.bytes;
+    if (!rc && hash) *hash = rkm_hasher_digest(c.sink.h);
+    rkm_hasher_free(c.sink.h);
     return rc;
 }
 
@@ -274,25 +297,13 @@ int rkm_hash_file(const char *path, uint64_t *bytes, uint64_t *hash)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
-    rkm_hasher *h = rkm_hasher_new();
-    enum { CHUNK = 8 << 20 };
-    char *buf = malloc(CHUNK);
-    uint64_t n = 0;
-    int rc = h && buf ? 0 : rkm_err(RKM_ENOMEM, "out of memory");
-    while (!rc) {
-        ssize_t r = read(fd, buf, CHUNK);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) rc = rkm_err(RKM_EIO, "%s: %s", path, strerror(errno));
-        if (r <= 0) break;
-        rkm_hasher_update(h, buf, (size_t)r);
-        n += (uint64_t)r;
-    }
+    piece_sink k = {rkm_hasher_new(), 0, -1, NULL};
+    int rc = k.h ? read_pieces(fd, path, sink_piece, &k) : rkm_err(RKM_ENOMEM, "out of memory");
     if (!rc) {
-        *bytes = n;
-        *hash = rkm_hasher_digest(h);
+        *bytes = k.bytes;
+        *hash = rkm_hasher_digest(k.h);
     }
-    rkm_hasher_free(h);
-    free(buf);
+    rkm_hasher_free(k.h);
     close(fd);
     return rc;
 }
