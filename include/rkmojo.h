@@ -214,6 +214,21 @@ int rkm_session_truncate(rkm_session *s, int n);
  * it receives the logits after the last token (n_vocab floats). */
 int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits);
 
+/* Appends n rows of input embeddings (n x n_embd floats, the vision
+ * tower's rows of an image, taken as they are) to the context; logits as
+ * rkm_session_eval. The positions are recorded in rkm_session_tokens as
+ * rkm_media_token(key, 0..n-1): key identifies the image (a hash of its
+ * bytes), so that comparing two sessions' ids tells images apart.
+ * bidirectional: every row attends to every other row of the image (Gemma
+ * 4), which then must fit one prefill chunk (n <= n_chunk); else causally.
+ * Rows given this way cannot be evaluated again: rkm_session_truncate
+ * refuses (RKM_EUNSUPPORTED) a cut that would replay them. */
+int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, uint64_t key, int bidirectional, float *logits);
+/* The id recorded for row i of the embedding rows keyed key: negative
+ * (below -1), never a vocabulary id; distinct keys give distinct ids but
+ * with a chance of 2^-30 per row. */
+int32_t rkm_media_token(uint64_t key, int i);
+
 /* Logits of every position of ids (n * n_vocab floats), for perplexity. */
 int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n,
                          float *logits_all);
@@ -282,8 +297,9 @@ int rkm_batch_eval(rkm_batch *b, rkm_session *const *ss, const int32_t *const *i
 /* Thread-safe: the running rkm_batch_eval returns RKM_ECANCELED soon. */
 void rkm_batch_cancel(rkm_batch *b);
 
-/* Token ids held in the KV cache (n_past of them); valid until the next
- * call that changes the session. */
+/* Token ids held in the KV cache (n_past of them; an image's rows as
+ * rkm_media_token ids, below -1); valid until the next call that changes
+ * the session. */
 const int32_t *rkm_session_tokens(const rkm_session *s, int *n);
 
 /* Makes dst hold what src holds (tokens, K/V rows, the current logits),

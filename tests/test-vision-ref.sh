@@ -23,6 +23,12 @@
 #     conversion differently, up to 2 levels of 255 in some pixels, which
 #     the random weights amplify; from PNG the prepared image is mtmd's
 #     to the bit.
+#   - prompts with images through the text model (`rkmojo run -m DIR
+#     --image ... -p "... <__media__> ..."` against mtmd_tokenize and
+#     mtmd_helper_eval_chunks with llama.cpp's own text model, f32): the
+#     same number of positions and the same 16 greedy ids up to the first
+#     near-tie, for one image at three sizes (one of 252 rows, more than a
+#     default prefill chunk), an image first and two images.
 # The quick tier (RKM_TEST_TIER=quick) compares three of the sizes in f16,
 # q8_0 and JPEG; the others all eight. The full tier also encodes a
 # 448x448 image with the full Gemma 4 26B-A4B tower in f16 (27 blocks of
@@ -88,6 +94,51 @@ for preset in tiny-gemma4; do
     fi
   done
 done
+# gen TAG MODEL_DIR GGUF MMPROJ PROMPT IMAGE...: the prompt with its images
+# through the text model, greedy: the same positions (text ids and image
+# rows as mtmd assembles them) and the same ids as llama.cpp's mtmd up to
+# the first near-tie (llama.cpp's top two logits within 0.05).
+gen() {
+  local tag=$1 dir=$2 gguf=$3 mm=$4 prompt=$5
+  shift 5
+  local N=16 args=()
+  for i in "$@"; do args+=(--image "$i"); done
+  "$REF" "$ADDON" "$gguf" "$mm" gen "$prompt" $N "$@" > "$tmp/gen.ref" 2> "$tmp/gen.err" ||
+    { echo "FAIL: mtmd gen on $tag: $(cat "$tmp/gen.err")"; fail=1; return; }
+  $RKMOJO run -m "$dir" --mmproj "$mm" "${args[@]}" -p "$prompt" -n $N --temp 0 --print-ids -t 2 \
+    > "$tmp/gen.ours" 2> "$tmp/gen.err" || { echo "FAIL: rkmojo run on $tag: $(cat "$tmp/gen.err")"; fail=1; return; }
+  local rp op
+  rp=$(awk '$1 == "positions" {print $2}' "$tmp/gen.ref")
+  op=$(sed -n 's/^prompt: \([0-9]*\) positions.*/\1/p' "$tmp/gen.err")
+  if [ -z "$rp" ] || [ "$rp" != "$op" ]; then echo "FAIL: $tag: mtmd makes $rp positions of the prompt, rkmojo ${op:-none}"; fail=1; return; fi
+  local res
+  res=$(awk 'BEGIN { n = 0; m = 0 } NR == FNR { if (NF == 1) ours[n++] = $1; next }
+             f { ref[m] = $1; gap[m++] = $2 } $1 == "positions" { f = 1 }
+             END { for (i = 0; i < m; i++) {
+                     if (i >= n) { print "short", i; exit }
+                     if (ours[i] != ref[i]) { print (gap[i] < 0.05 ? "tie" : "diff"), i, ref[i], gap[i], ours[i]; exit }
+                   }
+                   print "equal", m }' "$tmp/gen.ours" "$tmp/gen.ref")
+  local kind at rid gap oid
+  read -r kind at rid gap oid <<<"$res - - - - -"
+  case $kind in
+    equal) echo "  $tag: $rp positions, $at greedy ids equal to mtmd's" ;;
+    tie) echo "  $tag: $rp positions, ids equal up to step $at, a near-tie (logit gap $gap)" ;;
+    short) echo "FAIL: $tag: rkmojo stopped after $at ids"; fail=1 ;;
+    *) echo "FAIL: $tag: at step $at mtmd has $rid (logit gap $gap), rkmojo $oid"; fail=1 ;;
+  esac
+}
+m="$tmp/tiny-gemma4-f32"
+if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quiet > /dev/null 2>&1; then
+  for s in 320x240 40x1000 5000x3000; do
+    gen "tiny-gemma4 f32 $s.png" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "Look: <__media__> what is it?" "$tmp/$s.png"
+  done
+  gen "tiny-gemma4 f32, image first" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "<__media__> describe" "$tmp/97x131.png"
+  gen "tiny-gemma4 f32, two images" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" \
+    "<start_of_turn>user A <__media__> and B <__media__> differ how?<end_of_turn>" "$tmp/320x240.png" "$tmp/1000x40.png"
+else
+  echo "FAIL: convert of the tiny-gemma4 f32 model"; fail=1
+fi
 if [ "${RKM_TEST_TIER:-ci}" = full ]; then
   m="$tmp/g4full"
   if $RKMOJO synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \

@@ -16,8 +16,16 @@
  *    mmproj.gguf with its size and checksum in the manifest, verified by
  *    rkm_model_dir_verify (a flipped byte named); a tower projecting to
  *    another width than the text model's and a file that is not a tower
- *    refused before anything is written.
+ *    refused before anything is written;
+ *  - prompts with images (runtime/media.c): markers and images that do
+ *    not pair up refused, named; an image's rows as media ids between
+ *    the projector's text; a session whose prefill chunk cannot hold an
+ *    image refused; a follow-up turn holding the first turn's image in
+ *    its prefix encodes only the new image, with logits bit-equal to a
+ *    fresh session's, and a cut into an image's rows evaluates the image
+ *    again from its start.
  */
+#include <math.h>
 #include <unistd.h>
 
 #include "common/test.h"
@@ -26,6 +34,7 @@
 #include "format/model_dir.h"
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "runtime/media.h"
 #include "runtime/vision.h"
 #include "util/common.h"
 
@@ -178,11 +187,117 @@ static void test_convert_mmproj(void)
     CHECK(access(wout, F_OK) != 0);
 }
 
+/* An RGB image of w x h with a pattern of seed. */
+static rkm_image pattern(int w, int h, int seed)
+{
+    rkm_image im = {w, h, malloc((size_t)w * (size_t)h * 3)};
+    for (int i = 0; i < w * h * 3; i++) im.rgb[i] = (uint8_t)((i * 7 + seed * 31 + (i / (3 * w)) * 5) & 0xff);
+    return im;
+}
+
+/* The logits after the prompt, from a fresh session of m. */
+static int fresh_logits(rkm_model *m, const rkm_media_prompt *p, rkm_vision *v, rkm_pool *pool, float *out)
+{
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_chunk = 64;
+    rkm_session *s = rkm_session_new(m, &sp);
+    int rc = s ? rkm_media_prompt_eval(s, p, v, pool, NULL) : -1;
+    if (!rc) rc = rkm_session_eval(s, NULL, 0, out);
+    rkm_session_free(s);
+    return rc;
+}
+
+static void test_media_prompt(void)
+{
+    char gg[1024], mm[1024], out[1024];
+    snprintf(gg, sizeof gg, "%s/m.gguf", test_tmpdir());
+    snprintf(mm, sizeof mm, "%s/m-mmproj.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/m.rkmojo", test_tmpdir());
+    rkm_synth_opts so = {.preset = "tiny-gemma4", .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
+    CHECK_MSG(rkm_synth(&so, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts co = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(gg, out, &co) == 0, "%s", rkm_last_error());
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    rkm_model *m = rkm_model_open(out, &mp);
+    rkm_vision *v = rkm_vision_load(mm);
+    rkm_pool *pool = rkm_pool_new(2);
+    CHECK_MSG(m && v && pool, "%s", rkm_last_error());
+    if (!m || !v || !pool) goto done;
+    const rkm_vision_hparams *vp = rkm_vision_hparams_of(v);
+    /* ids before encoding: the images' rows as media ids between the
+     * projector's text; markers and images must pair up */
+    rkm_image im[2] = {pattern(64, 48, 1), pattern(48, 64, 2)};
+    rkm_media_prompt p1 = {0}, p2 = {0};
+    CHECK(rkm_media_prompt_build(m, vp, "one " RKM_MEDIA_MARKER " two " RKM_MEDIA_MARKER, im, 1, 1, &p1) == RKM_EINVAL &&
+          strstr(rkm_last_error(), "2 image markers (<__media__>) and 1 image"));
+    CHECK(im[0].rgb == NULL); /* taken and freed on failure too */
+    im[0] = pattern(64, 48, 1);
+    CHECK_MSG(rkm_media_prompt_build(m, vp, "Look: " RKM_MEDIA_MARKER " what?", im, 1, 1, &p1) == 0, "%s",
+              rkm_last_error());
+    CHECK(p1.n_img == 1 && p1.bidirectional == 1 && p1.img[0].n_tokens > 0);
+    int text_neg = 0, rows_neg = 0;
+    for (int i = 0; i < p1.n_ids; i++) {
+        const int in_img = i >= p1.img[0].pos && i < p1.img[0].pos + p1.img[0].n_tokens;
+        if (p1.ids[i] < -1) rows_neg += in_img;
+        else text_neg += p1.ids[i] < 0;
+    }
+    CHECK(text_neg == 0 && rows_neg == p1.img[0].n_tokens);
+    CHECK(rkm_media_token(p1.img[0].key, 0) != rkm_media_token(p1.img[0].key + 1, 0));
+    /* a session of chunks smaller than the image: refused, named */
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_chunk = 8;
+    rkm_session *s = rkm_session_new(m, &sp);
+    CHECK(s && rkm_media_prompt_eval(s, &p1, v, pool, NULL) == RKM_EINVAL && strstr(rkm_last_error(), "(n_chunk)"));
+    rkm_session_free(s);
+    /* the follow-up turn holding the first as its prefix: the image is
+     * not encoded again, and the logits are a fresh session's */
+    sp.n_chunk = 64;
+    s = rkm_session_new(m, &sp);
+    int enc = -1;
+    CHECK_MSG(s && rkm_media_prompt_eval(s, &p1, v, pool, &enc) == 0, "%s", rkm_last_error());
+    CHECK(enc == 1);
+    CHECK(rkm_media_prompt_eval(s, &p1, v, pool, &enc) == 0 && enc == 0);
+    im[0] = pattern(64, 48, 1);
+    CHECK_MSG(rkm_media_prompt_build(m, vp, "Look: " RKM_MEDIA_MARKER " what? And " RKM_MEDIA_MARKER "?", im, 2, 1, &p2) ==
+                  0,
+              "%s", rkm_last_error());
+    CHECK(p2.img[0].key == p1.img[0].key && p2.img[1].key != p1.img[0].key);
+    CHECK(rkm_media_prompt_eval(s, &p2, v, pool, &enc) == 0 && enc == 1);
+    const int nv = rkm_model_n_vocab(m);
+    float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
+    CHECK(fresh_logits(m, &p2, v, pool, b) == 0);
+    float md = 0;
+    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    CHECK_MSG(md == 0, "logits of the follow-up differ from a fresh session's by %g", md);
+    /* a cut into the image's rows goes back to its start, evaluated again */
+    CHECK(rkm_session_truncate(s, p2.img[1].pos + 1) == 0);
+    CHECK(rkm_media_prompt_eval(s, &p2, v, pool, &enc) == 0 && enc == 1);
+    CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
+    md = 0;
+    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    CHECK_MSG(md == 0, "logits after re-evaluating the image differ by %g", md);
+    free(a);
+    free(b);
+    rkm_session_free(s);
+    rkm_media_prompt_free(&p1);
+    rkm_media_prompt_free(&p2);
+done:
+    rkm_pool_free(pool);
+    rkm_vision_free(v);
+    rkm_model_close(m);
+}
+
 int main(void)
 {
     rkm_kernels_init();
     test_prep();
     test_encoder();
     test_convert_mmproj();
+    test_media_prompt();
     return test_done();
 }

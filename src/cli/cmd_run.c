@@ -11,6 +11,7 @@
 #include "cli/gen_common.h"
 #include "cli/chat_format.h"
 #include "cli/images.h"
+#include "runtime/media.h"
 #include "format/model_dir.h"
 #include "util/common.h"
 
@@ -30,6 +31,14 @@ static int on_token(int32_t id, void *user)
         return 0;
     }
     return rkm_text_out_push(c->out, id);
+}
+
+/* Positions of p that are text. */
+static int count_text(const rkm_media_prompt *p)
+{
+    int n = p->n_ids;
+    for (int i = 0; i < p->n_img; i++) n -= p->img[i].n_tokens;
+    return n;
 }
 
 int rkm_cmd_run(int argc, char **argv)
@@ -72,6 +81,9 @@ int rkm_cmd_run(int argc, char **argv)
     if (grammar && schema) return rkm_opts_error(&cmd, "give at most one of --grammar, --json-schema");
     int n_stop = stops.n;
     if (n_predict < 0) n_predict = 0;
+    rkm_vision *vis = NULL;
+    rkm_image img[16];
+    memset(img, 0, sizeof img);
     if (images.n || embd_out || mmproj) {
         /* the tower: --mmproj, else the one the model carries (convert --mmproj) */
         char *carried = NULL;
@@ -84,22 +96,42 @@ int rkm_cmd_run(int argc, char **argv)
             free(carried);
             return rkm_opts_error(&cmd, "--image needs a vision tower: --mmproj FILE, or a model converted with --mmproj");
         }
-        int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
+        if (embd_out || !o.model) {
+            int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
+            if (irc || !o.model) {
+                free(carried);
+                if (!irc && n_predict > 0) {
+                    fprintf(stderr, "rkmojo run: generating from images needs the text model (-m MODEL); without it, "
+                                    "run -n 0 --image-embd-out PREFIX writes the image embeddings\n");
+                    return 2;
+                }
+                return irc;
+            }
+        }
+        if (ids_arg) {
+            free(carried);
+            return rkm_opts_error(&cmd, "--image needs a text prompt (-p or -f) with one " RKM_MEDIA_MARKER " per image");
+        }
+        int irc = rkm_cli_images_open(mmproj, image, images.n, &vis, img);
         free(carried);
         if (irc) return irc;
-        /* the image tokens in the text model's input are not there yet:
-         * only the encoder's output, with -n 0 */
-        if (n_predict > 0) {
-            fprintf(stderr, "rkmojo run: images in prompts are not supported yet; with -n 0 and --image-embd-out, "
-                            "run writes the image embeddings\n");
-            return 2;
+        /* an image attended both ways is one prefill chunk */
+        const rkm_vision_hparams *vp = rkm_vision_hparams_of(vis);
+        for (int i = 0; i < images.n && rkm_proj_info_of(vp->proj)->bidirectional; i++) {
+            int tw, th, nt = rkm_vision_fit(vp, img[i].w, img[i].h, &tw, &th);
+            if (nt > (o.sp.n_chunk > 0 ? o.sp.n_chunk : 128)) o.sp.n_chunk = nt;
         }
-        return 0;
     }
+    rkm_media_prompt mprompt = {0};
+    rkm_pool *vpool = NULL;
     rkm_model *m;
     rkm_session *s;
     int rc = rkm_gen_open(&o, &m, &s);
-    if (rc) return rc;
+    if (rc) {
+        for (int i = 0; i < images.n; i++) rkm_image_free(&img[i]);
+        rkm_vision_free(vis);
+        return rc;
+    }
     int32_t *ids = NULL;
     int n_ids = 0;
     char *ftext = NULL;
@@ -123,7 +155,28 @@ int rkm_cmd_run(int argc, char **argv)
             }
             prompt = ftext;
         }
-        if (chat) {
+        if (vis) {
+            /* the text around the markers with the images' rows between */
+            char *chat_text = NULL;
+            int add_bos = 1;
+            if (chat) {
+                rkm_chat_message msgs[2];
+                int nm = 0;
+                if (system) msgs[nm++] = (rkm_chat_message){"system", system};
+                msgs[nm++] = (rkm_chat_message){"user", prompt};
+                chat_text = rkm_chat_prompt(m, msgs, nm, 1, &add_bos);
+            }
+            n_ids = chat && !chat_text ? RKM_EINVAL
+                                       : rkm_media_prompt_build(m, rkm_vision_hparams_of(vis), chat ? chat_text : prompt,
+                                                                img, images.n, add_bos && !no_bos, &mprompt);
+            free(chat_text);
+            if (n_ids < 0) {
+                fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+                rc = 2;
+                goto done;
+            }
+            n_ids = mprompt.n_ids;
+        } else if (chat) {
             rkm_chat_message msgs[2];
             int nm = 0;
             if (system) msgs[nm++] = (rkm_chat_message){"system", system};
@@ -162,7 +215,17 @@ int rkm_cmd_run(int argc, char **argv)
         }
         free(gb);
     }
-    rc = rkm_session_eval(s, ids, n_ids, NULL);
+    if (vis) {
+        int n_enc = 0;
+        const double t0 = rkm_now();
+        vpool = rkm_pool_new(o.mp.n_threads);
+        rc = vpool ? rkm_media_prompt_eval(s, &mprompt, vis, vpool, &n_enc) : rkm_err(RKM_ENOMEM, "no thread pool");
+        if (!rc && !o.quiet)
+            fprintf(stderr, "prompt: %d positions, %d image%s (%d rows) encoded and evaluated in %.0f ms\n", n_ids, n_enc,
+                    n_enc == 1 ? "" : "s", n_ids - count_text(&mprompt), 1e3 * (rkm_now() - t0));
+    } else {
+        rc = rkm_session_eval(s, ids, n_ids, NULL);
+    }
     if (rc) {
         fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
         rc = 1;
@@ -183,6 +246,10 @@ int rkm_cmd_run(int argc, char **argv)
         rkm_print_footer(stderr, &st);
     }
 done:
+    rkm_media_prompt_free(&mprompt);
+    for (int i = 0; i < images.n; i++) rkm_image_free(&img[i]);
+    rkm_pool_free(vpool);
+    rkm_vision_free(vis);
     rkm_text_out_free(&out);
     free(ids);
     free(ftext);

@@ -75,3 +75,28 @@ int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, i
     rkm_vision_free(v);
     return rc;
 }
+
+int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm_vision **v, rkm_image *imgs)
+{
+    double t0 = rkm_now();
+    *v = rkm_vision_load(mmproj);
+    if (!*v) {
+        fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+        return 1;
+    }
+    char b1[32];
+    fprintf(stderr, "vision tower: %s, %s of weights, loaded in %.0f ms\n",
+            rkm_proj_info_of(rkm_vision_hparams_of(*v)->proj)->name, rkm_fmt_bytes(rkm_vision_bytes(*v), b1, sizeof b1),
+            1e3 * (rkm_now() - t0));
+    for (int i = 0; i < n; i++) {
+        int e = rkm_image_load(files[i], NULL, &imgs[i]);
+        if (e) {
+            fprintf(stderr, "rkmojo run: image %s: %s\n", files[i], rkm_last_error());
+            for (int j = 0; j < i; j++) rkm_image_free(&imgs[j]);
+            rkm_vision_free(*v);
+            *v = NULL;
+            return e == RKM_EINVAL || e == RKM_EFORMAT || e == RKM_EUNSUPPORTED ? 2 : 1;
+        }
+    }
+    return 0;
+}

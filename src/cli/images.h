@@ -8,8 +8,16 @@
 #ifndef RKM_CLI_IMAGES_H
 #define RKM_CLI_IMAGES_H
 
+#include "format/image.h"
+#include "runtime/vision.h"
+
 /* 0, or an exit status with the message printed. n_threads 0: the
  * performance cores. */
 int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, int n_threads, const char *embd_prefix);
+
+/* For a prompt with images: the tower loaded (*v, a message with its
+ * size on stderr) and each file decoded into imgs[i]. 0, or an exit
+ * status with the message printed and nothing left allocated. */
+int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm_vision **v, rkm_image *imgs);
 
 #endif

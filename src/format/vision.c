@@ -86,12 +86,14 @@ static const rkm_vtensor_info qwen3vl_tensors[] = {
 #undef F
 
 static const rkm_proj_info projs[] = {
-    /* mtmd: rope theta 100, pooling 3 unless projector.scale_factor, 40..280 tokens */
-    {RKM_PROJ_GEMMA4V, "gemma4v", 3, "clip.vision.projector.scale_factor", 100.0f, 40, 280,
+    /* mtmd: rope theta 100, pooling 3 unless projector.scale_factor, 40..280
+     * tokens, between <|image> and <image|>, attended both ways */
+    {RKM_PROJ_GEMMA4V, "gemma4v", 3, "clip.vision.projector.scale_factor", 100.0f, 40, 280, "<|image>", "<image|>", 1,
      gemma4v_tensors, (int)RKM_ARRAY_LEN(gemma4v_tensors)},
-    /* mtmd: merge 2 unless spatial_merge_size, 8..4096 tokens */
-    {RKM_PROJ_QWEN3VL, "qwen3vl_merger", 2, "clip.vision.spatial_merge_size", 10000.0f, 8, 4096,
-     qwen3vl_tensors, (int)RKM_ARRAY_LEN(qwen3vl_tensors)},
+    /* mtmd: merge 2 unless spatial_merge_size, 8..4096 tokens, between
+     * <|vision_start|> and <|vision_end|>, causal */
+    {RKM_PROJ_QWEN3VL, "qwen3vl_merger", 2, "clip.vision.spatial_merge_size", 10000.0f, 8, 4096, "<|vision_start|>",
+     "<|vision_end|>", 0, qwen3vl_tensors, (int)RKM_ARRAY_LEN(qwen3vl_tensors)},
 };
 
 const rkm_proj_info *rkm_proj_info_of(int proj)

@@ -153,6 +153,9 @@ typedef struct rkm_proj_info {
     const char *merge_key; /* the key that overrides it */
     float rope_theta;
     int min_tokens, max_tokens; /* mtmd's default bounds on the image tokens */
+    const char *img_beg, *img_end; /* the text around an image's rows in a prompt
+                                    * (special tokens, parsed as such) */
+    int bidirectional;     /* the text model attends an image's rows both ways */
     const rkm_vtensor_info *tensors; /* global rows first, then per layer */
     int n_tensors;
 } rkm_proj_info;

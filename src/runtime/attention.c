@@ -9,7 +9,9 @@
  * from the K rows. Full-
  * attention layers are linear (row = position, n_ctx rows); sliding-window
  * layers are a ring of window + n_chunk rows (row = position % cap), which
- * holds every key a chunk of n_chunk queries can see.
+ * holds every key a chunk of n_chunk queries can see. Rows given as an
+ * image's embeddings that attend both ways (s->att_full, Gemma 4) see the
+ * keys up to the chunk's last row as well; the ring holds those too.
  *
  * Numerics follow llama.cpp's non-flash CPU path: Q is rounded to f16
  * before the Q.K products, the scale is applied inside the softmax, and the
@@ -215,6 +217,7 @@ static void att_worker(void *ctx, int ith, int nth)
     for (int t = ith; t < total; t += nth) {
         int r = t / nh, h = t % nh;
         int pos = j->pos0 + r;
+        int hi = s->att_full ? j->pos0 + j->n - 1 : pos; /* the last key this row sees */
         int lo = 0;
         if (L->is_swa && hp->sliding_window > 0) lo = RKM_MAX(0, pos - hp->sliding_window + 1);
         const float *q = j->q + (size_t)r * nh * hd + (size_t)h * hd;
@@ -222,11 +225,11 @@ static void att_worker(void *ctx, int ith, int nth)
         rkm_f16_to_f32_row(q16, qr, hd);
         int kh = h / gq;
         float mx = -INFINITY;
-        for (int p = lo, row, len; p <= pos; p += len) { /* at most two runs of rows */
-            len = kv_run(kv, p, pos, &row);
+        for (int p = lo, row, len; p <= hi; p += len) { /* at most two runs of rows */
+            len = kv_run(kv, p, hi, &row);
             rkm_dot_f32_f16_rows(qr, rkm_kv_k(kv, kh, row), hd, len, hd, sc + (p - lo));
         }
-        int cnt = pos - lo + 1;
+        int cnt = hi - lo + 1;
         for (int i = 0; i < cnt; i++) {
             float d = sc[i];
             if (cap > 0) d = cap * tanhf(d / cap);
@@ -250,8 +253,8 @@ static void att_worker(void *ctx, int ith, int nth)
         rkm_f16_to_f32_row(p16, sc, cnt);
         float *out = j->att + (size_t)r * nh * hv + (size_t)h * hv;
         memset(out, 0, sizeof(float) * (size_t)hv);
-        for (int p = lo, row, len; p <= pos; p += len) {
-            len = kv_run(kv, p, pos, &row);
+        for (int p = lo, row, len; p <= hi; p += len) {
+            len = kv_run(kv, p, hi, &row);
             rkm_axpy_f16_rows(out, sc + (p - lo), rkm_kv_v(kv, kh, row), rkm_kv_v_stride(kv), len, hv);
         }
     }

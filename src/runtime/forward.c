@@ -261,8 +261,11 @@ static void lm_head(rkm_session *s, const float *h, int rows, float *logits)
     }
 }
 
-int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, int n, float *logits,
-                     int all_rows)
+/* The rows' input is ids looked up in the embedding table, or with embd
+ * the rows given (n x n_embd, unscaled) and ids only recorded; full: the
+ * rows attend to each other both ways (rkm_forward_embd). */
+static int forward(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, const float *embd, int n,
+                   float *logits, int all_rows, int full)
 {
     rkm_model *m = s->m;
     const rkm_hparams *hp = &m->hp;
@@ -280,15 +283,17 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
             return rkm_err(RKM_EINVAL, "forward: position %d beyond the scratch's %d", seg[i].pos0 + seg[i].n, s->n_ctx);
         if (i == nseg - 1 && row + seg[i].n != n) return rkm_err(RKM_EINVAL, "forward: segments do not cover the rows");
     }
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n && !embd; r++)
         if (ids[r] < 0 || ids[r] >= hp->n_vocab)
             return rkm_err(RKM_EINVAL, "token id %d out of range (vocabulary %d)", ids[r], hp->n_vocab);
 
     if ((rc = rkm_model_check(m))) return rc;
     pthread_mutex_lock(&m->lock);
+    s->att_full = full;
     size_t rb = rkm_type_row_bytes(m->tok_embd_type, E);
     float es = hp->embed_scale > 0 ? hp->embed_scale : 1.0f;
-    for (int r = 0; r < n; r++) {
+    if (embd) memcpy(s->x, embd, sizeof(float) * (size_t)n * (size_t)E);
+    for (int r = 0; r < n && !embd; r++) {
         float *x = s->x + (size_t)r * E;
         const uint8_t *row = (const uint8_t *)m->tok_embd + (size_t)ids[r] * rb;
         if (m->embd_pread) {
@@ -345,12 +350,25 @@ int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t
 out:
     /* a chunk that failed part-way left recurrent states ahead of n_past */
     for (int i = 0; rc && m->rs_floats && i < nseg; i++) seg[i].s->rs_dirty = 1;
+    s->att_full = 0;
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+int rkm_forward_rows(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, int n, float *logits,
+                     int all_rows)
+{
+    return forward(s, seg, nseg, ids, NULL, n, logits, all_rows, 0);
 }
 
 int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows)
 {
     rkm_seg one = {s, 0, n, s->n_past};
-    return rkm_forward_rows(s, &one, 1, ids, n, logits, all_rows);
+    return forward(s, &one, 1, ids, NULL, n, logits, all_rows, 0);
+}
+
+int rkm_forward_embd(rkm_session *s, const float *rows, const int32_t *ids, int n, float *logits, int full)
+{
+    rkm_seg one = {s, 0, n, s->n_past};
+    return forward(s, &one, 1, ids, rows, n, logits, 0, full);
 }

@@ -264,6 +264,7 @@ struct rkm_session {
     int *epos;                /* entry id -> its row in xe (inverse of erows) */
     rkm_moe_state moe;        /* routing of the MoE layer in flight */
     int n_threads_scratch;
+    int att_full;             /* the chunk in flight attends both ways (rkm_forward_embd) */
     rkm_trace_fn trace;
     void *trace_user;
 };
@@ -272,6 +273,12 @@ struct rkm_session {
  * appends them to the KV cache. logits: NULL (none), or n_out_rows x n_vocab
  * where out rows are the last one (all_rows 0) or every row (all_rows 1). */
 int rkm_forward_chunk(rkm_session *s, const int32_t *ids, int n, float *logits, int all_rows);
+/* The same for n rows given as input embeddings (n x n_embd floats, taken
+ * as they are: no embedding scale), recorded in the session's tokens as
+ * ids (media ids, rkm_media_token); logits: NULL or the last row's. full:
+ * each row attends to every row of the chunk, before and after it (Gemma
+ * 4's image tokens), else causally. */
+int rkm_forward_embd(rkm_session *s, const float *rows, const int32_t *ids, int n, float *logits, int full);
 /* A run of a chunk's rows that belong to one sequence: rows row0.. are
  * positions pos0.. (= s->n_past) of session s. */
 typedef struct rkm_seg {

@@ -374,6 +374,52 @@ int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits)
     return eval_chunks(s, ids, n, logits, NULL);
 }
 
+int32_t rkm_media_token(uint64_t key, int i)
+{
+    uint64_t h = key ^ ((uint64_t)(uint32_t)i * 0x9E3779B97F4A7C15ull);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finaliser */
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    return -2 - (int32_t)(h & 0x3fffffff);
+}
+
+int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, uint64_t key, int bidirectional, float *logits)
+{
+    if (!s || !rows || n < 1) return rkm_err(RKM_EINVAL, "eval_embd: bad arguments");
+    if (bidirectional && n > s->n_chunk)
+        return rkm_err(RKM_EINVAL,
+                       "an image of %d tokens is evaluated in one piece, and the session's prefill chunk holds %d "
+                       "(n_chunk)",
+                       n, s->n_chunk);
+    if (s->n_past + n > s->n_ctx)
+        return rkm_err(RKM_ECTXFULL, "context is full: %d tokens held + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
+    int rc = s->rs_dirty ? rkm_session_truncate(s, s->n_past) : 0;
+    if (rc) return rc;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    if (!ids) return rkm_err(RKM_ENOMEM, "eval_embd: out of memory");
+    for (int i = 0; i < n; i++) ids[i] = rkm_media_token(key, i);
+    atomic_store(&s->cancel, 0);
+    double t0 = rkm_now();
+    if (s->t_first < 0) s->t_first = t0;
+    cache_mark mk;
+    mark(s, &mk);
+    const int E = s->m->hp.n_embd;
+    for (int i = 0; i < n && !rc; i += s->n_chunk) {
+        int c = RKM_MIN(s->n_chunk, n - i), is_last = i + c == n;
+        s->have_logits = 0;
+        rc = rkm_forward_embd(s, rows + (size_t)i * E, ids + i, c, is_last ? s->logits : NULL, bidirectional);
+        if (!rc) s->st.n_prompt += c;
+    }
+    if (!rc) {
+        s->have_logits = 1;
+        if (logits) memcpy(logits, s->logits, sizeof(float) * (size_t)s->m->hp.n_vocab);
+    }
+    s->st.t_prompt_s += rkm_now() - t0;
+    account(s, &mk);
+    free(ids);
+    return rc;
+}
+
 int rkm_session_eval_all(rkm_session *s, const int32_t *ids, int n, float *logits_all)
 {
     if (!s || !logits_all) return rkm_err(RKM_EINVAL, "eval_all: bad arguments");
@@ -586,14 +632,25 @@ int rkm_session_truncate(rkm_session *s, int n)
         int lo = RKM_MAX(0, n - s->m->hp.sliding_window);
         if (lo < kv_first(s, il)) need = 0;
     }
+    int k = -1;
     if (s->m->rs_floats) {
         /* a recurrent state cannot be cut back: from the latest snapshot
          * at or before n (else from 0), the tokens after it again */
-        rs_forget(s, n);
-        int k = -1;
         for (int i = 0; i < RKM_RS_SNAPSHOTS; i++)
-            if (s->snap[i].pos > 0 && s->snap[i].pos <= need && (k < 0 || s->snap[i].pos > s->snap[k].pos)) k = i;
+            if (s->snap[i].pos > 0 && s->snap[i].pos <= need && s->snap[i].pos <= n &&
+                (k < 0 || s->snap[i].pos > s->snap[k].pos))
+                k = i;
         need = k < 0 ? 0 : s->snap[k].pos;
+    }
+    /* rows given as embeddings (an image) cannot be evaluated again */
+    for (int i = need; i < n; i++)
+        if (s->tokens[i] < 0)
+            return rkm_err(RKM_EUNSUPPORTED,
+                           "truncate to %d would evaluate positions %d.. again, and position %d holds an image's row; "
+                           "start the sequence over",
+                           n, need, i);
+    if (s->m->rs_floats) {
+        rs_forget(s, n);
         if (k >= 0) memcpy(s->rs, s->snap[k].rs, sizeof(float) * s->m->rs_floats);
         s->rs_dirty = 0;
     }
@@ -804,7 +861,7 @@ int rkm_session_load(rkm_session *s, const char *path)
         goto out;
     }
     for (uint32_t i = 0; i < n_past; i++)
-        if (s->tokens[i] < 0 || s->tokens[i] >= hp->n_vocab) {
+        if (s->tokens[i] == -1 || s->tokens[i] >= hp->n_vocab) { /* below -1: an image's row (rkm_media_token) */
             rkm_err(RKM_EFORMAT, "%s: bad token id", path);
             goto out;
         }

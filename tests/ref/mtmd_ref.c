@@ -19,6 +19,18 @@
  *       as float32 in ggml's order (ne[0] innermost, shape reversed in the
  *       header as numpy expects); prints its shape
  *
+ *   mtmd-ref ADDON TEXT.gguf MMPROJ.gguf gen PROMPT N IMAGE... [-- THREADS]
+ *       the prompt (with one "<__media__>" per image) tokenized by
+ *       mtmd_tokenize (special tokens parsed, BOS as the vocabulary asks),
+ *       evaluated by mtmd_helper_eval_chunks (images encoded and decoded
+ *       as mtmd does: Gemma 4's attended both ways) in a context of 4096
+ *       positions with batches of 2048 (an image in one), flash attention
+ *       off; prints "positions P", the text chunks' ids ("text ID ...")
+ *       and the images' token counts ("image N") in order, then N greedy
+ *       ids (ties to the lower id), one per line, each with the gap
+ *       between the two largest logits ("ID GAP"); stops early at an
+ *       end-of-generation id
+ *
  * mtmd_context_params is declared as the pinned version lays it; the
  * layout is checked (the default media marker at its place) before use.
  * Single-threaded apart from llama.cpp's own threads; exits on any error.
@@ -57,14 +69,28 @@ typedef struct {
     unsigned char spare[256]; /* room for fields a later version appends */
 } mtmd_params;
 
+typedef struct {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+} llama_batch;
+
 /* mtmd-helper.h's struct mtmd_helper_bitmap_wrapper */
 typedef struct {
     void *bitmap;
     void *video;
 } bitmap_wrapper;
 
+/* mtmd.h's struct mtmd_input_text of the pinned version: the text's
+ * length follows its pointer (read as the text's length otherwise, the
+ * two flags make 257 bytes) */
 typedef struct {
     const char *text;
+    size_t len;
     _Bool add_special;
     _Bool parse_special;
 } mtmd_text;
@@ -91,6 +117,15 @@ static struct {
     size_t (*image_ny)(const void *);
     int32_t (*encode_chunk)(void *, const void *);
     float *(*output_embd)(void *);
+    params_buf (*context_default_params)(void);
+    void *(*init_from_model)(void *, params_buf);
+    int32_t (*eval_chunks)(void *, void *, const void *, int32_t, int32_t, int32_t, _Bool, int32_t *);
+    const int32_t *(*chunk_text)(const void *, size_t *);
+    int32_t (*decode)(void *, llama_batch);
+    float *(*get_logits_ith)(void *, int32_t);
+    const void *(*model_get_vocab)(const void *);
+    int32_t (*vocab_n_tokens)(const void *);
+    _Bool (*vocab_is_eog)(const void *, int32_t);
 } L;
 
 static void load_lib(const char *path)
@@ -119,6 +154,15 @@ static void load_lib(const char *path)
     S(image_ny, "mtmd_image_tokens_get_ny");
     S(encode_chunk, "mtmd_encode_chunk");
     S(output_embd, "mtmd_get_output_embd");
+    S(context_default_params, "llama_context_default_params");
+    S(init_from_model, "llama_init_from_model");
+    S(eval_chunks, "mtmd_helper_eval_chunks");
+    S(chunk_text, "mtmd_input_chunk_get_tokens_text");
+    S(decode, "llama_decode");
+    S(get_logits_ith, "llama_get_logits_ith");
+    S(model_get_vocab, "llama_model_get_vocab");
+    S(vocab_n_tokens, "llama_vocab_n_tokens");
+    S(vocab_is_eog, "llama_vocab_is_eog");
 #undef S
 }
 
@@ -179,8 +223,107 @@ static _Bool dump_cb(void *t, _Bool ask, void *user)
     return 1;
 }
 
+/* The text model's context: n_ctx 4096, n_batch = n_ubatch 2048 (an
+ * image's rows in one batch), flash attention off. The pinned version
+ * lays out n_ctx, n_batch, n_ubatch, n_seq_max, n_rs_seq, n_outputs_max,
+ * n_threads, n_threads_batch, ctx_type, then the enums rope_scaling,
+ * pooling, attention and flash_attn_type; its defaults are checked first
+ * (512, 2048, 512, 1, 0, 0, -, -, 0, -1, -1, -1, -1). */
+static params_buf ctx_params(int threads)
+{
+    params_buf p = L.context_default_params();
+    int32_t v[13];
+    memcpy(v, p.b, sizeof v);
+    if (v[0] != 512 || v[1] != 2048 || v[2] != 512 || v[3] != 1 || v[4] != 0 || v[5] != 0 || v[8] != 0 ||
+        v[9] != -1 || v[10] != -1 || v[11] != -1 || v[12] != -1)
+        die("unexpected llama_context_params defaults (not the pinned llama.cpp?)", NULL);
+    v[0] = 4096;
+    v[2] = 2048;
+    v[6] = v[7] = threads; /* n_threads, n_threads_batch */
+    v[12] = 0;             /* LLAMA_FLASH_ATTN_TYPE_DISABLED */
+    memcpy(p.b, v, sizeof v);
+    return p;
+}
+
+/* The gen mode (see the header). */
+static int gen(void *model, void *ctx, void *chunks, int n_predict, int threads)
+{
+    void *lctx = L.init_from_model(model, ctx_params(threads));
+    if (!lctx) die("cannot create the llama context", NULL);
+    for (size_t i = 0; i < L.chunks_size(chunks); i++) {
+        const void *c = L.chunks_get(chunks, i);
+        if (L.chunk_type(c) == 0 /* MTMD_INPUT_CHUNK_TYPE_TEXT */) {
+            size_t n = 0;
+            const int32_t *t = L.chunk_text(c, &n);
+            printf("text");
+            for (size_t k = 0; k < n; k++) printf(" %d", t[k]);
+            printf("\n");
+        } else {
+            printf("image %zu\n", L.chunk_n_tokens(c));
+        }
+    }
+    int32_t n_past = 0;
+    if (L.eval_chunks(ctx, lctx, chunks, 0, 0, 2048, 1, &n_past)) die("mtmd_helper_eval_chunks failed", NULL);
+    printf("positions %d\n", n_past);
+    const void *vocab = L.model_get_vocab(model);
+    const int32_t nv = L.vocab_n_tokens(vocab);
+    for (int step = 0; step < n_predict; step++) {
+        const float *l = L.get_logits_ith(lctx, -1);
+        if (!l) die("no logits", NULL);
+        int32_t best = 0, second = -1;
+        for (int32_t v = 1; v < nv; v++) {
+            if (l[v] > l[best]) {
+                second = best;
+                best = v;
+            } else if (second < 0 || l[v] > l[second]) {
+                second = v;
+            }
+        }
+        printf("%d %.6f\n", best, second < 0 ? 1e9 : (double)(l[best] - l[second]));
+        if (L.vocab_is_eog(vocab, best)) break;
+        int32_t pos = n_past++, nseq = 1, seq0 = 0, *seq = &seq0;
+        int8_t want = 1;
+        llama_batch b = {1, &best, NULL, &pos, &nseq, &seq, &want};
+        if (L.decode(lctx, b)) die("llama_decode failed", NULL);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 8 && !strcmp(argv[4], "gen")) {
+        int n_img = 0, threads = 2;
+        const char *imgs[64];
+        for (int i = 7; i < argc && n_img < 64; i++) {
+            if (!strcmp(argv[i], "--") && i + 1 < argc) {
+                threads = atoi(argv[i + 1]);
+                break;
+            }
+            imgs[n_img++] = argv[i];
+        }
+        load_lib(argv[1]);
+        L.log_set(quiet_log, NULL);
+        L.mtmd_log(quiet_log, NULL);
+        L.backend_init();
+        void *model = L.model_load_from_file(argv[2], L.model_default_params());
+        if (!model) die("cannot load the text model", argv[2]);
+        mtmd_params p = L.ctx_params_default();
+        if (!p.media_marker || strcmp(p.media_marker, L.default_marker()))
+            die("unexpected mtmd_context_params layout (not the pinned llama.cpp?)", NULL);
+        p.use_gpu = 0;
+        p.print_timings = 0;
+        p.n_threads = threads;
+        p.warmup = 0;
+        void *ctx = L.init_from_file(argv[3], model, p);
+        if (!ctx) die("mtmd cannot load the projector", argv[3]);
+        const void *bms[64];
+        for (int i = 0; i < n_img; i++)
+            if (!(bms[i] = L.bitmap_from_file(ctx, imgs[i], 0).bitmap)) die("mtmd cannot decode the image", imgs[i]);
+        void *chunks = L.chunks_init();
+        mtmd_text text = {argv[5], strlen(argv[5]), 1, 1};
+        if (L.tokenize(ctx, chunks, &text, bms, (size_t)n_img)) die("mtmd_tokenize failed", NULL);
+        return gen(model, ctx, chunks, atoi(argv[6]), threads);
+    }
     if (argc < 7) die("usage: mtmd-ref ADDON TEXT.gguf MMPROJ.gguf embd IMAGE OUT.npy [THREADS] | dump IMAGE NAME OUT.npy [THREADS]", NULL);
     const int dump = !strcmp(argv[4], "dump");
     if (!dump && strcmp(argv[4], "embd")) die("unknown mode", argv[4]);
@@ -211,7 +354,7 @@ int main(int argc, char **argv)
     const void *bm = L.bitmap_from_file(ctx, image, 0).bitmap;
     if (!bm) die("mtmd cannot decode the image", image);
     void *chunks = L.chunks_init();
-    mtmd_text text = {L.default_marker(), 0, 1};
+    mtmd_text text = {L.default_marker(), strlen(L.default_marker()), 0, 1};
     int32_t rc = L.tokenize(ctx, chunks, &text, &bm, 1);
     if (rc) die("mtmd_tokenize failed", NULL);
     for (size_t i = 0; i < L.chunks_size(chunks); i++) {
