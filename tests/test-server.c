@@ -94,7 +94,27 @@ static void test_openai(void)
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "role");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "role");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "content");
-    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "text");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "'url'");
+    expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio\"}]}]}", "text and image_url");
+    expect_400(SRV_OPENAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://h/a.png\"}}]}]}",
+               "not fetched");
+    expect_400(SRV_OPENAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png,abc\"}}]}]}",
+               "data: URI with base64");
+    expect_400(SRV_OPENAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@\"}}]}]}",
+               "not valid base64");
+    /* an image part: its bytes, a marker where it stands */
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a \"},"
+                       "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,aGVsbG8=\"}},"
+                       "{\"type\":\"text\",\"text\":\" b\"}]}]}",
+                       &r, err),
+                 0);
+    CHECK(r.n_images == 1 && r.images[0].len == 5 && !memcmp(r.images[0].data, "hello", 5));
+    CHECK_STR_EQ(r.msgs[0].content, "a <__media__> b");
+    srv_request_free(&r);
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", "temperature");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":-0.1}", "top_p");
@@ -164,7 +184,25 @@ static void test_ollama(void)
     CHECK_EQ_INT(parse(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"format\":\"json\"}", &r, err), 0);
     CHECK(r.grammar && strstr(r.grammar, "root ::= object"));
     srv_request_free(&r);
-    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"AA==\"]}]}", "images");
+    /* images: before their message's text, or the prompt */
+    CHECK_EQ_INT(parse(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"AA==\",\"AQ==\"]}]}",
+                       &r, err),
+                 0);
+    CHECK(r.n_images == 2 && r.images[1].len == 1 && r.images[1].data[0] == 1);
+    CHECK_STR_EQ(r.msgs[0].content, "<__media__><__media__>x");
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"images\":[\"AA==\"]}", &r, err), 0);
+    CHECK(r.n_images == 1 && r.prompt && !strcmp(r.prompt, "<__media__>"));
+    srv_request_free(&r);
+    expect_400(SRV_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[1]}]}",
+               "messages[0].images[0] must be a base64 string");
+    expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"images\":\"AA==\"}", "array");
+    {
+        char big[1024] = "{\"model\":\"m\",\"images\":[";
+        for (int i = 0; i < SRV_MAX_IMAGES + 1; i++) strcat(big, i ? ",\"AA==\"" : "\"AA==\"");
+        strcat(big, "]}");
+        expect_400(SRV_OLLAMA_GENERATE, big, "at most 16 images");
+    }
     expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"m\",\"context\":[1,2]}", "context");
     expect_400(SRV_OLLAMA_GENERATE, "{\"model\":\"a/b\"}", "model");
     expect_400(SRV_OLLAMA_EMBED, "{\"model\":\"m\"}", "input");

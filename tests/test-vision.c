@@ -232,7 +232,7 @@ static void test_media_prompt(void)
     rkm_image im[2] = {pattern(64, 48, 1), pattern(48, 64, 2)};
     rkm_media_prompt p1 = {0}, p2 = {0};
     CHECK(rkm_media_prompt_build(m, vp, "one " RKM_MEDIA_MARKER " two " RKM_MEDIA_MARKER, im, 1, 1, &p1) == RKM_EINVAL &&
-          strstr(rkm_last_error(), "2 image markers (<__media__>) and 1 image"));
+          strstr(rkm_last_error(), "2 image markers (<__media__>) and 1 image is given"));
     CHECK(im[0].rgb == NULL); /* taken and freed on failure too */
     im[0] = pattern(64, 48, 1);
     CHECK_MSG(rkm_media_prompt_build(m, vp, "Look: " RKM_MEDIA_MARKER " what?", im, 1, 1, &p1) == 0, "%s",

@@ -46,8 +46,8 @@ int rkm_media_prompt_build(const rkm_model *m, const rkm_vision_hparams *vp, con
     const rkm_proj_info *pi = n_img && vp ? rkm_proj_info_of(vp->proj) : NULL;
     int cap = 0, rc = 0;
     if (n_mark != n_img)
-        rc = rkm_err(RKM_EINVAL, "the prompt has %d image marker%s (" RKM_MEDIA_MARKER ") and %d image%s are given",
-                     n_mark, n_mark == 1 ? "" : "s", n_img, n_img == 1 ? "" : "s");
+        rc = rkm_err(RKM_EINVAL, "the prompt has %d image marker%s (" RKM_MEDIA_MARKER ") and %d image%s given",
+                     n_mark, n_mark == 1 ? "" : "s", n_img, n_img == 1 ? " is" : "s are");
     else if (n_img && !pi)
         rc = rkm_err(RKM_EINVAL, "images given without a vision tower of a known projector type");
     else if (n_img && !(out->img = calloc((size_t)n_img, sizeof *out->img)))

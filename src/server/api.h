@@ -37,6 +37,18 @@ enum srv_kind {
 #define SRV_MAX_CHOICES 16
 #define SRV_MAX_STOP_BYTES 256
 
+#define SRV_MAX_IMAGES 16
+/* llama.cpp's media marker: where an image stands in a message's text
+ * (= RKM_MEDIA_MARKER, runtime/media.h) */
+#define SRV_MEDIA_MARKER "<__media__>"
+
+/* An image as the request sent it: its file's bytes (PNG, JPEG, WebP),
+ * decoded from base64, not yet decoded as an image. */
+typedef struct srv_image {
+    unsigned char *data;
+    size_t len;
+} srv_image;
+
 typedef struct srv_msg {
     char *role;         /* "system", "user", "assistant", "tool" */
     char *content;      /* UTF-8 text (text parts of an array content joined) */
@@ -85,6 +97,10 @@ typedef struct srv_request {
     int n_choices;            /* openai n: continuations of the one prompt (1..SRV_MAX_CHOICES) */
     int logprobs;             /* report each generated token's log-probability */
     int top_logprobs;         /* ... and the n most likely alternatives (0..20) */
+    int n_images;             /* images in prompt order, each standing at a SRV_MEDIA_MARKER in
+                               * its message's content (or the prompt): OpenAI image_url parts,
+                               * Ollama images (put before their message's text) */
+    srv_image images[SRV_MAX_IMAGES];
 } srv_request;
 
 void srv_request_free(srv_request *r);

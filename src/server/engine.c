@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "format/gguf.h"
+#include "format/model_dir.h"
 #include "server/prompt.h"
 #include "server/reasoning.h"
 #include "server/toolcall.h"
@@ -105,6 +107,7 @@ typedef struct srv_slot {
     char model[136];        /* the model's name as the client asked */
     char id[48];            /* the response's id */
     int32_t *toks;          /* the prompt */
+    rkm_media_prompt *media; /* a prompt with images: its images (the lead choice's), or NULL */
     int n, pos, cached;     /* its length, tokens evaluated, tokens reused */
     int replayed;           /* of the reused, those the session evaluated again to reach them (a
                              * recurrent model's state restored from an earlier snapshot) */
@@ -142,6 +145,10 @@ struct srv_engine {
     int rr;                 /* the prefill slot served first in the next step */
     int n_ctx;
     srv_pcache *pc;
+    char *mmproj;           /* the loaded model's vision tower (convert --mmproj), or NULL */
+    int img_rows;           /* the most rows of one image it attends both ways (0: none): the sessions' chunk */
+    rkm_vision *vision;     /* the tower, loaded by the first request with images */
+    rkm_pool *vpool;        /* its threads */
     double keep_alive_s;    /* of the loaded model, <0 forever */
     double last_used;       /* monotonic */
 };
@@ -398,11 +405,67 @@ static void unload_model(srv_engine *e)
     e->pc = NULL;
     rkm_model_close(e->model);
     e->model = NULL;
+    rkm_vision_free(e->vision);
+    e->vision = NULL;
+    rkm_pool_free(e->vpool);
+    e->vpool = NULL;
+    free(e->mmproj);
+    e->mmproj = NULL;
+    e->img_rows = 0;
     pthread_mutex_lock(&e->mu);
     free(e->loaded.path);
     memset(&e->loaded, 0, sizeof e->loaded);
     pthread_mutex_unlock(&e->mu);
     srv_metrics_event(SRV_EV_MODEL_UNLOAD);
+}
+
+/* The vision tower the model directory carries (convert --mmproj): its
+ * path, and from its header how many rows one image attended both ways
+ * may have (the sessions' prefill chunk holds them). The weights are read
+ * by the first request with images (ensure_vision). */
+static void find_tower(srv_engine *e, const char *dir)
+{
+    rkm_model_dir *md = rkm_model_dir_load_manifest(dir);
+    if (md && md->mmproj_file) e->mmproj = rkm_path_join(md->path, md->mmproj_file);
+    rkm_model_dir_close(md);
+    if (!e->mmproj) return;
+    rkm_gguf *g = rkm_gguf_open(e->mmproj);
+    rkm_vision_hparams vp;
+    if (g && rkm_vision_read(g, &vp) == 0) {
+        const rkm_proj_info *pi = rkm_proj_info_of(vp.proj);
+        if (pi && pi->bidirectional) e->img_rows = pi->max_tokens;
+    } else {
+        fprintf(stderr, "rkmojo serve: the vision tower %s: %s\n", e->mmproj, rkm_last_error());
+    }
+    rkm_gguf_close(g);
+}
+
+/* The tower of the loaded model in memory (first use). 0, or a status
+ * with a message in err. */
+static int ensure_vision(srv_engine *e, char *err, size_t errcap)
+{
+    if (e->vision) return 0;
+    if (!e->mmproj) {
+        snprintf(err, errcap, "model '%s' takes no images: it has no vision tower (rkmojo convert --mmproj)", e->loaded.name);
+        return 400;
+    }
+    double t0 = rkm_now();
+    e->vision = rkm_vision_load(e->mmproj);
+    if (!e->vision) {
+        snprintf(err, errcap, "the vision tower of '%s': %s", e->loaded.name, rkm_last_error());
+        return 500;
+    }
+    e->vpool = rkm_pool_new(e->cfg.n_threads);
+    if (!e->vpool) {
+        rkm_vision_free(e->vision);
+        e->vision = NULL;
+        snprintf(err, errcap, "out of memory");
+        return 500;
+    }
+    char b[32];
+    fprintf(stderr, "rkmojo serve: vision tower of %s loaded (%s, %.2f s)\n", e->loaded.name,
+            rkm_fmt_bytes(rkm_vision_bytes(e->vision), b, sizeof b), rkm_now() - t0);
+    return 0;
 }
 
 /* Makes mi the loaded model. 0 or a code with a message in err. */
@@ -447,6 +510,7 @@ static int ensure_model(srv_engine *e, const srv_model_info *mi, double *t_load,
         snprintf(err, errcap, "cannot load model '%s': %s", mi->name, rkm_last_error());
         return RKM_EIO;
     }
+    find_tower(e, mi->path);
     int train = rkm_model_n_ctx_train(e->model);
     e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : RKM_MIN(4096, train > 0 ? train : 4096);
     e->max_rows = RKM_MIN(128, e->n_ctx); /* a step: the prefill chunk of one session */
@@ -508,7 +572,7 @@ static int ensure_session(srv_engine *e, srv_slot *sl, char *err, size_t errcap)
     rkm_session_params sp;
     rkm_session_params_default(&sp);
     sp.n_ctx = e->n_ctx;
-    sp.n_chunk = e->max_rows;
+    sp.n_chunk = RKM_MAX(e->max_rows, e->img_rows); /* an image attended both ways is one chunk */
     rkm_session *s = rkm_session_new(e->model, &sp);
     if (!s) {
         snprintf(err, errcap, "cannot create a session: %s", rkm_last_error());
@@ -762,6 +826,14 @@ static void make_id(char *buf, size_t cap, const char *prefix)
 }
 
 /* Frees what a generation holds besides its job and prompt. */
+static void free_media(srv_slot *sl)
+{
+    if (!sl->media) return;
+    rkm_media_prompt_free(sl->media);
+    free(sl->media);
+    sl->media = NULL;
+}
+
 static void gen_free(gen_ctx *g)
 {
     rkm_textout_free(g->to);
@@ -842,6 +914,36 @@ static int setup_choice(srv_engine *e, srv_slot *sl, srv_job *j, const srv_model
  * reused prefix. Choice 0's slot (the lead) reads the prompt; the others
  * wait for it and copy its session. 1 when the job holds its slots (the
  * steps run it), 0 when it ended here (an error answered). */
+/* A request's images decoded and its prompt assembled with their rows
+ * at the markers (*out, malloc'd). 0, or a status with a message in err
+ * (400: an image that does not decode, within the size limits, or
+ * markers and images that do not pair up). */
+static int decode_images(srv_engine *e, const srv_request *rq, rkm_media_prompt **out, const char *prefill, int *inside,
+                         char *err, size_t errcap)
+{
+    rkm_image im[SRV_MAX_IMAGES];
+    memset(im, 0, sizeof im);
+    for (int i = 0; i < rq->n_images; i++) {
+        if (rkm_image_decode(rq->images[i].data, rq->images[i].len, NULL, &im[i])) {
+            snprintf(err, errcap, "image %d: %s", i, rkm_last_error());
+            for (int k = 0; k < i; k++) rkm_image_free(&im[k]);
+            return 400;
+        }
+    }
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        for (int k = 0; k < rq->n_images; k++) rkm_image_free(&im[k]);
+        snprintf(err, errcap, "out of memory");
+        return 500;
+    }
+    if (srv_prompt_media(e->model, rq, prefill, rkm_vision_hparams_of(e->vision), im, *out, inside, err, errcap)) {
+        free(*out);
+        *out = NULL;
+        return 400;
+    }
+    return 0;
+}
+
 static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, double t0, double t_load)
 {
     srv_request *rq = &j->req;
@@ -871,8 +973,23 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
     gs.gbnf = tool_gbnf ? tool_gbnf : rq->grammar;
     srv_slot *sl[SRV_MAX_CHOICES];
     int got = 0, status = 400;
-    int rc = srv_prompt_tokens(e->model, rq, gs.prefill, &toks, &n, &gs.inside, err, sizeof err);
-    if (rc) goto fail;
+    rkm_media_prompt *media = NULL;
+    int rc;
+    if (rq->n_images > 0) {
+        if ((status = ensure_vision(e, err, sizeof err)) || (status = decode_images(e, rq, &media, gs.prefill, &gs.inside, err, sizeof err)))
+            goto fail;
+        status = 400;
+        n = media->n_ids;
+        toks = malloc(sizeof(int32_t) * (size_t)n);
+        if (!toks) {
+            snprintf(err, sizeof err, "out of memory");
+            status = 500;
+            goto fail;
+        }
+        memcpy(toks, media->ids, sizeof(int32_t) * (size_t)n);
+    } else if ((rc = srv_prompt_tokens(e->model, rq, gs.prefill, &toks, &n, &gs.inside, err, sizeof err))) {
+        goto fail;
+    }
     if (e->cfg.max_request_tokens > 0 && n >= e->cfg.max_request_tokens) {
         snprintf(err, sizeof err, "the prompt is %d tokens; this server takes at most %d a request (--max-request-tokens)", n,
                  e->cfg.max_request_tokens);
@@ -924,6 +1041,14 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
         /* the others' sessions are overwritten by the lead's: what they
          * held is saved first when worth it (reuse_prefix, nothing kept) */
         s->cached = reuse_prefix(e, s, toks, n, i == 0 && rq->cache_prompt);
+        /* never from the middle of an image: from its first row */
+        for (int k = 0; media && i == 0 && k < media->n_img; k++) {
+            const rkm_media_image *mi_ = &media->img[k];
+            if (s->cached > mi_->pos && s->cached < mi_->pos + mi_->n_tokens) {
+                if (rkm_session_truncate(s->sess, mi_->pos)) rkm_session_truncate(s->sess, 0);
+                s->cached = rkm_session_n_past(s->sess);
+            }
+        }
         s->live_dirty = 1;
         s->n = n;
         s->pos = s->cached;
@@ -936,6 +1061,7 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
         s->g.res.t_load_s = t_load;
     }
     sl[0]->toks = toks;
+    sl[0]->media = media;
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < nc; i++) sl[i]->j_pub = j;
     e->n_active += nc;
@@ -948,6 +1074,8 @@ fail:
     }
     free(toks);
     free(tool_gbnf);
+    if (media) rkm_media_prompt_free(media);
+    free(media);
     job_fail(j, status, err);
     return 0;
 }
@@ -1087,6 +1215,7 @@ static void slot_end(srv_engine *e, srv_slot *sl, int rc)
         gen_free(&cs[i]->g);
         free(cs[i]->toks);
         cs[i]->toks = NULL;
+        free_media(cs[i]);
         cs[i]->j = NULL;
         cs[i]->ended = 0;
         cs[i]->wait_lead = 0;
@@ -1106,6 +1235,7 @@ static void prefill_done(srv_engine *e, srv_slot *sl)
     sl->t_prompt = rkm_now() - sl->tp0;
     free(sl->toks);
     sl->toks = NULL;
+    free_media(sl);
     int room = e->n_ctx - rkm_session_n_past(sl->sess);
     if (e->cfg.max_request_tokens > 0) room = RKM_MIN(room, e->cfg.max_request_tokens - sl->n);
     g->n_max = rq->max_tokens < 0 ? room : RKM_MIN(rq->max_tokens, room);
@@ -1161,6 +1291,40 @@ static void start_choices(srv_engine *e, srv_slot *lead)
     }
 }
 
+/* The image whose rows start at sl->pos: encoded by the tower, its rows
+ * evaluated into the slot's session (not in the batch: Gemma 4's attend
+ * each other both ways), the prompt moved past them; ends the slot on a
+ * failure, finishes its prompt when the image was the end of it. */
+static void image_rows(srv_engine *e, srv_slot *sl)
+{
+    const rkm_media_image *mi = NULL;
+    for (int i = 0; sl->media && i < sl->media->n_img; i++)
+        if (sl->media->img[i].pos == sl->pos) mi = &sl->media->img[i];
+    if (!mi || !e->vision) {
+        rkm_err(RKM_EINVAL, "image rows at position %d without their image", sl->pos);
+        slot_end(e, sl, RKM_EINVAL);
+        return;
+    }
+    float *prep = NULL, *emb = NULL;
+    int tw, th, nt = 0;
+    int rc = rkm_vision_prep(rkm_vision_hparams_of(e->vision), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
+    if (!rc) rc = rkm_vision_encode(e->vision, e->vpool, prep, tw, th, &emb, &nt);
+    if (!rc && nt != mi->n_tokens) rc = rkm_err(RKM_EINVAL, "the tower made %d rows of an image of %d", nt, mi->n_tokens);
+    if (!rc) rc = rkm_session_eval_embd(sl->sess, emb, nt, mi->key, sl->media->bidirectional, NULL);
+    free(prep);
+    free(emb);
+    if (rc) {
+        slot_end(e, sl, rc);
+        return;
+    }
+    sl->pos += nt;
+    if (sl->pos == sl->n) {
+        prefill_done(e, sl);
+        next_token(e, sl);
+        if (sl->j) start_choices(e, sl);
+    }
+}
+
 #define MAX_SLOTS 64
 /* --parallel 0: rkm_model_params.plan_n_seq -1 plans for at most this many */
 #define AUTO_SLOTS 4
@@ -1188,7 +1352,16 @@ static void step(srv_engine *e)
     for (int k = 0; k < e->n_slots && rows < e->max_rows; k++) {
         srv_slot *sl = &e->slots[(e->rr + k) % e->n_slots];
         if (!sl->j || sl->decoding || sl->wait_lead || sl->ended) continue;
+        if (sl->toks[sl->pos] < -1) { /* an image's rows: encoded and evaluated on its own */
+            image_rows(e, sl);
+            if (!sl->j || sl->ended || sl->decoding || sl->pos >= sl->n) continue;
+        }
         int c = RKM_MIN(sl->n - sl->pos, e->max_rows - rows);
+        for (int t = 1; t < c; t++) /* the text up to the next image */
+            if (sl->toks[sl->pos + t] < -1) {
+                c = t;
+                break;
+            }
         in[ns] = sl, ss[ns] = sl->sess, ids[ns] = sl->toks + sl->pos, nn[ns] = c;
         ns++, rows += c;
     }

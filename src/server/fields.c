@@ -13,6 +13,7 @@
 
 #include "server/api.h"
 #include "server/fields.h"
+#include "util/base64.h"
 
 #include "text/grammar.h"
 #include "text/json_schema.h"
@@ -40,7 +41,50 @@ void srv_request_free(srv_request *r)
     free(r->grammar);
     free(r->reasoning_effort);
     free(r->suffix);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
     memset(r, 0, sizeof *r);
+}
+
+int srv_add_image(srv_request *r, const char *b64, int uri, const char *where, char *err, size_t errcap)
+{
+    if (r->n_images >= SRV_MAX_IMAGES) {
+        snprintf(err, errcap, "%s: at most %d images a request", where, SRV_MAX_IMAGES);
+        return -1;
+    }
+    const char *p = b64;
+    if (uri) {
+        if (!strncmp(p, "http://", 7) || !strncmp(p, "https://", 8)) {
+            snprintf(err, errcap, "%s: image URLs are not fetched; send the image as a data: URI (data:image/png;base64,...)",
+                     where);
+            return -1;
+        }
+        const char *comma = strchr(p, ',');
+        if (strncmp(p, "data:", 5) || !comma || comma - p < 12 || strncmp(comma - 7, ";base64", 7)) {
+            snprintf(err, errcap, "%s: an image URL must be a data: URI with base64 content (data:image/png;base64,...)",
+                     where);
+            return -1;
+        }
+        p = comma + 1;
+    }
+    srv_image *im = &r->images[r->n_images];
+    if (rkm_base64_decode(p, strlen(p), &im->data, &im->len) || im->len == 0) {
+        free(im->data);
+        im->data = NULL;
+        snprintf(err, errcap, "%s: the image is not valid base64", where);
+        return -1;
+    }
+    r->n_images++;
+    return 0;
+}
+
+char *srv_media_prefix(int n, const char *text)
+{
+    size_t lm = strlen(SRV_MEDIA_MARKER), lt = strlen(text);
+    char *o = malloc((size_t)n * lm + lt + 1);
+    if (!o) return NULL;
+    for (int i = 0; i < n; i++) memcpy(o + (size_t)i * lm, SRV_MEDIA_MARKER, lm);
+    memcpy(o + (size_t)n * lm, text, lt + 1);
+    return o;
 }
 
 /* ------------------------------------------------------ field readers */

@@ -78,6 +78,14 @@ void srv_model_name_base(const char *s, char *out, size_t cap);
 /* Structured outputs: the grammar of a JSON schema (object: any JSON
  * object), or GBNF text checked by parsing it, into r->grammar. 0, or -1
  * with the reason (an unsupported schema keyword, named) in err. */
+/* Appends an image sent as base64 (bare, as Ollama's images, or a data:
+ * URI, "data:image/png;base64,...", as OpenAI's image_url) to r->images;
+ * where names it in messages. http(s) URLs are refused: the server does
+ * not fetch. 0 or -1 + err. */
+int srv_add_image(struct srv_request *r, const char *b64, int uri, const char *where, char *err, size_t errcap);
+/* "<__media__>" n times then text, malloc'd (NULL: out of memory). */
+char *srv_media_prefix(int n, const char *text);
+
 int srv_set_grammar(struct srv_request *r, const cJSON *schema, int object, char *err, size_t errcap);
 int srv_set_gbnf(struct srv_request *r, const char *gbnf, char *err, size_t errcap);
 /* r->reasoning_effort from "low" / "medium" / "high"; -1 + err otherwise. */

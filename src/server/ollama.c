@@ -35,6 +35,40 @@ static const srv_sp_key sampling[] = {
 /* Seconds as Ollama's integer nanoseconds. */
 static double ns(double s) { return floor(s * 1e9); }
 
+/* Ollama's "images" of a message (msg >= 0) or of /api/generate (-1):
+ * base64 strings, each added to r->images, their markers put before the
+ * text in *text. */
+static int add_images(srv_request *r, const cJSON *img, char **text, int msg, char *err, size_t errcap)
+{
+    if (!img || cJSON_IsNull(img)) return 0;
+    if (!cJSON_IsArray(img)) {
+        snprintf(err, errcap, "'images' must be an array of base64 strings");
+        return -1;
+    }
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, img) {
+        char where[48];
+        if (msg >= 0) snprintf(where, sizeof where, "messages[%d].images[%d]", msg, n);
+        else snprintf(where, sizeof where, "images[%d]", n);
+        if (!cJSON_IsString(it)) {
+            snprintf(err, errcap, "%s must be a base64 string", where);
+            return -1;
+        }
+        if (srv_add_image(r, it->valuestring, 0, where, err, errcap)) return -1;
+        n++;
+    }
+    if (n == 0) return 0;
+    char *t = srv_media_prefix(n, *text ? *text : "");
+    if (!t) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    free(*text);
+    *text = t;
+    return 0;
+}
+
 static int parse_options(srv_request *r, const cJSON *o, char *err, size_t errcap)
 {
     if (!o || cJSON_IsNull(o)) return 0;
@@ -103,11 +137,8 @@ static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t e
         }
         if (!d->content && !(d->content = strdup(""))) goto oom;
         if (srv_get_msg_tools(r, d, m, err, errcap)) return -1;
-        const cJSON *img = cJSON_GetObjectItemCaseSensitive(m, "images");
-        if (cJSON_IsArray(img) && cJSON_GetArraySize(img) > 0) {
-            snprintf(err, errcap, "images are not supported");
+        if (add_images(r, cJSON_GetObjectItemCaseSensitive(m, "images"), &d->content, r->n_msgs - 1, err, errcap))
             return -1;
-        }
     }
     return 0;
 oom:
@@ -178,11 +209,7 @@ int srv_ollama_parse(srv_request *r, const cJSON *root, char *err, size_t errcap
         if (srv_get_string(root, "prompt", &r->prompt, err, errcap)) return -1;
         if (srv_get_string(root, "system", &r->system, err, errcap)) return -1;
         if (srv_get_bool(root, "raw", &r->raw, err, errcap)) return -1;
-        const cJSON *img = cJSON_GetObjectItemCaseSensitive(root, "images");
-        if (cJSON_IsArray(img) && cJSON_GetArraySize(img) > 0) {
-            snprintf(err, errcap, "images are not supported");
-            return -1;
-        }
+        if (add_images(r, cJSON_GetObjectItemCaseSensitive(root, "images"), &r->prompt, -1, err, errcap)) return -1;
         const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(root, "context");
         if (cJSON_IsArray(ctx) && cJSON_GetArraySize(ctx) > 0) {
             snprintf(err, errcap, "'context' token arrays are not supported (the prompt cache "

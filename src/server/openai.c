@@ -17,7 +17,18 @@
 #define OAI_MAX_MSGS 4096
 #define OAI_MAX_INPUTS (1 << 20) /* the server's --max-inputs decides */
 
-static int text_of_content(const cJSON *c, char **out, char *err, size_t errcap)
+/* The image_url of a part: {"url": "data:..."} or the string itself. */
+static const char *image_url_of(const cJSON *p)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(p, "image_url");
+    if (cJSON_IsObject(u)) u = cJSON_GetObjectItemCaseSensitive(u, "url");
+    return cJSON_IsString(u) ? u->valuestring : NULL;
+}
+
+/* A message's content as text: a string, or an array of parts whose text
+ * parts are joined and whose image_url parts become SRV_MEDIA_MARKER at
+ * their place, the image added to r->images. */
+static int text_of_content(srv_request *r, int msg, const cJSON *c, char **out, char *err, size_t errcap)
 {
     if (cJSON_IsString(c)) {
         *out = strdup(c->valuestring);
@@ -31,24 +42,38 @@ static int text_of_content(const cJSON *c, char **out, char *err, size_t errcap)
         snprintf(err, errcap, "message 'content' must be a string or an array of parts");
         return -1;
     }
-    /* Array of parts: text parts are joined; anything else is unsupported. */
     size_t n = 0;
     const cJSON *p;
+    int k = 0;
     cJSON_ArrayForEach(p, c) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            snprintf(err, errcap, "only text content parts are supported");
+        const int is_image = cJSON_IsString(type) && !strcmp(type->valuestring, "image_url");
+        if (is_image) {
+            char where[64];
+            snprintf(where, sizeof where, "messages[%d].content[%d].image_url", msg, k);
+            const char *url = image_url_of(p);
+            if (!url) {
+                snprintf(err, errcap, "%s must be an object with a 'url' string", where);
+                return -1;
+            }
+            if (srv_add_image(r, url, 1, where, err, errcap)) return -1;
+            n += strlen(SRV_MEDIA_MARKER);
+        } else if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            snprintf(err, errcap, "messages[%d].content[%d]: only text and image_url content parts are supported", msg, k);
             return -1;
+        } else {
+            n += strlen(text->valuestring);
         }
-        n += strlen(text->valuestring);
+        k++;
     }
     *out = malloc(n + 1);
     if (!*out) goto done;
     (*out)[0] = 0;
     n = 0;
     cJSON_ArrayForEach(p, c) {
-        const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
+        const char *t = cJSON_IsString(text) && !image_url_of(p) ? text->valuestring : SRV_MEDIA_MARKER;
         size_t l = strlen(t);
         memcpy(*out + n, t, l + 1);
         n += l;
@@ -103,7 +128,7 @@ static int parse_messages(srv_request *r, const cJSON *msgs, char *err, size_t e
         }
         r->n_msgs++;
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (text_of_content(content, &dst->content, err, errcap)) return -1;
+        if (text_of_content(r, r->n_msgs - 1, content, &dst->content, err, errcap)) return -1;
         if (srv_get_msg_tools(r, dst, m, err, errcap)) return -1;
     }
     return 0;

@@ -133,6 +133,31 @@ char *srv_prompt_text(const rkm_model *m, const srv_request *rq, int *add_bos, c
     return text;
 }
 
+/* The prompt's text with the prefill after it (malloc'd), *add_bos and
+ * *think_inside set; NULL + err. */
+static char *full_text(const rkm_model *m, const srv_request *rq, const char *prefill, int *add_bos, int *think_inside,
+                       char *err, size_t errcap)
+{
+    *think_inside = 0;
+    *add_bos = 1;
+    char *text = srv_prompt_text(m, rq, add_bos, err, errcap);
+    if (!text) return NULL;
+    if (prefill && *prefill) { /* the start of the reply, written for the model */
+        size_t a = strlen(text), b = strlen(prefill);
+        char *t = realloc(text, a + b + 1);
+        if (!t) {
+            free(text);
+            snprintf(err, errcap, "out of memory");
+            return NULL;
+        }
+        memcpy(t + a, prefill, b + 1);
+        text = t;
+    }
+    if (!(rq->kind == SRV_OPENAI_COMPLETION || (rq->kind == SRV_OLLAMA_GENERATE && rq->raw)))
+        *think_inside = srv_think_prompt_inside(text);
+    return text;
+}
+
 int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, const char *prefill, int32_t **ids, int *n_ids,
                       int *think_inside, char *err, size_t errcap)
 {
@@ -141,22 +166,28 @@ int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, const char *pre
     *n_ids = 0;
     if (rq->kind == SRV_OPENAI_COMPLETION && rq->suffix) return fim_tokens(m, rq, ids, n_ids, err, errcap);
     int add_bos = 1;
-    char *text = srv_prompt_text(m, rq, &add_bos, err, errcap);
+    char *text = full_text(m, rq, prefill, &add_bos, think_inside, err, errcap);
     if (!text) return RKM_EINVAL;
-    if (prefill && *prefill) { /* the start of the reply, written for the model */
-        size_t a = strlen(text), b = strlen(prefill);
-        char *t = realloc(text, a + b + 1);
-        if (!t) {
-            free(text);
-            snprintf(err, errcap, "out of memory");
-            return RKM_ENOMEM;
-        }
-        memcpy(t + a, prefill, b + 1);
-        text = t;
-    }
-    if (!(rq->kind == SRV_OPENAI_COMPLETION || (rq->kind == SRV_OLLAMA_GENERATE && rq->raw)))
-        *think_inside = srv_think_prompt_inside(text);
     int rc = tokenize(m, text, add_bos, 1, ids, n_ids, err, errcap);
+    free(text);
+    return rc;
+}
+
+int srv_prompt_media(const rkm_model *m, const srv_request *rq, const char *prefill, const rkm_vision_hparams *vp,
+                     rkm_image *imgs, rkm_media_prompt *out, int *think_inside, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    if (rq->kind == SRV_OPENAI_COMPLETION && rq->suffix) {
+        for (int i = 0; i < rq->n_images; i++) rkm_image_free(&imgs[i]);
+        snprintf(err, errcap, "images cannot go with 'suffix' (fill in the middle)");
+        return RKM_EINVAL;
+    }
+    int add_bos = 1;
+    char *text = full_text(m, rq, prefill, &add_bos, think_inside, err, errcap);
+    int rc = text ? rkm_media_prompt_build(m, vp, text, imgs, rq->n_images, add_bos, out) : RKM_EINVAL;
+    if (text && rc) snprintf(err, errcap, "%s", rkm_last_error());
+    if (!text)
+        for (int i = 0; i < rq->n_images; i++) rkm_image_free(&imgs[i]);
     free(text);
     return rc;
 }

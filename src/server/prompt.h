@@ -7,6 +7,7 @@
 #define RKM_SERVER_PROMPT_H
 
 #include "rkmojo.h"
+#include "runtime/media.h"
 #include "server/api.h"
 
 /* The prompt text of a generation request (malloc'd): the chat template
@@ -19,6 +20,13 @@ char *srv_prompt_text(const rkm_model *m, const srv_request *rq, int *add_bos, c
  * or a negative code with a message for the client in err (status 400). */
 int srv_prompt_tokens(const rkm_model *m, const srv_request *rq, const char *prefill, int32_t **ids, int *n_ids,
                       int *think_inside, char *err, size_t errcap);
+/* The same for a request with images: the prompt with the images' rows
+ * at their markers (runtime/media.h) for a tower of parameters vp; takes
+ * the decoded images imgs[0..rq->n_images) (freed on failure too). 0, or
+ * a code with a message for the client in err (400: markers and images
+ * that do not pair up). */
+int srv_prompt_media(const rkm_model *m, const srv_request *rq, const char *prefill, const rkm_vision_hparams *vp,
+                     rkm_image *imgs, rkm_media_prompt *out, int *think_inside, char *err, size_t errcap);
 /* Plain text with BOS, no special tokens (embeddings). */
 int srv_text_tokens(const rkm_model *m, const char *text, int32_t **ids, int *n_ids, char *err,
                     size_t errcap);
