@@ -6,8 +6,10 @@
 # --backend rknn (emulated RK3588, and emulated RK3576: two cores, K
 # segments of 4096); --backend auto falling back to the CPU with a reason
 # (RK3562, missing library); a bad --backend value; a manifest that gives
-# rknn_i8 to a resident tensor refused; the board-check script running
-# against the emulator and saying so.
+# rknn_i8 to a resident tensor refused; a vision tower's matmuls on the
+# emulated NPU of both chips (its image rows within a cosine of 0.999 of
+# the CPU's); the board-check script running against the emulator and
+# saying so.
 set -u
 B=${RKM_BUILD:-build}
 R="${RKM_RUNNER:-} $B/rkmojo"
@@ -81,6 +83,28 @@ RKM_RKNN_LIB=/nonexistent/librknnrt.so $R run -m "$T/npu.rkmojo" --prompt-ids 5,
   || { grep -q "backend rknn unavailable: rknn: cannot load" "$T/c.err" && ok "--backend rknn without a library: clear error"; } \
   || fail "missing-library message: $(cat "$T/c.err")"
 $R run -m "$T/npu.rkmojo" --prompt-ids 5 -n 1 --backend gpu > /dev/null 2>&1 && fail "--backend gpu accepted" || ok "--backend gpu refused"
+
+# --- the vision tower's matmuls on the emulated NPU: a model converted with
+# its tower (synth's tiny-gemma4), an image's rows from the int8 NPU as
+# the CPU's to a cosine of 0.999 on every row, on both chips; on the CPU
+# backend the rows are not the NPU's (the message says where they ran)
+if [ -n "$EMU" ] && [ -x "$B/tests/make-image" ] && [ -x "$B/tests/npy-cmp" ]; then
+  $R synth --preset tiny-gemma4 --dtype f16 -o "$T/g.gguf" --mmproj-out "$T/g-mm.gguf" --quiet &&
+    $R convert "$T/g.gguf" "$T/g.rkmojo" --quant keep --mmproj "$T/g-mm.gguf" --quiet > /dev/null &&
+    "$B/tests/make-image" "$T/img.png" 320 240 3 || fail "tiny-gemma4 with its tower"
+  vrun() { $R run -m "$T/g.rkmojo" --image "$T/img.png" -p "x <__media__> y" -n 2 --temp 0 "$@"; }
+  vrun --backend cpu --image-embd-out "$T/vcpu" > /dev/null 2> "$T/vcpu.err" || { fail "image on the CPU"; cat "$T/vcpu.err"; }
+  ! grep -q "matmuls on the NPU" "$T/vcpu.err" || fail "the CPU run says NPU"
+  for chip in rk3588 rk3576; do
+    if RKM_RKNN_LIB="$EMU" RKM_RKNN_CHIP=$chip RKNN_EMU_CHIP=$chip vrun --backend rknn --image-embd-out "$T/vnpu" \
+         > /dev/null 2> "$T/vnpu.err" && grep -q "vision tower: matmuls on the NPU" "$T/vnpu.err" &&
+       line=$("$B/tests/npy-cmp" "$T/vnpu.0.npy" "$T/vcpu.0.npy" 0.999); then
+      ok "vision tower on the emulated $chip NPU: $line"
+    else
+      fail "vision tower on the emulated $chip NPU: ${line:-}"; cat "$T/vnpu.err"
+    fi
+  done
+fi
 
 # --- the board-check script runs against the emulator and warns
 if [ -n "$EMU" ]; then

@@ -5,7 +5,9 @@
 # text-only model: OpenAI image_url parts and Ollama images give, under
 # greedy decoding, the text `rkmojo run` gives for the same prompt; a
 # repeated request reuses the image; bad images are 400s and the server
-# goes on. Exit 0 pass, 1 fail, 77 skip.
+# goes on. `rkmojo chat` with /image, on its own and through the server
+# (--url), answers as run does and keeps images across /save and /load.
+# Exit 0 pass, 1 fail, 77 skip.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${RKM_BUILD:-build}
@@ -33,8 +35,55 @@ ochat_ref=$(run --chat -p "<__media__>Describe it.") || { cat "$T/run.err"; exit
 PID=$!
 for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || { echo "FAIL: the server did not start"; cat "$T/serve.log"; exit 1; }
-if (cd tests/js && node server-vision.mjs "http://127.0.0.1:$(cat "$T/port")" vis text "$T/a.png" "$chat_ref" "$gen_ref" "$ochat_ref"); then
-  echo PASS
-else
-  echo "--- server log"; tail -20 "$T/serve.log"; exit 1
+fail=0
+if ! (cd tests/js && node server-vision.mjs "http://127.0.0.1:$(cat "$T/port")" vis text "$T/a.png" "$chat_ref" "$gen_ref" "$ochat_ref"); then
+  echo "--- server log"; tail -20 "$T/serve.log"; fail=1
 fi
+# rkmojo chat's /image, here and through the server: the first answer is
+# run's for the same conversation, the follow-up does not encode the
+# image again, the conversation saved with its image files loads back
+chat_in="/image $T/a.png\nWhat is in this?\nAnd now?\n/save $T/conv.json\n/bye\n"
+first_ref=$(run --chat -p "<__media__>What is in this?") || { cat "$T/run.err"; exit 1; }
+printf "$chat_in" | RKM_CHAT_DEBUG=1 "$BIN" chat -m "$T/models/vis.rkmojo" -n 12 --temp 0 -q > "$T/chat.out" 2> "$T/chat.err"
+got=$(sed -n 2p "$T/chat.out")
+if [ "$got" = "$first_ref" ] && grep -q "1 images encoded" "$T/chat.err" && grep -q "0 images encoded" "$T/chat.err"; then
+  echo "ok   chat /image: run's answer, the follow-up reuses the image"
+else
+  echo "FAIL chat /image: got '$got', want '$first_ref'"; cat "$T/chat.err"; fail=1
+fi
+if grep -q "\"$T/a.png\"" "$T/conv.json" && printf "/load $T/conv.json\nagain\n/bye\n" | "$BIN" chat -m "$T/models/vis.rkmojo" -n 4 --temp 0 -q > "$T/load.out" 2>&1 &&
+   grep -q "loaded from" "$T/load.out" && ! grep -q "rkmojo chat:" "$T/load.out"; then
+  echo "ok   chat /save and /load keep the images"
+else
+  echo "FAIL chat /save and /load with images"; cat "$T/conv.json" "$T/load.out"; fail=1
+fi
+printf "$chat_in" | "$BIN" chat --url "http://127.0.0.1:$(cat "$T/port")" -m vis -n 12 --temp 0 > "$T/rchat.out" 2> "$T/rchat.err"
+if [ "$(sed -n 2p "$T/rchat.out")" = "$(sed -n 2p "$T/chat.out")" ]; then
+  echo "ok   chat --url /image: the same answer through the server"
+else
+  echo "FAIL chat --url /image: '$(sed -n 2p "$T/rchat.out")'"; cat "$T/rchat.err"; fail=1
+fi
+printf "/image $T/missing.png\n/image $T/t.gguf\n/bye\n" | "$BIN" chat -m "$T/models/vis.rkmojo" -q > "$T/bad.out" 2>&1
+if grep -q "missing.png: No such file" "$T/bad.out" && grep -q "t.gguf.*not an image" "$T/bad.out"; then
+  echo "ok   chat /image of a missing file or a non-image: named"
+else
+  echo "FAIL chat /image errors"; cat "$T/bad.out"; fail=1
+fi
+# images by URL: fetched by a server started with --image-urls (the
+# same answer as the data: URI), refused without it (the suite above)
+node -e "const fs=require('fs');const s=require('http').createServer((q,r)=>{if(q.url==='/a.png'){r.end(fs.readFileSync('$T/a.png'))}else if(q.url==='/big'){r.writeHead(200,{'Content-Length':String(40<<20)});r.end(Buffer.alloc(40<<20))}else{r.statusCode=404;r.end()}}).listen(0,'127.0.0.1',()=>fs.writeFileSync('$T/web.port',String(s.address().port)))" &
+WEB=$!
+"$BIN" serve -m "$T/models/vis.rkmojo" --image-urls --port 0 --port-file "$T/port2" > "$T/serve2.log" 2>&1 &
+PID2=$!
+for _ in $(seq 300); do [ -s "$T/port2" ] && [ -s "$T/web.port" ] && break; sleep 0.1; done
+img_req() { printf '{"temperature":0,"max_tokens":12,"messages":[{"role":"user","content":[{"type":"text","text":"What is in "},{"type":"image_url","image_url":{"url":"%s"}},{"type":"text","text":" this?"}]}]}' "$1"; }
+W=http://127.0.0.1:$(cat "$T/web.port")
+got=$(img_req "$W/a.png" | curl -s "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @- | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{try{process.stdout.write(JSON.parse(s).choices[0].message.content)}catch(e){process.stdout.write('BAD '+s)}})")
+if [ "$got" = "$chat_ref" ]; then echo "ok   an image by URL (--image-urls): the same answer"; else echo "FAIL image by URL: '$got'"; fail=1; fi
+for u in "$W/missing.png|HTTP 404" "$W/big|larger than" "file:///etc/passwd|data: URI"; do
+  out=$(img_req "${u%%|*}" | curl -s -w ' %{http_code}' "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @-)
+  case $out in *"${u#*|}"*" 400") echo "ok   image URL ${u%%|*}: 400 (${u#*|})" ;; *) echo "FAIL image URL ${u%%|*}: $out"; fail=1 ;; esac
+done
+kill $PID2 $WEB 2>/dev/null
+[ $fail -eq 0 ] && echo PASS
+exit $fail

@@ -96,9 +96,13 @@ static void test_openai(void)
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "content");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "'url'");
     expect_400(SRV_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio\"}]}]}", "text and image_url");
-    expect_400(SRV_OPENAI_CHAT,
-               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://h/a.png\"}}]}]}",
-               "not fetched");
+    /* an http(s) URL is kept for the HTTP side to fetch (or refuse) */
+    CHECK_EQ_INT(parse(SRV_OPENAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://h/a.png\"}}]}]}",
+                       &r, err),
+                 0);
+    CHECK(r.n_images == 1 && r.images[0].url && !strcmp(r.images[0].url, "http://h/a.png") && !r.images[0].data);
+    srv_request_free(&r);
     expect_400(SRV_OPENAI_CHAT,
                "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png,abc\"}}]}]}",
                "data: URI with base64");

@@ -17,7 +17,9 @@
 #     --image-embd-out`) equal mtmd's (mtmd_get_output_embd) to a cosine of
 #     0.9999 on every token's row in f32 and f16 (PNG, which both decode
 #     to the same pixels), 0.999 in q8_0 (the activations of both engines
-#     are rounded to 8 bits, from sums taken in different orders);
+#     are rounded to 8 bits, from sums taken in different orders); synth's
+#     towers carry Gemma 4's clamp bounds on the linears, tight enough to
+#     change every row (without them the rows part at 0.998);
 #   - and from JPEG files to 0.995 in f32: libjpeg-turbo (rkmojo) and
 #     stb_image (mtmd) round their inverse DCT, upsampling and colour
 #     conversion differently, up to 2 levels of 255 in some pixels, which

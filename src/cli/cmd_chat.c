@@ -35,6 +35,10 @@
 #include "cli/cli.h"
 #include "cli/gen_common.h"
 #include "cli/http_client.h"
+#include "cli/images.h"
+#include "format/model_dir.h"
+#include "runtime/media.h"
+#include "util/base64.h"
 #include "runtime/tokens.h"
 #include "util/common.h"
 #include "util/knobs.h"
@@ -55,7 +59,50 @@ typedef struct {
     rkm_chat_message *v;
     char **owned; /* the strings (parallel to v) */
     int n, cap;
+    /* the images' files, in the order of the <__media__> markers in the
+     * messages; those of /image not sent yet come after them (pending) */
+    char **img;
+    int n_img, cap_img, pending;
 } conv;
+
+static int count_markers(const char *t)
+{
+    int n = 0;
+    for (; (t = strstr(t, RKM_MEDIA_MARKER)); t += strlen(RKM_MEDIA_MARKER)) n++;
+    return n;
+}
+
+/* The images of messages before message i. */
+static int images_before(const conv *c, int i)
+{
+    int k = 0;
+    for (int j = 0; j < i; j++) k += count_markers(c->v[j].content);
+    return k;
+}
+
+static int conv_add_image(conv *c, const char *path)
+{
+    if (c->n_img == c->cap_img) {
+        int nc = c->cap_img ? 2 * c->cap_img : 8;
+        char **t = realloc(c->img, sizeof *t * (size_t)nc);
+        if (!t) return -1;
+        c->img = t;
+        c->cap_img = nc;
+    }
+    if (!(c->img[c->n_img] = strdup(path))) return -1;
+    c->n_img++;
+    return 0;
+}
+
+/* Drops images [at, at + k). */
+static void conv_drop_images(conv *c, int at, int k)
+{
+    k = RKM_MIN(k, c->n_img - at);
+    if (k <= 0) return;
+    for (int i = at; i < at + k; i++) free(c->img[i]);
+    memmove(c->img + at, c->img + at + k, sizeof *c->img * (size_t)(c->n_img - at - k));
+    c->n_img -= k;
+}
 
 static const char *role_name(const char *r)
 {
@@ -92,6 +139,7 @@ static int conv_add(conv *c, const char *role, const char *text) { return conv_i
 
 static void conv_drop(conv *c, int i)
 {
+    conv_drop_images(c, images_before(c, i), count_markers(c->v[i].content));
     free(c->owned[i]);
     memmove(c->v + i, c->v + i + 1, sizeof *c->v * (size_t)(c->n - i - 1));
     memmove(c->owned + i, c->owned + i + 1, sizeof *c->owned * (size_t)(c->n - i - 1));
@@ -102,13 +150,29 @@ static void conv_clear(conv *c, int keep_system)
 {
     for (int i = c->n - 1; i >= 0; i--)
         if (!keep_system || strcmp(c->v[i].role, "system")) conv_drop(c, i);
+    conv_drop_images(c, images_before(c, c->n), c->pending); /* and those not sent */
+    c->pending = 0;
 }
 
 static void conv_free(conv *c)
 {
     for (int i = 0; i < c->n; i++) free(c->owned[i]);
+    for (int i = 0; i < c->n_img; i++) free(c->img[i]);
+    free(c->img);
     free(c->v);
     free(c->owned);
+}
+
+/* A user message: the pending images' markers, then the text. */
+static int conv_add_user(conv *c, const char *text)
+{
+    rkm_buf b = RKM_BUF_INIT;
+    for (int i = 0; i < c->pending; i++) rkm_buf_adds(&b, RKM_MEDIA_MARKER);
+    rkm_buf_adds(&b, text);
+    int rc = rkm_buf_ok(&b) ? conv_insert(c, c->n, "user", b.data ? b.data : "") : -1;
+    rkm_buf_free(&b);
+    if (!rc) c->pending = 0;
+    return rc;
 }
 
 /* The system message becomes text ("" removes it). */
@@ -120,21 +184,84 @@ static int conv_set_system(conv *c, const char *text)
 
 /* Adds the conversation to o as "messages": [{role, content}, ...] (the
  * saved file's shape and the OpenAI request's). */
-static void conv_to_json(const conv *c, cJSON *o)
+/* A message with images as OpenAI content parts: its text split at the
+ * markers, each image a data: URI of its file (image k of the
+ * conversation first). NULL with a message on stderr when a file cannot
+ * be read. */
+static cJSON *content_parts(const conv *c, const char *text, int k)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (const char *t = text;; k++) {
+        const char *e = strstr(t, RKM_MEDIA_MARKER);
+        size_t len = e ? (size_t)(e - t) : strlen(t);
+        if (len) {
+            char *piece = strndup(t, len);
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "type", "text");
+            cJSON_AddStringToObject(p, "text", piece ? piece : "");
+            cJSON_AddItemToArray(a, p);
+            free(piece);
+        }
+        if (!e) break;
+        t = e + strlen(RKM_MEDIA_MARKER);
+        size_t n = 0;
+        char *bytes = k < c->n_img ? rkm_read_file(c->img[k], &n) : NULL;
+        char *b64 = bytes ? rkm_base64_encode(bytes, n) : NULL;
+        free(bytes);
+        if (!b64) {
+            fprintf(stderr, "rkmojo chat: image %s: %s\n", k < c->n_img ? c->img[k] : "(none)",
+                    k < c->n_img ? rkm_last_error() : "more markers than images");
+            cJSON_Delete(a);
+            return NULL;
+        }
+        const char *ext = strrchr(c->img[k], '.');
+        const char *mime = ext && (!strcasecmp(ext, ".jpg") || !strcasecmp(ext, ".jpeg")) ? "image/jpeg"
+                           : ext && !strcasecmp(ext, ".webp")                               ? "image/webp"
+                                                                                            : "image/png";
+        rkm_buf uri = RKM_BUF_INIT;
+        rkm_buf_addf(&uri, "data:%s;base64,%s", mime, b64);
+        free(b64);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", "image_url");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "image_url"), "url", uri.data ? uri.data : "");
+        cJSON_AddItemToArray(a, p);
+        rkm_buf_free(&uri);
+    }
+    return a;
+}
+
+/* Adds the conversation to o as "messages": [{role, content}, ...] (the
+ * saved file's shape and the OpenAI request's) and, when it has images,
+ * "images": [their files] (saved) or each message with images as content
+ * parts (parts: the request). -1 when an image cannot be read. */
+static int conv_to_json(const conv *c, cJSON *o, int parts)
 {
     cJSON *a = cJSON_AddArrayToObject(o, "messages");
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0, k = 0; i < c->n; i++) {
         cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", c->v[i].role);
-        cJSON_AddStringToObject(m, "content", c->v[i].content);
         cJSON_AddItemToArray(a, m);
+        cJSON_AddStringToObject(m, "role", c->v[i].role);
+        const int nm = count_markers(c->v[i].content);
+        if (parts && nm && c->n_img) {
+            cJSON *ps = content_parts(c, c->v[i].content, k);
+            if (!ps) return -1;
+            cJSON_AddItemToObject(m, "content", ps);
+        } else {
+            cJSON_AddStringToObject(m, "content", c->v[i].content);
+        }
+        k += nm;
     }
+    if (!parts && c->n_img) {
+        cJSON *im = cJSON_AddArrayToObject(o, "images");
+        for (int i = 0; i < c->n_img - c->pending; i++) cJSON_AddItemToArray(im, cJSON_CreateString(c->img[i]));
+    }
+    return 0;
 }
 
 static int conv_save(const conv *c, const char *path)
 {
     cJSON *o = cJSON_CreateObject();
-    conv_to_json(c, o);
+    conv_to_json(c, o, 0);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     FILE *f = s ? fopen(path, "w") : NULL;
@@ -175,9 +302,20 @@ static int conv_load(conv *c, const char *path, char *err, size_t errcap)
         cJSON_Delete(o);
         return -1;
     }
+    const cJSON *im = cJSON_GetObjectItemCaseSensitive(o, "images"), *p;
+    int n_mark = 0, n_im = 0;
+    cJSON_ArrayForEach(m, a) n_mark += count_markers(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+    cJSON_ArrayForEach(p, im) n_im += cJSON_IsString(p) ? 1 : 1000000;
+    if ((im && !cJSON_IsArray(im)) || n_im != n_mark) {
+        snprintf(err, errcap, "%s: %d image markers in the messages and %d image files listed", path, n_mark, n_im);
+        cJSON_Delete(o);
+        return -1;
+    }
     conv_clear(c, 0);
+    conv_drop_images(c, 0, c->n_img);
     cJSON_ArrayForEach(m, a) conv_add(c, cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
                                       cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+    cJSON_ArrayForEach(p, im) conv_add_image(c, p->valuestring);
     cJSON_Delete(o);
     return 0;
 }
@@ -279,6 +417,50 @@ typedef struct {
     int n_predict;
 } chat_settings;
 
+/* The images' side: the tower of the local model (read at the first
+ * /image) or none with --url (the server encodes). */
+typedef struct {
+    const char *mmproj; /* --mmproj, or the tower the model carries, or NULL */
+    rkm_vision *v;
+    rkm_pool *pool;
+    int remote;
+} chat_vision;
+
+/* /image FILE: checked (decoded; locally, the tower read), kept for the
+ * next message. */
+static void add_image(const char *path, conv *c, chat_vision *cv)
+{
+    rkm_image im = {0};
+    if (rkm_image_load(path, NULL, &im)) {
+        fprintf(stderr, "/image %s: %s\n", path, rkm_last_error());
+        return;
+    }
+    if (!cv->remote && !cv->v) {
+        if (!cv->mmproj) {
+            fprintf(stderr, "/image: the model has no vision tower (chat --mmproj FILE, or a model converted with --mmproj)\n");
+            rkm_image_free(&im);
+            return;
+        }
+        if (!(cv->v = rkm_vision_load(cv->mmproj)) || !(cv->pool = rkm_pool_new(0))) {
+            fprintf(stderr, "/image: the vision tower %s: %s\n", cv->mmproj, rkm_last_error());
+            rkm_vision_free(cv->v);
+            cv->v = NULL;
+            rkm_image_free(&im);
+            return;
+        }
+    }
+    char *abs = realpath(path, NULL); /* a saved conversation finds it from anywhere */
+    int added = conv_add_image(c, abs ? abs : path);
+    free(abs);
+    if (added) {
+        fprintf(stderr, "out of memory\n");
+    } else {
+        c->pending++;
+        printf("(image %s, %dx%d: it goes with your next message)\n", path, im.w, im.h);
+    }
+    rkm_image_free(&im);
+}
+
 static void print_settings(const chat_settings *st, const conv *c)
 {
     printf("temperature %g, top_k %d, top_p %g, min_p %g, repeat_penalty %g, seed %llu, num_predict %d\n",
@@ -296,12 +478,13 @@ static const char help_text[] =
     "  /show              the settings and the conversation's length\n"
     "  /clear             forget the conversation (the system message stays)\n"
     "  /save FILE         write the conversation as JSON; /load FILE reads one back\n"
+    "  /image FILE        an image (PNG, JPEG, WebP) for your next message\n"
     "  /bye               quit (also /exit, Ctrl-D)\n"
     "  \"\"\" starts and ends a multi-line message; a line ending in \\ continues it.\n"
     "  Ctrl-C stops an answer.\n";
 
 /* A /command. Returns 1 to quit, 0 otherwise (messages on stdout/stderr). */
-static int command(const char *line, chat_settings *st, conv *c, int *reset)
+static int command(const char *line, chat_settings *st, conv *c, chat_vision *cv, int *reset)
 {
     char cmd[32] = "", arg[64] = "";
     int used = 0;
@@ -317,6 +500,9 @@ static int command(const char *line, chat_settings *st, conv *c, int *reset)
         conv_clear(c, 1);
         *reset = 1;
         printf("(conversation cleared)\n");
+    } else if (!strcmp(cmd, "image")) {
+        if (!*rest) fprintf(stderr, "usage: /image FILE\n");
+        else add_image(rest, c, cv);
     } else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
         char err[600];
         if (!*rest) fprintf(stderr, "usage: /%s FILE\n", cmd);
@@ -369,25 +555,74 @@ static int command(const char *line, chat_settings *st, conv *c, int *reset)
 
 static int on_token(int32_t id, void *user) { return rkm_text_out_push(user, id); }
 
+static void generate_answer(rkm_model *m, rkm_session *s, conv *c, const chat_settings *st, int quiet, int cap);
+
 /* The model's answer to the conversation, streamed to stdout; appended
  * to c. */
-static void answer_local(rkm_model *m, rkm_session *s, conv *c, const chat_settings *st, int quiet)
+/* The conversation with its images as a prompt (runtime/media.h): the
+ * template's text, the images' rows at their markers. Its length, or a
+ * negative code. */
+static int media_prompt(rkm_model *m, const conv *c, const chat_vision *cv, rkm_media_prompt *mp)
+{
+    int add_bos = 1;
+    char *text = rkm_chat_prompt(m, c->v, c->n, 1, &add_bos);
+    if (!text) return RKM_EINVAL;
+    int n = images_before(c, c->n), rc = 0;
+    rkm_image *ims = calloc((size_t)RKM_MAX(n, 1), sizeof *ims);
+    if (!ims) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    for (int i = 0; i < n && !rc; i++)
+        if (i >= c->n_img) rc = rkm_err(RKM_EINVAL, "more image markers than images");
+        else if ((rc = rkm_image_load(c->img[i], NULL, &ims[i]))) rkm_err_prefix(rc, "image %s", c->img[i]);
+    if (!rc) rc = rkm_media_prompt_build(m, rkm_vision_hparams_of(cv->v), text, ims, n, add_bos, mp);
+    else
+        for (int i = 0; i < n; i++) rkm_image_free(&ims[i]);
+    free(ims);
+    free(text);
+    return rc ? rc : mp->n_ids;
+}
+
+/* The conversation's prompt: ids (*ids) or, with images, *mp. */
+static int prompt_of(rkm_model *m, const conv *c, const chat_vision *cv, int32_t **ids, rkm_media_prompt *mp)
+{
+    if (cv->v && c->n_img > c->pending) return media_prompt(m, c, cv, mp);
+    return rkm_chat_tokens(m, c->v, c->n, 1, ids);
+}
+
+static void answer_local(rkm_model *m, rkm_session *s, conv *c, const chat_settings *st, chat_vision *cv, int quiet)
 {
     int32_t *ids = NULL;
+    rkm_media_prompt mp = {0};
     int n_sys = c->n && !strcmp(c->v[0].role, "system");
-    int n = rkm_chat_tokens(m, c->v, c->n, 1, &ids);
+    int n = prompt_of(m, c, cv, &ids, &mp);
     /* drop the oldest turns while the prompt plus an answer would not fit */
     int cap = rkm_session_n_ctx(s), want = st->n_predict < 0 ? cap / 4 : RKM_MIN(st->n_predict, cap / 4);
     while (n > 0 && c->n - n_sys > 1 && n + want > cap) {
         conv_drop(c, n_sys);
         free(ids);
         ids = NULL;
-        n = rkm_chat_tokens(m, c->v, c->n, 1, &ids);
+        rkm_media_prompt_free(&mp);
+        n = prompt_of(m, c, cv, &ids, &mp);
     }
     if (n <= 0) {
         fprintf(stderr, "rkmojo chat: %s\n", n < 0 ? rkm_last_error() : "empty prompt");
         free(ids);
+        rkm_media_prompt_free(&mp);
         conv_drop(c, c->n - 1);
+        return;
+    }
+    if (mp.n_ids) {
+        rkm_session_stats_reset(s);
+        rkm_session_set_sampler(s, &st->sp);
+        int enc = 0, rc = rkm_media_prompt_eval(s, &mp, cv->v, cv->pool, &enc);
+        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[prompt: %d positions, %d images encoded]\n", n, enc);
+        rkm_media_prompt_free(&mp);
+        if (rc) {
+            fprintf(stderr, "\nrkmojo chat: %s\n", rc == RKM_ECANCELED ? "stopped" : rkm_last_error());
+            conv_drop(c, c->n - 1);
+            if (rc != RKM_ECANCELED) rkm_session_truncate(s, 0);
+            return;
+        }
+        generate_answer(m, s, c, st, quiet, cap);
         return;
     }
     /* keep the KV rows of the longest common prefix */
@@ -408,10 +643,16 @@ static void answer_local(rkm_model *m, rkm_session *s, conv *c, const chat_setti
         if (rc != RKM_ECANCELED) rkm_session_truncate(s, 0);
         return;
     }
+    generate_answer(m, s, c, st, quiet, cap);
+}
+
+/* The answer after the prompt: streamed, appended to c, the footer. */
+static void generate_answer(rkm_model *m, rkm_session *s, conv *c, const chat_settings *st, int quiet, int cap)
+{
     rkm_text_out out;
     rkm_text_out_init(&out, m, stdout, NULL, 0);
     out.keep_all = 1;
-    rc = rkm_session_generate(s, st->n_predict < 0 ? cap : st->n_predict, on_token, &out);
+    int rc = rkm_session_generate(s, st->n_predict < 0 ? cap : st->n_predict, on_token, &out);
     rkm_text_out_finish(&out);
     printf("\n");
     if (rc == RKM_ECANCELED) fprintf(stderr, "(stopped)\n");
@@ -488,7 +729,11 @@ static void answer_remote(const char *base, const char *key, const char *model, 
 {
     cJSON *o = cJSON_CreateObject();
     if (model) cJSON_AddStringToObject(o, "model", model);
-    conv_to_json(c, o);
+    if (conv_to_json(c, o, 1)) {
+        cJSON_Delete(o);
+        conv_drop(c, c->n - 1);
+        return;
+    }
     cJSON_AddBoolToObject(o, "stream", 1);
     cJSON_AddItemToObject(cJSON_AddObjectToObject(o, "stream_options"), "include_usage", cJSON_CreateTrue());
     cJSON_AddNumberToObject(o, "temperature", st->sp.temperature);
@@ -539,7 +784,7 @@ int rkm_cmd_chat(int argc, char **argv)
 {
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 1);
-    const char *system = NULL, *url = NULL, *api_key = NULL;
+    const char *system = NULL, *url = NULL, *api_key = NULL, *mmproj = NULL;
     int n_predict = 1024;
     const rkm_opt opts[] = {
         {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message"},
@@ -547,6 +792,7 @@ int rkm_cmd_chat(int argc, char **argv)
         {"url", 0, RKM_OPT_STR, &url, .arg = "URL",
          .help = "chat with a running `rkmojo serve` (e.g. http://127.0.0.1:8080; -m then names its model)"},
         {"api-key", 0, RKM_OPT_STR, &api_key, .arg = "KEY", .help = "the server's API key (--url; default $RKMOJO_API_KEY)"},
+        {"mmproj", 0, RKM_OPT_STR, &mmproj, .arg = "FILE", .help = "the vision tower (an mmproj GGUF) for /image (default: the\nmodel's own, convert --mmproj)"},
         {0},
     };
     const rkm_opts_cmd cmd = {
@@ -561,6 +807,7 @@ int rkm_cmd_chat(int argc, char **argv)
     if (parsed != RKM_OPTS_CONTINUE) return parsed;
     rkm_model *m = NULL;
     rkm_session *s = NULL;
+    char *carried = NULL;
     chat_settings st = {.sp = o.sp.sampler, .n_predict = n_predict};
     const char *base = NULL;
     if (!api_key) api_key = getenv("RKMOJO_API_KEY");
@@ -576,8 +823,20 @@ int rkm_cmd_chat(int argc, char **argv)
         free(body);
         if (!o.seed_given) st.sp.seed = (uint64_t)rkm_now() * 1000003u;
     } else {
+        /* the tower: --mmproj, else the model's own; a session chunk that
+         * holds an image attended both ways */
+        if (!mmproj && o.model) {
+            rkm_model_dir *md = rkm_model_dir_load_manifest(o.model);
+            if (md && md->mmproj_file) mmproj = carried = rkm_path_join(md->path, md->mmproj_file);
+            rkm_model_dir_close(md);
+        }
+        int rows = mmproj ? rkm_cli_tower_rows(mmproj) : 0;
+        if (rows > (o.sp.n_chunk > 0 ? o.sp.n_chunk : 128)) o.sp.n_chunk = rows;
         int rc = rkm_gen_open(&o, &m, &s);
-        if (rc) return rc;
+        if (rc) {
+            free(carried);
+            return rc;
+        }
         if (!rkm_model_tokenizer(m)) {
             fprintf(stderr, "rkmojo chat: the model has no tokenizer\n");
             rkm_session_free(s);
@@ -593,6 +852,7 @@ int rkm_cmd_chat(int argc, char **argv)
     input in;
     input_init(&in);
     conv c = {0};
+    chat_vision cv = {mmproj, NULL, NULL, url != NULL};
     if (system) conv_add(&c, "system", system);
     if (in.tty)
         fprintf(stderr, "rkmojo chat (%s). /help for commands, Ctrl-C stops an answer, Ctrl-D quits.\n",
@@ -606,25 +866,28 @@ int rkm_cmd_chat(int argc, char **argv)
             continue;
         }
         if (line[0] == '/') {
-            int reset = 0, quit = command(line, &st, &c, &reset);
+            int reset = 0, quit = command(line, &st, &c, &cv, &reset);
             fflush(stdout);
             free(line);
             if (quit) break;
             if (reset && s) rkm_session_truncate(s, 0);
             continue;
         }
-        int added = conv_add(&c, "user", line);
+        int added = conv_add_user(&c, line);
         free(line);
         if (added) break;
         g_interrupted = 0;
         sigaction(SIGINT, &sa, NULL);
         g_session = s;
         if (url) answer_remote(base, api_key, o.model, &c, &st);
-        else answer_local(m, s, &c, &st, o.quiet);
+        else answer_local(m, s, &c, &st, &cv, o.quiet);
         fflush(stdout);
         g_session = NULL;
     }
     conv_free(&c);
+    rkm_pool_free(cv.pool);
+    rkm_vision_free(cv.v);
+    free(carried);
     rkm_session_free(s);
     rkm_model_close(m);
     return 0;

@@ -33,6 +33,15 @@ static int on_token(int32_t id, void *user)
     return rkm_text_out_push(c->out, id);
 }
 
+/* --image-embd-out with a model: each image's rows as they go in. */
+static int write_rows(void *user, int image, const float *rows, int n, int cols)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.%d.npy", (const char *)user, image) >= (int)sizeof path)
+        return rkm_err(RKM_EINVAL, "--image-embd-out prefix too long");
+    return rkm_cli_write_npy(path, rows, n, cols);
+}
+
 /* Positions of p that are text. */
 static int count_text(const rkm_media_prompt *p)
 {
@@ -96,7 +105,7 @@ int rkm_cmd_run(int argc, char **argv)
             free(carried);
             return rkm_opts_error(&cmd, "--image needs a vision tower: --mmproj FILE, or a model converted with --mmproj");
         }
-        if (embd_out || !o.model) {
+        if (!o.model) {
             int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
             if (irc || !o.model) {
                 free(carried);
@@ -217,6 +226,9 @@ int rkm_cmd_run(int argc, char **argv)
     }
     if (vis) {
         int n_enc = 0;
+        mprompt.on_rows = embd_out ? write_rows : NULL;
+        mprompt.user = (void *)embd_out;
+        if (rkm_vision_bind(vis, m) > 0 && !o.quiet) fprintf(stderr, "vision tower: matmuls on the NPU\n");
         const double t0 = rkm_now();
         vpool = rkm_pool_new(o.mp.n_threads);
         rc = vpool ? rkm_media_prompt_eval(s, &mprompt, vis, vpool, &n_enc) : rkm_err(RKM_ENOMEM, "no thread pool");

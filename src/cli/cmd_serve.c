@@ -83,6 +83,8 @@ int rkm_cmd_serve(int argc, char **argv)
          .values = "a duration (90s, 30m, 2h, 7d or seconds)", .help = "expiry of saved states (default 7d)"},
         {"pull", 0, RKM_OPT_ENUM, &c.pull, 0, 0, .values = "off|on",
          .help = "POST /api/pull installs models from URLs into --models-dir\n(default: on when an API key is set, else off)"},
+        {"image-urls", 0, RKM_OPT_FLAG, &c.image_urls,
+         .help = "fetch the images requests name by http(s) URL (off: only data: URIs;\non, the server reaches whatever address a client names)"},
         {"port-file", 0, RKM_OPT_STR, &c.port_file, .arg = "PATH", .help = "write the bound port to PATH once listening"},
         {"slow-ms", 0, RKM_OPT_INT, &c.slow_ms, 0, 10000, "MS", .help = NULL}, /* a test knob: not listed */
         {0},

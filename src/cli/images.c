@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/gguf.h"
 #include "format/image.h"
 #include "runtime/vision.h"
 #include "util/common.h"
 
-/* float32 rows x cols as a .npy file (format version 1.0) */
-static int write_npy(const char *path, const float *x, int rows, int cols)
+int rkm_cli_write_npy(const char *path, const float *x, int rows, int cols)
 {
     char hdr[128];
     int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, cols);
@@ -58,7 +58,7 @@ int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, i
             if (snprintf(path, sizeof path, "%s.%d.npy", embd_prefix, i) >= (int)sizeof path)
                 e = rkm_err(RKM_EINVAL, "--image-embd-out prefix too long");
             else
-                e = write_npy(path, emb, nt, rkm_vision_n_out(v));
+                e = rkm_cli_write_npy(path, emb, nt, rkm_vision_n_out(v));
         }
         if (e) {
             fprintf(stderr, "rkmojo run: image %s: %s\n", files[i], rkm_last_error());
@@ -99,4 +99,17 @@ int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm
         }
     }
     return 0;
+}
+
+int rkm_cli_tower_rows(const char *mmproj)
+{
+    rkm_gguf *g = rkm_gguf_open(mmproj);
+    rkm_vision_hparams vp;
+    int rows = 0;
+    if (g && rkm_vision_read(g, &vp) == 0) {
+        const rkm_proj_info *pi = rkm_proj_info_of(vp.proj);
+        if (pi && pi->bidirectional) rows = pi->max_tokens;
+    }
+    rkm_gguf_close(g);
+    return rows;
 }

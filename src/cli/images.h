@@ -20,4 +20,12 @@ int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, i
  * status with the message printed and nothing left allocated. */
 int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm_vision **v, rkm_image *imgs);
 
+/* The most rows one image of the tower mmproj has when the text model
+ * attends them both ways (a prefill chunk must hold them), else 0; 0 also
+ * when the file's header cannot be read (the error comes at its load). */
+int rkm_cli_tower_rows(const char *mmproj);
+
+/* float32 rows x cols as a .npy file (format version 1.0); 0 or RKM_EIO. */
+int rkm_cli_write_npy(const char *path, const float *x, int rows, int cols);
+
 #endif

@@ -475,3 +475,73 @@ int rkm_fetch_range_mem(rkm_fetch *f, uint64_t off, uint64_t n, void *buf)
 {
     return checked_range(f, off, n, -1, buf, 0);
 }
+
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+    uint64_t max;
+    int over;
+} get_buf;
+
+static size_t on_get(char *p, size_t size, size_t n, void *user)
+{
+    get_buf *b = user;
+    size_t len = size * n;
+    if (b->len + len > b->max) {
+        b->over = 1;
+        return 0;
+    }
+    if (b->len + len > b->cap) {
+        size_t nc = RKM_MAX(b->cap * 2, b->len + len + 4096);
+        unsigned char *t = realloc(b->data, nc);
+        if (!t) return 0;
+        b->data = t;
+        b->cap = nc;
+    }
+    memcpy(b->data + b->len, p, len);
+    b->len += len;
+    return len;
+}
+
+int rkm_fetch_get(const char *url, uint64_t max_bytes, double timeout_s, unsigned char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    char shown[256];
+    snprintf(shown, sizeof shown, "%.*s", (int)strcspn(url, "?#"), url);
+    if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
+        return rkm_err(RKM_EINVAL, "%s: only http and https URLs are fetched", shown);
+    pthread_once(&g_once, global_init);
+    CURL *h = curl_easy_init();
+    if (!h) return rkm_err(RKM_ENOMEM, "%s: out of memory", shown);
+    get_buf b = {.max = max_bytes};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "rkmojo/" RKM_VERSION_STRING);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_bytes);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_get);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    CURLcode res = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    int rc = 0;
+    if (b.over || res == CURLE_FILESIZE_EXCEEDED)
+        rc = rkm_err(RKM_EINVAL, "%s: larger than %llu bytes", shown, (unsigned long long)max_bytes);
+    else if (res != CURLE_OK)
+        rc = rkm_err(RKM_EIO, "%s: %s", shown, curl_easy_strerror(res));
+    else if (code != 200)
+        rc = rkm_err(code == 404 ? RKM_ENOENT : RKM_EIO, "%s: HTTP %ld", shown, code);
+    if (rc) {
+        free(b.data);
+        return rc;
+    }
+    *data = b.data;
+    *len = b.len;
+    return 0;
+}

@@ -17,6 +17,8 @@
  * request is an error at once. Errors name the URL (never the token) and
  * the range.
  *
+ * rkm_fetch_get reads a whole small file in one request (no ranges).
+ *
  * Threads: rkm_fetch_range may be called from several threads at once;
  * each call takes an idle connection from the fetch's pool (kept alive
  * between calls) or opens one. Ownership: rkm_fetch_close frees all.
@@ -24,6 +26,7 @@
 #ifndef RKM_CONVERT_FETCH_H
 #define RKM_CONVERT_FETCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct rkm_fetch rkm_fetch;
@@ -56,5 +59,12 @@ const char *rkm_fetch_final_url(const rkm_fetch *f);
 int rkm_fetch_range(rkm_fetch *f, uint64_t off, uint64_t n, int fd, uint64_t fd_off);
 /* The same into buf (n bytes). */
 int rkm_fetch_range_mem(rkm_fetch *f, uint64_t off, uint64_t n, void *buf);
+
+/* One whole file by GET (an image a client names by URL): http and https
+ * only, redirects followed, at most max_bytes (a larger file, or one
+ * announced larger, is refused as it arrives), within timeout_s seconds
+ * in all. *data (malloc'd, the caller frees) and *len on success; 0, or an
+ * RKM_E* code with a message naming the URL without its query. */
+int rkm_fetch_get(const char *url, uint64_t max_bytes, double timeout_s, unsigned char **data, size_t *len);
 
 #endif

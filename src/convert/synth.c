@@ -1199,12 +1199,36 @@ typedef struct {
     const char *text_preset;
     int proj, n_layer, n_embd, n_head, n_ff, patch, n_pos, standardize;
     float mean, std;
+    int clamp; /* Gemma 4's clippable linears: clamp bounds beside the matrices */
 } vision_preset;
 
 static const vision_preset vision_presets[] = {
-    {"tiny-gemma4", RKM_PROJ_GEMMA4V, 2, 64, 2, 128, 16, 512, 1, 0.0f, 1.0f},
-    {"gemma4-26b-a4b", RKM_PROJ_GEMMA4V, 27, 1152, 16, 4304, 16, 10240, 1, 0.0f, 1.0f},
+    {"tiny-gemma4", RKM_PROJ_GEMMA4V, 2, 64, 2, 128, 16, 512, 1, 0.0f, 1.0f, 1},
+    {"gemma4-26b-a4b", RKM_PROJ_GEMMA4V, 27, 1152, 16, 4304, 16, 10240, 1, 0.0f, 1.0f, 1},
 };
+
+/* Does a matrix of this role get clamp bounds (the tower's linears that
+ * are Gemma4ClippableLinear: attention, feed-forward, the projection)? */
+static int clamped_role(int role)
+{
+    return role == RKM_V_ATTN_Q || role == RKM_V_ATTN_K || role == RKM_V_ATTN_V || role == RKM_V_ATTN_OUT ||
+           role == RKM_V_FFN_GATE || role == RKM_V_FFN_UP || role == RKM_V_FFN_DOWN || role == RKM_V_MM_INPUT_PROJ;
+}
+
+/* Bound k (0 input_min, 1 input_max, 2 output_min, 3 output_max) of a
+ * matrix: tight enough that a few percent of the random activations hit
+ * them, each matrix its own. The input bounds of q, k and the gate stay
+ * wide: llama.cpp's mtmd clamps in place, so their bounds would also
+ * reach the input of the projections that read it after them (k and v,
+ * the up projection), which the model (each linear clamping its own
+ * input) does not do; wide, they never bite and both agree. */
+static float clamp_bound(uint64_t seed, const char *name, int role, int k)
+{
+    rng g = row_rng(seed, name, 1000 + k);
+    const int shared_in = k < 2 && (role == RKM_V_ATTN_Q || role == RKM_V_ATTN_K || role == RKM_V_FFN_GATE);
+    const float span = shared_in ? 1e4f : (k < 2 ? 2.5f : 2.0f) + 0.5f * (float)fabs(rng_normal(&g));
+    return k % 2 ? span : -span;
+}
 
 /* The type synth writes a vision tensor in: F32 where the table says so
  * and for rows no block divides; the conv kernels F16 (ggml's im2col
@@ -1274,11 +1298,12 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
     rkm_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", vp.eps);
     /* the tensors this tower has, in the table's order, layer by layer */
     struct {
-        const rkm_vtensor_info *ti;
+        const rkm_vtensor_info *ti; /* NULL: a clamp bound, value */
         char name[96];
         int64_t ne[4];
         int type;
-    } *ts = calloc((size_t)(vp.n_layer + 1) * (size_t)p->n_tensors, sizeof *ts);
+        float value;
+    } *ts = calloc((size_t)(vp.n_layer + 1) * (size_t)p->n_tensors * 5, sizeof *ts);
     int n = 0;
     uint64_t total = 0;
     int64_t max_ne0 = 0;
@@ -1296,6 +1321,17 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
             total += rkm_type_row_bytes(ts[n].type, ts[n].ne[0]) * (uint64_t)(ts[n].ne[1] * ts[n].ne[2] * ts[n].ne[3]);
             max_ne0 = RKM_MAX(max_ne0, ts[n].ne[0]);
             n++;
+            if (!vpr->clamp || !clamped_role(ti->role) || rc) continue;
+            static const char *const sfx[4] = {".input_min", ".input_max", ".output_min", ".output_max"};
+            const size_t base = strlen(ts[n - 1].name) - strlen(".weight");
+            for (int k = 0; k < 4 && !rc; k++, n++) {
+                snprintf(ts[n].name, sizeof ts[n].name, "%.*s%s", (int)base, ts[n - 1 - k].name, sfx[k]);
+                ts[n].ne[0] = ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1;
+                ts[n].type = RKM_TYPE_F32;
+                ts[n].value = clamp_bound(o->seed, ts[n].name, ti->role, k);
+                rc = rkm_gguf_writer_add_tensor(w, ts[n].name, RKM_TYPE_F32, 1, ts[n].ne);
+                total += sizeof(float);
+            }
         }
     float *row = malloc(sizeof(float) * (size_t)RKM_MAX(max_ne0, 1));
     uint8_t *q = malloc(sizeof(float) * (size_t)RKM_MAX(max_ne0, 1));
@@ -1306,7 +1342,8 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
     for (int k = 0; k < n && !rc; k++) {
         const size_t rb = rkm_type_row_bytes(ts[k].type, ts[k].ne[0]);
         for (int64_t r = 0; r < ts[k].ne[1] * ts[k].ne[2] * ts[k].ne[3] && !rc; r++) {
-            gen_vision_row(ts[k].name, ts[k].ti, o->seed, r, ts[k].ne[0], row);
+            if (!ts[k].ti) row[0] = ts[k].value;
+            else gen_vision_row(ts[k].name, ts[k].ti, o->seed, r, ts[k].ne[0], row);
             rkm_quantize_row(ts[k].type, row, q, ts[k].ne[0]);
             rc = rkm_gguf_writer_write_data(w, q, rb);
             rkm_progress_add(&prog, rb);

@@ -22,7 +22,10 @@
 #define T3(a, b, c) 3, {a, b, c, 0}
 #define T4(a, b, c, d) 4, {a, b, c, d}
 
-/* Gemma 4 (llama.cpp's Gemma4VisionAudioModel; HF names in comments). */
+/* Gemma 4 (llama.cpp's gemma4v graph). Its linears are HF's
+ * Gemma4ClippableLinear: a matrix NAME.weight may have the scalars
+ * NAME.input_min, .input_max, .output_min, .output_max beside it (not
+ * rows of this table: optional, one value each, read by the encoder). */
 static const rkm_vtensor_info gemma4v_tensors[] = {
     {RKM_V_PATCH_EMBD, "v.patch_embd.weight", T4(RKM_VD_PATCH, RKM_VD_PATCH, RKM_VD_RGB, RKM_VD_EMBD), 0, RKM_VI_MAT, 0},
     {RKM_V_POS_EMBD, "v.position_embd.weight", T3(RKM_VD_EMBD, RKM_VD_POS, RKM_VD_TWO), F, RKM_VI_EMBED, 0},

@@ -8,6 +8,7 @@
 /* Appends n ids to p->ids (cap in *cap). */
 static int push_ids(rkm_media_prompt *p, int *cap, const int32_t *ids, int n)
 {
+    if (n <= 0) return 0;
     if (p->n_ids + n > *cap) {
         int nc = RKM_MAX(2 * *cap, p->n_ids + n + 64);
         int32_t *t = realloc(p->ids, sizeof(int32_t) * (size_t)nc);
@@ -133,6 +134,8 @@ int rkm_media_prompt_eval(rkm_session *s, const rkm_media_prompt *p, rkm_vision 
         const rkm_media_image *mi = &p->img[i];
         if (at >= mi->pos + mi->n_tokens) continue; /* held already */
         if (!v) return rkm_err(RKM_EINVAL, "image %d is to be encoded and there is no vision tower", i);
+        if ((rc = rkm_vision_bind(v, s->m)) < 0) return rc; /* the NPU's when the text model runs there */
+        rc = 0;
         float *prep = NULL, *emb = NULL;
         int tw, th, nt = 0;
         rc = rkm_vision_prep(rkm_vision_hparams_of(v), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
@@ -142,6 +145,7 @@ int rkm_media_prompt_eval(rkm_session *s, const rkm_media_prompt *p, rkm_vision 
         if (!rc && rkm_vision_n_out(v) != s->m->hp.n_embd)
             rc = rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d",
                          rkm_vision_n_out(v), s->m->hp.n_embd);
+        if (!rc && p->on_rows) rc = p->on_rows(p->user, i, emb, nt, rkm_vision_n_out(v));
         if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->key, p->bidirectional, NULL);
         if (!rc && n_encoded) (*n_encoded)++;
         free(prep);

@@ -40,6 +40,10 @@ typedef struct rkm_media_prompt {
     int n_img;
     int bidirectional;     /* the projector's images are attended both ways */
     int max_image_tokens;  /* the most rows of one image */
+    /* called with each image's rows as the tower made them, before they
+     * are evaluated (set by the caller after building; may be NULL) */
+    int (*on_rows)(void *user, int image, const float *rows, int n, int cols);
+    void *user;
 } rkm_media_prompt;
 
 /* Builds the prompt of text (NUL-terminated) with the images in order,

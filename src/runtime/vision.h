@@ -6,8 +6,10 @@
  * output rows take the place of the image's tokens in the text model's
  * input.
  *
- * Threads: a loaded tower is immutable; rkm_vision_encode may run on any
- * thread, one call at a time per pool (the matmuls use the pool given).
+ * Threads: a loaded tower is immutable but for its binding to a model's
+ * NPU (rkm_vision_bind, before encoding) and one encode's error state:
+ * one rkm_vision_encode at a time per tower (the matmuls use the pool
+ * given, the NPU's under the bound model's lock).
  * Ownership: rkm_vision_free frees the tower and every weight it read;
  * the arrays rkm_vision_prep and rkm_vision_encode return are the
  * caller's (free()).
@@ -39,6 +41,15 @@ uint64_t rkm_vision_bytes(const rkm_vision *v);
  * std per channel: *out gets 3 planes of *tw x *th floats (R, G, B). 0, or
  * RKM_ENOMEM / RKM_EINVAL. */
 int rkm_vision_prep(const rkm_vision_hparams *vp, const uint8_t *rgb, int w, int h, float **out, int *tw, int *th);
+
+struct rkm_model;
+/* Runs the tower's matmuls where the text model m runs its prefill: with
+ * m on the NPU (the rknn backend), each matrix gets an rknn_i8 copy (int8
+ * per output row, packed here once) that the NPU multiplies through m's
+ * backend, holding m's lock for each matmul (one shape per image size, as
+ * the NPU wants); with m on the CPU nothing changes. m must outlive the
+ * binding. 1 bound to the NPU, 0 on the CPU, or RKM_ENOMEM. */
+int rkm_vision_bind(rkm_vision *v, struct rkm_model *m);
 
 /* Encodes a prepared image (3 planes of w x h floats; w and h multiples of
  * patch x merge): *out gets *n_tokens rows of rkm_vision_n_out floats.

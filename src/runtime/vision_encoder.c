@@ -13,27 +13,38 @@
  */
 #include "runtime/vision.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "format/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "kernels/rknn_i8.h"
 #include "runtime/model.h"
 #include "util/common.h"
 
 typedef struct {
     int type;    /* enum rkm_type of data; F32 for vectors */
     void *data;  /* NULL: absent (optional) */
+    void *npu;   /* the matrix as rknn_i8 for the NPU (rkm_vision_bind), or NULL */
     int64_t ne[4];
     uint64_t bytes;
+    /* Gemma 4's clippable linears: the input clamped to [in_lo, in_hi]
+     * and the output to [out_lo, out_hi] (the file's NAME.input_min,
+     * .input_max, .output_min, .output_max scalars beside NAME.weight) */
+    int clamp;
+    float in_lo, in_hi, out_lo, out_hi;
 } vweight;
 
 struct rkm_vision {
     rkm_vision_hparams hp;
     vweight *w;  /* [(n_layer + 1) * RKM_V_ROLE_COUNT]: globals in row 0, layer il in row il + 1 */
     uint64_t bytes;
+    rkm_model *npu_model; /* bound: its backend runs the matrices' rknn_i8 copies */
+    int mm_rc;            /* the first NPU failure of an encode (0: none) */
 };
 
 static vweight *W(const rkm_vision *v, int role, int il) { return &v->w[(size_t)(il + 1) * RKM_V_ROLE_COUNT + role]; }
@@ -46,9 +57,42 @@ uint64_t rkm_vision_bytes(const rkm_vision *v) { return v->bytes; }
 void rkm_vision_free(rkm_vision *v)
 {
     if (!v) return;
-    for (int i = 0; v->w && i < (v->hp.n_layer + 1) * RKM_V_ROLE_COUNT; i++) free(v->w[i].data);
+    for (int i = 0; v->w && i < (v->hp.n_layer + 1) * RKM_V_ROLE_COUNT; i++) {
+        free(v->w[i].data);
+        rkm_free_aligned(v->w[i].npu);
+    }
     free(v->w);
     free(v);
+}
+
+/* The clamp scalars of matrix NAME.weight, where the file has them. */
+static int read_clamp(const rkm_gguf *g, const char *name, vweight *w)
+{
+    static const char *const sfx[4] = {".input_min", ".input_max", ".output_min", ".output_max"};
+    float *dst[4] = {&w->in_lo, &w->in_hi, &w->out_lo, &w->out_hi};
+    w->in_lo = w->out_lo = -FLT_MAX;
+    w->in_hi = w->out_hi = FLT_MAX;
+    size_t base = strlen(name);
+    if (base < 7 || strcmp(name + base - 7, ".weight")) return 0;
+    base -= 7;
+    for (int i = 0; i < 4; i++) {
+        char sname[128];
+        snprintf(sname, sizeof sname, "%.*s%s", (int)base, name, sfx[i]);
+        const rkm_gguf_tensor *t = rkm_gguf_tensor_find(g, sname);
+        if (!t) continue;
+        uint8_t raw[16];
+        const size_t rb = rkm_type_row_bytes(t->type, 1);
+        if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 1 || !rkm_type_readable(t->type) || rb > sizeof raw || rb != t->nbytes)
+            return rkm_err(RKM_EFORMAT, "%s: a clamp bound must be one value", sname);
+        int rc = rkm_gguf_read(g, t, 0, raw, rb);
+        if (rc) return rkm_err_prefix(rc, sname);
+        rkm_dequantize_row(t->type, raw, dst[i], 1);
+        if (isnan(*dst[i])) return rkm_err(RKM_EFORMAT, "%s: NaN", sname);
+        w->clamp = 1;
+    }
+    if (w->clamp && (w->in_lo > w->in_hi || w->out_lo > w->out_hi))
+        return rkm_err(RKM_EFORMAT, "%.*s: a clamp whose minimum exceeds its maximum", (int)base, name);
+    return 0;
 }
 
 static int load_tensor(const rkm_gguf *g, const rkm_vtensor_info *ti, int il, vweight *out)
@@ -66,6 +110,11 @@ static int load_tensor(const rkm_gguf *g, const rkm_vtensor_info *ti, int il, vw
     }
     memcpy(out->ne, t->ne, sizeof out->ne);
     const int vec = (ti->flags & RKM_VT_F32) || ti->n_dims == 1;
+    /* (mtmd's patch embedding is a convolution: never clamped) */
+    if (!vec && ti->role != RKM_V_PATCH_EMBD && ti->role != RKM_V_PATCH_EMBD_1 && (rc = read_clamp(g, name, out))) {
+        free(raw);
+        return rc;
+    }
     if (!vec && rkm_type_matmul(t->type)) {
         out->type = t->type;
         out->data = raw;
@@ -116,12 +165,72 @@ rkm_vision *rkm_vision_load(const char *path)
 
 /* ------------------------------------------------------------ pieces */
 
-/* y[m][n_out] = x[m][n_in] . W^T */
-static void mm(rkm_pool *pool, const vweight *w, const float *x, int64_t m, float *y)
+/* A weight's matrix shape: n_in values per row, n_out rows. */
+static void mat_dims(const vweight *w, int64_t *n_in, int64_t *n_out)
 {
-    const int64_t n_in = w->ne[0] * (w->ne[2] > 1 ? w->ne[1] * w->ne[2] : 1); /* conv kernels: p x p x 3 */
-    const int64_t n_out = w->ne[2] > 1 ? w->ne[3] : w->ne[1];
+    *n_in = w->ne[0] * (w->ne[2] > 1 ? w->ne[1] * w->ne[2] : 1); /* conv kernels: p x p x 3 */
+    *n_out = w->ne[2] > 1 ? w->ne[3] : w->ne[1];
+}
+
+/* y[m][n_out] = x[m][n_in] . W^T: through the bound model's NPU when the
+ * matrix has an rknn_i8 copy and there are enough rows, else on the CPU.
+ * An NPU failure is kept in v->mm_rc (the encode returns it). */
+static void mm(rkm_vision *v, rkm_pool *pool, const vweight *w, const float *x, int64_t m, float *y)
+{
+    int64_t n_in, n_out;
+    mat_dims(w, &n_in, &n_out);
+    if (w->clamp) { /* a clippable linear: on a clamped copy of x, then y clamped */
+        float *xc = malloc(sizeof(float) * (size_t)(m * n_in));
+        if (!xc) {
+            if (!v->mm_rc) v->mm_rc = rkm_err(RKM_ENOMEM, "vision tower: out of memory");
+            return;
+        }
+        for (int64_t i = 0; i < m * n_in; i++) xc[i] = fminf(fmaxf(x[i], w->in_lo), w->in_hi);
+        vweight plain = *w;
+        plain.clamp = 0;
+        mm(v, pool, &plain, xc, m, y);
+        free(xc);
+        for (int64_t i = 0; i < m * n_out; i++) y[i] = fminf(fmaxf(y[i], w->out_lo), w->out_hi);
+        return;
+    }
+    if (w->npu && v->npu_model && m >= RKM_NPU_DENSE_MIN_ROWS) {
+        if (v->mm_rc) return;
+        rkm_mm_task t = {RKM_TYPE_RKNN_I8, w->npu, n_in, n_out, x, m, y, n_out};
+        pthread_mutex_lock(&v->npu_model->lock); /* the backend is driven by the lock's holder */
+        v->mm_rc = rkm_backend_mm(v->npu_model->backend, pool, &t, 1, 0);
+        pthread_mutex_unlock(&v->npu_model->lock);
+        return;
+    }
     rkm_matmul(rkm_pool_for(pool, (double)m * n_in * n_out), w->type, w->data, n_in, n_out, x, m, y, n_out);
+}
+
+int rkm_vision_bind(rkm_vision *v, rkm_model *m)
+{
+    if (!m || v->npu_model == m || !rkm_backend_rknn(m->backend)) return v->npu_model == m && m ? 1 : 0;
+    for (int i = 0; i < (v->hp.n_layer + 1) * RKM_V_ROLE_COUNT; i++) {
+        vweight *w = &v->w[i];
+        int64_t n_in, n_out;
+        mat_dims(w, &n_in, &n_out);
+        if (!w->data || w->ne[1] < 2 || w->npu || !rkm_rknn_i8_shape_ok(n_in, n_out) || !rkm_type_readable(w->type))
+            continue;
+        void *buf = rkm_alloc_aligned(rkm_rknn_i8_bytes(n_in, n_out), 64);
+        float *rows = malloc(sizeof(float) * (size_t)n_in * RKM_RKNN_I8_TILE);
+        if (!buf || !rows) {
+            rkm_free_aligned(buf);
+            free(rows);
+            return rkm_err(RKM_ENOMEM, "vision tower: out of memory for the NPU's copies");
+        }
+        const size_t rb = rkm_type_row_bytes(w->type, n_in);
+        for (int64_t n0 = 0; n0 < n_out; n0 += RKM_RKNN_I8_TILE) {
+            for (int r = 0; r < RKM_RKNN_I8_TILE; r++)
+                rkm_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)(n0 + r) * rb, rows + (size_t)r * n_in, n_in);
+            rkm_rknn_i8_pack_rows(rows, n_in, n_out, n0, RKM_RKNN_I8_TILE, buf);
+        }
+        free(rows);
+        w->npu = buf;
+    }
+    v->npu_model = m;
+    return 1;
 }
 
 /* rows of n contiguous values, each RMS-normed in place (times w if given) */
@@ -196,7 +305,7 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
                 for (int kx = 0; kx < p; kx++)
                     *c++ = 2.0f * img[(size_t)ch * Wd * Ht + (size_t)(cy * p + ky) * Wd + cx * p + kx] - 1.0f;
     }
-    mm(pool, W(v, RKM_V_PATCH_EMBD, -1), cols, N, x);
+    mm(v, pool, W(v, RKM_V_PATCH_EMBD, -1), cols, N, x);
     const rkm_rope rope = {.dim = hd / 2, .neox = 1, .theta = hp->rope_theta, .freq_scale = 1.0f, .attn_factor = 1.0f,
                            .mscale = 1.0f};
     /* the learned 2-D position: a row of the x table and one of the y table */
@@ -208,9 +317,9 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     for (int il = 0; il < hp->n_layer; il++) {
         memcpy(h, x, sizeof(float) * (size_t)N * E);
         rms_rows(h, F(v, RKM_V_LN1_W, il), N, E, hp->eps);
-        mm(pool, W(v, RKM_V_ATTN_Q, il), h, N, q);
-        mm(pool, W(v, RKM_V_ATTN_K, il), h, N, kk);
-        mm(pool, W(v, RKM_V_ATTN_V, il), h, N, vv);
+        mm(v, pool, W(v, RKM_V_ATTN_Q, il), h, N, q);
+        mm(v, pool, W(v, RKM_V_ATTN_K, il), h, N, kk);
+        mm(v, pool, W(v, RKM_V_ATTN_V, il), h, N, vv);
         rms_rows(q, F(v, RKM_V_ATTN_Q_NORM, il), (int64_t)N * hp->n_head, hd, hp->eps);
         rms_rows(kk, F(v, RKM_V_ATTN_K_NORM, il), (int64_t)N * hp->n_head_kv, hd, hp->eps);
         rms_rows(vv, NULL, (int64_t)N * hp->n_head_kv, hd, hp->eps);
@@ -224,19 +333,19 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
             rkm_rope_apply(&rope, kk + (size_t)i * KV + hd / 2, hp->n_head_kv, hd, i / px);
         }
         attention(pool, q, kk, vv, o, N, hp->n_head, hp->n_head_kv, hd, 1.0f, scratch);
-        mm(pool, W(v, RKM_V_ATTN_OUT, il), o, N, h);
+        mm(v, pool, W(v, RKM_V_ATTN_OUT, il), o, N, h);
         rms_rows(h, F(v, RKM_V_ATTN_POST_NORM, il), N, E, hp->eps);
         for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
         memcpy(h, x, sizeof(float) * (size_t)N * E);
         rms_rows(h, F(v, RKM_V_LN2_W, il), N, E, hp->eps);
         float *g = cols, *u = cols + (size_t)N * FF;
-        mm(pool, W(v, RKM_V_FFN_GATE, il), h, N, g);
-        mm(pool, W(v, RKM_V_FFN_UP, il), h, N, u);
+        mm(v, pool, W(v, RKM_V_FFN_GATE, il), h, N, g);
+        mm(v, pool, W(v, RKM_V_FFN_UP, il), h, N, u);
         if (hp->ffn == RKM_VFFN_GELU) rkm_geglu(g, g, u, (int64_t)N * FF);
         else if (hp->ffn == RKM_VFFN_SILU) rkm_swiglu(g, g, u, (int64_t)N * FF);
         else
             for (size_t i = 0; i < (size_t)N * FF; i++) g[i] = gelu_quick(g[i]) * u[i];
-        mm(pool, W(v, RKM_V_FFN_DOWN, il), g, N, h);
+        mm(v, pool, W(v, RKM_V_FFN_DOWN, il), g, N, h);
         rms_rows(h, F(v, RKM_V_FFN_POST_NORM, il), N, E, hp->eps);
         for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
         const float *ls = F(v, RKM_V_OUT_SCALE, il);
@@ -260,7 +369,7 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
         for (int t = 0; t < T; t++)
             for (int e = 0; e < E; e++) pooled[(size_t)t * E + e] = (pooled[(size_t)t * E + e] - sb[e]) * ss[e];
     rms_rows(pooled, NULL, T, E, hp->eps);
-    mm(pool, W(v, RKM_V_MM_INPUT_PROJ, -1), pooled, T, res);
+    mm(v, pool, W(v, RKM_V_MM_INPUT_PROJ, -1), pooled, T, res);
     *out = res;
     res = NULL;
     *n_tok = T;
@@ -280,13 +389,23 @@ out:
 
 int rkm_vision_encode(rkm_vision *v, rkm_pool *pool, const float *img, int w, int h, float **out, int *n_tokens)
 {
+    v->mm_rc = 0;
     *out = NULL;
     *n_tokens = 0;
     const int side = v->hp.patch_size * v->hp.n_merge;
     if (w < side || h < side || w % side || h % side)
         return rkm_err(RKM_EINVAL, "a %dx%d image is not a grid of %d-pixel cells", w, h, side);
+    int rc;
     switch (v->hp.proj) {
-    case RKM_PROJ_GEMMA4V: return encode_gemma4v(v, pool, img, w, h, out, n_tokens);
+    case RKM_PROJ_GEMMA4V:
+        rc = encode_gemma4v(v, pool, img, w, h, out, n_tokens);
+        if (!rc && v->mm_rc) { /* a matmul failed (the NPU, memory): the rows are not the tower's */
+            free(*out);
+            *out = NULL;
+            *n_tokens = 0;
+            rc = rkm_err_prefix(v->mm_rc, "vision tower on the NPU");
+        }
+        return rc;
     default:
         return rkm_err(RKM_EUNSUPPORTED, "the %s encoder is not implemented yet", rkm_proj_info_of(v->hp.proj)->name);
     }

@@ -47,6 +47,7 @@ enum srv_kind {
 typedef struct srv_image {
     unsigned char *data;
     size_t len;
+    char *url;          /* an http(s) URL to fetch instead (serve --image-urls), or NULL */
 } srv_image;
 
 typedef struct srv_msg {

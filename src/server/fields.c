@@ -41,7 +41,7 @@ void srv_request_free(srv_request *r)
     free(r->grammar);
     free(r->reasoning_effort);
     free(r->suffix);
-    for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].data), free(r->images[i].url);
     memset(r, 0, sizeof *r);
 }
 
@@ -53,10 +53,13 @@ int srv_add_image(srv_request *r, const char *b64, int uri, const char *where, c
     }
     const char *p = b64;
     if (uri) {
-        if (!strncmp(p, "http://", 7) || !strncmp(p, "https://", 8)) {
-            snprintf(err, errcap, "%s: image URLs are not fetched; send the image as a data: URI (data:image/png;base64,...)",
-                     where);
-            return -1;
+        if (!strncmp(p, "http://", 7) || !strncmp(p, "https://", 8)) { /* fetched by the HTTP side, if allowed */
+            if (!(r->images[r->n_images].url = strdup(p))) {
+                snprintf(err, errcap, "out of memory");
+                return -1;
+            }
+            r->n_images++;
+            return 0;
         }
         const char *comma = strchr(p, ',');
         if (strncmp(p, "data:", 5) || !comma || comma - p < 12 || strncmp(comma - 7, ";base64", 7)) {

@@ -80,8 +80,9 @@ void srv_model_name_base(const char *s, char *out, size_t cap);
  * with the reason (an unsupported schema keyword, named) in err. */
 /* Appends an image sent as base64 (bare, as Ollama's images, or a data:
  * URI, "data:image/png;base64,...", as OpenAI's image_url) to r->images;
- * where names it in messages. http(s) URLs are refused: the server does
- * not fetch. 0 or -1 + err. */
+ * an http(s) URL is kept as such (fetched, when the server allows it, by
+ * the HTTP side: srv_fetch_images). where names it in messages. 0 or -1 +
+ * err. */
 int srv_add_image(struct srv_request *r, const char *b64, int uri, const char *where, char *err, size_t errcap);
 /* "<__media__>" n times then text, malloc'd (NULL: out of memory). */
 char *srv_media_prefix(int n, const char *text);

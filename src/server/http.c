@@ -34,6 +34,7 @@
  */
 #include "server/gate.h"
 #include "server/pull.h"
+#include "convert/fetch.h"
 #include "server/server.h"
 #include "server/websafe.h"
 #include "util/buf.h"
@@ -249,6 +250,11 @@ static void stream_free(void *cls)
 
 /* ------------------------------------------------------- generation */
 
+/* An image a request names by URL (serve --image-urls): at most this
+ * large, fetched within this long. */
+#define IMAGE_URL_MAX_BYTES (32u << 20)
+#define IMAGE_URL_TIMEOUT_S 20.0
+
 /* A queued streaming request gets its headers after this long. */
 #define QUEUED_HEADERS_S 0.1
 
@@ -261,6 +267,17 @@ static enum MHD_Result handle_job(srv_engine *e, struct MHD_Connection *c, const
     if (srv_parse_request(kind, cs->body.data ? cs->body.data : "", cs->body.len, &j->req, err, sizeof err)) {
         srv_job_release(j);
         return send_error(c, url, 400, err, 0);
+    }
+    for (int i = 0; i < j->req.n_images; i++) { /* images named by URL: fetched here, when allowed */
+        srv_image *im = &j->req.images[i];
+        if (!im->url) continue;
+        int frc = g_cfg->image_urls ? rkm_fetch_get(im->url, IMAGE_URL_MAX_BYTES, IMAGE_URL_TIMEOUT_S, &im->data, &im->len) : 0;
+        if (!g_cfg->image_urls) snprintf(err, sizeof err, "image %d: image URLs are not fetched by this server (serve --image-urls); send the image as a data: URI (data:image/png;base64,...)", i);
+        else if (frc) snprintf(err, sizeof err, "image %d: %s", i, rkm_last_error());
+        if (!g_cfg->image_urls || frc) {
+            srv_job_release(j);
+            return send_error(c, url, 400, err, 0);
+        }
     }
     if (!strcmp(url, "/api/embeddings")) { /* the legacy route: one prompt, {"embedding": [...]} */
         if (j->req.n_inputs != 1) {

@@ -60,6 +60,7 @@ typedef struct srv_config {
     double header_timeout_s;     /* a request head must arrive within this (0: no deadline) */
     const char *port_file;       /* write the bound port here (tests) */
     int pull;                    /* /api/pull: 1 allowed, 0 refused, -1 (default) allowed when api_key is set */
+    int image_urls;              /* fetch images that requests name by http(s) URL (off by default) */
 } srv_config;
 
 void srv_config_default(srv_config *c);

@@ -65,7 +65,7 @@ check(oc.message.content === ochatRef, 'ollama chat with images equals rkmojo ru
 
 // bad input: 400s, named
 await status400('an http image URL', () => openai.chat.completions.create({ model, messages: [{ role: 'user', content: [
-  { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }), 'not fetched');
+  { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }), 'serve --image-urls');
 await status400('not base64', () => ollama.generate({ model, prompt: 'x', images: ['!!!'], stream: false }), 'not valid base64');
 await status400('not an image', () => ollama.generate({ model, prompt: 'x', images: [Buffer.from('hello world, no image').toString('base64')],
                                                           stream: false }), 'not an image');

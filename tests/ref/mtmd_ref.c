@@ -25,8 +25,10 @@
  *       evaluated by mtmd_helper_eval_chunks (images encoded and decoded
  *       as mtmd does: Gemma 4's attended both ways) in a context of 4096
  *       positions with batches of 2048 (an image in one), flash attention
- *       off; prints "positions P", the text chunks' ids ("text ID ...")
- *       and the images' token counts ("image N") in order, then N greedy
+ *       off; prints the text chunks' ids ("text ID ...") and the images'
+ *       token counts ("image N") in order, the time the evaluation of the
+ *       prompt took, images encoded ("prompt_ms T": the time to the
+ *       first token's logits), "positions P", then N greedy
  *       ids (ties to the lower id), one per line, each with the gap
  *       between the two largest logits ("ID GAP"); stops early at an
  *       end-of-generation id
@@ -40,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define REF_PROG "mtmd-ref"
 #include "ref_common.h"
@@ -263,7 +266,11 @@ static int gen(void *model, void *ctx, void *chunks, int n_predict, int threads)
         }
     }
     int32_t n_past = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (L.eval_chunks(ctx, lctx, chunks, 0, 0, 2048, 1, &n_past)) die("mtmd_helper_eval_chunks failed", NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("prompt_ms %.1f\n", 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
     printf("positions %d\n", n_past);
     const void *vocab = L.model_get_vocab(model);
     const int32_t nv = L.vocab_n_tokens(vocab);

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench-vision-ttft.sh - time to the first token of a prompt with one
+# image, and the memory the vision tower adds, rkmojo against llama.cpp's
+# mtmd, side by side on the same files and threads, the runs alternating
+# (rkmojo, mtmd, rkmojo, ...) so that a noisy host weighs on both alike.
+#
+#   [SIZES="224 448"] bench/bench-vision-ttft.sh [WORKDIR] [REPS] [THREADS]
+#
+# Writes (once, kept in WORKDIR) Gemma 4 26B-A4B's vision tower in f16
+# beside a text model of its width with 6 layers and few experts (the
+# files bench-vision.sh uses), the text model converted with its tower
+# (`rkmojo convert --mmproj`), and test images of 224x224, 448x448 and
+# 896x896. Per size and rep: rkmojo's TTFT (`rkmojo run -m DIR --image
+# IMG -p "... <__media__> ..." -n 1`: the prompt evaluated, the image
+# decoded, prepared, encoded and its rows evaluated, to the first token's
+# logits) and mtmd's (tests/ref/mtmd_ref.c's gen mode: mtmd_tokenize and
+# mtmd_helper_eval_chunks, the same steps, timed to the first logits).
+# The reference is the prebuilt llama.cpp of the npm package
+# @fugood/node-llama-linux-x64 (tests/js), a generic x86-64 build: not
+# llama.cpp at its best on this CPU (bench-vision.sh takes a native
+# llama-mtmd-cli for the encode alone). Then the peak RSS of rkmojo with
+# the image and without it (the same prompt, the marker left out): what
+# the tower adds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${1:-/var/tmp/rkm/vis/bench}; reps=${2:-3}; threads=${3:-2}; sizes=${SIZES:-224 448 896}
+bin=$PWD/${RKMOJO:-build/rkmojo}
+ref=$PWD/build/tests/mtmd-ref
+addon=$PWD/tests/js/node_modules/@fugood/node-llama-linux-x64/index.node
+img=$PWD/build/tests/make-image
+mkdir -p "$work"
+if [ ! -f "$work/mmproj.gguf" ]; then
+  "$bin" synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
+    --set n_ff_exp=64 --set n_ff=64 --dtype f16 -o "$work/text.gguf" --mmproj-out "$work/mmproj.gguf" --quiet
+fi
+[ -d "$work/text.rkmojo" ] || "$bin" convert "$work/text.gguf" "$work/text.rkmojo" --quant keep --mmproj "$work/mmproj.gguf" --quiet
+for s in $sizes; do [ -f "$work/$s.png" ] || "$img" "$work/$s.png" $s $s 11; done
+prompt="Describe <__media__> in one word."
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+for s in $sizes; do
+  : > "$work/ttft.ours.$s"; : > "$work/ttft.ref.$s"
+  for r in $(seq "$reps"); do
+    /usr/bin/time -f "%M" -o "$work/rss" "$bin" run -m "$work/text.rkmojo" --image "$work/$s.png" -p "$prompt" -n 1 --temp 0 \
+      -t "$threads" > /dev/null 2> "$work/ttft.log"
+    ours=$(sed -n 's/.*TTFT \([0-9]*\) ms.*/\1/p' "$work/ttft.log")
+    echo "$ours" >> "$work/ttft.ours.$s"
+    rf=-
+    if [ -f "$addon" ] && [ -x "$ref" ]; then
+      rf=$("$ref" "$addon" "$work/text.gguf" "$work/mmproj.gguf" gen "$prompt" 1 "$work/$s.png" -- "$threads" |
+        awk '$1 == "prompt_ms" {printf "%d", $2}')
+      echo "$rf" >> "$work/ttft.ref.$s"
+    fi
+    echo "${s}x$s rep $r: TTFT rkmojo $ours ms, mtmd (npm build) $rf ms; rkmojo peak RSS $(($(cat "$work/rss") / 1024)) MiB"
+  done
+  mo=$(median < "$work/ttft.ours.$s")
+  if [ -s "$work/ttft.ref.$s" ]; then
+    mr=$(median < "$work/ttft.ref.$s")
+    echo "${s}x$s median TTFT: rkmojo $mo ms, mtmd $mr ms, speed ratio $(awk -v a="$mr" -v b="$mo" 'BEGIN {printf "%.2f", a / b}')x"
+  else
+    echo "${s}x$s median TTFT: rkmojo $mo ms"
+  fi
+done
+/usr/bin/time -f "%M" -o "$work/rss0" "$bin" run -m "$work/text.rkmojo" -p "${prompt/<__media__> /}" -n 1 --temp 0 -t "$threads" \
+  > /dev/null 2>&1
+first=${sizes%% *}
+/usr/bin/time -f "%M" -o "$work/rss1" "$bin" run -m "$work/text.rkmojo" --image "$work/$first.png" -p "$prompt" -n 1 --temp 0 \
+  -t "$threads" > /dev/null 2>&1
+echo "peak RSS without an image $(($(cat "$work/rss0") / 1024)) MiB, with a ${first}x$first image $(($(cat "$work/rss1") / 1024)) MiB:" \
+  "the tower adds $(( ($(cat "$work/rss1") - $(cat "$work/rss0")) / 1024 )) MiB ($(du -m "$work/mmproj.gguf" | cut -f1) MiB file)"
