@@ -4,9 +4,10 @@
 // greedy decoding to what `rkmojo run` makes of the same prompt (given on
 // the command line, worked out by test-server-vision.sh); a repeated
 // request reuses the held image (cached tokens reported, same text); bad
-// images (an http URL, not base64, not an image, more markers than
-// images, a model without a vision tower) are 400s naming the problem,
-// and the server answers normally afterwards.
+// images (an http URL, not base64, not an image, a truncated PNG, a
+// 20000x20000 or a 1x1 image, a GIF, more markers than images, a model
+// without a vision tower) are 400s naming the problem, and the server
+// answers normally afterwards.
 //
 // usage: node server-vision.mjs BASE_URL MODEL TEXT_ONLY_MODEL IMAGE.png
 //        CHAT_REF GEN_REF OLLAMA_CHAT_REF
@@ -71,6 +72,29 @@ await status400('not an image', () => ollama.generate({ model, prompt: 'x', imag
                                                           stream: false }), 'not an image');
 await status400('a truncated PNG', () => ollama.generate({ model, prompt: 'x', images: [readFileSync(imagePath).subarray(0, 200).toString('base64')],
                                                              stream: false }), 'image 0');
+// a PNG of w x h whose header is all there is (the decoder's limits are
+// checked from it: a 20000x20000 image, a decompression bomb's shape, is
+// refused before any pixel is inflated)
+function pngHeader(w, h) {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (b) => { let c = 0xffffffff; for (const x of b) c = crcTable[(c ^ x) & 0xff] ^ (c >>> 8); return (c ^ 0xffffffff) >>> 0; };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = 8; ihdr[9] = 2;
+  const body = Buffer.concat([Buffer.from('IHDR'), ihdr]);
+  const len = Buffer.alloc(4); len.writeUInt32BE(13);
+  const c = Buffer.alloc(4); c.writeUInt32BE(crc(body));
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), len, body, c]);
+}
+await status400('a 20000x20000 image', () => ollama.generate({ model, prompt: 'x', images: [pngHeader(20000, 20000).toString('base64')],
+                                                                 stream: false }), 'image 0');
+await status400('a 1x1 image', () => ollama.generate({ model, prompt: 'x', images: [pngHeader(1, 1).toString('base64')],
+                                                         stream: false }), 'image 0');
+await status400('a GIF', () => ollama.generate({ model, prompt: 'x', images: [Buffer.from('GIF89a\x01\x00\x01\x00').toString('base64')],
+                                                   stream: false }), 'gif images are not supported');
 await status400('more markers than images', () => ollama.generate({ model, prompt: 'a <__media__> b', images: [b64], stream: false }),
                 '2 image markers');
 await status400('a model without a vision tower', () => ollama.generate({ model: textOnly, prompt: 'x', images: [b64], stream: false }),
