@@ -7,6 +7,7 @@
 # repeated request reuses the image; bad images are 400s and the server
 # goes on. `rkmojo chat` with /image, on its own and through the server
 # (--url), answers as run does and keeps images across /save and /load.
+# --image-urls fetches images by URL; --vision-idle frees an idle tower.
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 cd "$(dirname "$0")/.."
@@ -73,7 +74,7 @@ fi
 # same answer as the data: URI), refused without it (the suite above)
 node -e "const fs=require('fs');const s=require('http').createServer((q,r)=>{if(q.url==='/a.png'){r.end(fs.readFileSync('$T/a.png'))}else if(q.url==='/big'){r.writeHead(200,{'Content-Length':String(40<<20)});r.end(Buffer.alloc(40<<20))}else{r.statusCode=404;r.end()}}).listen(0,'127.0.0.1',()=>fs.writeFileSync('$T/web.port',String(s.address().port)))" &
 WEB=$!
-"$BIN" serve -m "$T/models/vis.rkmojo" --image-urls --port 0 --port-file "$T/port2" > "$T/serve2.log" 2>&1 &
+"$BIN" serve -m "$T/models/vis.rkmojo" --image-urls --vision-idle 1s --port 0 --port-file "$T/port2" > "$T/serve2.log" 2>&1 &
 PID2=$!
 for _ in $(seq 300); do [ -s "$T/port2" ] && [ -s "$T/web.port" ] && break; sleep 0.1; done
 img_req() { printf '{"temperature":0,"max_tokens":12,"messages":[{"role":"user","content":[{"type":"text","text":"What is in "},{"type":"image_url","image_url":{"url":"%s"}},{"type":"text","text":" this?"}]}]}' "$1"; }
@@ -84,6 +85,15 @@ for u in "$W/missing.png|HTTP 404" "$W/big|larger than" "file:///etc/passwd|data
   out=$(img_req "${u%%|*}" | curl -s -w ' %{http_code}' "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @-)
   case $out in *"${u#*|}"*" 400") echo "ok   image URL ${u%%|*}: 400 (${u#*|})" ;; *) echo "FAIL image URL ${u%%|*}: $out"; fail=1 ;; esac
 done
+# --vision-idle: the tower freed after a second without images, read
+# again by the next one, the same answer
+for _ in $(seq 50); do grep -q "vision tower of vis freed (idle)" "$T/serve2.log" && break; sleep 0.1; done
+got=$(img_req "$W/a.png" | curl -s "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @- | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{try{process.stdout.write(JSON.parse(s).choices[0].message.content)}catch(e){process.stdout.write('BAD '+s)}})")
+if grep -q "vision tower of vis freed (idle)" "$T/serve2.log" && [ "$(grep -c "vision tower of vis loaded" "$T/serve2.log")" = 2 ] && [ "$got" = "$chat_ref" ]; then
+  echo "ok   --vision-idle: the tower freed when idle, read again for the next image"
+else
+  echo "FAIL --vision-idle: '$got'"; cat "$T/serve2.log"; fail=1
+fi
 kill $PID2 $WEB 2>/dev/null
 [ $fail -eq 0 ] && echo PASS
 exit $fail

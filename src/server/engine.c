@@ -149,6 +149,7 @@ struct srv_engine {
     int img_rows;           /* the most rows of one image it attends both ways (0: none): the sessions' chunk */
     rkm_vision *vision;     /* the tower, loaded by the first request with images */
     rkm_pool *vpool;        /* its threads */
+    double vision_used;     /* monotonic: its last image (freed after cfg.vision_idle_s) */
     double keep_alive_s;    /* of the loaded model, <0 forever */
     double last_used;       /* monotonic */
 };
@@ -396,6 +397,15 @@ static void free_sessions(srv_engine *e)
     e->batch = NULL;
 }
 
+/* The vision tower out of memory (the next image reads it again). */
+static void free_vision(srv_engine *e)
+{
+    rkm_vision_free(e->vision);
+    e->vision = NULL;
+    rkm_pool_free(e->vpool);
+    e->vpool = NULL;
+}
+
 static void unload_model(srv_engine *e)
 {
     if (!e->model) return;
@@ -405,10 +415,7 @@ static void unload_model(srv_engine *e)
     e->pc = NULL;
     rkm_model_close(e->model);
     e->model = NULL;
-    rkm_vision_free(e->vision);
-    e->vision = NULL;
-    rkm_pool_free(e->vpool);
-    e->vpool = NULL;
+    free_vision(e);
     free(e->mmproj);
     e->mmproj = NULL;
     e->img_rows = 0;
@@ -444,6 +451,7 @@ static void find_tower(srv_engine *e, const char *dir)
  * with a message in err. */
 static int ensure_vision(srv_engine *e, char *err, size_t errcap)
 {
+    e->vision_used = rkm_now();
     if (e->vision) return 0;
     if (!e->mmproj) {
         snprintf(err, errcap, "model '%s' takes no images: it has no vision tower (rkmojo convert --mmproj)", e->loaded.name);
@@ -1307,6 +1315,7 @@ static void image_rows(srv_engine *e, srv_slot *sl)
     }
     float *prep = NULL, *emb = NULL;
     int tw, th, nt = 0;
+    e->vision_used = rkm_now();
     int rc = rkm_vision_prep(rkm_vision_hparams_of(e->vision), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
     if (!rc) rc = rkm_vision_encode(e->vision, e->vpool, prep, tw, th, &emb, &nt);
     if (!rc && nt != mi->n_tokens) rc = rkm_err(RKM_EINVAL, "the tower made %d rows of an image of %d", nt, mi->n_tokens);
@@ -1665,8 +1674,17 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->stopping && e->q_len == 0 && e->n_active == 0) {
-            if (e->model && e->keep_alive_s > 0) {
-                double left = e->last_used + e->keep_alive_s - rkm_now();
+            /* the vision tower first: it goes long before the model does */
+            double vleft = e->vision && e->cfg.vision_idle_s > 0 ? e->vision_used + e->cfg.vision_idle_s - rkm_now() : 1e18;
+            if (vleft <= 0) {
+                pthread_mutex_unlock(&e->mu);
+                fprintf(stderr, "rkmojo serve: vision tower of %s freed (idle)\n", e->loaded.name);
+                free_vision(e);
+                pthread_mutex_lock(&e->mu);
+                continue;
+            }
+            if ((e->model && e->keep_alive_s > 0) || vleft < 1e18) {
+                double left = e->model && e->keep_alive_s > 0 ? e->last_used + e->keep_alive_s - rkm_now() : 1e18;
                 if (left <= 0) {
                     pthread_mutex_unlock(&e->mu);
                     fprintf(stderr, "rkmojo serve: unloading %s (idle)\n", e->loaded.name);
@@ -1674,6 +1692,7 @@ static void *worker_main(void *arg)
                     pthread_mutex_lock(&e->mu);
                     continue;
                 }
+                left = RKM_MIN(left, vleft);
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 double w = RKM_MIN(left, 3600.0);

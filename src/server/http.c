@@ -62,6 +62,7 @@ void srv_config_default(srv_config *c)
     c->header_timeout_s = 30;
     c->prefetch = -1;
     c->pull = -1;
+    c->vision_idle_s = 5 * 60;
 }
 
 #if RKM_HAVE_MHD

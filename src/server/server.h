@@ -61,6 +61,7 @@ typedef struct srv_config {
     const char *port_file;       /* write the bound port here (tests) */
     int pull;                    /* /api/pull: 1 allowed, 0 refused, -1 (default) allowed when api_key is set */
     int image_urls;              /* fetch images that requests name by http(s) URL (off by default) */
+    double vision_idle_s;        /* free the vision tower unused this long (the model stays); <= 0 never */
 } srv_config;
 
 void srv_config_default(srv_config *c);
