@@ -292,9 +292,27 @@ done:
     rkm_model_close(m);
 }
 
+/* A tower whose encoder is not there (the fuzz corpus's qwen3vl_merger
+ * seed): read, then refused by name before any image. */
+static void test_unsupported(void)
+{
+    const char *seed = "fuzz/corpus/gguf/9856b684dde6b8cf4433e6d7d415efd39e3529e5";
+    if (access(seed, R_OK)) {
+        printf("skip: %s not found (run from the repository)\n", seed);
+        return;
+    }
+    rkm_vision *v = rkm_vision_load(seed);
+    CHECK_MSG(v != NULL, "%s", rkm_last_error());
+    if (!v) return;
+    CHECK(rkm_vision_hparams_of(v)->proj == RKM_PROJ_QWEN3VL);
+    CHECK(rkm_vision_supported(v) == RKM_EUNSUPPORTED && strstr(rkm_last_error(), "qwen3vl_merger"));
+    rkm_vision_free(v);
+}
+
 int main(void)
 {
     rkm_kernels_init();
+    test_unsupported();
     test_prep();
     test_encoder();
     test_convert_mmproj();

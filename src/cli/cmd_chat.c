@@ -441,7 +441,7 @@ static void add_image(const char *path, conv *c, chat_vision *cv)
             rkm_image_free(&im);
             return;
         }
-        if (!(cv->v = rkm_vision_load(cv->mmproj)) || !(cv->pool = rkm_pool_new(0))) {
+        if (!(cv->v = rkm_vision_load(cv->mmproj)) || rkm_vision_supported(cv->v) || !(cv->pool = rkm_pool_new(0))) {
             fprintf(stderr, "/image: the vision tower %s: %s\n", cv->mmproj, rkm_last_error());
             rkm_vision_free(cv->v);
             cv->v = NULL;

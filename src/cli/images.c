@@ -84,6 +84,12 @@ int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm
         fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
         return 1;
     }
+    if (rkm_vision_supported(*v)) {
+        fprintf(stderr, "rkmojo run: %s: %s\n", mmproj, rkm_last_error());
+        rkm_vision_free(*v);
+        *v = NULL;
+        return 2;
+    }
     char b1[32];
     fprintf(stderr, "vision tower: %s, %s of weights, loaded in %.0f ms\n",
             rkm_proj_info_of(rkm_vision_hparams_of(*v)->proj)->name, rkm_fmt_bytes(rkm_vision_bytes(*v), b1, sizeof b1),

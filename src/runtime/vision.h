@@ -42,6 +42,10 @@ uint64_t rkm_vision_bytes(const rkm_vision *v);
  * RKM_ENOMEM / RKM_EINVAL. */
 int rkm_vision_prep(const rkm_vision_hparams *vp, const uint8_t *rgb, int w, int h, float **out, int *tw, int *th);
 
+/* 0 when rkm_vision_encode runs this tower's projector, else
+ * RKM_EUNSUPPORTED with a message naming it. */
+int rkm_vision_supported(const rkm_vision *v);
+
 struct rkm_model;
 /* Runs the tower's matmuls where the text model m runs its prefill: with
  * m on the NPU (the rknn backend), each matrix gets an rknn_i8 copy (int8

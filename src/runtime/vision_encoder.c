@@ -387,6 +387,12 @@ out:
     return rc;
 }
 
+int rkm_vision_supported(const rkm_vision *v)
+{
+    if (v->hp.proj == RKM_PROJ_GEMMA4V) return 0;
+    return rkm_err(RKM_EUNSUPPORTED, "the %s vision encoder is not implemented yet", rkm_proj_info_of(v->hp.proj)->name);
+}
+
 int rkm_vision_encode(rkm_vision *v, rkm_pool *pool, const float *img, int w, int h, float **out, int *n_tokens)
 {
     v->mm_rc = 0;

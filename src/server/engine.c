@@ -463,6 +463,12 @@ static int ensure_vision(srv_engine *e, char *err, size_t errcap)
         snprintf(err, errcap, "the vision tower of '%s': %s", e->loaded.name, rkm_last_error());
         return 500;
     }
+    if (rkm_vision_supported(e->vision)) {
+        snprintf(err, errcap, "model '%s' takes no images here: %s", e->loaded.name, rkm_last_error());
+        rkm_vision_free(e->vision);
+        e->vision = NULL;
+        return 400;
+    }
     e->vpool = rkm_pool_new(e->cfg.n_threads);
     if (!e->vpool) {
         rkm_vision_free(e->vision);
