@@ -20,7 +20,8 @@
 # llama.cpp at its best on this CPU (bench-vision.sh takes a native
 # llama-mtmd-cli for the encode alone). Then the peak RSS of rkmojo with
 # the image and without it (the same prompt, the marker left out): what
-# the tower adds.
+# the tower adds. NO_REF=1 runs rkmojo alone (the npm build takes minutes
+# an image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-/var/tmp/rkm/vis/bench}; reps=${2:-3}; threads=${3:-2}; sizes=${SIZES:-224 448 896}
@@ -45,7 +46,7 @@ for s in $sizes; do
     ours=$(sed -n 's/.*TTFT \([0-9]*\) ms.*/\1/p' "$work/ttft.log")
     echo "$ours" >> "$work/ttft.ours.$s"
     rf=-
-    if [ -f "$addon" ] && [ -x "$ref" ]; then
+    if [ -z "${NO_REF:-}" ] && [ -f "$addon" ] && [ -x "$ref" ]; then
       rf=$("$ref" "$addon" "$work/text.gguf" "$work/mmproj.gguf" gen "$prompt" 1 "$work/$s.png" -- "$threads" |
         awk '$1 == "prompt_ms" {printf "%d", $2}')
       echo "$rf" >> "$work/ttft.ref.$s"
