@@ -610,33 +610,26 @@ static void answer_local(rkm_model *m, rkm_session *s, conv *c, const chat_setti
         conv_drop(c, c->n - 1);
         return;
     }
-    if (mp.n_ids) {
-        rkm_session_stats_reset(s);
-        rkm_session_set_sampler(s, &st->sp);
-        int enc = 0, rc = rkm_media_prompt_eval(s, &mp, cv->v, cv->pool, &enc);
-        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[prompt: %d positions, %d images encoded]\n", n, enc);
-        rkm_media_prompt_free(&mp);
-        if (rc) {
-            fprintf(stderr, "\nrkmojo chat: %s\n", rc == RKM_ECANCELED ? "stopped" : rkm_last_error());
-            conv_drop(c, c->n - 1);
-            if (rc != RKM_ECANCELED) rkm_session_truncate(s, 0);
-            return;
-        }
-        generate_answer(m, s, c, st, quiet, cap);
-        return;
-    }
-    /* keep the KV rows of the longest common prefix */
-    int held;
-    const int32_t *have = rkm_session_tokens(s, &held);
-    int common = 0;
-    while (common < held && common < n && have[common] == ids[common]) common++;
-    if (common == n) common--; /* re-evaluate the last token to get logits */
-    if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
+    int rc;
     rkm_session_stats_reset(s);
     rkm_session_set_sampler(s, &st->sp);
-    int rc = rkm_session_truncate(s, common);
-    if (!rc) rc = rkm_session_eval(s, ids + common, n - common, NULL);
-    free(ids);
+    if (mp.n_ids) { /* with images: what the session holds of it is kept (media.c) */
+        int enc = 0;
+        rc = rkm_media_prompt_eval(s, &mp, cv->v, cv->pool, &enc);
+        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1")) fprintf(stderr, "[prompt: %d positions, %d images encoded]\n", n, enc);
+        rkm_media_prompt_free(&mp);
+    } else { /* keep the KV rows of the longest common prefix */
+        int held;
+        const int32_t *have = rkm_session_tokens(s, &held);
+        int common = 0;
+        while (common < held && common < n && have[common] == ids[common]) common++;
+        if (common == n) common--; /* re-evaluate the last token to get logits */
+        if (rkm_knob_is(RKM_KNOB_CHAT_DEBUG, "1"))
+            fprintf(stderr, "[kv: %d held, %d reused, %d new]\n", held, common, n - common);
+        rc = rkm_session_truncate(s, common);
+        if (!rc) rc = rkm_session_eval(s, ids + common, n - common, NULL);
+        free(ids);
+    }
     if (rc) {
         fprintf(stderr, "\nrkmojo chat: %s\n", rc == RKM_ECANCELED ? "stopped" : rkm_last_error());
         conv_drop(c, c->n - 1);

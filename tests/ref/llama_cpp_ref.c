@@ -62,7 +62,7 @@
  * returned them, so their layout is not needed: they are held in buffers
  * larger than any version's struct (x86-64 SysV passes and returns such
  * structs in memory, so the library reads and writes only its own size).
- * llama_batch is declared, as its layout has been stable since 2023.
+ * llama_batch is declared (ref_common.h), as its layout has been stable since 2023.
  * The library's version is the package's; the test pins it.
  *
  * Single-threaded apart from llama.cpp's own threads; exits on any error.
@@ -81,16 +81,6 @@
 typedef struct {
     _Alignas(8) unsigned char b[4096];
 } params_buf;
-
-typedef struct {
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-} llama_batch;
 
 typedef struct {
     _Bool no_alloc;

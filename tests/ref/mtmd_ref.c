@@ -72,16 +72,6 @@ typedef struct {
     unsigned char spare[256]; /* room for fields a later version appends */
 } mtmd_params;
 
-typedef struct {
-    int32_t n_tokens;
-    int32_t *token;
-    float *embd;
-    int32_t *pos;
-    int32_t *n_seq_id;
-    int32_t **seq_id;
-    int8_t *logits;
-} llama_batch;
-
 /* mtmd-helper.h's struct mtmd_helper_bitmap_wrapper */
 typedef struct {
     void *bitmap;
@@ -248,6 +238,31 @@ static params_buf ctx_params(int threads)
     return p;
 }
 
+/* The library loaded, the text model argv[2] and mtmd over it with the
+ * projector argv[3] (CPU, no warmup, threads; cb: the evaluation
+ * callback or NULL); exits on failure. */
+static void *open_mtmd(char **argv, int threads, cb_eval_fn cb, void *cb_user, void **model)
+{
+    load_lib(argv[1]);
+    L.log_set(quiet_log, NULL);
+    L.mtmd_log(quiet_log, NULL);
+    L.backend_init();
+    *model = L.model_load_from_file(argv[2], L.model_default_params());
+    if (!*model) die("cannot load the text model", argv[2]);
+    mtmd_params p = L.ctx_params_default();
+    if (!p.media_marker || strcmp(p.media_marker, L.default_marker()))
+        die("unexpected mtmd_context_params layout (not the pinned llama.cpp?)", NULL);
+    p.use_gpu = 0;
+    p.print_timings = 0;
+    p.n_threads = threads;
+    p.warmup = 0;
+    p.cb_eval = cb;
+    p.cb_eval_user_data = cb_user;
+    void *ctx = L.init_from_file(argv[3], *model, p);
+    if (!ctx) die("mtmd cannot load the projector", argv[3]);
+    return ctx;
+}
+
 /* The gen mode (see the header). */
 static int gen(void *model, void *ctx, void *chunks, int n_predict, int threads)
 {
@@ -308,21 +323,7 @@ int main(int argc, char **argv)
             }
             imgs[n_img++] = argv[i];
         }
-        load_lib(argv[1]);
-        L.log_set(quiet_log, NULL);
-        L.mtmd_log(quiet_log, NULL);
-        L.backend_init();
-        void *model = L.model_load_from_file(argv[2], L.model_default_params());
-        if (!model) die("cannot load the text model", argv[2]);
-        mtmd_params p = L.ctx_params_default();
-        if (!p.media_marker || strcmp(p.media_marker, L.default_marker()))
-            die("unexpected mtmd_context_params layout (not the pinned llama.cpp?)", NULL);
-        p.use_gpu = 0;
-        p.print_timings = 0;
-        p.n_threads = threads;
-        p.warmup = 0;
-        void *ctx = L.init_from_file(argv[3], model, p);
-        if (!ctx) die("mtmd cannot load the projector", argv[3]);
+        void *model, *ctx = open_mtmd(argv, threads, NULL, NULL, &model);
         const void *bms[64];
         for (int i = 0; i < n_img; i++)
             if (!(bms[i] = L.bitmap_from_file(ctx, imgs[i], 0).bitmap)) die("mtmd cannot decode the image", imgs[i]);
@@ -338,26 +339,8 @@ int main(int argc, char **argv)
     const char *image = argv[5];
     const int targ = dump ? 8 : 7;
     const int threads = argc > targ ? atoi(argv[targ]) : 2;
-    load_lib(argv[1]);
-    L.log_set(quiet_log, NULL);
-    L.mtmd_log(quiet_log, NULL);
-    L.backend_init();
-    void *model = L.model_load_from_file(argv[2], L.model_default_params());
-    if (!model) die("cannot load the text model", argv[2]);
-    mtmd_params p = L.ctx_params_default();
-    if (!p.media_marker || strcmp(p.media_marker, L.default_marker()))
-        die("unexpected mtmd_context_params layout (not the pinned llama.cpp?)", NULL);
-    p.use_gpu = 0;
-    p.print_timings = 0;
-    p.n_threads = threads;
-    p.warmup = 0;
     dump_ctx dc = {dump ? argv[6] : NULL, dump ? argv[7] : NULL, 0};
-    if (dump) {
-        p.cb_eval = dump_cb;
-        p.cb_eval_user_data = &dc;
-    }
-    void *ctx = L.init_from_file(argv[3], model, p);
-    if (!ctx) die("mtmd cannot load the projector", argv[3]);
+    void *model, *ctx = open_mtmd(argv, threads, dump ? dump_cb : NULL, &dc, &model);
     const void *bm = L.bitmap_from_file(ctx, image, 0).bitmap;
     if (!bm) die("mtmd cannot decode the image", image);
     void *chunks = L.chunks_init();

@@ -1,8 +1,8 @@
 /*
  * ref_common.h - what the llama.cpp harnesses (llama_cpp_ref.c,
  * mtmd_ref.c) share: exiting with a message, symbols looked up or exit,
- * llama.cpp's log reduced to its errors, and ggml's tensor fields read
- * through the evaluation callback. Each includer defines REF_PROG, its
+ * llama.cpp's log reduced to its errors, llama_batch, and ggml's tensor
+ * fields read through the evaluation callback. Each includer defines REF_PROG, its
  * name in messages, before including this header.
  */
 #ifndef RKM_REF_COMMON_H
@@ -31,6 +31,17 @@ static void quiet_log(int level, const char *text, void *user)
     (void)user;
     if (level == 4 /* GGML_LOG_LEVEL_ERROR */) fputs(text, stderr);
 }
+
+/* llama.h's llama_batch (its layout has been stable since 2023). */
+typedef struct {
+    int32_t n_tokens;
+    int32_t *token;
+    float *embd;
+    int32_t *pos;
+    int32_t *n_seq_id;
+    int32_t **seq_id;
+    int8_t *logits;
+} llama_batch;
 
 /* struct ggml_tensor as ggml.h lays it (GGML_MAX_DIMS 4, 64 bytes of op
  * parameters, GGML_MAX_SRC 10): type at 0, ne at 16, nb at 48, data at
