@@ -798,7 +798,7 @@ static int check_mmproj(const char *path, const rkm_hparams *hp)
     rkm_vision_hparams vp;
     int rc = g ? rkm_vision_read(g, &vp) : RKM_EFORMAT;
     rkm_gguf_close(g);
-    if (rc) return rkm_err_prefix(rc, path);
+    if (rc) return rkm_err_prefix(rc, "%s", path);
     if (vp.proj_dim != hp->n_embd)
         return rkm_err(RKM_EINVAL, "%s: the vision tower projects to %d, the text model is %d wide", path, vp.proj_dim,
                        hp->n_embd);

@@ -1323,9 +1323,11 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
             n++;
             if (!vpr->clamp || !clamped_role(ti->role) || rc) continue;
             static const char *const sfx[4] = {".input_min", ".input_max", ".output_min", ".output_max"};
-            const size_t base = strlen(ts[n - 1].name) - strlen(".weight");
+            char mat[96];
+            memcpy(mat, ts[n - 1].name, sizeof mat);
+            const size_t base = strlen(mat) - strlen(".weight");
             for (int k = 0; k < 4 && !rc; k++, n++) {
-                snprintf(ts[n].name, sizeof ts[n].name, "%.*s%s", (int)base, ts[n - 1 - k].name, sfx[k]);
+                snprintf(ts[n].name, sizeof ts[n].name, "%.*s%s", (int)base, mat, sfx[k]);
                 ts[n].ne[0] = ts[n].ne[1] = ts[n].ne[2] = ts[n].ne[3] = 1;
                 ts[n].type = RKM_TYPE_F32;
                 ts[n].value = clamp_bound(o->seed, ts[n].name, ti->role, k);

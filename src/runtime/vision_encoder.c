@@ -85,7 +85,7 @@ static int read_clamp(const rkm_gguf *g, const char *name, vweight *w)
         if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 1 || !rkm_type_readable(t->type) || rb > sizeof raw || rb != t->nbytes)
             return rkm_err(RKM_EFORMAT, "%s: a clamp bound must be one value", sname);
         int rc = rkm_gguf_read(g, t, 0, raw, rb);
-        if (rc) return rkm_err_prefix(rc, sname);
+        if (rc) return rkm_err_prefix(rc, "%s", sname);
         rkm_dequantize_row(t->type, raw, dst[i], 1);
         if (isnan(*dst[i])) return rkm_err(RKM_EFORMAT, "%s: NaN", sname);
         w->clamp = 1;
@@ -106,7 +106,7 @@ static int load_tensor(const rkm_gguf *g, const rkm_vtensor_info *ti, int il, vw
     if (!raw) return rkm_err(RKM_ENOMEM, "out of memory reading %s", name);
     if ((rc = rkm_gguf_read(g, t, 0, raw, t->nbytes))) {
         free(raw);
-        return rkm_err_prefix(rc, name);
+        return rkm_err_prefix(rc, "%s", name);
     }
     memcpy(out->ne, t->ne, sizeof out->ne);
     const int vec = (ti->flags & RKM_VT_F32) || ti->n_dims == 1;
@@ -157,7 +157,7 @@ rkm_vision *rkm_vision_load(const char *path)
     rkm_gguf_close(g);
     if (rc) {
         rkm_vision_free(v);
-        rkm_err_prefix(rc, path);
+        rkm_err_prefix(rc, "%s", path);
         return NULL;
     }
     return v;
