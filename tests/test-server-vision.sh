@@ -7,7 +7,8 @@
 # repeated request reuses the image; bad images are 400s and the server
 # goes on. `rkmojo chat` with /image, on its own and through the server
 # (--url), answers as run does and keeps images across /save and /load.
-# --image-urls fetches images by URL; --vision-idle frees an idle tower.
+# --image-urls fetches images by URL; --vision-idle frees an idle tower;
+# the prompt cache on disk keeps an image's rows across a restart.
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 cd "$(dirname "$0")/.."
@@ -95,5 +96,27 @@ else
   echo "FAIL --vision-idle: '$got'"; cat "$T/serve2.log"; fail=1
 fi
 kill $PID2 $WEB 2>/dev/null
+# the prompt cache on disk keeps an image's rows: after a restart the same
+# request finds them (cached tokens), with the same answer
+cached_req() {
+  img_req "data:image/png;base64,$(base64 -w0 "$T/a.png")" | curl -s "http://127.0.0.1:$(cat "$T/port3")/v1/chat/completions" -d @- |
+    node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const r=JSON.parse(s);process.stdout.write(r.usage.prompt_tokens+' '+r.usage.prompt_tokens_details.cached_tokens+' '+r.choices[0].message.content)})"
+}
+for round in 1 2; do
+  rm -f "$T/port3"
+  "$BIN" serve -m "$T/models/vis.rkmojo" --prompt-cache-dir "$T/pc" --port 0 --port-file "$T/port3" > "$T/serve3.log" 2>&1 &
+  PID3=$!
+  for _ in $(seq 300); do [ -s "$T/port3" ] && break; sleep 0.1; done
+  out[$round]=$(cached_req)
+  kill $PID3; wait $PID3 2>/dev/null
+done
+read -r n1 c1 _ <<<"${out[1]}"
+read -r n2 c2 _ <<<"${out[2]}"
+t1=${out[1]#* * } t2=${out[2]#* * } # the answers as they are (read would trim their spaces)
+if [ "$c1" = 0 ] && [ "$c2" -ge $((n2 - 1)) ] && [ "$t1" = "$t2" ] && [ "$t1" = "$chat_ref" ]; then
+  echo "ok   the disk prompt cache keeps the image's rows across a restart ($c2 of $n2 cached)"
+else
+  echo "FAIL disk prompt cache with an image: '${out[1]}' then '${out[2]}'"; cat "$T/serve3.log"; fail=1
+fi
 [ $fail -eq 0 ] && echo PASS
 exit $fail
