@@ -31,6 +31,9 @@
 #     same number of positions and the same 16 greedy ids up to the first
 #     near-tie, for one image at three sizes (one of 252 rows, more than a
 #     default prefill chunk), an image first and two images.
+#   - --image-min-tokens / --image-max-tokens as mtmd's image_min_tokens /
+#     image_max_tokens: the same token counts and rows under three bounds,
+#     a minimum above the maximum refused;
 # The quick tier (RKM_TEST_TIER=quick) compares three of the sizes in f16,
 # q8_0 and JPEG; the others all eight. The full tier also encodes a
 # 448x448 image with the full Gemma 4 26B-A4B tower in f16 (27 blocks of
@@ -96,6 +99,27 @@ for preset in tiny-gemma4; do
     fi
   done
 done
+# --image-min-tokens / --image-max-tokens against mtmd's image_min_tokens /
+# image_max_tokens: the same number of tokens and the same rows
+m="$tmp/tiny-gemma4-f32"
+for lim in "0 70" "100 0" "60 120"; do
+  read -r lo hi <<<"$lim"
+  envs=() opts=()
+  [ "$lo" -gt 0 ] && envs+=("MTMD_IMAGE_MIN_TOKENS=$lo") && opts+=(--image-min-tokens "$lo")
+  [ "$hi" -gt 0 ] && envs+=("MTMD_IMAGE_MAX_TOKENS=$hi") && opts+=(--image-max-tokens "$hi")
+  n=$(env "${envs[@]}" "$REF" "$ADDON" "$m.gguf" "$m-mmproj.gguf" embd "$tmp/1000x1000.png" "$tmp/lim.npy" 2 | awk '{print $2}') ||
+    { echo "FAIL: mtmd with token limits $lim"; fail=1; continue; }
+  if $RKMOJO run --mmproj "$m-mmproj.gguf" --image "$tmp/1000x1000.png" "${opts[@]}" --image-embd-out "$tmp/lim" -n 0 -p x -t 2 \
+       2> "$tmp/lim.err" && line=$("$CMP" "$tmp/lim.0.npy" "$tmp/lim.npy" 0.9999); then
+    echo "  token limits [$lo, $hi]: mtmd $n tokens, $line"
+  else
+    echo "FAIL: token limits [$lo, $hi]: mtmd $n tokens; rkmojo: $(cat "$tmp/lim.err") ${line:-}"; fail=1
+  fi
+done
+$RKMOJO run --mmproj "$m-mmproj.gguf" --image "$tmp/48x48.png" --image-min-tokens 90 --image-max-tokens 80 -n 0 -p x \
+  2> "$tmp/lim.err" && { echo "FAIL: a minimum above the maximum accepted"; fail=1; }
+grep -q "a minimum of 90 is above the maximum of 80" "$tmp/lim.err" || { echo "FAIL: min > max message: $(cat "$tmp/lim.err")"; fail=1; }
+
 # gen TAG MODEL_DIR GGUF MMPROJ PROMPT IMAGE...: the prompt with its images
 # through the text model, greedy: the same positions (text ids and image
 # rows as mtmd assembles them) and the same ids as llama.cpp's mtmd up to

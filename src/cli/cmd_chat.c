@@ -421,6 +421,7 @@ typedef struct {
  * /image) or none with --url (the server encodes). */
 typedef struct {
     const char *mmproj; /* --mmproj, or the tower the model carries, or NULL */
+    int min_tokens, max_tokens; /* --image-min-tokens, --image-max-tokens (0: the projector's) */
     rkm_vision *v;
     rkm_pool *pool;
     int remote;
@@ -441,7 +442,8 @@ static void add_image(const char *path, conv *c, chat_vision *cv)
             rkm_image_free(&im);
             return;
         }
-        if (!(cv->v = rkm_vision_load(cv->mmproj)) || rkm_vision_supported(cv->v) || !(cv->pool = rkm_pool_new(0))) {
+        if (!(cv->v = rkm_vision_load(cv->mmproj)) || rkm_vision_supported(cv->v) ||
+            rkm_vision_limit_tokens(cv->v, cv->min_tokens, cv->max_tokens) || !(cv->pool = rkm_pool_new(0))) {
             fprintf(stderr, "/image: the vision tower %s: %s\n", cv->mmproj, rkm_last_error());
             rkm_vision_free(cv->v);
             cv->v = NULL;
@@ -778,6 +780,7 @@ int rkm_cmd_chat(int argc, char **argv)
     rkm_gen_opts o;
     rkm_gen_opts_init(&o, 1);
     const char *system = NULL, *url = NULL, *api_key = NULL, *mmproj = NULL;
+    int img_min = 0, img_max = 0;
     int n_predict = 1024;
     const rkm_opt opts[] = {
         {"system", 0, RKM_OPT_STR, &system, .arg = "TEXT", .help = "system message"},
@@ -785,6 +788,8 @@ int rkm_cmd_chat(int argc, char **argv)
         {"url", 0, RKM_OPT_STR, &url, .arg = "URL",
          .help = "chat with a running `rkmojo serve` (e.g. http://127.0.0.1:8080; -m then names its model)"},
         {"api-key", 0, RKM_OPT_STR, &api_key, .arg = "KEY", .help = "the server's API key (--url; default $RKMOJO_API_KEY)"},
+        {"image-max-tokens", 0, RKM_OPT_INT, &img_max, 1, 1 << 20, "N", .help = "at most N tokens an image (default: the projector's)"},
+        {"image-min-tokens", 0, RKM_OPT_INT, &img_min, 1, 1 << 20, "N", .help = "at least N tokens an image"},
         {"mmproj", 0, RKM_OPT_STR, &mmproj, .arg = "FILE", .help = "the vision tower (an mmproj GGUF) for /image (default: the\nmodel's own, convert --mmproj)"},
         {0},
     };
@@ -823,7 +828,7 @@ int rkm_cmd_chat(int argc, char **argv)
             if (md && md->mmproj_file) mmproj = carried = rkm_path_join(md->path, md->mmproj_file);
             rkm_model_dir_close(md);
         }
-        int rows = mmproj ? rkm_cli_tower_rows(mmproj) : 0;
+        int rows = mmproj ? rkm_cli_tower_rows(mmproj, img_max) : 0;
         if (rows > (o.sp.n_chunk > 0 ? o.sp.n_chunk : 128)) o.sp.n_chunk = rows;
         int rc = rkm_gen_open(&o, &m, &s);
         if (rc) {
@@ -845,7 +850,7 @@ int rkm_cmd_chat(int argc, char **argv)
     input in;
     input_init(&in);
     conv c = {0};
-    chat_vision cv = {mmproj, NULL, NULL, url != NULL};
+    chat_vision cv = {mmproj, img_min, img_max, NULL, NULL, url != NULL};
     if (system) conv_add(&c, "system", system);
     if (in.tty)
         fprintf(stderr, "rkmojo chat (%s). /help for commands, Ctrl-C stops an answer, Ctrl-D quits.\n",

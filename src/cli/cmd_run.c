@@ -59,6 +59,7 @@ int rkm_cmd_run(int argc, char **argv)
     rkm_opt_list stops = {stop, 0, (int)RKM_ARRAY_LEN(stop)};
     int n_predict = 256, print_ids = 0, chat = 0, no_bos = 0;
     const char *mmproj = NULL, *embd_out = NULL;
+    int img_min = 0, img_max = 0;
     const char *image[16];
     rkm_opt_list images = {image, 0, (int)RKM_ARRAY_LEN(image)};
     const rkm_opt opts[] = {
@@ -76,6 +77,9 @@ int rkm_cmd_run(int argc, char **argv)
          .help = "generate JSON that this schema describes ({} or 'object': any object)"},
         {"image", 0, RKM_OPT_LIST, &images, .arg = "FILE", .help = "an image (PNG, JPEG, WebP; repeatable, at most 16)"},
         {"mmproj", 0, RKM_OPT_STR, &mmproj, .arg = "FILE", .help = "the vision tower (an mmproj GGUF) that encodes --image"},
+        {"image-max-tokens", 0, RKM_OPT_INT, &img_max, 1, 1 << 20, "N",
+         .help = "at most N tokens an image (smaller: faster, coarser; default the\nprojector's, 280 for Gemma 4)"},
+        {"image-min-tokens", 0, RKM_OPT_INT, &img_min, 1, 1 << 20, "N", .help = "at least N tokens an image (small images upscaled)"},
         {"image-embd-out", 0, RKM_OPT_STR, &embd_out, .arg = "PREFIX",
          .help = "write each image's embeddings as PREFIX.N.npy (float32,\none row per image token)"},
         {0},
@@ -106,7 +110,7 @@ int rkm_cmd_run(int argc, char **argv)
             return rkm_opts_error(&cmd, "--image needs a vision tower: --mmproj FILE, or a model converted with --mmproj");
         }
         if (!o.model) {
-            int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out);
+            int irc = rkm_cli_images_encode(mmproj, image, images.n, o.mp.n_threads, embd_out, img_min, img_max);
             if (irc || !o.model) {
                 free(carried);
                 if (!irc && n_predict > 0) {
@@ -121,7 +125,7 @@ int rkm_cmd_run(int argc, char **argv)
             free(carried);
             return rkm_opts_error(&cmd, "--image needs a text prompt (-p or -f) with one " RKM_MEDIA_MARKER " per image");
         }
-        int irc = rkm_cli_images_open(mmproj, image, images.n, &vis, img);
+        int irc = rkm_cli_images_open(mmproj, image, images.n, img_min, img_max, &vis, img);
         free(carried);
         if (irc) return irc;
         /* an image attended both ways is one prefill chunk */

@@ -31,13 +31,19 @@ int rkm_cli_write_npy(const char *path, const float *x, int rows, int cols)
     return 0;
 }
 
-int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, int n_threads, const char *embd_prefix)
+int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, int n_threads, const char *embd_prefix,
+                          int min_tokens, int max_tokens)
 {
     double t0 = rkm_now();
     rkm_vision *v = rkm_vision_load(mmproj);
     if (!v) {
         fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
         return 1;
+    }
+    if (rkm_vision_limit_tokens(v, min_tokens, max_tokens)) {
+        fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
+        rkm_vision_free(v);
+        return 2;
     }
     char b1[32];
     fprintf(stderr, "vision tower: %s, %s of weights, loaded in %.0f ms\n", rkm_proj_info_of(rkm_vision_hparams_of(v)->proj)->name,
@@ -76,7 +82,8 @@ int rkm_cli_images_encode(const char *mmproj, const char *const *files, int n, i
     return rc;
 }
 
-int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm_vision **v, rkm_image *imgs)
+int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, int min_tokens, int max_tokens,
+                        rkm_vision **v, rkm_image *imgs)
 {
     double t0 = rkm_now();
     *v = rkm_vision_load(mmproj);
@@ -84,7 +91,7 @@ int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm
         fprintf(stderr, "rkmojo run: %s\n", rkm_last_error());
         return 1;
     }
-    if (rkm_vision_supported(*v)) {
+    if (rkm_vision_supported(*v) || rkm_vision_limit_tokens(*v, min_tokens, max_tokens)) {
         fprintf(stderr, "rkmojo run: %s: %s\n", mmproj, rkm_last_error());
         rkm_vision_free(*v);
         *v = NULL;
@@ -107,14 +114,14 @@ int rkm_cli_images_open(const char *mmproj, const char *const *files, int n, rkm
     return 0;
 }
 
-int rkm_cli_tower_rows(const char *mmproj)
+int rkm_cli_tower_rows(const char *mmproj, int max_tokens)
 {
     rkm_gguf *g = rkm_gguf_open(mmproj);
     rkm_vision_hparams vp;
     int rows = 0;
     if (g && rkm_vision_read(g, &vp) == 0) {
         const rkm_proj_info *pi = rkm_proj_info_of(vp.proj);
-        if (pi && pi->bidirectional) rows = pi->max_tokens;
+        if (pi && pi->bidirectional) rows = max_tokens > 0 ? max_tokens : pi->max_tokens;
     }
     rkm_gguf_close(g);
     return rows;

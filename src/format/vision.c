@@ -299,6 +299,26 @@ int rkm_vision_read(const rkm_gguf *g, rkm_vision_hparams *vp)
  * resize), in its float arithmetic: each side rounded to the alignment,
  * then scaled down to fit max_pixels (floored) or up to reach min_pixels
  * (ceiled), the aspect ratio kept. */
+int rkm_vision_token_limits(rkm_vision_hparams *vp, int min_tokens, int max_tokens)
+{
+    const rkm_proj_info *p = rkm_proj_info_of(vp->proj);
+    if (!p) return rkm_err(RKM_EINVAL, "unknown projector type");
+    const int lo = min_tokens > 0 ? min_tokens : p->min_tokens, hi = max_tokens > 0 ? max_tokens : p->max_tokens;
+    if (lo > hi)
+        return rkm_err(RKM_EINVAL, "image tokens: a minimum of %d is above the maximum of %d", lo, hi);
+    const int64_t area = (int64_t)vp->patch_size * vp->patch_size * vp->n_merge * vp->n_merge;
+    if (area * hi > INT32_MAX) return rkm_err(RKM_EINVAL, "image tokens: a maximum of %d is too large", hi);
+    vp->min_pixels = (int)(area * lo);
+    vp->max_pixels = (int)(area * hi);
+    return 0;
+}
+
+int rkm_vision_max_tokens(const rkm_vision_hparams *vp)
+{
+    const int64_t area = (int64_t)vp->patch_size * vp->patch_size * vp->n_merge * vp->n_merge;
+    return (int)(vp->max_pixels / area);
+}
+
 int rkm_vision_fit(const rkm_vision_hparams *vp, int w, int h, int *tw, int *th)
 {
     const int f = vp->patch_size * vp->n_merge;

@@ -200,6 +200,14 @@ int rkm_vision_tensor_name(const rkm_vtensor_info *ti, int il, char *buf, size_t
  * key or tensor. */
 int rkm_vision_read(const struct rkm_gguf *g, rkm_vision_hparams *vp);
 
+/* Bounds the image tokens of one image as mtmd's image_min_tokens /
+ * image_max_tokens do (<= 0: the projector's default): min_pixels and
+ * max_pixels become the counts times (patch x merge)^2. 0, or RKM_EINVAL
+ * for a minimum above the maximum or a maximum too large. */
+int rkm_vision_token_limits(rkm_vision_hparams *vp, int min_tokens, int max_tokens);
+/* The most image tokens one image has under the current bounds. */
+int rkm_vision_max_tokens(const rkm_vision_hparams *vp);
+
 /* The size a w x h image is resized to for the projector (*tw x *th, a
  * multiple of patch x merge on each side, between min_pixels and
  * max_pixels, the aspect ratio kept as mtmd keeps it); returns its

@@ -42,6 +42,9 @@ uint64_t rkm_vision_bytes(const rkm_vision *v);
  * RKM_ENOMEM / RKM_EINVAL. */
 int rkm_vision_prep(const rkm_vision_hparams *vp, const uint8_t *rgb, int w, int h, float **out, int *tw, int *th);
 
+/* rkm_vision_token_limits on the tower's parameters (before encoding). */
+int rkm_vision_limit_tokens(rkm_vision *v, int min_tokens, int max_tokens);
+
 /* 0 when rkm_vision_encode runs this tower's projector, else
  * RKM_EUNSUPPORTED with a message naming it. */
 int rkm_vision_supported(const rkm_vision *v);

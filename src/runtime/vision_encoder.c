@@ -387,6 +387,11 @@ out:
     return rc;
 }
 
+int rkm_vision_limit_tokens(rkm_vision *v, int min_tokens, int max_tokens)
+{
+    return rkm_vision_token_limits(&v->hp, min_tokens, max_tokens);
+}
+
 int rkm_vision_supported(const rkm_vision *v)
 {
     if (v->hp.proj == RKM_PROJ_GEMMA4V) return 0;

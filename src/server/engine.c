@@ -440,7 +440,7 @@ static void find_tower(srv_engine *e, const char *dir)
     rkm_vision_hparams vp;
     if (g && rkm_vision_read(g, &vp) == 0) {
         const rkm_proj_info *pi = rkm_proj_info_of(vp.proj);
-        if (pi && pi->bidirectional) e->img_rows = pi->max_tokens;
+        if (pi && pi->bidirectional) e->img_rows = e->cfg.image_max_tokens > 0 ? e->cfg.image_max_tokens : pi->max_tokens;
     } else {
         fprintf(stderr, "rkmojo serve: the vision tower %s: %s\n", e->mmproj, rkm_last_error());
     }
@@ -463,7 +463,7 @@ static int ensure_vision(srv_engine *e, char *err, size_t errcap)
         snprintf(err, errcap, "the vision tower of '%s': %s", e->loaded.name, rkm_last_error());
         return 500;
     }
-    if (rkm_vision_supported(e->vision)) {
+    if (rkm_vision_supported(e->vision) || rkm_vision_limit_tokens(e->vision, e->cfg.image_min_tokens, e->cfg.image_max_tokens)) {
         snprintf(err, errcap, "model '%s' takes no images here: %s", e->loaded.name, rkm_last_error());
         rkm_vision_free(e->vision);
         e->vision = NULL;

@@ -62,6 +62,7 @@ typedef struct srv_config {
     int pull;                    /* /api/pull: 1 allowed, 0 refused, -1 (default) allowed when api_key is set */
     int image_urls;              /* fetch images that requests name by http(s) URL (off by default) */
     double vision_idle_s;        /* free the vision tower unused this long (the model stays); <= 0 never */
+    int image_min_tokens, image_max_tokens; /* bounds on one image's tokens (0: the projector's) */
 } srv_config;
 
 void srv_config_default(srv_config *c);

@@ -33,6 +33,9 @@
  *       between the two largest logits ("ID GAP"); stops early at an
  *       end-of-generation id
  *
+ * $MTMD_IMAGE_MIN_TOKENS / $MTMD_IMAGE_MAX_TOKENS set mtmd's
+ * image_min_tokens / image_max_tokens (every mode).
+ *
  * mtmd_context_params is declared as the pinned version lays it; the
  * layout is checked (the default media marker at its place) before use.
  * Single-threaded apart from llama.cpp's own threads; exits on any error.
@@ -258,6 +261,8 @@ static void *open_mtmd(char **argv, int threads, cb_eval_fn cb, void *cb_user, v
     p.warmup = 0;
     p.cb_eval = cb;
     p.cb_eval_user_data = cb_user;
+    if (getenv("MTMD_IMAGE_MIN_TOKENS")) p.image_min_tokens = atoi(getenv("MTMD_IMAGE_MIN_TOKENS"));
+    if (getenv("MTMD_IMAGE_MAX_TOKENS")) p.image_max_tokens = atoi(getenv("MTMD_IMAGE_MAX_TOKENS"));
     void *ctx = L.init_from_file(argv[3], *model, p);
     if (!ctx) die("mtmd cannot load the projector", argv[3]);
     return ctx;
