@@ -65,18 +65,11 @@ typedef struct {
     int n_img, cap_img, pending;
 } conv;
 
-static int count_markers(const char *t)
-{
-    int n = 0;
-    for (; (t = strstr(t, RKM_MEDIA_MARKER)); t += strlen(RKM_MEDIA_MARKER)) n++;
-    return n;
-}
-
 /* The images of messages before message i. */
 static int images_before(const conv *c, int i)
 {
     int k = 0;
-    for (int j = 0; j < i; j++) k += count_markers(c->v[j].content);
+    for (int j = 0; j < i; j++) k += rkm_media_count_markers(c->v[j].content);
     return k;
 }
 
@@ -139,7 +132,7 @@ static int conv_add(conv *c, const char *role, const char *text) { return conv_i
 
 static void conv_drop(conv *c, int i)
 {
-    conv_drop_images(c, images_before(c, i), count_markers(c->v[i].content));
+    conv_drop_images(c, images_before(c, i), rkm_media_count_markers(c->v[i].content));
     free(c->owned[i]);
     memmove(c->v + i, c->v + i + 1, sizeof *c->v * (size_t)(c->n - i - 1));
     memmove(c->owned + i, c->owned + i + 1, sizeof *c->owned * (size_t)(c->n - i - 1));
@@ -241,7 +234,7 @@ static int conv_to_json(const conv *c, cJSON *o, int parts)
         cJSON *m = cJSON_CreateObject();
         cJSON_AddItemToArray(a, m);
         cJSON_AddStringToObject(m, "role", c->v[i].role);
-        const int nm = count_markers(c->v[i].content);
+        const int nm = rkm_media_count_markers(c->v[i].content);
         if (parts && nm && c->n_img) {
             cJSON *ps = content_parts(c, c->v[i].content, k);
             if (!ps) return -1;
@@ -304,7 +297,7 @@ static int conv_load(conv *c, const char *path, char *err, size_t errcap)
     }
     const cJSON *im = cJSON_GetObjectItemCaseSensitive(o, "images"), *p;
     int n_mark = 0, n_im = 0;
-    cJSON_ArrayForEach(m, a) n_mark += count_markers(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+    cJSON_ArrayForEach(m, a) n_mark += rkm_media_count_markers(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
     cJSON_ArrayForEach(p, im) n_im += cJSON_IsString(p) ? 1 : 1000000;
     if ((im && !cJSON_IsArray(im)) || n_im != n_mark) {
         snprintf(err, errcap, "%s: %d image markers in the messages and %d image files listed", path, n_mark, n_im);

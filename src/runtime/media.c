@@ -32,7 +32,7 @@ static int push_text(const rkm_model *m, rkm_media_prompt *p, int *cap, const ch
     return rc;
 }
 
-static int count_markers(const char *text)
+int rkm_media_count_markers(const char *text)
 {
     int n = 0;
     for (const char *q = text; (q = strstr(q, RKM_MEDIA_MARKER)); q += strlen(RKM_MEDIA_MARKER)) n++;
@@ -43,7 +43,7 @@ int rkm_media_prompt_build(const rkm_model *m, const rkm_vision_hparams *vp, con
                            int n_img, int add_bos, rkm_media_prompt *out)
 {
     memset(out, 0, sizeof *out);
-    const int n_mark = count_markers(text);
+    const int n_mark = rkm_media_count_markers(text);
     const rkm_proj_info *pi = n_img && vp ? rkm_proj_info_of(vp->proj) : NULL;
     int cap = 0, rc = 0;
     if (n_mark != n_img)
@@ -111,6 +111,28 @@ void rkm_media_prompt_free(rkm_media_prompt *p)
     memset(p, 0, sizeof *p);
 }
 
+int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_vision *v, rkm_pool *pool)
+{
+    const rkm_media_image *mi = &p->img[i];
+    if (!v) return rkm_err(RKM_EINVAL, "image %d is to be encoded and there is no vision tower", i);
+    int rc = rkm_vision_bind(v, s->m); /* the NPU's when the text model runs there */
+    if (rc < 0) return rc;
+    float *prep = NULL, *emb = NULL;
+    int tw, th, nt = 0;
+    rc = rkm_vision_prep(rkm_vision_hparams_of(v), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
+    if (!rc) rc = rkm_vision_encode(v, pool, prep, tw, th, &emb, &nt);
+    if (!rc && nt != mi->n_tokens)
+        rc = rkm_err(RKM_EINVAL, "image %d: the tower made %d rows, %d were expected", i, nt, mi->n_tokens);
+    if (!rc && rkm_vision_n_out(v) != s->m->hp.n_embd)
+        rc = rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d", rkm_vision_n_out(v),
+                     s->m->hp.n_embd);
+    if (!rc && p->on_rows) rc = p->on_rows(p->user, i, emb, nt, rkm_vision_n_out(v));
+    if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->key, p->bidirectional, NULL);
+    free(prep);
+    free(emb);
+    return rc;
+}
+
 int rkm_media_prompt_eval(rkm_session *s, const rkm_media_prompt *p, rkm_vision *v, rkm_pool *pool, int *n_encoded)
 {
     if (n_encoded) *n_encoded = 0;
@@ -133,23 +155,8 @@ int rkm_media_prompt_eval(rkm_session *s, const rkm_media_prompt *p, rkm_vision 
         if (rc || i == p->n_img) break;
         const rkm_media_image *mi = &p->img[i];
         if (at >= mi->pos + mi->n_tokens) continue; /* held already */
-        if (!v) return rkm_err(RKM_EINVAL, "image %d is to be encoded and there is no vision tower", i);
-        if ((rc = rkm_vision_bind(v, s->m)) < 0) return rc; /* the NPU's when the text model runs there */
-        rc = 0;
-        float *prep = NULL, *emb = NULL;
-        int tw, th, nt = 0;
-        rc = rkm_vision_prep(rkm_vision_hparams_of(v), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
-        if (!rc) rc = rkm_vision_encode(v, pool, prep, tw, th, &emb, &nt);
-        if (!rc && nt != mi->n_tokens)
-            rc = rkm_err(RKM_EINVAL, "image %d: the tower made %d rows, %d were expected", i, nt, mi->n_tokens);
-        if (!rc && rkm_vision_n_out(v) != s->m->hp.n_embd)
-            rc = rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d",
-                         rkm_vision_n_out(v), s->m->hp.n_embd);
-        if (!rc && p->on_rows) rc = p->on_rows(p->user, i, emb, nt, rkm_vision_n_out(v));
-        if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->key, p->bidirectional, NULL);
-        if (!rc && n_encoded) (*n_encoded)++;
-        free(prep);
-        free(emb);
+        if ((rc = rkm_media_image_eval(s, p, i, v, pool))) break;
+        if (n_encoded) (*n_encoded)++;
         at = mi->pos + mi->n_tokens;
     }
     return rc;

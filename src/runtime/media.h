@@ -55,6 +55,14 @@ int rkm_media_prompt_build(const rkm_model *m, const rkm_vision_hparams *vp, con
                            int n_img, int add_bos, rkm_media_prompt *out);
 void rkm_media_prompt_free(rkm_media_prompt *p);
 
+/* Image i of p encoded by v on pool and its rows evaluated into s at
+ * s's end (which must be the image's first position): the tower bound to
+ * s's model first (its NPU, rkm_vision_bind), p->on_rows called. 0 or an
+ * RKM_E* code. */
+int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_vision *v, rkm_pool *pool);
+/* The media markers in text. */
+int rkm_media_count_markers(const char *text);
+
 /* Makes session s hold the whole prompt, with the logits after it: what
  * it already holds of the prompt's beginning is kept (cut back to the
  * start of an image it would split, or to the first position if

@@ -1311,28 +1311,21 @@ static void start_choices(srv_engine *e, srv_slot *lead)
  * failure, finishes its prompt when the image was the end of it. */
 static void image_rows(srv_engine *e, srv_slot *sl)
 {
-    const rkm_media_image *mi = NULL;
+    int k = -1;
     for (int i = 0; sl->media && i < sl->media->n_img; i++)
-        if (sl->media->img[i].pos == sl->pos) mi = &sl->media->img[i];
-    if (!mi || !e->vision) {
+        if (sl->media->img[i].pos == sl->pos) k = i;
+    if (k < 0) {
         rkm_err(RKM_EINVAL, "image rows at position %d without their image", sl->pos);
         slot_end(e, sl, RKM_EINVAL);
         return;
     }
-    float *prep = NULL, *emb = NULL;
-    int tw, th, nt = 0;
     e->vision_used = rkm_now();
-    int rc = rkm_vision_prep(rkm_vision_hparams_of(e->vision), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
-    if (!rc) rc = rkm_vision_encode(e->vision, e->vpool, prep, tw, th, &emb, &nt);
-    if (!rc && nt != mi->n_tokens) rc = rkm_err(RKM_EINVAL, "the tower made %d rows of an image of %d", nt, mi->n_tokens);
-    if (!rc) rc = rkm_session_eval_embd(sl->sess, emb, nt, mi->key, sl->media->bidirectional, NULL);
-    free(prep);
-    free(emb);
+    int rc = rkm_media_image_eval(sl->sess, sl->media, k, e->vision, e->vpool);
     if (rc) {
         slot_end(e, sl, rc);
         return;
     }
-    sl->pos += nt;
+    sl->pos += sl->media->img[k].n_tokens;
     if (sl->pos == sl->n) {
         prefill_done(e, sl);
         next_token(e, sl);
