@@ -4,8 +4,9 @@
 # @fugood/node-llama-linux-x64 (pinned in tests/js/package.json), driven by
 # tests/ref/mtmd_ref.c.
 #
-# For each projector synth writes (gemma4v, from the tiny-gemma4 preset),
-# in f32, f16 and q8_0:
+# For each projector synth writes (gemma4v from the tiny-gemma4 preset,
+# qwen3vl_merger from tiny-qwen3vl: its deep-stack features included), in
+# f32, f16 and q8_0:
 #   - mtmd loads synth's mmproj beside synth's text model and encodes an
 #     image: the keys, tensor names, shapes and types are the ones
 #     llama.cpp reads, and the projection fits the text model;
@@ -62,13 +63,18 @@ CMP=$BUILD/tests/npy-cmp
 # compare TAG MODEL MMPROJ IMAGE MIN_COS: rkmojo's embeddings against mtmd's
 compare() {
   "$REF" "$ADDON" "$2.gguf" "$3" embd "$4" "$tmp/ref.npy" 2 > /dev/null || { echo "FAIL: mtmd on $1"; fail=1; return; }
-  $RKMOJO run --mmproj "$3" --image "$4" --image-embd-out "$tmp/ours" -n 0 -p x -t 2 2> "$tmp/run.err" ||
+  $RKMOJO run --mmproj "$3" --image "$4" "${lim[@]}" --image-embd-out "$tmp/ours" -n 0 -p x -t 2 2> "$tmp/run.err" ||
     { echo "FAIL: rkmojo run on $1: $(cat "$tmp/run.err")"; fail=1; return; }
   local line
   line=$("$CMP" "$tmp/ours.0.npy" "$tmp/ref.npy" "$5") || { echo "FAIL: $1: $line (min row cosine $5 wanted)"; fail=1; return; }
   echo "  $1: $line"
 }
-for preset in tiny-gemma4; do
+for preset in tiny-gemma4 tiny-qwen3vl; do
+  # Qwen3-VL's default maximum of 4096 tokens (16384 patches) would make
+  # the 5000x3000 image minutes of attention for both engines: 600 here
+  lim=()
+  unset MTMD_IMAGE_MAX_TOKENS
+  if [ "$preset" = tiny-qwen3vl ]; then lim=(--image-max-tokens 600); export MTMD_IMAGE_MAX_TOKENS=600; fi
   for dt in f32 f16 q8_0; do
     m="$tmp/$preset-$dt"
     if ! $RKMOJO synth --preset "$preset" --dtype "$dt" -o "$m.gguf" --mmproj-out "$m-mmproj.gguf" --quiet; then
@@ -76,7 +82,7 @@ for preset in tiny-gemma4; do
     fi
     args=()
     for s in $sizes; do args+=(--image "$s"); done
-    if ! $RKMOJO inspect "$m-mmproj.gguf" "${args[@]}" > "$m.inspect"; then
+    if ! $RKMOJO inspect "$m-mmproj.gguf" "${args[@]}" "${lim[@]}" > "$m.inspect"; then
       echo "FAIL: inspect $preset $dt"; fail=1; continue
     fi
     for s in $sizes; do
@@ -99,6 +105,8 @@ for preset in tiny-gemma4; do
     fi
   done
 done
+unset MTMD_IMAGE_MAX_TOKENS
+lim=()
 # --image-min-tokens / --image-max-tokens against mtmd's image_min_tokens /
 # image_max_tokens: the same number of tokens and the same rows
 m="$tmp/tiny-gemma4-f32"

@@ -83,18 +83,24 @@ static void test_prep(void)
     CHECK(rkm_vision_prep(&vp, wide, 0, 2, &f, &tw, &th) != 0 && !f);
 }
 
-static void test_encoder(void)
+/* A preset's tower (n_out floats per image token, cells of cell
+ * pixels): the same rows on 1 and 2 threads and twice, finite; images
+ * that are not a grid of cells, or larger than the position table allows
+ * (gemma4v; qwen3vl resizes its table), refused. */
+static void test_encoder(const char *preset, int n_out, int cell)
 {
     char gg[1024], mm[1024];
-    snprintf(gg, sizeof gg, "%s/v.gguf", test_tmpdir());
-    snprintf(mm, sizeof mm, "%s/v-mmproj.gguf", test_tmpdir());
-    rkm_synth_opts o = {.preset = "tiny-gemma4", .seed = 9, .dtype = RKM_TYPE_F16, .mmproj_out = mm};
+    snprintf(gg, sizeof gg, "%s/v-%s.gguf", test_tmpdir(), preset);
+    snprintf(mm, sizeof mm, "%s/v-%s-mmproj.gguf", test_tmpdir(), preset);
+    rkm_synth_opts o = {.preset = preset, .seed = 9, .dtype = RKM_TYPE_F16, .mmproj_out = mm};
     CHECK_MSG(rkm_synth(&o, gg) == 0, "%s", rkm_last_error());
     rkm_vision *v = rkm_vision_load(mm);
     CHECK_MSG(v != NULL, "%s", rkm_last_error());
     if (!v) return;
+    CHECK(rkm_vision_supported(v) == 0);
     const rkm_vision_hparams *hp = rkm_vision_hparams_of(v);
-    CHECK_EQ_INT(rkm_vision_n_out(v), 128);
+    CHECK_EQ_INT(rkm_vision_n_out(v), n_out);
+    CHECK_EQ_INT(hp->patch_size * hp->n_merge, cell);
     CHECK(rkm_vision_bytes(v) > 0);
     /* a 200x120 picture */
     const int w = 200, h = 120;
@@ -115,21 +121,23 @@ static void test_encoder(void)
     CHECK(na == nb && nb == nc);
     if (a && b && c && na == nb && nb == nc) {
         int finite = 1;
-        for (int i = 0; i < na * 128; i++) finite &= isfinite(a[i]);
+        for (int i = 0; i < na * n_out; i++) finite &= isfinite(a[i]);
         CHECK(finite);
-        CHECK(!memcmp(a, b, sizeof(float) * (size_t)na * 128));
-        CHECK(!memcmp(b, c, sizeof(float) * (size_t)na * 128));
+        CHECK(!memcmp(a, b, sizeof(float) * (size_t)na * n_out));
+        CHECK(!memcmp(b, c, sizeof(float) * (size_t)na * n_out));
     }
     free(a);
     free(b);
     free(c);
-    /* not a grid of 48-pixel cells */
+    /* not a grid of cells */
     CHECK(rkm_vision_encode(v, p1, img, tw - 16, th, &a, &na) != 0 && strstr(rkm_last_error(), "not a grid"));
-    /* 8208 = 171 cells of 48: 513 patches a row, the table has 512 */
-    float *big = calloc((size_t)3 * 8208 * 48, sizeof(float));
-    CHECK(rkm_vision_encode(v, p1, big, 8208, 48, &a, &na) != 0 && strstr(rkm_last_error(), "position table"));
-    CHECK(a == NULL);
-    free(big);
+    if (hp->proj == RKM_PROJ_GEMMA4V) {
+        /* 8208 = 171 cells of 48: 513 patches a row, the table has 512 */
+        float *big = calloc((size_t)3 * 8208 * 48, sizeof(float));
+        CHECK(rkm_vision_encode(v, p1, big, 8208, 48, &a, &na) != 0 && strstr(rkm_last_error(), "position table"));
+        CHECK(a == NULL);
+        free(big);
+    }
     free(img);
     free(rgb);
     rkm_pool_free(p1);
@@ -292,9 +300,9 @@ done:
     rkm_model_close(m);
 }
 
-/* A tower whose encoder is not there (the fuzz corpus's qwen3vl_merger
- * seed): read, then refused by name before any image. */
-static void test_unsupported(void)
+/* The fuzz corpus's qwen3vl_merger seed (a tower llama.cpp's converter
+ * wrote): read and encoded. */
+static void test_seed_tower(void)
 {
     const char *seed = "fuzz/corpus/gguf/9856b684dde6b8cf4433e6d7d415efd39e3529e5";
     if (access(seed, R_OK)) {
@@ -304,17 +312,35 @@ static void test_unsupported(void)
     rkm_vision *v = rkm_vision_load(seed);
     CHECK_MSG(v != NULL, "%s", rkm_last_error());
     if (!v) return;
-    CHECK(rkm_vision_hparams_of(v)->proj == RKM_PROJ_QWEN3VL);
-    CHECK(rkm_vision_supported(v) == RKM_EUNSUPPORTED && strstr(rkm_last_error(), "qwen3vl_merger"));
+    const rkm_vision_hparams *hp = rkm_vision_hparams_of(v);
+    CHECK(hp->proj == RKM_PROJ_QWEN3VL);
+    CHECK(rkm_vision_supported(v) == 0);
+    const int w = 64, h = 96;
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    for (int i = 0; i < w * h * 3; i++) rgb[i] = (uint8_t)(i * 13);
+    float *img = NULL, *out = NULL;
+    int tw, th, n = 0;
+    rkm_pool *pool = rkm_pool_new(2);
+    CHECK(rkm_vision_prep(hp, rgb, w, h, &img, &tw, &th) == 0);
+    CHECK_MSG(img && rkm_vision_encode(v, pool, img, tw, th, &out, &n) == 0, "%s", rkm_last_error());
+    CHECK_EQ_INT(n, (tw / (hp->patch_size * 2)) * (th / (hp->patch_size * 2)));
+    int finite = 1;
+    for (int i = 0; out && i < n * rkm_vision_n_out(v); i++) finite &= isfinite(out[i]);
+    CHECK(out && finite);
+    free(out);
+    free(img);
+    free(rgb);
+    rkm_pool_free(pool);
     rkm_vision_free(v);
 }
 
 int main(void)
 {
     rkm_kernels_init();
-    test_unsupported();
+    test_seed_tower();
     test_prep();
-    test_encoder();
+    test_encoder("tiny-gemma4", 128, 48);
+    test_encoder("tiny-qwen3vl", 384, 32);
     test_convert_mmproj();
     test_media_prompt();
     return test_done();

@@ -1,7 +1,8 @@
 /* cmd_inspect.c - `rkmojo inspect MODEL.rkmojo [--verify]`: what a model
  * holds, and with --verify, whether every checksum still matches;
  * `rkmojo inspect MMPROJ.gguf [--image WxH ...]`: a vision tower, and the
- * size and image tokens an image of WxH pixels becomes. */
+ * size and image tokens an image of WxH pixels becomes (under
+ * --image-min-tokens / --image-max-tokens, as run bounds them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,11 @@ static void tokenizer_summary(const rkm_model_dir *md)
 
 /* An mmproj file: its vision tower as the encoder reads it, and each
  * --image size's resize and token count. */
-static int inspect_mmproj(const char *path, const rkm_opt_list *sizes)
+static int inspect_mmproj(const char *path, const rkm_opt_list *sizes, int min_tokens, int max_tokens)
 {
     rkm_gguf *g = rkm_gguf_open(path);
     rkm_vision_hparams vp;
-    if (!g || rkm_vision_read(g, &vp)) {
+    if (!g || rkm_vision_read(g, &vp) || rkm_vision_token_limits(&vp, min_tokens, max_tokens)) {
         fprintf(stderr, "rkmojo inspect: %s\n", rkm_last_error());
         rkm_gguf_close(g);
         return 1;
@@ -101,7 +102,7 @@ static int is_mmproj(const char *path)
 
 int rkm_cmd_inspect(int argc, char **argv)
 {
-    int verify = 0, arg0;
+    int verify = 0, arg0, img_min = 0, img_max = 0;
     const char **sizes = calloc((size_t)argc + 1, sizeof *sizes);
     if (!sizes) return 1;
     rkm_opt_list size_list = {sizes, 0, argc};
@@ -109,13 +110,15 @@ int rkm_cmd_inspect(int argc, char **argv)
         {"verify", 0, RKM_OPT_FLAG, &verify, .help = "check every checksum (reads the whole model)"},
         {"image", 0, RKM_OPT_LIST, &size_list, .arg = "WxH",
          .help = "an mmproj file: the size and tokens of a WxH image (repeatable)"},
+        {"image-min-tokens", 0, RKM_OPT_INT, &img_min, 1, 1 << 20, "N", .help = "at least N tokens an image, as run takes it"},
+        {"image-max-tokens", 0, RKM_OPT_INT, &img_max, 1, 1 << 20, "N", .help = "at most N tokens an image, as run takes it"},
         {0},
     };
     const rkm_opts_cmd cmd = {"inspect", "usage: rkmojo inspect MODEL.rkmojo [--verify]\n"
-                                         "       rkmojo inspect MMPROJ.gguf [--image WxH ...]\n\n", NULL, {opts}, 1};
+                                         "       rkmojo inspect MMPROJ.gguf [--image WxH ...] [--image-max-tokens N]\n\n", NULL, {opts}, 1};
     int rc = rkm_opts_parse(&cmd, argc, argv, &arg0);
     if (rc == RKM_OPTS_CONTINUE && arg0 == argc) rc = rkm_opts_error(&cmd, "needs MODEL.rkmojo or MMPROJ.gguf");
-    if (rc == RKM_OPTS_CONTINUE && is_mmproj(argv[arg0])) rc = inspect_mmproj(argv[arg0], &size_list);
+    if (rc == RKM_OPTS_CONTINUE && is_mmproj(argv[arg0])) rc = inspect_mmproj(argv[arg0], &size_list, img_min, img_max);
     else if (rc == RKM_OPTS_CONTINUE && size_list.n) rc = rkm_opts_error(&cmd, "--image is for mmproj files");
     free(sizes);
     if (rc != RKM_OPTS_CONTINUE) return rc;

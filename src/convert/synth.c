@@ -40,6 +40,8 @@ static const preset presets[] = {
     {"qwen2moe-a2.7b", RKM_ARCH_QWEN2MOE, 24, 2048, 16, 16, 128, 60, 4, 1408, 0, 5632, 151936, 8192, 1e6f},
     {"llama-dense", RKM_ARCH_LLAMA, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 5e5f},
     {"qwen3-dense", RKM_ARCH_QWEN3, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 1e6f},
+    /* Qwen3-VL's text model, shrunk (with a tower: synth --mmproj-out) */
+    {"tiny-qwen3vl", RKM_ARCH_QWEN3VL, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 5e6f},
     {"gpt-oss-20b", RKM_ARCH_GPT_OSS, 24, 2880, 64, 8, 64, 32, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"gpt-oss-120b", RKM_ARCH_GPT_OSS, 36, 2880, 64, 8, 64, 128, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"glm-4.5-air", RKM_ARCH_GLM4MOE, 46, 4096, 96, 8, 128, 128, 8, 1408, 10944, 1408, 151552, 131072, 1e6f},
@@ -103,6 +105,7 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         }
     }
     if (p->arch == RKM_ARCH_QWEN2MOE) hp->n_ff = p->n_ff_shexp;
+    if (p->arch == RKM_ARCH_QWEN3VL || p->arch == RKM_ARCH_QWEN3VLMOE) hp->n_deepstack = 2;
     if (p->arch == RKM_ARCH_GLM4MOE) {
         /* zai-org/GLM-4.5-Air: one leading dense layer, half the head
          * rotated (partial_rotary_factor 0.5), one shared expert */
@@ -497,6 +500,14 @@ static void put_hparams(rkm_gguf_writer *w, const rkm_hparams *hp, const char *n
         int32_t sec[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
         if (hp->arch != RKM_ARCH_QWEN3NEXT)
             rkm_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), RKM_GGUF_INT32, sec, 4);
+    }
+    if (hp->arch == RKM_ARCH_QWEN3VL || hp->arch == RKM_ARCH_QWEN3VLMOE) {
+        /* Qwen3-VL's sections (24, 20, 20 of 64 pairs), scaled to the
+         * rotated pairs, and the deep-stack rows of its image input */
+        int pairs = hp->rope_dim / 2, hw = pairs * 20 / 64;
+        int32_t sec[4] = {pairs - 2 * hw, hw, hw, 0};
+        rkm_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), RKM_GGUF_INT32, sec, 4);
+        rkm_gguf_writer_set_u32(w, KEY("n_deepstack_layers"), (uint32_t)hp->n_deepstack);
     }
 #undef FKEY
 #undef KEY
@@ -1200,11 +1211,16 @@ typedef struct {
     int proj, n_layer, n_embd, n_head, n_ff, patch, n_pos, standardize;
     float mean, std;
     int clamp; /* Gemma 4's clippable linears: clamp bounds beside the matrices */
+    uint64_t deepstack; /* Qwen3-VL: bit il set for the layers with a deep-stack merger
+                         * (as many as the text model's n_deepstack) */
 } vision_preset;
 
 static const vision_preset vision_presets[] = {
-    {"tiny-gemma4", RKM_PROJ_GEMMA4V, 2, 64, 2, 128, 16, 512, 1, 0.0f, 1.0f, 1},
-    {"gemma4-26b-a4b", RKM_PROJ_GEMMA4V, 27, 1152, 16, 4304, 16, 10240, 1, 0.0f, 1.0f, 1},
+    {"tiny-gemma4", RKM_PROJ_GEMMA4V, 2, 64, 2, 128, 16, 512, 1, 0.0f, 1.0f, 1, 0},
+    {"gemma4-26b-a4b", RKM_PROJ_GEMMA4V, 27, 1152, 16, 4304, 16, 10240, 1, 0.0f, 1.0f, 1, 0},
+    /* Qwen3-VL's tower (patch 16, a 48 x 48 position table, mergers
+     * after three of its blocks), shrunk */
+    {"tiny-qwen3vl", RKM_PROJ_QWEN3VL, 4, 64, 2, 128, 16, 256, 0, 0.5f, 0.5f, 0, 0x6},
 };
 
 /* Does a matrix of this role get clamp bounds (the tower's linears that
@@ -1271,8 +1287,20 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
     const rkm_proj_info *p = rkm_proj_info_of(vpr->proj);
     rkm_vision_hparams vp = {.proj = vpr->proj, .n_embd = vpr->n_embd, .n_ff = vpr->n_ff, .n_layer = vpr->n_layer,
                              .n_head = vpr->n_head, .n_head_kv = vpr->n_head, .head_dim = vpr->n_embd / vpr->n_head,
-                             .proj_dim = text->n_embd, .image_size = 224, .patch_size = vpr->patch,
+                             .proj_dim = text->n_embd, .patch_size = vpr->patch,
                              .n_merge = p->n_merge, .n_pos = vpr->n_pos, .eps = 1e-6f};
+    /* qwen3vl: the side of the position table in pixels (llama.cpp's converter) */
+    vp.image_size = vpr->proj == RKM_PROJ_QWEN3VL ? (int)lround(sqrt((double)vpr->n_pos)) * vpr->patch : 224;
+    uint8_t ds[RKM_VISION_MAX_LAYERS] = {0};
+    for (int il = 0; il < vp.n_layer && il < 64; il++)
+        if (vpr->deepstack >> il & 1) {
+            vp.deepstack[il] = ds[il] = 1;
+            vp.n_deepstack++;
+        }
+    if (vp.n_deepstack != text->n_deepstack) {
+        return rkm_err(RKM_EINVAL, "--mmproj-out: the tower has %d deep-stack mergers, the text model n_deepstack = %d",
+                       vp.n_deepstack, text->n_deepstack);
+    }
     rkm_gguf_writer *w = rkm_gguf_writer_new();
     char gname[96];
     snprintf(gname, sizeof gname, "synthetic-%s-mmproj-seed%llu", name, (unsigned long long)o->seed);
@@ -1296,6 +1324,11 @@ static int synth_mmproj(const rkm_synth_opts *o, const rkm_hparams *text, const 
     rkm_gguf_writer_set_arr(w, "clip.vision.image_std", RKM_GGUF_FLOAT32, stdv, 3);
     rkm_gguf_writer_set_str(w, "clip.projector_type", p->name);
     rkm_gguf_writer_set_f32(w, "clip.vision.attention.layer_norm_epsilon", vp.eps);
+    if (vpr->proj == RKM_PROJ_QWEN3VL) { /* as llama.cpp's converter writes Qwen3-VL's */
+        rkm_gguf_writer_set_bool(w, "clip.use_gelu", 1);
+        rkm_gguf_writer_set_u32(w, "clip.vision.spatial_merge_size", (uint32_t)vp.n_merge);
+        rkm_gguf_writer_set_arr(w, "clip.vision.is_deepstack_layers", RKM_GGUF_BOOL, ds, (uint64_t)vp.n_layer);
+    }
     /* the tensors this tower has, in the table's order, layer by layer */
     struct {
         const rkm_vtensor_info *ti; /* NULL: a clamp bound, value */

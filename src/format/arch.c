@@ -536,6 +536,17 @@ static const rkm_arch_info archs[] = {
      .keys = {{"rms_eps", "attention.layer_norm_rms_epsilon", "norm_eps"},
               {"n_layer_dense_lead", "leading_dense_block_count", "num_dense_layers"}},
      TENSORS(lfm2_tensors)},
+    /* llama.cpp: LLM_ARCH_QWEN3VL / QWEN3VLMOE; qwen3's and qwen3moe's
+     * layers with interleaved multi-section RoPE (text positions: the
+     * plain one) and an input as wide as the image rows of its vision
+     * tower: the embedding, then n_deepstack rows added after the first
+     * layers (text rows: zeros). The MoE's HF checkpoints fuse their
+     * experts in another layout: GGUF only. */
+    {RKM_ARCH_QWEN3VL, "qwen3vl", "qwen3vl", RKM_ARCH_QWEN3VLMOE, {"qwen3_vl"}, {"Qwen3VLForConditionalGeneration"},
+     .hf_prefix = G4_, .hf_text_config = 1, .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}},
+     TENSORS(qwen_tensors)},
+    {RKM_ARCH_QWEN3VLMOE, "qwen3vlmoe", "qwen3vlmoe", 0, {NULL}, {NULL},
+     .defaults = {{"rope_neox", 1}, {"qk_norm", RKM_QK_NORM_HEAD}, {"expert_norm_topk", 1}}, TENSORS(qwen_tensors)},
 };
 
 /* The keys llama.cpp's GGUF and transformers' config.json use for most
@@ -579,6 +590,7 @@ static const rkm_hparam_key common_keys[] = {
     {"kv_lora_rank", "attention.kv_lora_rank", "kv_lora_rank"},
     {"head_dim_k_mla", "attention.key_length_mla", NULL},
     {"head_dim_v_mla", "attention.value_length_mla", "v_head_dim"},
+    {"n_deepstack", "n_deepstack_layers", NULL},
 };
 
 const rkm_arch_info *rkm_arch_info_of(int arch)
@@ -629,13 +641,14 @@ int rkm_arch_from_hf(const char *model_type, const char *architecture, int has_e
 
 const char *rkm_arch_supported(int hf)
 {
-    static char list[2][256];
+    static char list[2][512];
     char *b = list[hf ? 1 : 0];
     size_t n = 0;
     b[0] = 0;
     for (size_t i = 0; i < RKM_ARRAY_LEN(archs) && n < sizeof list[0]; i++)
-        n += (size_t)snprintf(b + n, sizeof list[0] - n, "%s%s", i ? ", " : "",
-                              hf ? archs[i].hf_model_type[0] : archs[i].name);
+        if (!hf || archs[i].hf_model_type[0]) /* GGUF-only architectures have no HF name */
+            n += (size_t)snprintf(b + n, sizeof list[0] - n, "%s%s", n ? ", " : "",
+                                  hf ? archs[i].hf_model_type[0] : archs[i].name);
     return b;
 }
 

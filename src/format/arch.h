@@ -41,6 +41,8 @@ enum rkm_arch {
     RKM_ARCH_LFM2,      /* LFM2: gated short convolutions and attention layers */
     RKM_ARCH_LFM2MOE,   /* LFM2-8B-A1B: the same with routed experts after dense lead layers */
     RKM_ARCH_GRANITEHYBRID, /* Granite 4.0-H: Mamba-2 layers and attention, routed + shared experts */
+    RKM_ARCH_QWEN3VL,   /* Qwen3-VL's text model: qwen3's layers, multi-axis RoPE, deep-stack image features */
+    RKM_ARCH_QWEN3VLMOE, /* Qwen3-VL-30B-A3B / 235B-A22B: the same with qwen3moe's experts */
     RKM_ARCH_COUNT
 };
 

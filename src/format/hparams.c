@@ -31,7 +31,7 @@ static const rkm_hparams_field hp_fields[] = {
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
     HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
     HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in), HIO(recr_kind),
-    HFO(residual_scale), HFO(logit_scale),
+    HFO(residual_scale), HFO(logit_scale), HIO(n_deepstack),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -202,6 +202,7 @@ int rkm_hparams_validate(const rkm_hparams *hp)
     }
     if (hp->act < RKM_ACT_SILU || hp->act > RKM_ACT_SWIGLU_OAI) return BAD("unknown activation %d", hp->act);
     if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer) return BAD("bad n_layer_dense_lead");
+    if (hp->n_deepstack < 0 || hp->n_deepstack > hp->n_layer) return BAD("n_deepstack %d out of range", hp->n_deepstack);
     if (!(hp->rms_eps > 0 && hp->rms_eps < 1)) return BAD("the norm epsilon %g is out of range (0, 1)", (double)hp->rms_eps);
     if (!(hp->rope_theta > 0 && isfinite(hp->rope_theta)) ||
         (hp->sliding_window > 0 && !(hp->rope_theta_swa > 0 && isfinite(hp->rope_theta_swa))))
@@ -437,10 +438,7 @@ static int rope_scaling_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams
 
 /* Gated DeltaNet's keys (ssm.*), which layers are recurrent (the
  * attention.recurrent_layers bools, else every layer but each
- * full_attention_interval-th, 4 by default, as llama.cpp reads them), and
- * the multi-section RoPE of the attention layers: text positions are the
- * same in every section but the fourth (0), so the sections must cover
- * every rotated pair for the rotation to be the plain one. */
+ * full_attention_interval-th, 4 by default, as llama.cpp reads them). */
 static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *hp)
 {
     char k[160];
@@ -517,16 +515,27 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
             hp->ssm_fused_in = role_tensor(g, hp->arch, RKM_TENSOR_SSM_IN_QKVZ, i) != NULL;
             break;
         }
+    return 0;
+}
+
+/* Multi-section RoPE (rope.dimension_sections: Qwen3.5, Qwen3-VL): the
+ * rotated pairs split among the positions' axes (time, height, width,
+ * extra); text positions are the same in the first three, so the
+ * sections must leave no pair to the fourth (0 for text). */
+static int rope_sections_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *hp)
+{
+    char k[160];
     snprintf(k, sizeof k, "%s.rope.dimension_sections", ga);
     int si = rkm_gguf_find(g, k);
-    if (si >= 0) {
-        int64_t sec[4] = {0};
-        if (rkm_gguf_vtype(g, si) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, si) < 3)
-            return rkm_err(RKM_EFORMAT, "%s must hold the RoPE sections", k);
-        for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) sec[i] = rkm_gguf_arr_int(g, si, i);
-        return rkm_hparams_check_rope_sections(hp, sec, k);
+    if (si < 0) return 0;
+    int64_t sec[4] = {0};
+    if (rkm_gguf_vtype(g, si) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, si) < 3 || rkm_gguf_arr_type(g, si) == RKM_GGUF_STRING)
+        return rkm_err(RKM_EFORMAT, "%s must hold the RoPE sections", k);
+    for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) {
+        sec[i] = rkm_gguf_arr_int(g, si, i);
+        if (sec[i] < 0 || sec[i] > 4096) return rkm_err(RKM_EFORMAT, "%s[%d] = %lld out of range", k, (int)i, (long long)sec[i]);
     }
-    return 0;
+    return rkm_hparams_check_rope_sections(hp, sec, k);
 }
 
 int rkm_hparams_check_rope_sections(const rkm_hparams *hp, const int64_t sec[4], const char *what)
@@ -565,7 +574,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     hp->n_ctx_train = 4096;
     /* the plain optional scalars, by their common keys */
     static const char *const ints[] = {"n_ctx_train", "n_ff", "n_expert", "n_expert_used", "n_ff_exp", "n_ff_shexp",
-                                       "n_layer_dense_lead"};
+                                       "n_layer_dense_lead", "n_deepstack"};
     for (size_t i = 0; i < RKM_ARRAY_LEN(ints); i++) opt_int(g, K(ints[i]), int_field(hp, ints[i]));
     /* architectures whose experts' width is feed_forward_length (mixtral,
      * olmoe) have no expert_feed_forward_length */
@@ -633,7 +642,7 @@ int rkm_hparams_from_gguf(const rkm_gguf *g, rkm_hparams *hp)
     if (hp->kv_lora_rank > 0 && (hp->head_dim_k_mla == 0 || hp->head_dim_v_mla == 0))
         return rkm_err(RKM_EUNSUPPORTED, "%s: latent attention without attention.key_length_mla: the GGUF predates "
                        "llama.cpp's split attn_k_b / attn_v_b (convert it again from the checkpoint)", ga);
-    if ((rc = recurrent_from_gguf(g, ga, hp))) return rc;
+    if ((rc = recurrent_from_gguf(g, ga, hp)) || (rc = rope_sections_from_gguf(g, ga, hp))) return rc;
     /* DeepSeek's converted files store 0.1 * mscale_all_dim (llama.cpp
      * divides it back when loading deepseek2) */
     if (arch == RKM_ARCH_DEEPSEEK2) hp->yarn_log_mul /= 0.1f;

@@ -110,6 +110,8 @@ typedef struct rkm_hparams {
     float logit_scale;        /* logits divided by this (Granite; 0: 1) */
     int attn_q_gate;          /* the query projection carries a per-head output gate:
                                  attention output *= sigmoid(gate) (qwen35) */
+    int n_deepstack;          /* Qwen3-VL: an image row holds the embedding then this many rows
+                                 added to the hidden state after layers 0.. (0: none) */
 } rkm_hparams;
 
 /* Sets the common defaults, then the arch's (arch.c's table); call before

@@ -56,7 +56,7 @@ static const rkm_vtensor_info qwen3vl_tensors[] = {
     {RKM_V_PATCH_EMBD, "v.patch_embd.weight", T4(RKM_VD_PATCH, RKM_VD_PATCH, RKM_VD_RGB, RKM_VD_EMBD), 0, RKM_VI_MAT, 0},
     {RKM_V_PATCH_EMBD_1, "v.patch_embd.weight.1", T4(RKM_VD_PATCH, RKM_VD_PATCH, RKM_VD_RGB, RKM_VD_EMBD), 0, RKM_VI_MAT, 0},
     {RKM_V_PATCH_BIAS, "v.patch_embd.bias", T1(RKM_VD_EMBD), F, RKM_VI_BIAS, 0},
-    {RKM_V_POS_EMBD, "v.position_embd.weight", T2(RKM_VD_EMBD, RKM_VD_POS), 0, RKM_VI_EMBED, 0},
+    {RKM_V_POS_EMBD, "v.position_embd.weight", T2(RKM_VD_EMBD, RKM_VD_POS), F, RKM_VI_EMBED, 0},
     {RKM_V_POST_LN_W, "v.post_ln.weight", T1(RKM_VD_EMBD), F, RKM_VI_NORM, 0},
     {RKM_V_POST_LN_B, "v.post_ln.bias", T1(RKM_VD_EMBD), F, RKM_VI_BIAS, 0},
     {RKM_V_MM0_W, "mm.0.weight", T2(RKM_VD_MERGED, RKM_VD_MERGED), 0, RKM_VI_MAT, 0},
@@ -280,12 +280,19 @@ int rkm_vision_read(const rkm_gguf *g, rkm_vision_hparams *vp)
         if (vp->n_merge != 2)
             return rkm_err(RKM_EUNSUPPORTED, "mmproj: qwen3vl spatial merge %d (2 is supported)", vp->n_merge);
     }
-    /* deep-stack layers: those whose merger tensors are there (as mtmd counts them) */
+    /* deep-stack layers: as clip.vision.is_deepstack_layers flags them
+     * (mtmd then wants their mergers), else those whose merger tensors
+     * are there */
     const rkm_vtensor_info *ds = rkm_proj_tensor(vp->proj, RKM_V_DS_FC1_W);
+    const int di = rkm_gguf_find(g, "clip.vision.is_deepstack_layers");
+    if (ds && di >= 0 && (rkm_gguf_vtype(g, di) != RKM_GGUF_ARRAY || rkm_gguf_arr_type(g, di) != RKM_GGUF_BOOL ||
+                          rkm_gguf_arr_n(g, di) != (uint64_t)vp->n_layer))
+        return rkm_err(RKM_EFORMAT, "mmproj: clip.vision.is_deepstack_layers must hold one bool per block (%d)",
+                       vp->n_layer);
     for (int il = 0; ds && il < vp->n_layer; il++) {
         char name[96];
         if ((rc = rkm_vision_tensor_name(ds, il, name, sizeof name))) return rc;
-        vp->deepstack[il] = rkm_gguf_tensor_find(g, name) != NULL;
+        vp->deepstack[il] = di >= 0 ? rkm_gguf_arr_int(g, di, (uint64_t)il) != 0 : rkm_gguf_tensor_find(g, name) != NULL;
         vp->n_deepstack += vp->deepstack[il];
     }
     for (int il = -1; il < vp->n_layer; il++)

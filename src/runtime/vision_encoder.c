@@ -5,7 +5,10 @@
  * tools/mtmd): the patch embedding as one matmul over the image's patches
  * (im2col order: channel, row, column), the ViT blocks with the row-split
  * matmuls of kernels/ on the pool, attention over all patches (no mask)
- * split by head across the pool, then the projector.
+ * split by head across the pool, then the projector: gemma4v (2-D RoPE
+ * over each head's halves, average pooling) and qwen3vl_merger (patches
+ * in 2x2 merge order, resized learned positions, vision M-RoPE, merged
+ * patches through the merger MLP and the deep-stack mergers).
  *
  * Weights: matrices keep their file type when the matmuls run it
  * natively (else dequantized to F32 once, at load); vectors (norms,
@@ -241,34 +244,52 @@ static void rms_rows(float *x, const float *w, int64_t rows, int64_t n, float ep
 
 static float gelu_quick(float x) { return x / (1.0f + expf(-1.702f * x)); }
 
-/* Attention of every patch over every patch (no mask), head by head, as
- * two matmuls on the pool: S = Q_h K_h^T * scale, softmax by row, then
- * O_h = S V_h. q [N][n_head * hd], k and v [N][n_kv * hd], o like q;
- * scratch: N * (N + 2 * hd) + hd * N floats. */
+/* Query rows per block of the attention: the scores of a block are
+ * ATT_BLOCK x N floats, so a tower of 16384 patches needs 32 MiB for
+ * them, not N x N. */
+#define ATT_BLOCK 512
+
+/* Scratch floats attention() needs for N patches of head size hd. */
+static size_t attention_scratch(int N, int hd)
+{
+    const size_t B = (size_t)RKM_MIN(N, ATT_BLOCK);
+    return B * (size_t)N + B * (size_t)hd * 2 + (size_t)N * hd * 2;
+}
+
+/* Attention of every patch over every patch (no mask), head by head and
+ * ATT_BLOCK query rows at a time, as two matmuls on the pool: S = Q_h
+ * K_h^T * scale, softmax by row, then O_h = S V_h. q [N][n_head * hd], k
+ * and v [N][n_kv * hd], o like q; scratch: attention_scratch(N, hd). */
 static void attention(rkm_pool *pool, const float *q, const float *k, const float *v, float *o, int N, int n_head,
                       int n_kv, int hd, float scale, float *scratch)
 {
-    float *S = scratch, *qh = S + (size_t)N * N, *kh = qh + (size_t)N * hd, *vt = kh + (size_t)N * hd;
-    float *oh = qh; /* Q_h is not needed once S is made */
+    const int B = RKM_MIN(N, ATT_BLOCK);
+    float *S = scratch, *qh = S + (size_t)B * N, *oh = qh + (size_t)B * hd, *kh = oh + (size_t)B * hd;
+    float *vt = kh + (size_t)N * hd;
     const int qs = n_head * hd, ks = n_kv * hd, group = n_head / n_kv;
     for (int h = 0; h < n_head; h++) {
         const int kvh = h / group;
-        for (int i = 0; i < N; i++) memcpy(qh + (size_t)i * hd, q + (size_t)i * qs + (size_t)h * hd, sizeof(float) * (size_t)hd);
         if (h % group == 0) {
             for (int i = 0; i < N; i++) {
                 memcpy(kh + (size_t)i * hd, k + (size_t)i * ks + (size_t)kvh * hd, sizeof(float) * (size_t)hd);
                 for (int e = 0; e < hd; e++) vt[(size_t)e * N + i] = v[(size_t)i * ks + (size_t)kvh * hd + e];
             }
         }
-        rkm_matmul(rkm_pool_for(pool, (double)N * N * hd), RKM_TYPE_F32, kh, hd, N, qh, N, S, N);
-        for (int i = 0; i < N; i++) {
-            float *row = S + (size_t)i * N;
-            if (scale != 1.0f)
-                for (int t = 0; t < N; t++) row[t] *= scale;
-            rkm_softmax(row, N);
+        for (int i0 = 0; i0 < N; i0 += B) {
+            const int nb = RKM_MIN(B, N - i0);
+            for (int i = 0; i < nb; i++)
+                memcpy(qh + (size_t)i * hd, q + (size_t)(i0 + i) * qs + (size_t)h * hd, sizeof(float) * (size_t)hd);
+            rkm_matmul(rkm_pool_for(pool, (double)nb * N * hd), RKM_TYPE_F32, kh, hd, N, qh, nb, S, N);
+            for (int i = 0; i < nb; i++) {
+                float *row = S + (size_t)i * N;
+                if (scale != 1.0f)
+                    for (int t = 0; t < N; t++) row[t] *= scale;
+                rkm_softmax(row, N);
+            }
+            rkm_matmul(rkm_pool_for(pool, (double)nb * N * hd), RKM_TYPE_F32, vt, N, hd, S, nb, oh, hd);
+            for (int i = 0; i < nb; i++)
+                memcpy(o + (size_t)(i0 + i) * qs + (size_t)h * hd, oh + (size_t)i * hd, sizeof(float) * (size_t)hd);
         }
-        rkm_matmul(rkm_pool_for(pool, (double)N * N * hd), RKM_TYPE_F32, vt, N, hd, S, N, oh, hd);
-        for (int i = 0; i < N; i++) memcpy(o + (size_t)i * qs + (size_t)h * hd, oh + (size_t)i * hd, sizeof(float) * (size_t)hd);
     }
 }
 
@@ -287,7 +308,7 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     float *h = malloc(sizeof(float) * (size_t)N * E);
     float *q = malloc(sizeof(float) * (size_t)N * Q), *kk = malloc(sizeof(float) * (size_t)N * KV);
     float *vv = malloc(sizeof(float) * (size_t)N * KV), *o = malloc(sizeof(float) * (size_t)N * Q);
-    float *scratch = malloc(sizeof(float) * ((size_t)N * N + (size_t)3 * N * hd));
+    float *scratch = malloc(sizeof(float) * attention_scratch(N, hd));
     const int ox = px / k, oy = py / k, T = ox * oy;
     float *pooled = malloc(sizeof(float) * (size_t)T * E);
     float *res = malloc(sizeof(float) * (size_t)T * hp->proj_dim);
@@ -387,6 +408,224 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ qwen3vl */
+
+/* rows of n values, each layer-normed in place: (x - mean) / sqrt(var +
+ * eps) * w + b (ggml_norm, then the weight and bias) */
+static void ln_rows(float *x, const float *w, const float *b, int64_t rows, int64_t n, float eps)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *v = x + r * n;
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += v[i];
+        const float mean = (float)(sum / (double)n);
+        double sq = 0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] -= mean;
+            sq += (double)v[i] * v[i];
+        }
+        const float scale = 1.0f / sqrtf((float)(sq / (double)n) + eps);
+        for (int64_t i = 0; i < n; i++) v[i] = v[i] * scale * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+}
+
+/* y[m][n] += bias[n] */
+static void add_bias(float *y, const float *bias, int64_t m, int64_t n)
+{
+    if (!bias) return;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < n; i++) y[r * n + i] += bias[i];
+}
+
+static void gelu_rows(float *x, int64_t n, int ffn)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ffn == RKM_VFFN_GELU ? rkm_gelu_tanh(x[i]) : ffn == RKM_VFFN_SILU ? x[i] / (1.0f + expf(-x[i]))
+                                                                               : gelu_quick(x[i]);
+}
+
+/* The learned square position table (side x side rows of E) resized to a
+ * pw x ph grid as Qwen3-VL resizes it (transformers'
+ * fast_pos_embed_interpolate: bilinear, corners aligned; mtmd's
+ * ggml_interpolate with GGML_SCALE_FLAG_ALIGN_CORNERS, in its float
+ * arithmetic): out [ph * pw][E], x fastest. */
+static void resize_pos(const float *tab, int side, int E, int pw, int ph, float *out)
+{
+    if (pw == side && ph == side) {
+        memcpy(out, tab, sizeof(float) * (size_t)side * side * E);
+        return;
+    }
+    const float sf0 = pw > 1 && side > 1 ? (float)(pw - 1) / (float)(side - 1) : (float)pw / (float)side;
+    const float sf1 = ph > 1 && side > 1 ? (float)(ph - 1) / (float)(side - 1) : (float)ph / (float)side;
+    for (int i1 = 0; i1 < ph; i1++) {
+        const float y = (float)i1 / sf1;
+        const int y0 = RKM_MAX(0, RKM_MIN((int)floorf(y), side - 1)), y1 = RKM_MAX(0, RKM_MIN((int)floorf(y) + 1, side - 1));
+        const float dy = fmaxf(0.0f, fminf(y - floorf(y), 1.0f));
+        for (int i0 = 0; i0 < pw; i0++) {
+            const float x = (float)i0 / sf0;
+            const int x0 = RKM_MAX(0, RKM_MIN((int)floorf(x), side - 1)), x1 = RKM_MAX(0, RKM_MIN((int)floorf(x) + 1, side - 1));
+            const float dx = fmaxf(0.0f, fminf(x - floorf(x), 1.0f));
+            const float *a = tab + ((size_t)y0 * side + x0) * E, *b = tab + ((size_t)y0 * side + x1) * E;
+            const float *c = tab + ((size_t)y1 * side + x0) * E, *d = tab + ((size_t)y1 * side + x1) * E;
+            float *o = out + ((size_t)i1 * pw + i0) * E;
+            for (int e = 0; e < E; e++)
+                o[e] = a[e] * (1 - dx) * (1 - dy) + b[e] * dx * (1 - dy) + c[e] * (1 - dx) * dy + d[e] * dx * dy;
+        }
+    }
+}
+
+/* Qwen3-VL's vision RoPE (ggml's rope_multi in vision mode, sections of
+ * hd/4, over hd/2 dimensions): pair (i, i + hd/2) of each head turned by
+ * row * base^i for i < hd/4 and by column * base^(i - hd/4) above, base =
+ * theta^(-4/hd), the angles grown step by step as ggml grows them. */
+static void rope_vision_table(int hd, float theta, int row, int col, float *cs)
+{
+    const int quarter = hd / 4;
+    const float scale = powf(theta, -2.0f / (float)(hd / 2));
+    float tr = (float)row, tc = (float)col;
+    for (int i = 0; i < hd / 2; i++) {
+        if (i == quarter) tc = (float)col; /* each section starts over */
+        const float a = i < quarter ? tr : tc;
+        cs[2 * i] = cosf(a);
+        cs[2 * i + 1] = sinf(a);
+        tr *= scale;
+        tc *= scale;
+    }
+}
+
+static void rope_vision_apply(float *x, int n_head, int hd, const float *cs)
+{
+    const int half = hd / 2;
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            const float x0 = v[i], x1 = v[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+            v[i] = x0 * c - x1 * s;
+            v[i + half] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/* The merger of 2x2 patches: rows of 4E (four patches in merge order)
+ * normed (ln_w/ln_b, if any), fc1 + bias, GELU, fc2 + bias into out
+ * [T][out_stride] at column col. */
+static void merge_mlp(rkm_vision *v, rkm_pool *pool, const float *x, int T, int ln_w, int ln_b, int fc1, int fc1_b,
+                      int fc2, int fc2_b, int il, float *tmp_in, float *tmp_mid, float *tmp_out, float *out, int out_stride,
+                      int col)
+{
+    const rkm_vision_hparams *hp = &v->hp;
+    const int M = 4 * hp->n_embd, P = hp->proj_dim;
+    memcpy(tmp_in, x, sizeof(float) * (size_t)T * M);
+    if (ln_w >= 0) ln_rows(tmp_in, F(v, ln_w, il), F(v, ln_b, il), T, M, hp->eps);
+    mm(v, pool, W(v, fc1, il), tmp_in, T, tmp_mid);
+    add_bias(tmp_mid, F(v, fc1_b, il), T, M);
+    gelu_rows(tmp_mid, (int64_t)T * M, RKM_VFFN_GELU);
+    mm(v, pool, W(v, fc2, il), tmp_mid, T, tmp_out);
+    add_bias(tmp_out, F(v, fc2_b, il), T, P);
+    for (int t = 0; t < T; t++) memcpy(out + (size_t)t * out_stride + col, tmp_out + (size_t)t * P, sizeof(float) * (size_t)P);
+}
+
+static int encode_qwen3vl(rkm_vision *v, rkm_pool *pool, const float *img, int Wd, int Ht, float **out, int *n_tok)
+{
+    const rkm_vision_hparams *hp = &v->hp;
+    const int p = hp->patch_size, px = Wd / p, py = Ht / p, N = px * py, E = hp->n_embd, hd = hp->head_dim;
+    const int FF = hp->n_ff, T = N / 4, P = hp->proj_dim, n_out = rkm_vision_n_out(v), M = 4 * E;
+    int side = 1;
+    while ((side + 1) * (side + 1) <= hp->n_pos) side++;
+    const size_t pp3 = (size_t)3 * p * p;
+    float *cols = malloc(sizeof(float) * (size_t)N * RKM_MAX(pp3, (size_t)RKM_MAX(FF, 3 * E)));
+    float *x = malloc(sizeof(float) * (size_t)N * E), *h = malloc(sizeof(float) * (size_t)N * E);
+    float *q = malloc(sizeof(float) * (size_t)N * E), *kk = malloc(sizeof(float) * (size_t)N * E);
+    float *vv = malloc(sizeof(float) * (size_t)N * E), *o = malloc(sizeof(float) * (size_t)N * E);
+    float *scratch = malloc(sizeof(float) * attention_scratch(N, hd));
+    float *cs = malloc(sizeof(float) * (size_t)N * hd);
+    float *mid = malloc(sizeof(float) * (size_t)T * M), *po = malloc(sizeof(float) * (size_t)T * P);
+    float *res = malloc(sizeof(float) * (size_t)T * n_out);
+    int rc = 0;
+    if (!cols || !x || !h || !q || !kk || !vv || !o || !scratch || !cs || !mid || !po || !res) {
+        rc = rkm_err(RKM_ENOMEM, "out of memory encoding a %dx%d image", Wd, Ht);
+        goto out;
+    }
+    /* patches in merge order (each 2x2 block's four, row by row, the
+     * blocks row by row), the conv kernel's order within one: channel,
+     * row, column; token t is patch (prow[t], pcol[t]) */
+    for (int t = 0; t < N; t++) {
+        const int blk = t / 4, bx = blk % (px / 2), by = blk / (px / 2);
+        const int cy = 2 * by + (t / 2) % 2, cx = 2 * bx + t % 2;
+        float *c = cols + (size_t)t * pp3;
+        for (int ch = 0; ch < 3; ch++)
+            for (int ky = 0; ky < p; ky++)
+                for (int kx = 0; kx < p; kx++) *c++ = img[(size_t)ch * Wd * Ht + (size_t)(cy * p + ky) * Wd + cx * p + kx];
+        rope_vision_table(hd, hp->rope_theta, cy, cx, cs + (size_t)t * hd);
+    }
+    /* the two temporal kernels see the same frame: their sum */
+    mm(v, pool, W(v, RKM_V_PATCH_EMBD, -1), cols, N, x);
+    mm(v, pool, W(v, RKM_V_PATCH_EMBD_1, -1), cols, N, h);
+    for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
+    add_bias(x, F(v, RKM_V_PATCH_BIAS, -1), N, E);
+    /* the learned positions, resized to the grid, in merge order */
+    resize_pos(F(v, RKM_V_POS_EMBD, -1), side, E, px, py, h);
+    for (int t = 0; t < N; t++) {
+        const int blk = t / 4, bx = blk % (px / 2), by = blk / (px / 2);
+        const int cy = 2 * by + (t / 2) % 2, cx = 2 * bx + t % 2;
+        const float *pe = h + ((size_t)cy * px + cx) * E;
+        for (int e = 0; e < E; e++) x[(size_t)t * E + e] += pe[e];
+    }
+    const float kq_scale = 1.0f / sqrtf((float)hd);
+    float *qkv = cols;
+    int ds_col = P;
+    for (int il = 0; il < hp->n_layer; il++) {
+        memcpy(h, x, sizeof(float) * (size_t)N * E);
+        ln_rows(h, F(v, RKM_V_LN1_W, il), F(v, RKM_V_LN1_B, il), N, E, hp->eps);
+        mm(v, pool, W(v, RKM_V_ATTN_QKV, il), h, N, qkv);
+        add_bias(qkv, F(v, RKM_V_ATTN_QKV_B, il), N, 3 * E);
+        for (int t = 0; t < N; t++) {
+            const float *r = qkv + (size_t)t * 3 * E;
+            memcpy(q + (size_t)t * E, r, sizeof(float) * (size_t)E);
+            memcpy(kk + (size_t)t * E, r + E, sizeof(float) * (size_t)E);
+            memcpy(vv + (size_t)t * E, r + 2 * E, sizeof(float) * (size_t)E);
+            rope_vision_apply(q + (size_t)t * E, hp->n_head, hd, cs + (size_t)t * hd);
+            rope_vision_apply(kk + (size_t)t * E, hp->n_head, hd, cs + (size_t)t * hd);
+        }
+        attention(pool, q, kk, vv, o, N, hp->n_head, hp->n_head, hd, kq_scale, scratch);
+        mm(v, pool, W(v, RKM_V_ATTN_OUT, il), o, N, h);
+        add_bias(h, F(v, RKM_V_ATTN_OUT_B, il), N, E);
+        for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
+        memcpy(h, x, sizeof(float) * (size_t)N * E);
+        ln_rows(h, F(v, RKM_V_LN2_W, il), F(v, RKM_V_LN2_B, il), N, E, hp->eps);
+        mm(v, pool, W(v, RKM_V_FFN_UP, il), h, N, cols);
+        add_bias(cols, F(v, RKM_V_FFN_UP_B, il), N, FF);
+        gelu_rows(cols, (int64_t)N * FF, hp->ffn);
+        mm(v, pool, W(v, RKM_V_FFN_DOWN, il), cols, N, h);
+        add_bias(h, F(v, RKM_V_FFN_DOWN_B, il), N, E);
+        for (size_t i = 0; i < (size_t)N * E; i++) x[i] += h[i];
+        if (hp->deepstack[il]) { /* this layer's features through its own merger, after the main ones */
+            merge_mlp(v, pool, x, T, RKM_V_DS_NORM_W, RKM_V_DS_NORM_B, RKM_V_DS_FC1_W, RKM_V_DS_FC1_B, RKM_V_DS_FC2_W, RKM_V_DS_FC2_B,
+                      il, q, mid, po, res, n_out, ds_col);
+            ds_col += P;
+        }
+    }
+    ln_rows(x, F(v, RKM_V_POST_LN_W, -1), F(v, RKM_V_POST_LN_B, -1), N, E, hp->eps);
+    merge_mlp(v, pool, x, T, -1, -1, RKM_V_MM0_W, RKM_V_MM0_B, RKM_V_MM2_W, RKM_V_MM2_B, -1, q, mid, po, res, n_out, 0);
+    *out = res;
+    res = NULL;
+    *n_tok = T;
+out:
+    free(cols);
+    free(x);
+    free(h);
+    free(q);
+    free(kk);
+    free(vv);
+    free(o);
+    free(scratch);
+    free(cs);
+    free(mid);
+    free(po);
+    free(res);
+    return rc;
+}
+
 int rkm_vision_limit_tokens(rkm_vision *v, int min_tokens, int max_tokens)
 {
     return rkm_vision_token_limits(&v->hp, min_tokens, max_tokens);
@@ -394,7 +633,7 @@ int rkm_vision_limit_tokens(rkm_vision *v, int min_tokens, int max_tokens)
 
 int rkm_vision_supported(const rkm_vision *v)
 {
-    if (v->hp.proj == RKM_PROJ_GEMMA4V) return 0;
+    if (v->hp.proj == RKM_PROJ_GEMMA4V || v->hp.proj == RKM_PROJ_QWEN3VL) return 0;
     return rkm_err(RKM_EUNSUPPORTED, "the %s vision encoder is not implemented yet", rkm_proj_info_of(v->hp.proj)->name);
 }
 
@@ -409,7 +648,9 @@ int rkm_vision_encode(rkm_vision *v, rkm_pool *pool, const float *img, int w, in
     int rc;
     switch (v->hp.proj) {
     case RKM_PROJ_GEMMA4V:
-        rc = encode_gemma4v(v, pool, img, w, h, out, n_tokens);
+    case RKM_PROJ_QWEN3VL:
+        rc = v->hp.proj == RKM_PROJ_GEMMA4V ? encode_gemma4v(v, pool, img, w, h, out, n_tokens)
+                                            : encode_qwen3vl(v, pool, img, w, h, out, n_tokens);
         if (!rc && v->mm_rc) { /* a matmul failed (the NPU, memory): the rows are not the tower's */
             free(*out);
             *out = NULL;
