@@ -4,11 +4,13 @@
 # alternating (rkmojo, mtmd, rkmojo, ...) so that a noisy host weighs on
 # both alike.
 #
-#   LLAMA_MTMD_CLI=/path/to/llama-mtmd-cli bench/bench-vision.sh [WORKDIR] [REPS] [THREADS]
+#   LLAMA_MTMD_CLI=/path/to/llama-mtmd-cli [PRESET=qwen3-vl-30b-a3b] bench/bench-vision.sh [WORKDIR] [REPS] [THREADS]
 #
-# Writes (once, kept in WORKDIR) Gemma 4 26B-A4B's vision tower in f16 with
-# `rkmojo synth --mmproj-out` beside a text model of the same width but
-# few experts (mtmd needs one; its size does not enter the encode), and
+# Writes (once, kept in WORKDIR) the vision tower of PRESET (Gemma 4
+# 26B-A4B's by default; qwen3-vl-30b-a3b: Qwen3-VL-30B-A3B's, 27 blocks of
+# 1152 with three deep-stack mergers) in f16 with `rkmojo synth
+# --mmproj-out` beside a text model of the same width but few layers and
+# experts (mtmd needs one; its size does not enter the encode), and
 # test images of 224x224, 448x448 and 896x896 (tests' make-image). Per size
 # and rep: rkmojo's "encoded in" time (`rkmojo run --mmproj --image -n 0`,
 # preprocessing included) and mtmd's "batch encoding done in" time
@@ -18,13 +20,20 @@
 # inside the project); without it only rkmojo runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-/var/tmp/rkm/vis/bench}; reps=${2:-3}; threads=${3:-2}
+preset=${PRESET:-gemma4-26b-a4b}
+case $preset in
+  gemma4-26b-a4b) work=${1:-/var/tmp/rkm/vis/bench}
+    sets=(--set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 --set n_ff_exp=64 --set n_ff=64) ;;
+  qwen3-vl-30b-a3b) work=${1:-/var/tmp/rkm/vis/bench-qwen3vl}
+    sets=(--set n_layer=4 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 --set n_ff_exp=64) ;;
+  *) echo "PRESET: gemma4-26b-a4b or qwen3-vl-30b-a3b" >&2; exit 2 ;;
+esac
+reps=${2:-3}; threads=${3:-2}
 bin=$PWD/${RKMOJO:-build/rkmojo}
 img=$PWD/build/tests/make-image
 mkdir -p "$work"
 if [ ! -f "$work/mmproj.gguf" ]; then
-  "$bin" synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
-    --set n_ff_exp=64 --set n_ff=64 --dtype f16 -o "$work/text.gguf" --mmproj-out "$work/mmproj.gguf" --quiet
+  "$bin" synth --preset "$preset" "${sets[@]}" --dtype f16 -o "$work/text.gguf" --mmproj-out "$work/mmproj.gguf" --quiet
 fi
 for s in 224 448 896; do [ -f "$work/$s.png" ] || "$img" "$work/$s.png" $s $s 11; done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

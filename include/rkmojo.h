@@ -214,16 +214,29 @@ int rkm_session_truncate(rkm_session *s, int n);
  * it receives the logits after the last token (n_vocab floats). */
 int rkm_session_eval(rkm_session *s, const int32_t *ids, int n, float *logits);
 
-/* Appends n rows of input embeddings (n x n_embd floats, the vision
- * tower's rows of an image, taken as they are) to the context; logits as
- * rkm_session_eval. The positions are recorded in rkm_session_tokens as
- * rkm_media_token(key, 0..n-1): key identifies the image (a hash of its
- * bytes), so that comparing two sessions' ids tells images apart.
- * bidirectional: every row attends to every other row of the image (Gemma
- * 4), which then must fit one prefill chunk (n <= n_chunk); else causally.
- * Rows given this way cannot be evaluated again: rkm_session_truncate
- * refuses (RKM_EUNSUPPORTED) a cut that would replay them. */
-int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, uint64_t key, int bidirectional, float *logits);
+/* Appends n rows of input embeddings (n x rkm_session_n_embd_in floats,
+ * the vision tower's rows of an image, taken as they are) to the context;
+ * logits as rkm_session_eval. The rows are recorded in rkm_session_tokens
+ * as rkm_media_token(key, 0..n-1): key identifies the image (a hash of
+ * its bytes), so that comparing two sessions' ids tells images apart.
+ * nx: the image's tokens per row (0: one row); models with multi-axis
+ * RoPE (Qwen3-VL) place row i at time p, height p + i / nx, width p +
+ * i % nx from the next position p, and the text after the image at p +
+ * max(nx, n / nx), as llama.cpp's mtmd does; other models one position a
+ * row. bidirectional: every row attends to every other row of the image
+ * (Gemma 4), which then must fit one prefill chunk (n <= n_chunk); else
+ * causally. Rows given this way cannot be evaluated again:
+ * rkm_session_truncate refuses (RKM_EUNSUPPORTED) a cut that would replay
+ * them. */
+int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, int nx, uint64_t key, int bidirectional,
+                          float *logits);
+/* Floats in one row of rkm_session_eval_embd: n_embd, times 1 + the
+ * deep-stack rows of Qwen3-VL's text models (added after their first
+ * layers). */
+int rkm_session_n_embd_in(const rkm_session *s);
+/* The RoPE position the next token takes: n_past, but for models whose
+ * images take fewer positions than rows (multi-axis RoPE). */
+int rkm_session_n_pos(const rkm_session *s);
 /* The id recorded for row i of the embedding rows keyed key: negative
  * (below -1), never a vocabulary id; distinct keys give distinct ids but
  * with a chance of 2^-30 per row. */

@@ -84,25 +84,29 @@ RKM_RKNN_LIB=/nonexistent/librknnrt.so $R run -m "$T/npu.rkmojo" --prompt-ids 5,
   || fail "missing-library message: $(cat "$T/c.err")"
 $R run -m "$T/npu.rkmojo" --prompt-ids 5 -n 1 --backend gpu > /dev/null 2>&1 && fail "--backend gpu accepted" || ok "--backend gpu refused"
 
-# --- the vision tower's matmuls on the emulated NPU: a model converted with
-# its tower (synth's tiny-gemma4), an image's rows from the int8 NPU as
-# the CPU's to a cosine of 0.999 on every row, on both chips; on the CPU
-# backend the rows are not the NPU's (the message says where they ran)
+# --- the vision towers' matmuls on the emulated NPU: a model converted with
+# its tower (synth's tiny-gemma4, tiny-qwen3vl), an image's rows from the
+# int8 NPU as the CPU's to a cosine of 0.999 on every row, on both chips;
+# on the CPU backend the rows are not the NPU's (the message says where
+# they ran)
 if [ -n "$EMU" ] && [ -x "$B/tests/make-image" ] && [ -x "$B/tests/npy-cmp" ]; then
-  $R synth --preset tiny-gemma4 --dtype f16 -o "$T/g.gguf" --mmproj-out "$T/g-mm.gguf" --quiet &&
-    $R convert "$T/g.gguf" "$T/g.rkmojo" --quant keep --mmproj "$T/g-mm.gguf" --quiet > /dev/null &&
-    "$B/tests/make-image" "$T/img.png" 320 240 3 || fail "tiny-gemma4 with its tower"
-  vrun() { $R run -m "$T/g.rkmojo" --image "$T/img.png" -p "x <__media__> y" -n 2 --temp 0 "$@"; }
-  vrun --backend cpu --image-embd-out "$T/vcpu" > /dev/null 2> "$T/vcpu.err" || { fail "image on the CPU"; cat "$T/vcpu.err"; }
-  ! grep -q "matmuls on the NPU" "$T/vcpu.err" || fail "the CPU run says NPU"
-  for chip in rk3588 rk3576; do
-    if RKM_RKNN_LIB="$EMU" RKM_RKNN_CHIP=$chip RKNN_EMU_CHIP=$chip vrun --backend rknn --image-embd-out "$T/vnpu" \
-         > /dev/null 2> "$T/vnpu.err" && grep -q "vision tower: matmuls on the NPU" "$T/vnpu.err" &&
-       line=$("$B/tests/npy-cmp" "$T/vnpu.0.npy" "$T/vcpu.0.npy" 0.999); then
-      ok "vision tower on the emulated $chip NPU: $line"
-    else
-      fail "vision tower on the emulated $chip NPU: ${line:-}"; cat "$T/vnpu.err"
-    fi
+  "$B/tests/make-image" "$T/img.png" 320 240 3 || fail "make-image"
+  for preset in tiny-gemma4 tiny-qwen3vl; do
+    $R synth --preset $preset --dtype f16 -o "$T/g.gguf" --mmproj-out "$T/g-mm.gguf" --quiet &&
+      rm -rf "$T/g.rkmojo" && $R convert "$T/g.gguf" "$T/g.rkmojo" --quant keep --mmproj "$T/g-mm.gguf" --quiet > /dev/null ||
+      fail "$preset with its tower"
+    vrun() { $R run -m "$T/g.rkmojo" --image "$T/img.png" -p "x <__media__> y" -n 2 --temp 0 "$@"; }
+    vrun --backend cpu --image-embd-out "$T/vcpu" > /dev/null 2> "$T/vcpu.err" || { fail "image on the CPU"; cat "$T/vcpu.err"; }
+    ! grep -q "matmuls on the NPU" "$T/vcpu.err" || fail "the CPU run says NPU"
+    for chip in rk3588 rk3576; do
+      if RKM_RKNN_LIB="$EMU" RKM_RKNN_CHIP=$chip RKNN_EMU_CHIP=$chip vrun --backend rknn --image-embd-out "$T/vnpu" \
+           > /dev/null 2> "$T/vnpu.err" && grep -q "vision tower: matmuls on the NPU" "$T/vnpu.err" &&
+         line=$("$B/tests/npy-cmp" "$T/vnpu.0.npy" "$T/vcpu.0.npy" 0.999); then
+        ok "$preset's tower on the emulated $chip NPU: $line"
+      else
+        fail "$preset's tower on the emulated $chip NPU: ${line:-}"; cat "$T/vnpu.err"
+      fi
+    done
   done
 fi
 

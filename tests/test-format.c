@@ -908,15 +908,14 @@ static void add_odd_heads(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen
 static void add_interval0(rkm_gguf_writer *w) { rkm_gguf_writer_set_u32(w, "qwen35moe.full_attention_interval", 0); }
 static void add_short_sections(rkm_gguf_writer *w)
 {
-    int32_t sec[4] = {4, 0, 0, 0}; /* pair 1 in the second section, which text leaves at 0 */
+    int32_t sec[4] = {0, 0, 0, 0}; /* no pair turns */
     rkm_gguf_writer_set_arr(w, "qwen35moe.rope.dimension_sections", RKM_GGUF_INT32, sec, 4);
 }
 
 /* Qwen3.5 files the converter must refuse with a clear message: a
  * convolution kernel of 0, an inner size that is not the value heads'
  * states, value heads that are not whole groups of key heads, no full
- * attention interval, RoPE sections that leave rotated pairs to image
- * positions, a state tensor (ssm_a, the gated norm) of the wrong length. */
+ * attention interval, RoPE sections that are all empty, a state tensor (ssm_a, the gated norm) of the wrong length. */
 static void test_qwen35_bad_files(void)
 {
     static const char *const sets[] = {"n_vocab=512", "n_layer=4", "n_embd=128", "n_head=4", "n_head_kv=2", "head_dim=32", "head_dim_v=32",
@@ -927,7 +926,7 @@ static void test_qwen35_bad_files(void)
         {"qwen35moe.ssm.inner_size", NULL, add_odd_inner, "inner size 100 is not 4 value heads of the state size 32"},
         {"qwen35moe.ssm.time_step_rank", NULL, add_odd_heads, "3 value heads are not whole groups of 2 key heads"},
         {"qwen35moe.full_attention_interval", NULL, add_interval0, "full_attention_interval 0 out of range"},
-        {"qwen35moe.rope.dimension_sections", NULL, add_short_sections, "leave rotated pair 1"},
+        {"qwen35moe.rope.dimension_sections", NULL, add_short_sections, "every RoPE section is empty"},
         {NULL, "blk.0.ssm_a", NULL, "blk.0.ssm_a"},
         {NULL, "blk.2.ssm_norm.weight", NULL, "blk.2.ssm_norm.weight"},
     };

@@ -93,6 +93,7 @@ presets=(
   "llama-dense|$small --set n_ff=256"
   "qwen3-dense|$small --set n_ff=256"
   "tiny-qwen3vl|$small --set n_ff=256 --set n_deepstack=1"
+  "qwen3-vl-30b-a3b|$small --set n_ff_exp=128 --set n_deepstack=1"
   "qwen3-dense+yarn|$small --set n_ff=256 --set rope_scaling=yarn --set rope_freq_scale=0.25 --set rope_orig_ctx=64"
   "llama-dense+linear|$small --set n_ff=256 --set rope_scaling=linear --set rope_freq_scale=0.5"
   "gpt-oss-20b|$small --set n_head=8 --set n_head_kv=2 --set n_ff_exp=128 --set sliding_window=16"

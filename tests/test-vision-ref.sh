@@ -31,14 +31,17 @@
 #     mtmd_helper_eval_chunks with llama.cpp's own text model, f32): the
 #     same number of positions and the same 16 greedy ids up to the first
 #     near-tie, for one image at three sizes (one of 252 rows, more than a
-#     default prefill chunk), an image first and two images.
+#     default prefill chunk), an image first and two images; the same for
+#     Qwen3-VL (multi-axis positions, deep-stack rows; 576 rows for one).
 #   - --image-min-tokens / --image-max-tokens as mtmd's image_min_tokens /
 #     image_max_tokens: the same token counts and rows under three bounds,
 #     a minimum above the maximum refused;
 # The quick tier (RKM_TEST_TIER=quick) compares three of the sizes in f16,
 # q8_0 and JPEG; the others all eight. The full tier also encodes a
 # 448x448 image with the full Gemma 4 26B-A4B tower in f16 (27 blocks of
-# 1152; the prebuilt binding takes about 5 minutes for it) to 0.9999.
+# 1152; the prebuilt binding takes about 5 minutes for it) and with
+# Qwen3-VL-30B-A3B's (27 blocks of 1152, three deep-stack mergers) to
+# 0.9999.
 # Skips (77) where the package or the harness is missing (non-x86-64).
 set -u
 cd "$(dirname "$0")/.."
@@ -173,6 +176,20 @@ if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quie
 else
   echo "FAIL: convert of the tiny-gemma4 f32 model"; fail=1
 fi
+# Qwen3-VL: an image's rows at multi-axis positions (time, row, column),
+# the text after it max(rows, columns) on; its deep-stack rows added after
+# the first layers; 576 rows cross a prefill chunk
+m="$tmp/tiny-qwen3vl-f32"
+if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quiet > /dev/null 2>&1; then
+  for s in 320x240 40x1000 1000x1000; do
+    gen "tiny-qwen3vl f32 $s.png" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "Look: <__media__> what is it?" "$tmp/$s.png"
+  done
+  gen "tiny-qwen3vl f32, image first" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "<__media__> describe" "$tmp/97x131.png"
+  gen "tiny-qwen3vl f32, two images" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" \
+    "<|im_start|>user A <__media__> and B <__media__> differ how?<|im_end|>" "$tmp/320x240.png" "$tmp/1000x40.png"
+else
+  echo "FAIL: convert of the tiny-qwen3vl f32 model"; fail=1
+fi
 if [ "${RKM_TEST_TIER:-ci}" = full ]; then
   m="$tmp/g4full"
   if $RKMOJO synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
@@ -181,6 +198,13 @@ if [ "${RKM_TEST_TIER:-ci}" = full ]; then
     compare "gemma4-26b-a4b f16 448x448.png" "$m" "$m-mmproj.gguf" "$tmp/448.png" 0.9999
   else
     echo "FAIL: synth of the full Gemma 4 tower"; fail=1
+  fi
+  m="$tmp/q3vlfull"
+  if $RKMOJO synth --preset qwen3-vl-30b-a3b --set n_layer=4 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
+      --set n_ff_exp=64 --dtype f16 -o "$m.gguf" --mmproj-out "$m-mmproj.gguf" --quiet 2> "$tmp/synth.err"; then
+    compare "qwen3-vl-30b-a3b f16 448x448.png" "$m" "$m-mmproj.gguf" "$tmp/448.png" 0.9999
+  else
+    echo "FAIL: synth of the full Qwen3-VL tower: $(cat "$tmp/synth.err")"; fail=1
   fi
 fi
 [ $fail -eq 0 ] && echo "PASS"

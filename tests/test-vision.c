@@ -300,6 +300,80 @@ done:
     rkm_model_close(m);
 }
 
+/* Qwen3-VL's text model with images: an image takes max(nx, ny)
+ * positions for its nx x ny rows (rkm_session_n_pos), a follow-up turn
+ * holding the first as its prefix gives a fresh session's logits, and a
+ * session saved and loaded goes on at the same positions (the same
+ * logits as the one that was not). */
+static void test_media_qwen3vl(void)
+{
+    char gg[1024], mm[1024], out[1024], sv[1024];
+    snprintf(gg, sizeof gg, "%s/q.gguf", test_tmpdir());
+    snprintf(mm, sizeof mm, "%s/q-mmproj.gguf", test_tmpdir());
+    snprintf(out, sizeof out, "%s/q.rkmojo", test_tmpdir());
+    snprintf(sv, sizeof sv, "%s/q.session", test_tmpdir());
+    rkm_synth_opts so = {.preset = "tiny-qwen3vl", .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
+    CHECK_MSG(rkm_synth(&so, gg) == 0, "%s", rkm_last_error());
+    rkm_convert_opts co = {.quant = "keep"};
+    CHECK_MSG(rkm_convert(gg, out, &co) == 0, "%s", rkm_last_error());
+    rkm_model_params mp;
+    rkm_model_params_default(&mp);
+    mp.n_threads = 2;
+    rkm_model *m = rkm_model_open(out, &mp);
+    rkm_vision *v = rkm_vision_load(mm);
+    rkm_pool *pool = rkm_pool_new(2);
+    CHECK_MSG(m && v && pool, "%s", rkm_last_error());
+    if (!m || !v || !pool) goto done;
+    const rkm_vision_hparams *vp = rkm_vision_hparams_of(v);
+    rkm_image im[2] = {pattern(160, 64, 1), pattern(48, 64, 2)};
+    rkm_media_prompt p1 = {0}, p2 = {0};
+    CHECK_MSG(rkm_media_prompt_build(m, vp, "Look: " RKM_MEDIA_MARKER " what?", im, 1, 1, &p1) == 0, "%s",
+              rkm_last_error());
+    CHECK(p1.bidirectional == 0 && p1.img[0].nx > 0 && p1.img[0].n_tokens % p1.img[0].nx == 0);
+    const int nx = p1.img[0].nx, ny = p1.img[0].n_tokens / nx;
+    CHECK(nx != ny);
+    rkm_session_params sp;
+    rkm_session_params_default(&sp);
+    sp.n_chunk = 64;
+    rkm_session *s = rkm_session_new(m, &sp), *t = rkm_session_new(m, &sp);
+    CHECK(s && t && rkm_session_n_embd_in(s) == rkm_vision_n_out(v));
+    CHECK_MSG(rkm_media_prompt_eval(s, &p1, v, pool, NULL) == 0, "%s", rkm_last_error());
+    CHECK_EQ_INT(rkm_session_n_past(s), p1.n_ids);
+    CHECK_EQ_INT(rkm_session_n_pos(s), p1.n_ids - p1.img[0].n_tokens + (nx > ny ? nx : ny));
+    im[0] = pattern(160, 64, 1);
+    CHECK_MSG(rkm_media_prompt_build(m, vp, "Look: " RKM_MEDIA_MARKER " what? And " RKM_MEDIA_MARKER "?", im, 2, 1, &p2) ==
+                  0,
+              "%s", rkm_last_error());
+    int enc = -1;
+    CHECK(rkm_media_prompt_eval(s, &p2, v, pool, &enc) == 0 && enc == 1);
+    const int nv = rkm_model_n_vocab(m);
+    float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
+    CHECK(fresh_logits(m, &p2, v, pool, b) == 0);
+    float md = 0;
+    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    CHECK_MSG(md == 0, "logits of the follow-up differ from a fresh session's by %g", md);
+    /* saved and loaded: the next tokens at the same positions */
+    CHECK_MSG(rkm_session_save(s, sv) == 0, "%s", rkm_last_error());
+    CHECK_MSG(rkm_session_load(t, sv) == 0, "%s", rkm_last_error());
+    CHECK_EQ_INT(rkm_session_n_pos(t), rkm_session_n_pos(s));
+    const int32_t more[3] = {11, 12, 13};
+    CHECK(rkm_session_eval(s, more, 3, a) == 0 && rkm_session_eval(t, more, 3, b) == 0);
+    md = 0;
+    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    CHECK_MSG(md == 0, "logits after a load differ by %g", md);
+    free(a);
+    free(b);
+    rkm_session_free(s);
+    rkm_session_free(t);
+    rkm_media_prompt_free(&p1);
+    rkm_media_prompt_free(&p2);
+done:
+    rkm_pool_free(pool);
+    rkm_vision_free(v);
+    rkm_model_close(m);
+}
+
 /* The fuzz corpus's qwen3vl_merger seed (a tower llama.cpp's converter
  * wrote): read and encoded. */
 static void test_seed_tower(void)
@@ -343,5 +417,6 @@ int main(void)
     test_encoder("tiny-qwen3vl", 384, 32);
     test_convert_mmproj();
     test_media_prompt();
+    test_media_qwen3vl();
     return test_done();
 }

@@ -237,8 +237,9 @@ int rkm_cmd_run(int argc, char **argv)
         vpool = rkm_pool_new(o.mp.n_threads);
         rc = vpool ? rkm_media_prompt_eval(s, &mprompt, vis, vpool, &n_enc) : rkm_err(RKM_ENOMEM, "no thread pool");
         if (!rc && !o.quiet)
-            fprintf(stderr, "prompt: %d positions, %d image%s (%d rows) encoded and evaluated in %.0f ms\n", n_ids, n_enc,
-                    n_enc == 1 ? "" : "s", n_ids - count_text(&mprompt), 1e3 * (rkm_now() - t0));
+            fprintf(stderr, "prompt: %d positions, %d image%s (%d rows) encoded and evaluated in %.0f ms\n",
+                    rkm_session_n_pos(s), n_enc, n_enc == 1 ? "" : "s", n_ids - count_text(&mprompt),
+                    1e3 * (rkm_now() - t0));
     } else {
         rc = rkm_session_eval(s, ids, n_ids, NULL);
     }

@@ -42,6 +42,7 @@ static const preset presets[] = {
     {"qwen3-dense", RKM_ARCH_QWEN3, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 1e6f},
     /* Qwen3-VL's text model, shrunk (with a tower: synth --mmproj-out) */
     {"tiny-qwen3vl", RKM_ARCH_QWEN3VL, 4, 128, 4, 2, 32, 0, 0, 0, 256, 0, 512, 2048, 5e6f},
+    {"qwen3-vl-30b-a3b", RKM_ARCH_QWEN3VLMOE, 48, 2048, 32, 4, 128, 128, 8, 768, 0, 0, 151936, 262144, 5e6f},
     {"gpt-oss-20b", RKM_ARCH_GPT_OSS, 24, 2880, 64, 8, 64, 32, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"gpt-oss-120b", RKM_ARCH_GPT_OSS, 36, 2880, 64, 8, 64, 128, 4, 2880, 2880, 0, 201088, 131072, 150000.0f},
     {"glm-4.5-air", RKM_ARCH_GLM4MOE, 46, 4096, 96, 8, 128, 128, 8, 1408, 10944, 1408, 151552, 131072, 1e6f},
@@ -105,7 +106,7 @@ int rkm_synth_preset(const char *name, rkm_hparams *hp)
         }
     }
     if (p->arch == RKM_ARCH_QWEN2MOE) hp->n_ff = p->n_ff_shexp;
-    if (p->arch == RKM_ARCH_QWEN3VL || p->arch == RKM_ARCH_QWEN3VLMOE) hp->n_deepstack = 2;
+    if (p->arch == RKM_ARCH_QWEN3VL || p->arch == RKM_ARCH_QWEN3VLMOE) hp->n_deepstack = p->n_layer > 4 ? 3 : 2;
     if (p->arch == RKM_ARCH_GLM4MOE) {
         /* zai-org/GLM-4.5-Air: one leading dense layer, half the head
          * rotated (partial_rotary_factor 0.5), one shared expert */
@@ -1221,6 +1222,8 @@ static const vision_preset vision_presets[] = {
     /* Qwen3-VL's tower (patch 16, a 48 x 48 position table, mergers
      * after three of its blocks), shrunk */
     {"tiny-qwen3vl", RKM_PROJ_QWEN3VL, 4, 64, 2, 128, 16, 256, 0, 0.5f, 0.5f, 0, 0x6},
+    /* Qwen/Qwen3-VL-30B-A3B-Instruct's: 27 blocks of 1152, mergers after 8, 16 and 24 */
+    {"qwen3-vl-30b-a3b", RKM_PROJ_QWEN3VL, 27, 1152, 16, 4304, 16, 2304, 0, 0.5f, 0.5f, 0, (1u << 8) | (1u << 16) | (1u << 24)},
 };
 
 /* Does a matrix of this role get clamp bounds (the tower's linears that

@@ -31,7 +31,8 @@ static const rkm_hparams_field hp_fields[] = {
     HFO(expert_weights_scale), HIO(n_expert_group), HIO(n_group_used), HIO(q_lora_rank), HIO(kv_lora_rank),
     HIO(head_dim_k_mla), HIO(head_dim_v_mla), HIO(ssm_d_conv), HIO(ssm_d_inner), HIO(ssm_d_state),
     HIO(ssm_dt_rank), HIO(ssm_n_group), HIO(attn_q_gate), HIO(ssm_grouped), HIO(ssm_fused_in), HIO(recr_kind),
-    HFO(residual_scale), HFO(logit_scale), HIO(n_deepstack),
+    HFO(residual_scale), HFO(logit_scale), HIO(n_deepstack), HIO(rope_sec_t), HIO(rope_sec_h), HIO(rope_sec_w),
+    HIO(rope_sec_e),
 };
 
 static const char *const rope_scaling_names[] = {"none", "linear", "yarn"};
@@ -520,8 +521,7 @@ static int recurrent_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *h
 
 /* Multi-section RoPE (rope.dimension_sections: Qwen3.5, Qwen3-VL): the
  * rotated pairs split among the positions' axes (time, height, width,
- * extra); text positions are the same in the first three, so the
- * sections must leave no pair to the fourth (0 for text). */
+ * extra). */
 static int rope_sections_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparams *hp)
 {
     char k[160];
@@ -531,24 +531,22 @@ static int rope_sections_from_gguf(const rkm_gguf *g, const char *ga, rkm_hparam
     int64_t sec[4] = {0};
     if (rkm_gguf_vtype(g, si) != RKM_GGUF_ARRAY || rkm_gguf_arr_n(g, si) < 3 || rkm_gguf_arr_type(g, si) == RKM_GGUF_STRING)
         return rkm_err(RKM_EFORMAT, "%s must hold the RoPE sections", k);
-    for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) {
-        sec[i] = rkm_gguf_arr_int(g, si, i);
-        if (sec[i] < 0 || sec[i] > 4096) return rkm_err(RKM_EFORMAT, "%s[%d] = %lld out of range", k, (int)i, (long long)sec[i]);
-    }
-    return rkm_hparams_check_rope_sections(hp, sec, k);
+    for (uint64_t i = 0; i < 4 && i < rkm_gguf_arr_n(g, si); i++) sec[i] = rkm_gguf_arr_int(g, si, i);
+    return rkm_hparams_set_rope_sections(hp, sec, k);
 }
 
-int rkm_hparams_check_rope_sections(const rkm_hparams *hp, const int64_t sec[4], const char *what)
+int rkm_hparams_set_rope_sections(rkm_hparams *hp, const int64_t sec[4], const char *what)
 {
-    int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
-    for (int p = 0; p < hp->rope_dim / 2; p++) {
-        int64_t sector = sum > 0 ? p % sum : p;
-        if (!(sector < 3 * sec[sector % 3]))
-            return rkm_err(RKM_EUNSUPPORTED,
-                           "%s: RoPE sections [%lld, %lld, %lld, %lld] leave rotated pair %d to positions "
-                           "text does not have", what, (long long)sec[0], (long long)sec[1], (long long)sec[2],
-                           (long long)sec[3], p);
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) {
+        if (sec[i] < 0 || sec[i] > 4096) return rkm_err(RKM_EFORMAT, "%s: section %d = %lld out of range", what, i, (long long)sec[i]);
+        sum += sec[i];
     }
+    if (sum == 0) return rkm_err(RKM_EFORMAT, "%s: every RoPE section is empty", what);
+    hp->rope_sec_t = (int)sec[0];
+    hp->rope_sec_h = (int)sec[1];
+    hp->rope_sec_w = (int)sec[2];
+    hp->rope_sec_e = (int)sec[3];
     return 0;
 }
 

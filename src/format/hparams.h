@@ -110,6 +110,10 @@ typedef struct rkm_hparams {
     float logit_scale;        /* logits divided by this (Granite; 0: 1) */
     int attn_q_gate;          /* the query projection carries a per-head output gate:
                                  attention output *= sigmoid(gate) (qwen35) */
+    /* multi-axis RoPE (Qwen3.5, Qwen3-VL; all 0: none): the rotated pairs,
+     * interleaved as llama.cpp's IMROPE interleaves them, turn by a
+     * position's time, height, width or extra axis (rkm_rope_setup) */
+    int rope_sec_t, rope_sec_h, rope_sec_w, rope_sec_e;
     int n_deepstack;          /* Qwen3-VL: an image row holds the embedding then this many rows
                                  added to the hidden state after layers 0.. (0: none) */
 } rkm_hparams;
@@ -123,10 +127,10 @@ struct rkm_gguf;
 /* Reads the hyper-parameters from GGUF metadata (and tensor shapes);
  * RKM_EUNSUPPORTED names an unsupported architecture. */
 int rkm_hparams_from_gguf(const struct rkm_gguf *g, rkm_hparams *hp);
-/* Multi-section RoPE (Qwen3.5's sections sec[0..3], named what in errors):
- * text positions are the same in every section but the fourth, so the
- * sections must cover every rotated pair; RKM_EUNSUPPORTED if not. */
-int rkm_hparams_check_rope_sections(const rkm_hparams *hp, const int64_t sec[4], const char *what);
+/* Multi-section RoPE (sections sec[0..3] of the rotated pairs: time,
+ * height, width, extra; named what in errors) into hp; RKM_EFORMAT for
+ * counts out of range. */
+int rkm_hparams_set_rope_sections(rkm_hparams *hp, const int64_t sec[4], const char *what);
 /* The scalar fields, by name, for the manifest and `synth --set`. */
 enum { RKM_HP_INT = 0, RKM_HP_FLOAT, RKM_HP_BOOL };
 typedef struct rkm_hparams_field {

@@ -369,7 +369,7 @@ static int hf_deltanet(const cJSON *c, rkm_hparams *hp)
                 return rkm_err(RKM_EFORMAT, "config.json: mrope_section[%d] is not a count", i);
             sec[i] = (int64_t)x->valuedouble;
         }
-        return rkm_hparams_check_rope_sections(hp, sec, "config.json mrope_section");
+        return rkm_hparams_set_rope_sections(hp, sec, "config.json mrope_section");
     }
     return 0;
 }

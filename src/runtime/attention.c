@@ -112,6 +112,20 @@ void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, co
     af *= hp->rope_attn_factor;
     r->attn_factor = af;
     r->mscale = r->ext_factor != 0 ? af * (1.0f + 0.1f * logf(1.0f / r->freq_scale)) : af;
+    /* multi-axis: llama.cpp's interleaved sections (IMROPE: Qwen3.5,
+     * Qwen3-VL), pair i in sector i mod the sections' sum: height every
+     * third from 1 within 3 x its section, width every third from 2,
+     * time every third from 0, the rest the extra axis */
+    const int sec[4] = {hp->rope_sec_t, hp->rope_sec_h, hp->rope_sec_w, hp->rope_sec_e};
+    const int sum = sec[0] + sec[1] + sec[2] + sec[3];
+    r->multi = sum > 0 && dim > 0;
+    for (int i = 0; r->multi && i < dim / 2 && i < RKM_ROPE_MAX_PAIRS; i++) {
+        const int sector = i % sum;
+        r->axis[i] = sector % 3 == 1 && sector < 3 * sec[1]   ? 1
+                     : sector % 3 == 2 && sector < 3 * sec[2] ? 2
+                     : sector % 3 == 0 && sector < 3 * sec[0] ? 0
+                                                              : 3;
+    }
     int n_orig = hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->n_ctx_train;
     if (dim > 0) {
         float lo = floorf(yarn_corr_dim(dim, n_orig, hp->yarn_beta_fast, theta));
@@ -122,19 +136,21 @@ void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, co
 }
 
 /* RoPE as ggml computes it: theta_i = pos * base^(-2i/dim) built by
- * repeated f32 multiplication, divided by freqs[i] when given, then
+ * repeated f32 multiplication (one angle per axis, each grown the same
+ * way; pair i takes its axis's), divided by freqs[i] when given, then
  * interpolated (times freq_scale) and, with YaRN, mixed back toward the
  * unscaled angle on the high-frequency pairs (ramp between corr[0] and
  * corr[1]); cos and sin times mscale. NeoX pairs (i, i + dim/2), otherwise
  * (2i, 2i+1); dims >= dim untouched. */
-void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
+void rkm_rope_apply4(const rkm_rope *r, float *x, int n_heads, int hd, const int32_t pos[4])
 {
-    float cs[512], sn[512];
-    int half = r->dim / 2;
+    float cs[RKM_ROPE_MAX_PAIRS], sn[RKM_ROPE_MAX_PAIRS];
+    int half = RKM_MIN(r->dim / 2, RKM_ROPE_MAX_PAIRS);
     float theta_scale = powf(r->theta, -2.0f / (float)r->dim);
-    float theta = (float)pos;
+    float theta[4] = {(float)pos[0], (float)pos[1], (float)pos[2], (float)pos[3]};
     for (int i = 0; i < half; i++) {
-        float t_ex = r->freqs ? theta / r->freqs[i] : theta;
+        const float th = theta[r->multi ? r->axis[i] : 0];
+        float t_ex = r->freqs ? th / r->freqs[i] : th;
         float t = r->freq_scale * t_ex;
         if (r->ext_factor != 0.0f) {
             float y = ((float)i - r->corr[0]) / RKM_MAX(0.001f, r->corr[1] - r->corr[0]);
@@ -143,7 +159,7 @@ void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
         }
         cs[i] = cosf(t) * r->mscale;
         sn[i] = sinf(t) * r->mscale;
-        theta *= theta_scale;
+        for (int a = 0; a < 4; a++) theta[a] *= theta_scale;
     }
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * hd;
@@ -154,6 +170,12 @@ void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
             v[b] = x0 * sn[i] + x1 * cs[i];
         }
     }
+}
+
+void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos)
+{
+    const int32_t p[4] = {pos, pos, pos, 0};
+    rkm_rope_apply4(r, x, n_heads, hd, p);
 }
 
 float rkm_attn_scale(const rkm_hparams *hp, const rkm_layer *L)

@@ -37,6 +37,14 @@ static void trace(rkm_session *s, int il, const char *what, const float *x, int 
     if (s->trace) s->trace(s->trace_user, il, what, x, rows, cols);
 }
 
+/* RoPE of the row at position row of sequence q: at its multi-axis
+ * position where the model has one (q->mpos), else at row. */
+static void rope_row(const rkm_rope *r, const rkm_session *q, int row, float *x, int n_heads, int hd)
+{
+    if (q->mpos && r->multi) rkm_rope_apply4(r, x, n_heads, hd, q->mpos + (size_t)row * RKM_MPOS);
+    else rkm_rope_apply(r, x, n_heads, hd, row);
+}
+
 /* Attention block of layer il for the chunk's rows (each segment's rows
  * at its positions, over its sequence's cache): reads s->cur, writes the
  * projected output into s->tmp. */
@@ -84,8 +92,8 @@ static int attention_block(rkm_session *s, int il, const rkm_seg *seg, int nseg,
             if (hp->v_norm)
                 for (int h = 0; h < nkv; h++) rkm_rmsnorm(v + (size_t)h * hv, v + (size_t)h * hv, NULL, hv, eps);
             if (L->rope.dim > 0) {
-                rkm_rope_apply(&L->rope, q, nh, hd, seg[i].pos0 + j);
-                rkm_rope_apply(&L->rope, k, nkv, hd, seg[i].pos0 + j);
+                rope_row(&L->rope, seg[i].s, seg[i].pos0 + j, q, nh, hd);
+                rope_row(&L->rope, seg[i].s, seg[i].pos0 + j, k, nkv, hd);
             }
         }
     for (int i = 0; i < nseg; i++) {
@@ -262,8 +270,9 @@ static void lm_head(rkm_session *s, const float *h, int rows, float *logits)
 }
 
 /* The rows' input is ids looked up in the embedding table, or with embd
- * the rows given (n x n_embd, unscaled) and ids only recorded; full: the
- * rows attend to each other both ways (rkm_forward_embd). */
+ * the rows given (n x n_embd x (1 + n_deepstack), unscaled: the input,
+ * then the rows added after the first layers) and ids only recorded;
+ * full: the rows attend to each other both ways (rkm_forward_embd). */
 static int forward(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *ids, const float *embd, int n,
                    float *logits, int all_rows, int full)
 {
@@ -292,7 +301,23 @@ static int forward(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *
     s->att_full = full;
     size_t rb = rkm_type_row_bytes(m->tok_embd_type, E);
     float es = hp->embed_scale > 0 ? hp->embed_scale : 1.0f;
-    if (embd) memcpy(s->x, embd, sizeof(float) * (size_t)n * (size_t)E);
+    /* an input row: the embedding, then the deep-stack rows (Qwen3-VL) */
+    const size_t stride = (size_t)E * (1 + (size_t)hp->n_deepstack);
+    for (int r = 0; r < n && embd; r++) memcpy(s->x + (size_t)r * E, embd + r * stride, sizeof(float) * (size_t)E);
+    /* text rows' multi-axis positions: each axis the text position, which
+     * follows the row before (an image's rows got theirs from
+     * rkm_session_eval_embd) */
+    for (int i = 0; i < nseg && !embd; i++) {
+        int32_t *mp = seg[i].s->mpos;
+        for (int j = 0; mp && j < seg[i].n; j++) {
+            const int row = seg[i].pos0 + j;
+            const int32_t p = row ? mp[(size_t)(row - 1) * RKM_MPOS + 4] : 0;
+            int32_t *d = mp + (size_t)row * RKM_MPOS;
+            d[0] = d[1] = d[2] = p;
+            d[3] = 0;
+            d[4] = p + 1;
+        }
+    }
     for (int r = 0; r < n && !embd; r++) {
         float *x = s->x + (size_t)r * E;
         const uint8_t *row = (const uint8_t *)m->tok_embd + (size_t)ids[r] * rb;
@@ -324,6 +349,14 @@ static int forward(rkm_session *s, const rkm_seg *seg, int nseg, const int32_t *
         trace(s, il, "attn_out", s->x, n, E);
         if ((rc = ffn_block(s, il, n))) goto out;
         trace(s, il, "layer_out", s->x, n, E);
+        if (embd && il < hp->n_deepstack) { /* the image's deep-stack row of this layer */
+            for (int r = 0; r < n; r++) {
+                const float *ds = embd + r * stride + (size_t)(il + 1) * E;
+                float *x = s->x + (size_t)r * E;
+                for (int e = 0; e < E; e++) x[e] += ds[e];
+            }
+            trace(s, il, "deepstack_out", s->x, n, E);
+        }
         if (atomic_load(&s->cancel)) {
             rc = rkm_err(RKM_ECANCELED, "canceled");
             goto out;

@@ -78,6 +78,7 @@ int rkm_media_prompt_build(const rkm_model *m, const rkm_vision_hparams *vp, con
         rkm_hasher_free(h);
         int tw, th;
         mi->n_tokens = rkm_vision_fit(vp, mi->im.w, mi->im.h, &tw, &th);
+        mi->nx = tw / (vp->patch_size * vp->n_merge);
         if (mi->n_tokens < 1) {
             rc = rkm_err(RKM_EINVAL, "image %d (%dx%d) makes no image tokens", i, mi->im.w, mi->im.h);
             goto fail;
@@ -123,11 +124,11 @@ int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_v
     if (!rc) rc = rkm_vision_encode(v, pool, prep, tw, th, &emb, &nt);
     if (!rc && nt != mi->n_tokens)
         rc = rkm_err(RKM_EINVAL, "image %d: the tower made %d rows, %d were expected", i, nt, mi->n_tokens);
-    if (!rc && rkm_vision_n_out(v) != s->m->hp.n_embd)
+    if (!rc && rkm_vision_n_out(v) != rkm_session_n_embd_in(s))
         rc = rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d", rkm_vision_n_out(v),
-                     s->m->hp.n_embd);
+                     rkm_session_n_embd_in(s));
     if (!rc && p->on_rows) rc = p->on_rows(p->user, i, emb, nt, rkm_vision_n_out(v));
-    if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->key, p->bidirectional, NULL);
+    if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->nx, mi->key, p->bidirectional, NULL);
     free(prep);
     free(emb);
     return rc;

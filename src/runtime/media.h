@@ -31,6 +31,7 @@ typedef struct rkm_media_image {
     rkm_image im;      /* the decoded pixels */
     uint64_t key;      /* XXH3-64 of the size and pixels */
     int pos, n_tokens; /* its rows: positions pos .. pos + n_tokens - 1 */
+    int nx;            /* its tokens per row (the grid's width) */
 } rkm_media_image;
 
 typedef struct rkm_media_prompt {

@@ -54,6 +54,9 @@ static inline rkm_mat rkm_mat_head(const rkm_mat *w, int h)
 
 /* RoPE of one layer, as ggml's rope_ext computes it (attention.c):
  * theta_i = pos * theta^(-2i/dim) / freqs[i], scaled and mixed by YaRN. */
+#define RKM_ROPE_MAX_PAIRS 512
+#define RKM_MPOS 5 /* a row's multi-axis position (4) and the next text position */
+
 typedef struct rkm_rope {
     int dim;                       /* rotated dims (<= head dim), 0: none */
     int neox;                      /* pairs (i, i + dim/2), else (2i, 2i+1) */
@@ -64,6 +67,8 @@ typedef struct rkm_rope {
     float attn_factor;             /* YaRN's attention factor as llama.cpp's context sets it */
     float mscale;                  /* cos and sin are multiplied by this */
     float corr[2];                 /* YaRN's ramp: the pairs between extrapolate partly */
+    int multi;                     /* multi-axis (hparams rope_sec_*): pair i turns by axis[i] */
+    uint8_t axis[RKM_ROPE_MAX_PAIRS]; /* 0 time, 1 height, 2 width, 3 extra */
 } rkm_rope;
 
 typedef struct rkm_layer {
@@ -221,6 +226,9 @@ struct rkm_session {
     int n_ctx, n_chunk;
     int n_past;
     int32_t *tokens;          /* n_ctx */
+    int32_t *mpos;            /* multi-axis RoPE (rkm_rope.multi): n_ctx x RKM_MPOS, each row's
+                               * position per axis (time, height, width, extra) and the
+                               * position of the text that follows it; NULL without */
     rkm_kv_layer *kv;         /* n_layer */
     float *logits;            /* n_vocab: after the last evaluated token */
     float *embd;              /* n_embd: final-normed hidden of the last token */
@@ -305,8 +313,12 @@ void rkm_rope_setup(rkm_rope *r, const rkm_hparams *hp, int dim, float theta, co
  * 1/sqrt(head dim); latent attention's as llama.cpp computes it for
  * deepseek2 (YaRN's magnitude squared over sqrt(head_dim_k_mla)). */
 float rkm_attn_scale(const rkm_hparams *hp, const rkm_layer *L);
-/* Rotates n_heads heads of hd values (x: head after head) at position pos. */
+/* Rotates n_heads heads of hd values (x: head after head) at position pos
+ * (a text position: with multi-axis RoPE, pos on the first three axes, 0
+ * on the extra one, as llama.cpp places text). */
 void rkm_rope_apply(const rkm_rope *r, float *x, int n_heads, int hd, int pos);
+/* The same at a position given per axis (time, height, width, extra). */
+void rkm_rope_apply4(const rkm_rope *r, float *x, int n_heads, int hd, const int32_t pos[4]);
 /* Attention of n query rows q (positions pos0..) of layer il over the
  * sequence's cache kv (already holding these rows), into att; the
  * scores and f16 rows in s's scratch (pos0 + n <= s->n_ctx). Rows of q,

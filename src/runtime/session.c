@@ -17,6 +17,9 @@
  *   i32 tokens[n_past], f32 logits[n_vocab], f32 embd[n_embd],
  *   per layer: u32 first (oldest position stored), u32 k_dim, u32 v_dim,
  *              then for p in first..n_past-1: f16 K[k_dim], f16 V[v_dim]
+ *   with recurrent layers: u32 state floats, f32 state, u32 snapshots,
+ *              each u32 position, f32 state;
+ *   with multi-axis RoPE: i32 positions[n_past][RKM_MPOS];
  *   u64 XXH3 of everything before it.
  */
 #include <fcntl.h>
@@ -71,6 +74,9 @@ static int alloc_scratch(rkm_session *s)
     s->logits = scratch((size_t)hp->n_vocab);
     s->embd = scratch(E);
     s->tokens = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
+    if (hp->rope_sec_t + hp->rope_sec_h + hp->rope_sec_w + hp->rope_sec_e > 0 &&
+        !(s->mpos = malloc(sizeof(int32_t) * RKM_MPOS * (size_t)s->n_ctx)))
+        return rkm_err(RKM_ENOMEM, "session: out of memory for the positions");
     s->embd_row = malloc(rkm_type_row_bytes(m->tok_embd_type, E));
     if (hp->kv_lora_rank > 0 &&
         !(s->mla = scratch(R * RKM_MAX((size_t)hp->n_head * (size_t)RKM_MAX(hp->kv_lora_rank, hp->head_dim_k_mla - hp->rope_dim),
@@ -161,6 +167,7 @@ void rkm_session_free(rkm_session *s)
     free(s->epos);
     free(s->embd_row);
     free(s->tokens);
+    free(s->mpos);
     for (int i = 0; i < RKM_RS_SNAPSHOTS; i++) free(s->snap[i].rs);
     free(s);
 }
@@ -383,9 +390,17 @@ int32_t rkm_media_token(uint64_t key, int i)
     return -2 - (int32_t)(h & 0x3fffffff);
 }
 
-int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, uint64_t key, int bidirectional, float *logits)
+int rkm_session_n_pos(const rkm_session *s)
 {
-    if (!s || !rows || n < 1) return rkm_err(RKM_EINVAL, "eval_embd: bad arguments");
+    return s->mpos && s->n_past ? s->mpos[(size_t)(s->n_past - 1) * RKM_MPOS + 4] : s->n_past;
+}
+
+int rkm_session_n_embd_in(const rkm_session *s) { return s->m->hp.n_embd * (1 + s->m->hp.n_deepstack); }
+
+int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, int nx, uint64_t key, int bidirectional,
+                          float *logits)
+{
+    if (!s || !rows || n < 1 || nx < 0 || (nx > 0 && n % nx)) return rkm_err(RKM_EINVAL, "eval_embd: bad arguments");
     if (bidirectional && n > s->n_chunk)
         return rkm_err(RKM_EINVAL,
                        "an image of %d tokens is evaluated in one piece, and the session's prefill chunk holds %d "
@@ -403,11 +418,22 @@ int rkm_session_eval_embd(rkm_session *s, const float *rows, int n, uint64_t key
     if (s->t_first < 0) s->t_first = t0;
     cache_mark mk;
     mark(s, &mk);
-    const int E = s->m->hp.n_embd;
+    if (s->mpos) { /* multi-axis positions: the grid's rows and columns from the next text position */
+        const int32_t p0 = (int32_t)rkm_session_n_pos(s), w = nx > 0 ? nx : n, h = n / w;
+        for (int i = 0; i < n; i++) {
+            int32_t *d = s->mpos + (size_t)(s->n_past + i) * RKM_MPOS;
+            d[0] = p0;
+            d[1] = p0 + i / w;
+            d[2] = p0 + i % w;
+            d[3] = 0;
+            d[4] = p0 + RKM_MAX(w, h);
+        }
+    }
+    const size_t stride = (size_t)rkm_session_n_embd_in(s);
     for (int i = 0; i < n && !rc; i += s->n_chunk) {
         int c = RKM_MIN(s->n_chunk, n - i), is_last = i + c == n;
         s->have_logits = 0;
-        rc = rkm_forward_embd(s, rows + (size_t)i * E, ids + i, c, is_last ? s->logits : NULL, bidirectional);
+        rc = rkm_forward_embd(s, rows + (size_t)i * stride, ids + i, c, is_last ? s->logits : NULL, bidirectional);
         if (!rc) s->st.n_prompt += c;
     }
     if (!rc) {
@@ -717,6 +743,7 @@ int rkm_session_copy(rkm_session *dst, const rkm_session *src)
         dst->rs_dirty = src->rs_dirty;
     }
     memcpy(dst->tokens, src->tokens, sizeof(int32_t) * (size_t)src->n_past);
+    if (src->mpos) memcpy(dst->mpos, src->mpos, sizeof(int32_t) * RKM_MPOS * (size_t)src->n_past);
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)hp->n_vocab);
     memcpy(dst->embd, src->embd, sizeof(float) * (size_t)hp->n_embd);
     dst->n_past = src->n_past;
@@ -792,6 +819,7 @@ int rkm_session_save(const rkm_session *s, const char *path)
                 put(&b, s->snap[i].rs, sizeof(float) * s->m->rs_floats);
             }
     }
+    if (s->mpos) put(&b, s->mpos, sizeof(int32_t) * RKM_MPOS * (size_t)s->n_past);
     if (b.oom) {
         free(b.p);
         return rkm_err(RKM_ENOMEM, "session save: out of memory");
@@ -922,6 +950,17 @@ int rkm_session_load(rkm_session *s, const char *path)
             rkm_err(RKM_EFORMAT, "%s: the recurrent state holds a value that is not a finite number", path);
             goto out;
         }
+    }
+    if (s->mpos) {
+        if (get(&b, s->mpos, sizeof(int32_t) * RKM_MPOS * n_past)) {
+            rkm_err(RKM_EFORMAT, "%s: truncated positions", path);
+            goto out;
+        }
+        for (size_t i = 0; i < (size_t)RKM_MPOS * n_past; i++)
+            if (s->mpos[i] < 0 || s->mpos[i] > s->n_ctx) {
+                rkm_err(RKM_EFORMAT, "%s: a position out of range", path);
+                goto out;
+            }
     }
     if (b.off != b.n) {
         rkm_err(RKM_EFORMAT, "%s: trailing bytes", path);
