@@ -8,7 +8,10 @@
 # goes on. `rkmojo chat` with /image, on its own and through the server
 # (--url), answers as run does and keeps images across /save and /load.
 # --image-urls fetches images by URL; --vision-idle frees an idle tower;
-# the prompt cache on disk keeps an image's rows across a restart.
+# the prompt cache on disk keeps an image's rows across a restart (and
+# the tower is not read for an image whose rows all come from it); with
+# Qwen3-VL's tiny model, a text request is answered while another
+# request's image is in the tower.
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 cd "$(dirname "$0")/.."
@@ -86,14 +89,20 @@ for u in "$W/missing.png|HTTP 404" "$W/big|larger than" "file:///etc/passwd|data
   out=$(img_req "${u%%|*}" | curl -s -w ' %{http_code}' "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @-)
   case $out in *"${u#*|}"*" 400") echo "ok   image URL ${u%%|*}: 400 (${u#*|})" ;; *) echo "FAIL image URL ${u%%|*}: $out"; fail=1 ;; esac
 done
-# --vision-idle: the tower freed after a second without images, read
-# again by the next one, the same answer
+# --vision-idle: the tower freed after a second without images; the same
+# image again is answered from the rows a slot holds without reading it,
+# a new image reads it again
 for _ in $(seq 50); do grep -q "vision tower of vis freed (idle)" "$T/serve2.log" && break; sleep 0.1; done
 got=$(img_req "$W/a.png" | curl -s "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @- | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{try{process.stdout.write(JSON.parse(s).choices[0].message.content)}catch(e){process.stdout.write('BAD '+s)}})")
-if grep -q "vision tower of vis freed (idle)" "$T/serve2.log" && [ "$(grep -c "vision tower of vis loaded" "$T/serve2.log")" = 2 ] && [ "$got" = "$chat_ref" ]; then
-  echo "ok   --vision-idle: the tower freed when idle, read again for the next image"
+n_same=$(grep -c "vision tower of vis loaded" "$T/serve2.log")
+"$BUILD/tests/make-image" "$T/b.png" 200 150 3
+new=$(img_req "data:image/png;base64,$(base64 -w0 "$T/b.png")" | curl -s "http://127.0.0.1:$(cat "$T/port2")/v1/chat/completions" -d @- | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{try{process.stdout.write(JSON.parse(s).choices[0].message.content)}catch(e){process.stdout.write('BAD '+s)}})")
+n_new=$(grep -c "vision tower of vis loaded" "$T/serve2.log")
+if grep -q "vision tower of vis freed (idle)" "$T/serve2.log" && [ "$n_same" = 1 ] && [ "$n_new" = 2 ] && [ "$got" = "$chat_ref" ] &&
+   [ -n "$new" ] && [ "${new#BAD}" = "$new" ]; then
+  echo "ok   --vision-idle: the tower freed when idle, not read for rows a slot holds, read again for a new image"
 else
-  echo "FAIL --vision-idle: '$got'"; cat "$T/serve2.log"; fail=1
+  echo "FAIL --vision-idle: read $n_same then $n_new times; '$got' / '$new'"; cat "$T/serve2.log"; fail=1
 fi
 kill $PID2 $WEB 2>/dev/null
 # the prompt cache on disk keeps an image's rows: after a restart the same
@@ -109,14 +118,49 @@ for round in 1 2; do
   for _ in $(seq 300); do [ -s "$T/port3" ] && break; sleep 0.1; done
   out[$round]=$(cached_req)
   kill $PID3; wait $PID3 2>/dev/null
+  loaded[$round]=$(grep -c "vision tower of vis loaded" "$T/serve3.log")
 done
 read -r n1 c1 _ <<<"${out[1]}"
 read -r n2 c2 _ <<<"${out[2]}"
 t1=${out[1]#* * } t2=${out[2]#* * } # the answers as they are (read would trim their spaces)
-if [ "$c1" = 0 ] && [ "$c2" -ge $((n2 - 1)) ] && [ "$t1" = "$t2" ] && [ "$t1" = "$chat_ref" ]; then
-  echo "ok   the disk prompt cache keeps the image's rows across a restart ($c2 of $n2 cached)"
+if [ "$c1" = 0 ] && [ "$c2" -ge $((n2 - 1)) ] && [ "$t1" = "$t2" ] && [ "$t1" = "$chat_ref" ] &&
+   [ "${loaded[1]}" = 1 ] && [ "${loaded[2]}" = 0 ]; then
+  echo "ok   the disk prompt cache keeps the image's rows across a restart ($c2 of $n2 cached; the tower not read)"
 else
-  echo "FAIL disk prompt cache with an image: '${out[1]}' then '${out[2]}'"; cat "$T/serve3.log"; fail=1
+  echo "FAIL disk prompt cache with an image: '${out[1]}' then '${out[2]}', the tower read ${loaded[1]} then ${loaded[2]} times"
+  cat "$T/serve3.log"; fail=1
 fi
+# Qwen3-VL in the server, its image encoded off the worker: a request
+# with a 1600x1600 image (2500 rows, seconds in the tower) and a text
+# request sent while the tower runs: the text request is answered while
+# the image one is still encoding, and the image one gets run's answer
+# (multi-axis positions and deep-stack rows through the server)
+"$BIN" synth --preset tiny-qwen3vl --dtype f32 -o "$T/q.gguf" --mmproj-out "$T/q-mmproj.gguf" --quiet &&
+  "$BIN" convert "$T/q.gguf" "$T/models/qvl.rkmojo" --quant keep --mmproj "$T/q-mmproj.gguf" --quiet > /dev/null &&
+  "$BUILD/tests/make-image" "$T/big.png" 1600 1600 9 || { echo "FAIL: tiny-qwen3vl synth / convert"; exit 1; }
+q_ref=$("$BIN" run -m "$T/models/qvl.rkmojo" -c 4096 --image "$T/big.png" -n 2 --temp 0 -q --chat -p "What is in <__media__> this?" 2> "$T/run.err" | head -c -1) ||
+  { cat "$T/run.err"; exit 1; }
+rm -f "$T/port4"
+"$BIN" serve -m "$T/models/qvl.rkmojo" -c 4096 --parallel 2 --port 0 --port-file "$T/port4" > "$T/serve4.log" 2>&1 &
+PID4=$!
+for _ in $(seq 300); do [ -s "$T/port4" ] && break; sleep 0.1; done
+U4="http://127.0.0.1:$(cat "$T/port4")/v1/chat/completions"
+printf '{"temperature":0,"max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"What is in "},{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":" this?"}]}]}' \
+  "$(base64 -w0 "$T/big.png")" > "$T/big.json"
+curl -s "$U4" -d @"$T/big.json" > "$T/big.out" &
+CURL_A=$!
+for _ in $(seq 300); do grep -q "vision tower of qvl loaded" "$T/serve4.log" && break; sleep 0.05; done
+text_out=$(curl -s "$U4" -d '{"temperature":0,"max_tokens":8,"messages":[{"role":"user","content":"Hello there"}]}')
+kill -0 $CURL_A 2>/dev/null && a_running=1 || a_running=0
+wait $CURL_A
+got=$(node -e "try{process.stdout.write(JSON.parse(require('fs').readFileSync('$T/big.out','utf8')).choices[0].message.content)}catch(e){process.stdout.write('BAD')}")
+case $text_out in *'"choices"'*) text_ok=1 ;; *) text_ok=0 ;; esac
+if [ "$a_running" = 1 ] && [ "$text_ok" = 1 ] && [ "$got" = "$q_ref" ]; then
+  echo "ok   qwen3vl: a text request answered while an image encodes; the image request gets run's answer"
+else
+  echo "FAIL qwen3vl in the server: image request still running when the text one ended: $a_running; text: $text_out; image: '$got' (run: '$q_ref')"
+  tail -5 "$T/serve4.log"; fail=1
+fi
+kill $PID4 2>/dev/null; wait $PID4 2>/dev/null
 [ $fail -eq 0 ] && echo PASS
 exit $fail

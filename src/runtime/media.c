@@ -112,23 +112,34 @@ void rkm_media_prompt_free(rkm_media_prompt *p)
     memset(p, 0, sizeof *p);
 }
 
-int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_vision *v, rkm_pool *pool)
+int rkm_media_image_prep(const rkm_media_prompt *p, int i, const rkm_vision *v, float **img, int *w, int *h)
 {
     const rkm_media_image *mi = &p->img[i];
+    return rkm_vision_prep(rkm_vision_hparams_of(v), mi->im.rgb, mi->im.w, mi->im.h, img, w, h);
+}
+
+int rkm_media_image_put(rkm_session *s, const rkm_media_prompt *p, int i, const float *rows, int nt, int n_out)
+{
+    const rkm_media_image *mi = &p->img[i];
+    if (nt != mi->n_tokens)
+        return rkm_err(RKM_EINVAL, "image %d: the tower made %d rows, %d were expected", i, nt, mi->n_tokens);
+    if (n_out != rkm_session_n_embd_in(s))
+        return rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d", n_out,
+                       rkm_session_n_embd_in(s));
+    int rc = p->on_rows ? p->on_rows(p->user, i, rows, nt, n_out) : 0;
+    return rc ? rc : rkm_session_eval_embd(s, rows, nt, mi->nx, mi->key, p->bidirectional, NULL);
+}
+
+int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_vision *v, rkm_pool *pool)
+{
     if (!v) return rkm_err(RKM_EINVAL, "image %d is to be encoded and there is no vision tower", i);
     int rc = rkm_vision_bind(v, s->m); /* the NPU's when the text model runs there */
     if (rc < 0) return rc;
     float *prep = NULL, *emb = NULL;
     int tw, th, nt = 0;
-    rc = rkm_vision_prep(rkm_vision_hparams_of(v), mi->im.rgb, mi->im.w, mi->im.h, &prep, &tw, &th);
+    rc = rkm_media_image_prep(p, i, v, &prep, &tw, &th);
     if (!rc) rc = rkm_vision_encode(v, pool, prep, tw, th, &emb, &nt);
-    if (!rc && nt != mi->n_tokens)
-        rc = rkm_err(RKM_EINVAL, "image %d: the tower made %d rows, %d were expected", i, nt, mi->n_tokens);
-    if (!rc && rkm_vision_n_out(v) != rkm_session_n_embd_in(s))
-        rc = rkm_err(RKM_EINVAL, "the vision tower's rows have %d values and the text model takes %d", rkm_vision_n_out(v),
-                     rkm_session_n_embd_in(s));
-    if (!rc && p->on_rows) rc = p->on_rows(p->user, i, emb, nt, rkm_vision_n_out(v));
-    if (!rc) rc = rkm_session_eval_embd(s, emb, nt, mi->nx, mi->key, p->bidirectional, NULL);
+    if (!rc) rc = rkm_media_image_put(s, p, i, emb, nt, rkm_vision_n_out(v));
     free(prep);
     free(emb);
     return rc;

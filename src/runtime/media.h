@@ -59,8 +59,15 @@ void rkm_media_prompt_free(rkm_media_prompt *p);
 /* Image i of p encoded by v on pool and its rows evaluated into s at
  * s's end (which must be the image's first position): the tower bound to
  * s's model first (its NPU, rkm_vision_bind), p->on_rows called. 0 or an
- * RKM_E* code. */
+ * RKM_E* code. The three steps it takes, for a caller that encodes on
+ * another thread (the server): */
 int rkm_media_image_eval(rkm_session *s, const rkm_media_prompt *p, int i, rkm_vision *v, rkm_pool *pool);
+/* image i prepared for v (*img: 3 planes of *w x *h floats, the caller's) */
+int rkm_media_image_prep(const rkm_media_prompt *p, int i, const rkm_vision *v, float **img, int *w, int *h);
+/* rows (nt of n_out floats, as rkm_vision_encode made them from the
+ * prepared image) checked against the image and the text model, given to
+ * p->on_rows and evaluated into s */
+int rkm_media_image_put(rkm_session *s, const rkm_media_prompt *p, int i, const float *rows, int nt, int n_out);
 /* The media markers in text. */
 int rkm_media_count_markers(const char *text);
 

@@ -115,8 +115,33 @@ typedef struct srv_slot {
     int wait_lead;          /* a choice after the first: waits for the lead's prompt, then copies its session */
     int ended, end_rc;      /* this choice is done (its status), its siblings may not be */
     int32_t next;           /* decoding: the token the next step evaluates */
+    uint64_t venc_serial;   /* its image in the vision thread (srv_venc.serial), 0: none */
     double t0, tp0, t_prompt;
 } srv_slot;
+
+/* The vision thread: encodes one image at a time while the worker's
+ * steps go on for the other slots (an image of thousands of patches takes
+ * seconds). The worker prepares the image and queues it (its own copy),
+ * the thread runs the tower and leaves the rows; the worker takes them
+ * when its slot comes up again and evaluates them into the slot's
+ * session (the model is the worker's). A result whose slot ended
+ * meanwhile is dropped. Started with the tower, stopped before it is
+ * freed. mu guards the fields below it; the worker may hold engine->mu
+ * while taking mu, the thread never holds both. */
+enum { VENC_IDLE = 0, VENC_QUEUED, VENC_RUNNING, VENC_DONE };
+typedef struct {
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, state;        /* VENC_* */
+    uint64_t serial;        /* of the job in it (srv_slot.venc_serial) */
+    float *img;             /* queued: the prepared image (owned), w x h */
+    int w, h;
+    float *rows;            /* done: the rows (owned until taken), or NULL */
+    int n_rows, rc;
+    char err[512];          /* rc's message */
+} srv_venc;
 
 struct srv_engine {
     srv_config cfg;
@@ -147,8 +172,13 @@ struct srv_engine {
     srv_pcache *pc;
     char *mmproj;           /* the loaded model's vision tower (convert --mmproj), or NULL */
     int img_rows;           /* the most rows of one image it attends both ways (0: none): the sessions' chunk */
-    rkm_vision *vision;     /* the tower, loaded by the first request with images */
+    rkm_vision_hparams vhp; /* its parameters from the header, the token bounds applied (vhp_ok) */
+    int vhp_ok;
+    char vhp_err[256];      /* why its header cannot serve (!vhp_ok) */
+    rkm_vision *vision;     /* the tower, read when an image's rows are first to be encoded */
     rkm_pool *vpool;        /* its threads */
+    srv_venc venc;          /* encodes images off the worker (ensure_vision starts it) */
+    uint64_t venc_next;     /* the last serial given */
     double vision_used;     /* monotonic: its last image (freed after cfg.vision_idle_s) */
     double keep_alive_s;    /* of the loaded model, <0 forever */
     double last_used;       /* monotonic */
@@ -397,9 +427,65 @@ static void free_sessions(srv_engine *e)
     e->batch = NULL;
 }
 
+/* The vision thread: one prepared image at a time through the tower. */
+static void *venc_main(void *arg)
+{
+    srv_engine *e = arg;
+    srv_venc *q = &e->venc;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->stop && q->state != VENC_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->stop) break;
+        q->state = VENC_RUNNING;
+        float *img = q->img;
+        const int w = q->w, h = q->h;
+        q->img = NULL;
+        pthread_mutex_unlock(&q->mu);
+        float *rows = NULL;
+        int nt = 0, rc = rkm_vision_encode(e->vision, e->vpool, img, w, h, &rows, &nt);
+        free(img);
+        pthread_mutex_lock(&q->mu);
+        q->rows = rows;
+        q->n_rows = nt;
+        q->rc = rc;
+        snprintf(q->err, sizeof q->err, "%s", rc ? rkm_last_error() : "");
+        q->state = VENC_DONE;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        pthread_mutex_lock(&e->mu); /* the worker may be waiting for it */
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Stops the vision thread (after the image in it), drops what it holds. */
+static void venc_stop(srv_engine *e)
+{
+    srv_venc *q = &e->venc;
+    if (!q->started) return;
+    pthread_mutex_lock(&q->mu);
+    while (q->state == VENC_RUNNING) pthread_cond_wait(&q->cv, &q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    free(q->img);
+    free(q->rows);
+    q->img = q->rows = NULL;
+    q->state = VENC_IDLE;
+    q->stop = 0;
+    q->started = 0;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
 /* The vision tower out of memory (the next image reads it again). */
 static void free_vision(srv_engine *e)
 {
+    venc_stop(e);
     rkm_vision_free(e->vision);
     e->vision = NULL;
     rkm_pool_free(e->vpool);
@@ -419,6 +505,7 @@ static void unload_model(srv_engine *e)
     free(e->mmproj);
     e->mmproj = NULL;
     e->img_rows = 0;
+    e->vhp_ok = 0;
     pthread_mutex_lock(&e->mu);
     free(e->loaded.path);
     memset(&e->loaded, 0, sizeof e->loaded);
@@ -427,54 +514,77 @@ static void unload_model(srv_engine *e)
 }
 
 /* The vision tower the model directory carries (convert --mmproj): its
- * path, and from its header how many rows one image attended both ways
- * may have (the sessions' prefill chunk holds them). The weights are read
- * by the first request with images (ensure_vision). */
+ * path and, from its header, the parameters prompts are assembled with
+ * (each image's size and token count under the configured bounds) and how
+ * many rows one image attended both ways may have (the sessions' prefill
+ * chunk holds them). The weights are read when an image's rows are first
+ * to be encoded (ensure_vision): a request whose images all come from the
+ * prompt cache never reads them. */
 static void find_tower(srv_engine *e, const char *dir)
 {
     rkm_model_dir *md = rkm_model_dir_load_manifest(dir);
     if (md && md->mmproj_file) e->mmproj = rkm_path_join(md->path, md->mmproj_file);
     rkm_model_dir_close(md);
+    e->vhp_ok = 0;
     if (!e->mmproj) return;
     rkm_gguf *g = rkm_gguf_open(e->mmproj);
-    rkm_vision_hparams vp;
-    if (g && rkm_vision_read(g, &vp) == 0) {
-        const rkm_proj_info *pi = rkm_proj_info_of(vp.proj);
-        if (pi && pi->bidirectional) e->img_rows = e->cfg.image_max_tokens > 0 ? e->cfg.image_max_tokens : pi->max_tokens;
+    if (g && rkm_vision_read(g, &e->vhp) == 0 &&
+        rkm_vision_token_limits(&e->vhp, e->cfg.image_min_tokens, e->cfg.image_max_tokens) == 0) {
+        const rkm_proj_info *pi = rkm_proj_info_of(e->vhp.proj);
+        if (pi && pi->bidirectional) e->img_rows = rkm_vision_max_tokens(&e->vhp);
+        e->vhp_ok = 1;
     } else {
-        fprintf(stderr, "rkmojo serve: the vision tower %s: %s\n", e->mmproj, rkm_last_error());
+        snprintf(e->vhp_err, sizeof e->vhp_err, "%s", rkm_last_error());
+        fprintf(stderr, "rkmojo serve: the vision tower %s: %s\n", e->mmproj, e->vhp_err);
     }
     rkm_gguf_close(g);
 }
 
-/* The tower of the loaded model in memory (first use). 0, or a status
- * with a message in err. */
-static int ensure_vision(srv_engine *e, char *err, size_t errcap)
+/* Does the loaded model take images? 0, or 400 with a message in err. */
+static int takes_images(const srv_engine *e, char *err, size_t errcap)
 {
-    e->vision_used = rkm_now();
-    if (e->vision) return 0;
     if (!e->mmproj) {
         snprintf(err, errcap, "model '%s' takes no images: it has no vision tower (rkmojo convert --mmproj)", e->loaded.name);
         return 400;
     }
-    double t0 = rkm_now();
-    e->vision = rkm_vision_load(e->mmproj);
-    if (!e->vision) {
-        snprintf(err, errcap, "the vision tower of '%s': %s", e->loaded.name, rkm_last_error());
-        return 500;
-    }
-    if (rkm_vision_supported(e->vision) || rkm_vision_limit_tokens(e->vision, e->cfg.image_min_tokens, e->cfg.image_max_tokens)) {
-        snprintf(err, errcap, "model '%s' takes no images here: %s", e->loaded.name, rkm_last_error());
-        rkm_vision_free(e->vision);
-        e->vision = NULL;
+    if (!e->vhp_ok) {
+        snprintf(err, errcap, "model '%s' takes no images here: %s", e->loaded.name, e->vhp_err);
         return 400;
     }
-    e->vpool = rkm_pool_new(e->cfg.n_threads);
-    if (!e->vpool) {
+    return 0;
+}
+
+/* The tower of the loaded model in memory (first image to encode). 0,
+ * or an RKM_E* code with the message set. */
+static int ensure_vision(srv_engine *e)
+{
+    e->vision_used = rkm_now();
+    if (e->vision) return 0;
+    double t0 = rkm_now();
+    e->vision = rkm_vision_load(e->mmproj);
+    if (!e->vision) return rkm_err_prefix(RKM_EIO, "the vision tower of '%s'", e->loaded.name);
+    int rc = rkm_vision_supported(e->vision);
+    if (!rc) rc = rkm_vision_limit_tokens(e->vision, e->cfg.image_min_tokens, e->cfg.image_max_tokens);
+    if (!rc && !(e->vpool = rkm_pool_new(e->cfg.n_threads))) rc = rkm_err(RKM_ENOMEM, "out of memory");
+    srv_venc *q = &e->venc;
+    if (!rc) {
+        memset(q, 0, sizeof *q);
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->cv, NULL);
+        if (pthread_create(&q->th, NULL, venc_main, e)) {
+            pthread_mutex_destroy(&q->mu);
+            pthread_cond_destroy(&q->cv);
+            rc = rkm_err(RKM_ENOMEM, "cannot start the vision thread");
+        } else {
+            q->started = 1;
+        }
+    }
+    if (rc) {
+        rkm_pool_free(e->vpool);
+        e->vpool = NULL;
         rkm_vision_free(e->vision);
         e->vision = NULL;
-        snprintf(err, errcap, "out of memory");
-        return 500;
+        return rc;
     }
     char b[32];
     fprintf(stderr, "rkmojo serve: vision tower of %s loaded (%s, %.2f s)\n", e->loaded.name,
@@ -842,6 +952,7 @@ static void make_id(char *buf, size_t cap, const char *prefix)
 /* Frees what a generation holds besides its job and prompt. */
 static void free_media(srv_slot *sl)
 {
+    sl->venc_serial = 0; /* an image of it in the vision thread is nobody's now */
     if (!sl->media) return;
     rkm_media_prompt_free(sl->media);
     free(sl->media);
@@ -950,7 +1061,7 @@ static int decode_images(srv_engine *e, const srv_request *rq, rkm_media_prompt 
         snprintf(err, errcap, "out of memory");
         return 500;
     }
-    if (srv_prompt_media(e->model, rq, prefill, rkm_vision_hparams_of(e->vision), im, *out, inside, err, errcap)) {
+    if (srv_prompt_media(e->model, rq, prefill, &e->vhp, im, *out, inside, err, errcap)) {
         free(*out);
         *out = NULL;
         return 400;
@@ -990,7 +1101,7 @@ static int start_generate(srv_engine *e, srv_job *j, const srv_model_info *mi, d
     rkm_media_prompt *media = NULL;
     int rc;
     if (rq->n_images > 0) {
-        if ((status = ensure_vision(e, err, sizeof err)) || (status = decode_images(e, rq, &media, gs.prefill, &gs.inside, err, sizeof err)))
+        if ((status = takes_images(e, err, sizeof err)) || (status = decode_images(e, rq, &media, gs.prefill, &gs.inside, err, sizeof err)))
             goto fail;
         status = 400;
         n = media->n_ids;
@@ -1305,11 +1416,13 @@ static void start_choices(srv_engine *e, srv_slot *lead)
     }
 }
 
-/* The image whose rows start at sl->pos: encoded by the tower, its rows
- * evaluated into the slot's session (not in the batch: Gemma 4's attend
- * each other both ways), the prompt moved past them; ends the slot on a
- * failure, finishes its prompt when the image was the end of it. */
-static void image_rows(srv_engine *e, srv_slot *sl)
+/* The image whose rows start at sl->pos: queued to the vision thread,
+ * and once encoded its rows evaluated into the slot's session (not in the
+ * batch: Gemma 4's attend each other both ways), the prompt moved past
+ * them; ends the slot on a failure, finishes its prompt when the image was
+ * the end of it. 1 when the slot moved (or ended), 0 while its image
+ * waits for the tower or is in it. */
+static int image_rows(srv_engine *e, srv_slot *sl)
 {
     int k = -1;
     for (int i = 0; sl->media && i < sl->media->n_img; i++)
@@ -1317,20 +1430,71 @@ static void image_rows(srv_engine *e, srv_slot *sl)
     if (k < 0) {
         rkm_err(RKM_EINVAL, "image rows at position %d without their image", sl->pos);
         slot_end(e, sl, RKM_EINVAL);
-        return;
+        return 1;
     }
-    e->vision_used = rkm_now();
-    int rc = rkm_media_image_eval(sl->sess, sl->media, k, e->vision, e->vpool);
+    srv_venc *q = &e->venc;
+    int rc = 0;
+    if (sl->venc_serial) { /* queued: done yet? */
+        pthread_mutex_lock(&q->mu);
+        const int done = q->state == VENC_DONE && q->serial == sl->venc_serial;
+        float *rows = done ? q->rows : NULL;
+        const int nt = q->n_rows;
+        if (done) {
+            rc = q->rc;
+            if (rc) rkm_err(rc, "%s", q->err);
+            q->rows = NULL;
+            q->state = VENC_IDLE;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (!done) return 0;
+        sl->venc_serial = 0;
+        e->vision_used = rkm_now();
+        if (!rc) rc = rkm_media_image_put(sl->sess, sl->media, k, rows, nt, rkm_vision_n_out(e->vision));
+        free(rows);
+        if (rc) {
+            slot_end(e, sl, rc);
+            return 1;
+        }
+        sl->pos += sl->media->img[k].n_tokens;
+        if (sl->pos == sl->n) {
+            prefill_done(e, sl);
+            next_token(e, sl);
+            if (sl->j) start_choices(e, sl);
+        }
+        return 1;
+    }
+    /* a result nobody will take (its slot ended) frees the thread */
+    pthread_mutex_lock(&q->mu);
+    if (q->started && q->state == VENC_DONE) {
+        int owner = 0;
+        for (int i = 0; i < e->n_slots; i++) owner |= e->slots[i].venc_serial == q->serial;
+        if (!owner) {
+            free(q->rows);
+            q->rows = NULL;
+            q->state = VENC_IDLE;
+        }
+    }
+    const int busy = q->started && q->state != VENC_IDLE;
+    pthread_mutex_unlock(&q->mu);
+    if (busy) return 0; /* another slot's image is in the tower */
+    float *img = NULL;
+    int w = 0, h = 0;
+    if (!(rc = ensure_vision(e)) && (rc = rkm_vision_bind(e->vision, e->model)) > 0) rc = 0; /* its NPU's where the model runs there */
+    if (!rc) rc = rkm_media_image_prep(sl->media, k, e->vision, &img, &w, &h);
     if (rc) {
+        free(img);
         slot_end(e, sl, rc);
-        return;
+        return 1;
     }
-    sl->pos += sl->media->img[k].n_tokens;
-    if (sl->pos == sl->n) {
-        prefill_done(e, sl);
-        next_token(e, sl);
-        if (sl->j) start_choices(e, sl);
-    }
+    pthread_mutex_lock(&q->mu);
+    q->img = img;
+    q->w = w;
+    q->h = h;
+    q->serial = sl->venc_serial = ++e->venc_next;
+    q->state = VENC_QUEUED;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
 }
 
 #define MAX_SLOTS 64
@@ -1346,7 +1510,7 @@ static void step(srv_engine *e)
     rkm_session *ss[MAX_SLOTS];
     const int32_t *ids[MAX_SLOTS];
     int nn[MAX_SLOTS];
-    int ns = 0, rows = 0;
+    int ns = 0, rows = 0, waiting = 0;
     for (int i = 0; i < e->n_slots; i++) {
         srv_slot *sl = &e->slots[i];
         if (sl->j && !sl->ended && atomic_load(&sl->j->canceled)) slot_end(e, sl, RKM_ECANCELED);
@@ -1360,8 +1524,11 @@ static void step(srv_engine *e)
     for (int k = 0; k < e->n_slots && rows < e->max_rows; k++) {
         srv_slot *sl = &e->slots[(e->rr + k) % e->n_slots];
         if (!sl->j || sl->decoding || sl->wait_lead || sl->ended) continue;
-        if (sl->toks[sl->pos] < -1) { /* an image's rows: encoded and evaluated on its own */
-            image_rows(e, sl);
+        if (sl->toks[sl->pos] < -1) { /* an image's rows: encoded off the worker, evaluated on their own */
+            if (!image_rows(e, sl)) {
+                waiting++;
+                continue;
+            }
             if (!sl->j || sl->ended || sl->decoding || sl->pos >= sl->n) continue;
         }
         int c = RKM_MIN(sl->n - sl->pos, e->max_rows - rows);
@@ -1374,6 +1541,19 @@ static void step(srv_engine *e)
         ns++, rows += c;
     }
     e->rr = (e->rr + 1) % e->n_slots;
+    if (ns == 0 && waiting) {
+        /* every slot with work waits for the tower: sleep until it is done
+         * or a request comes (the thread signals cv after its result) */
+        pthread_mutex_lock(&e->mu);
+        int busy = 0;
+        if (e->venc.started) {
+            pthread_mutex_lock(&e->venc.mu);
+            busy = e->venc.state == VENC_QUEUED || e->venc.state == VENC_RUNNING;
+            pthread_mutex_unlock(&e->venc.mu);
+        }
+        if (busy && e->q_len == 0 && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+    }
     if (ns == 0) return;
     /* every step through the batch, one slot or many: its scratch is the
      * only one the steps touch (the sessions' own stays unwritten) */
