@@ -4,11 +4,11 @@
 # mtmd, side by side on the same files and threads, the runs alternating
 # (rkmojo, mtmd, rkmojo, ...) so that a noisy host weighs on both alike.
 #
-#   [SIZES="224 448"] bench/bench-vision-ttft.sh [WORKDIR] [REPS] [THREADS]
+#   [SIZES="224 448"] [PRESET=qwen3-vl-30b-a3b] bench/bench-vision-ttft.sh [WORKDIR] [REPS] [THREADS]
 #
-# Writes (once, kept in WORKDIR) Gemma 4 26B-A4B's vision tower in f16
-# beside a text model of its width with 6 layers and few experts (the
-# files bench-vision.sh uses), the text model converted with its tower
+# Writes (once, kept in WORKDIR) the preset's vision tower in f16 beside
+# a text model of its width with few layers and experts (the files
+# bench-vision.sh uses, bench/vision-files.sh), the text model converted with its tower
 # (`rkmojo convert --mmproj`), and test images of 224x224, 448x448 and
 # 896x896. Per size and rep: rkmojo's TTFT (`rkmojo run -m DIR --image
 # IMG -p "... <__media__> ..." -n 1`: the prompt evaluated, the image
@@ -24,20 +24,15 @@
 # an image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-/var/tmp/rkm/vis/bench}; reps=${2:-3}; threads=${3:-2}; sizes=${SIZES:-224 448 896}
 bin=$PWD/${RKMOJO:-build/rkmojo}
 ref=$PWD/build/tests/mtmd-ref
 addon=$PWD/tests/js/node_modules/@fugood/node-llama-linux-x64/index.node
 img=$PWD/build/tests/make-image
-mkdir -p "$work"
-if [ ! -f "$work/mmproj.gguf" ]; then
-  "$bin" synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \
-    --set n_ff_exp=64 --set n_ff=64 --dtype f16 -o "$work/text.gguf" --mmproj-out "$work/mmproj.gguf" --quiet
-fi
+. bench/vision-files.sh
+work=${1:-$vision_work}; reps=${2:-3}; threads=${3:-2}; sizes=${SIZES:-224 448 896}
+vision_files "$work"
 [ -d "$work/text.rkmojo" ] || "$bin" convert "$work/text.gguf" "$work/text.rkmojo" --quant keep --mmproj "$work/mmproj.gguf" --quiet
-for s in $sizes; do [ -f "$work/$s.png" ] || "$img" "$work/$s.png" $s $s 11; done
 prompt="Describe <__media__> in one word."
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 for s in $sizes; do
   : > "$work/ttft.ours.$s"; : > "$work/ttft.ref.$s"
   for r in $(seq "$reps"); do

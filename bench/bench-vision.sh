@@ -20,23 +20,11 @@
 # inside the project); without it only rkmojo runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-preset=${PRESET:-gemma4-26b-a4b}
-case $preset in
-  gemma4-26b-a4b) work=${1:-/var/tmp/rkm/vis/bench}
-    sets=(--set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 --set n_ff_exp=64 --set n_ff=64) ;;
-  qwen3-vl-30b-a3b) work=${1:-/var/tmp/rkm/vis/bench-qwen3vl}
-    sets=(--set n_layer=4 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 --set n_ff_exp=64) ;;
-  *) echo "PRESET: gemma4-26b-a4b or qwen3-vl-30b-a3b" >&2; exit 2 ;;
-esac
-reps=${2:-3}; threads=${3:-2}
 bin=$PWD/${RKMOJO:-build/rkmojo}
 img=$PWD/build/tests/make-image
-mkdir -p "$work"
-if [ ! -f "$work/mmproj.gguf" ]; then
-  "$bin" synth --preset "$preset" "${sets[@]}" --dtype f16 -o "$work/text.gguf" --mmproj-out "$work/mmproj.gguf" --quiet
-fi
-for s in 224 448 896; do [ -f "$work/$s.png" ] || "$img" "$work/$s.png" $s $s 11; done
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+. bench/vision-files.sh
+work=${1:-$vision_work}; reps=${2:-3}; threads=${3:-2}
+vision_files "$work"
 for s in 224 448 896; do
   : > "$work/ours.$s"; : > "$work/ref.$s"
   for r in $(seq "$reps"); do

@@ -98,6 +98,18 @@ static void test_basics(void)
     CHECK(rkm_gstate_accept(st, "aaz", 3) == 0 && rkm_gstate_finished(st));
     rkm_gstate_free(st);
     rkm_grammar_free(g);
+    /* a partial UTF-8 sequence that can only become a surrogate (ED A0..BF:
+     * U+D800..U+DFFF, which no UTF-8 decodes to) is refused before it
+     * leaves the grammar with no continuation; ED 9F (U+D7C0..) is not */
+    g = rkm_grammar_parse("root ::= [^\"]*", NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    st = rkm_gstate_new(g);
+    CHECK(rkm_gstate_accept(st, "\xED", 1) == 0);
+    CHECK(rkm_gstate_accept(st, "\xA0", 1) == RKM_EINVAL);
+    CHECK(rkm_gstate_accept(st, "\x9F\xBF", 2) == 0 && rkm_gstate_done(st));
+    rkm_gstate_free(st);
+    rkm_grammar_free(g);
 
     /* classes, negation, any, escapes, unicode, alternatives on the next line */
     g = rkm_grammar_parse("root ::= [^a-c\\n] . \"\\u00e9\\x41\" [\\U0001F600-\\U0001F64F]+ end\n"

@@ -354,6 +354,14 @@ static void test_ops(const char *variant)
         for (int64_t i = 0; i < n; i++)
             if (!(fabs(a[i] - b[i]) <= 8 * U * fabs((double)g[i] * u[i]) + 1e-37)) bad++;
         CHECK_MSG(bad == 0, "%s geglu n=%lld: %d bad", variant, (long long)n, bad);
+        /* gelu: the same with u = 1, in place */
+        ref->gelu(a, g, n);
+        memcpy(b, g, sizeof(float) * (size_t)n);
+        rkm_gelu(b, b, n);
+        bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(a[i] - b[i]) <= 8 * U * fabs((double)g[i]) + 1e-37)) bad++;
+        CHECK_MSG(bad == 0, "%s gelu n=%lld: %d bad", variant, (long long)n, bad);
         free(g);
 
         /* f16 round trips: exact. Include specials. */

@@ -32,7 +32,7 @@
 #     same number of positions and the same 16 greedy ids up to the first
 #     near-tie, for one image at three sizes (one of 252 rows, more than a
 #     default prefill chunk), an image first and two images; the same for
-#     Qwen3-VL (multi-axis positions, deep-stack rows; 576 rows for one).
+#     Qwen3-VL (multi-axis positions, deep-stack rows; 961 rows for one).
 #   - --image-min-tokens / --image-max-tokens as mtmd's image_min_tokens /
 #     image_max_tokens: the same token counts and rows under three bounds,
 #     a minimum above the maximum refused;
@@ -165,31 +165,26 @@ gen() {
     *) echo "FAIL: $tag: at step $at mtmd has $rid (logit gap $gap), rkmojo $oid"; fail=1 ;;
   esac
 }
-m="$tmp/tiny-gemma4-f32"
-if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quiet > /dev/null 2>&1; then
-  for s in 320x240 40x1000 5000x3000; do
-    gen "tiny-gemma4 f32 $s.png" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "Look: <__media__> what is it?" "$tmp/$s.png"
-  done
-  gen "tiny-gemma4 f32, image first" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "<__media__> describe" "$tmp/97x131.png"
-  gen "tiny-gemma4 f32, two images" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" \
-    "<start_of_turn>user A <__media__> and B <__media__> differ how?<end_of_turn>" "$tmp/320x240.png" "$tmp/1000x40.png"
-else
-  echo "FAIL: convert of the tiny-gemma4 f32 model"; fail=1
-fi
-# Qwen3-VL: an image's rows at multi-axis positions (time, row, column),
-# the text after it max(rows, columns) on; its deep-stack rows added after
-# the first layers; 576 rows cross a prefill chunk
-m="$tmp/tiny-qwen3vl-f32"
-if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quiet > /dev/null 2>&1; then
-  for s in 320x240 40x1000 1000x1000; do
-    gen "tiny-qwen3vl f32 $s.png" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "Look: <__media__> what is it?" "$tmp/$s.png"
-  done
-  gen "tiny-qwen3vl f32, image first" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "<__media__> describe" "$tmp/97x131.png"
-  gen "tiny-qwen3vl f32, two images" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" \
-    "<|im_start|>user A <__media__> and B <__media__> differ how?<|im_end|>" "$tmp/320x240.png" "$tmp/1000x40.png"
-else
-  echo "FAIL: convert of the tiny-qwen3vl f32 model"; fail=1
-fi
+# gen_set PRESET TWO_IMAGE_PROMPT SIZE...: the f32 model of the loop above
+# converted, one image at each size, an image first, two images. For
+# Qwen3-VL an image's rows sit at multi-axis positions (time, row,
+# column) and the text after it max(rows, columns) on; its deep-stack rows
+# are added after the first layers; 961 rows cross prefill chunks.
+gen_set() {
+  local preset=$1 two=$2 m="$tmp/$1-f32"
+  shift 2
+  if [ -f "$m.gguf" ] && $RKMOJO convert "$m.gguf" "$m.rkmojo" --quant keep --quiet > /dev/null 2>&1; then
+    for s in "$@"; do
+      gen "$preset f32 $s.png" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "Look: <__media__> what is it?" "$tmp/$s.png"
+    done
+    gen "$preset f32, image first" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "<__media__> describe" "$tmp/97x131.png"
+    gen "$preset f32, two images" "$m.rkmojo" "$m.gguf" "$m-mmproj.gguf" "$two" "$tmp/320x240.png" "$tmp/1000x40.png"
+  else
+    echo "FAIL: convert of the $preset f32 model"; fail=1
+  fi
+}
+gen_set tiny-gemma4 "<start_of_turn>user A <__media__> and B <__media__> differ how?<end_of_turn>" 320x240 40x1000 5000x3000
+gen_set tiny-qwen3vl "<|im_start|>user A <__media__> and B <__media__> differ how?<|im_end|>" 320x240 40x1000 1000x1000
 if [ "${RKM_TEST_TIER:-ci}" = full ]; then
   m="$tmp/g4full"
   if $RKMOJO synth --preset gemma4-26b-a4b --set n_layer=6 --set n_vocab=512 --set n_expert=4 --set n_expert_used=2 \

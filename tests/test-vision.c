@@ -216,24 +216,35 @@ static int fresh_logits(rkm_model *m, const rkm_media_prompt *p, rkm_vision *v, 
     return rc;
 }
 
-static void test_media_prompt(void)
+/* A preset's text model converted with --quant keep and its tower, seed
+ * 5, f32, opened (files named by tag in the test directory); 0 when all
+ * three are there. */
+static int open_pair(const char *preset, const char *tag, rkm_model **m, rkm_vision **v, rkm_pool **pool)
 {
     char gg[1024], mm[1024], out[1024];
-    snprintf(gg, sizeof gg, "%s/m.gguf", test_tmpdir());
-    snprintf(mm, sizeof mm, "%s/m-mmproj.gguf", test_tmpdir());
-    snprintf(out, sizeof out, "%s/m.rkmojo", test_tmpdir());
-    rkm_synth_opts so = {.preset = "tiny-gemma4", .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
+    snprintf(gg, sizeof gg, "%s/%s.gguf", test_tmpdir(), tag);
+    snprintf(mm, sizeof mm, "%s/%s-mmproj.gguf", test_tmpdir(), tag);
+    snprintf(out, sizeof out, "%s/%s.rkmojo", test_tmpdir(), tag);
+    rkm_synth_opts so = {.preset = preset, .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
     CHECK_MSG(rkm_synth(&so, gg) == 0, "%s", rkm_last_error());
     rkm_convert_opts co = {.quant = "keep"};
     CHECK_MSG(rkm_convert(gg, out, &co) == 0, "%s", rkm_last_error());
     rkm_model_params mp;
     rkm_model_params_default(&mp);
     mp.n_threads = 2;
-    rkm_model *m = rkm_model_open(out, &mp);
-    rkm_vision *v = rkm_vision_load(mm);
-    rkm_pool *pool = rkm_pool_new(2);
-    CHECK_MSG(m && v && pool, "%s", rkm_last_error());
-    if (!m || !v || !pool) goto done;
+    *m = rkm_model_open(out, &mp);
+    *v = rkm_vision_load(mm);
+    *pool = rkm_pool_new(2);
+    CHECK_MSG(*m && *v && *pool, "%s", rkm_last_error());
+    return *m && *v && *pool ? 0 : -1;
+}
+
+static void test_media_prompt(void)
+{
+    rkm_model *m = NULL;
+    rkm_vision *v = NULL;
+    rkm_pool *pool = NULL;
+    if (open_pair("tiny-gemma4", "m", &m, &v, &pool)) goto done;
     const rkm_vision_hparams *vp = rkm_vision_hparams_of(v);
     /* ids before encoding: the images' rows as media ids between the
      * projector's text; markers and images must pair up */
@@ -307,23 +318,12 @@ done:
  * logits as the one that was not). */
 static void test_media_qwen3vl(void)
 {
-    char gg[1024], mm[1024], out[1024], sv[1024];
-    snprintf(gg, sizeof gg, "%s/q.gguf", test_tmpdir());
-    snprintf(mm, sizeof mm, "%s/q-mmproj.gguf", test_tmpdir());
-    snprintf(out, sizeof out, "%s/q.rkmojo", test_tmpdir());
+    char sv[1024];
     snprintf(sv, sizeof sv, "%s/q.session", test_tmpdir());
-    rkm_synth_opts so = {.preset = "tiny-qwen3vl", .seed = 5, .dtype = RKM_TYPE_F32, .mmproj_out = mm};
-    CHECK_MSG(rkm_synth(&so, gg) == 0, "%s", rkm_last_error());
-    rkm_convert_opts co = {.quant = "keep"};
-    CHECK_MSG(rkm_convert(gg, out, &co) == 0, "%s", rkm_last_error());
-    rkm_model_params mp;
-    rkm_model_params_default(&mp);
-    mp.n_threads = 2;
-    rkm_model *m = rkm_model_open(out, &mp);
-    rkm_vision *v = rkm_vision_load(mm);
-    rkm_pool *pool = rkm_pool_new(2);
-    CHECK_MSG(m && v && pool, "%s", rkm_last_error());
-    if (!m || !v || !pool) goto done;
+    rkm_model *m = NULL;
+    rkm_vision *v = NULL;
+    rkm_pool *pool = NULL;
+    if (open_pair("tiny-qwen3vl", "q", &m, &v, &pool)) goto done;
     const rkm_vision_hparams *vp = rkm_vision_hparams_of(v);
     rkm_image im[2] = {pattern(160, 64, 1), pattern(48, 64, 2)};
     rkm_media_prompt p1 = {0}, p2 = {0};

@@ -142,6 +142,7 @@ static void merge(rkm_kernel_set *k, const variant *v)
     TAKE(softmax);
     TAKE(swiglu);
     TAKE(geglu);
+    TAKE(gelu);
     TAKE(f32_to_f16);
     TAKE(f16_to_f32);
     TAKE(dot_f32_f16);
@@ -488,6 +489,8 @@ void rkm_geglu(float *out, const float *g, const float *u, int64_t n)
 {
     rkm_kernels_active()->geglu(out, g, u, n);
 }
+
+void rkm_gelu(float *out, const float *x, int64_t n) { rkm_kernels_active()->gelu(out, x, n); }
 
 void rkm_f32_to_f16_row(const float *x, rkm_f16 *y, int64_t n)
 {

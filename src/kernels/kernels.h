@@ -154,6 +154,8 @@ void rkm_softmax(float *x, int64_t n);
 /* out[i] = silu(g[i]) * u[i]; out[i] = gelu_tanh(g[i]) * u[i]. */
 void rkm_swiglu(float *out, const float *g, const float *u, int64_t n);
 void rkm_geglu(float *out, const float *g, const float *u, int64_t n);
+/* out[i] = gelu_tanh(x[i]) (the vision towers' FFNs); out may alias x. */
+void rkm_gelu(float *out, const float *x, int64_t n);
 float rkm_gelu_tanh(float x);
 
 /* One token's step of the gated delta rule on one head's n x n state t

@@ -97,6 +97,7 @@ typedef struct {
     void (*softmax)(float *x, int64_t n);
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
     void (*geglu)(float *out, const float *g, const float *u, int64_t n);
+    void (*gelu)(float *out, const float *x, int64_t n);
     void (*f32_to_f16)(const float *x, rkm_f16 *y, int64_t n);
     void (*f16_to_f32)(const rkm_f16 *x, float *y, int64_t n);
     float (*dot_f32_f16)(const float *x, const rkm_f16 *y, int64_t n);

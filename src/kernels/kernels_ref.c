@@ -291,6 +291,11 @@ float rkm_gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
 }
 
+static void gelu_ref(float *out, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = rkm_gelu_tanh(x[i]);
+}
+
 static void geglu_ref(float *out, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) out[i] = rkm_gelu_tanh(g[i]) * u[i];
@@ -390,6 +395,7 @@ const rkm_kernel_set rkm_kernels_ref = {
     .softmax = softmax_ref,
     .swiglu = swiglu_ref,
     .geglu = geglu_ref,
+    .gelu = gelu_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .f16_to_f32 = f16_to_f32_ref,
     .dot_f32_f16 = dot_f32_f16_ref,

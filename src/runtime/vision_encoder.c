@@ -293,6 +293,42 @@ static void attention(rkm_pool *pool, const float *q, const float *k, const floa
     }
 }
 
+/* The working rows of a ViT over N patches: cols (the patches, then the
+ * FFN's rows: cols_w floats a patch, zeroed), the residual x and a copy h
+ * (E), queries and attention outputs (Q), keys and values (KV), the
+ * attention's scratch. */
+typedef struct {
+    float *cols, *x, *h, *q, *k, *v, *o, *scratch;
+} vit_rows;
+
+static void vit_rows_free(vit_rows *b)
+{
+    free(b->cols);
+    free(b->x);
+    free(b->h);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->o);
+    free(b->scratch);
+    memset(b, 0, sizeof *b);
+}
+
+static int vit_rows_alloc(vit_rows *b, int N, size_t cols_w, int E, int Q, int KV, int hd)
+{
+    b->cols = calloc((size_t)N * cols_w, sizeof(float));
+    b->x = malloc(sizeof(float) * (size_t)N * E);
+    b->h = malloc(sizeof(float) * (size_t)N * E);
+    b->q = malloc(sizeof(float) * (size_t)N * Q);
+    b->k = malloc(sizeof(float) * (size_t)N * KV);
+    b->v = malloc(sizeof(float) * (size_t)N * KV);
+    b->o = malloc(sizeof(float) * (size_t)N * Q);
+    b->scratch = malloc(sizeof(float) * attention_scratch(N, hd));
+    if (b->cols && b->x && b->h && b->q && b->k && b->v && b->o && b->scratch) return 0;
+    vit_rows_free(b);
+    return RKM_ENOMEM;
+}
+
 /* ------------------------------------------------------------ gemma4v */
 
 static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int Wd, int Ht, float **out, int *n_tok)
@@ -303,17 +339,13 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     if (px > hp->n_pos || py > hp->n_pos)
         return rkm_err(RKM_EINVAL, "a grid of %dx%d patches exceeds the position table (%d)", px, py, hp->n_pos);
     const size_t pp3 = (size_t)3 * p * p;
-    float *cols = calloc((size_t)N * RKM_MAX(pp3, (size_t)FF * 2), sizeof(float));
-    float *x = malloc(sizeof(float) * (size_t)N * E);
-    float *h = malloc(sizeof(float) * (size_t)N * E);
-    float *q = malloc(sizeof(float) * (size_t)N * Q), *kk = malloc(sizeof(float) * (size_t)N * KV);
-    float *vv = malloc(sizeof(float) * (size_t)N * KV), *o = malloc(sizeof(float) * (size_t)N * Q);
-    float *scratch = malloc(sizeof(float) * attention_scratch(N, hd));
+    vit_rows b = {0};
     const int ox = px / k, oy = py / k, T = ox * oy;
     float *pooled = malloc(sizeof(float) * (size_t)T * E);
     float *res = malloc(sizeof(float) * (size_t)T * hp->proj_dim);
-    int rc = 0;
-    if (!cols || !x || !h || !q || !kk || !vv || !o || !scratch || !pooled || !res) {
+    int rc = vit_rows_alloc(&b, N, RKM_MAX(pp3, (size_t)FF * 2), E, Q, KV, hd);
+    float *cols = b.cols, *x = b.x, *h = b.h, *q = b.q, *kk = b.k, *vv = b.v, *o = b.o, *scratch = b.scratch;
+    if (rc || !pooled || !res) {
         rc = rkm_err(RKM_ENOMEM, "out of memory encoding a %dx%d image", Wd, Ht);
         goto out;
     }
@@ -395,14 +427,7 @@ static int encode_gemma4v(rkm_vision *v, rkm_pool *pool, const float *img, int W
     res = NULL;
     *n_tok = T;
 out:
-    free(cols);
-    free(x);
-    free(h);
-    free(q);
-    free(kk);
-    free(vv);
-    free(o);
-    free(scratch);
+    vit_rows_free(&b);
     free(pooled);
     free(res);
     return rc;
@@ -439,9 +464,11 @@ static void add_bias(float *y, const float *bias, int64_t m, int64_t n)
 
 static void gelu_rows(float *x, int64_t n, int ffn)
 {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = ffn == RKM_VFFN_GELU ? rkm_gelu_tanh(x[i]) : ffn == RKM_VFFN_SILU ? x[i] / (1.0f + expf(-x[i]))
-                                                                               : gelu_quick(x[i]);
+    if (ffn == RKM_VFFN_GELU) {
+        rkm_gelu(x, x, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = ffn == RKM_VFFN_SILU ? x[i] / (1.0f + expf(-x[i])) : gelu_quick(x[i]);
 }
 
 /* The learned square position table (side x side rows of E) resized to a
@@ -533,16 +560,13 @@ static int encode_qwen3vl(rkm_vision *v, rkm_pool *pool, const float *img, int W
     int side = 1;
     while ((side + 1) * (side + 1) <= hp->n_pos) side++;
     const size_t pp3 = (size_t)3 * p * p;
-    float *cols = malloc(sizeof(float) * (size_t)N * RKM_MAX(pp3, (size_t)RKM_MAX(FF, 3 * E)));
-    float *x = malloc(sizeof(float) * (size_t)N * E), *h = malloc(sizeof(float) * (size_t)N * E);
-    float *q = malloc(sizeof(float) * (size_t)N * E), *kk = malloc(sizeof(float) * (size_t)N * E);
-    float *vv = malloc(sizeof(float) * (size_t)N * E), *o = malloc(sizeof(float) * (size_t)N * E);
-    float *scratch = malloc(sizeof(float) * attention_scratch(N, hd));
+    vit_rows b = {0};
     float *cs = malloc(sizeof(float) * (size_t)N * hd);
     float *mid = malloc(sizeof(float) * (size_t)T * M), *po = malloc(sizeof(float) * (size_t)T * P);
     float *res = malloc(sizeof(float) * (size_t)T * n_out);
-    int rc = 0;
-    if (!cols || !x || !h || !q || !kk || !vv || !o || !scratch || !cs || !mid || !po || !res) {
+    int rc = vit_rows_alloc(&b, N, RKM_MAX(pp3, (size_t)RKM_MAX(FF, 3 * E)), E, E, E, hd);
+    float *cols = b.cols, *x = b.x, *h = b.h, *q = b.q, *kk = b.k, *vv = b.v, *o = b.o, *scratch = b.scratch;
+    if (rc || !cs || !mid || !po || !res) {
         rc = rkm_err(RKM_ENOMEM, "out of memory encoding a %dx%d image", Wd, Ht);
         goto out;
     }
@@ -611,14 +635,7 @@ static int encode_qwen3vl(rkm_vision *v, rkm_pool *pool, const float *img, int W
     res = NULL;
     *n_tok = T;
 out:
-    free(cols);
-    free(x);
-    free(h);
-    free(q);
-    free(kk);
-    free(vv);
-    free(o);
-    free(scratch);
+    vit_rows_free(&b);
     free(cs);
     free(mid);
     free(po);

@@ -675,14 +675,19 @@ static int partial_range(const uint8_t *p, int k, uint32_t *lo, uint32_t *hi)
     return *lo <= *hi;
 }
 
+/* Can the partial sequence still become a code point the set takes next?
+ * Not a surrogate (U+D800..U+DFFF, which no UTF-8 decodes to): a sequence
+ * that can only become one is a dead end, every continuation refused. */
 static int partial_viable(const rkm_grammar *g, const int32_t *set, const uint8_t *p, int k)
 {
     uint32_t lo, hi;
     if (!partial_range(p, k, &lo, &hi)) return 0;
+    const uint32_t part[2][2] = {{lo, hi < 0xD800 ? hi : 0xD7FF}, {lo > 0xDFFF ? lo : 0xE000, hi}};
     const int32_t *q = set + 1;
     for (int i = 0; i < set[0]; i++) {
         int len = q[0];
-        if (len && set_overlaps(g, &g->el[q[len]], lo, hi)) return 1;
+        for (int r = 0; len && r < 2; r++)
+            if (part[r][0] <= part[r][1] && set_overlaps(g, &g->el[q[len]], part[r][0], part[r][1])) return 1;
         q += 1 + len;
     }
     return 0;

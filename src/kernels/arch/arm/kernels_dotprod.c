@@ -43,6 +43,7 @@ const rkm_kernel_set rkm_kernels_dotprod = {
     .softmax = softmax_dotprod,
     .swiglu = swiglu_dotprod,
     .geglu = geglu_dotprod,
+    .gelu = gelu_dotprod,
     .f32_to_f16 = f32_to_f16_dotprod,
     .f16_to_f32 = f16_to_f32_dotprod,
     .dot_f32_f16 = dot_f32_f16_dotprod,

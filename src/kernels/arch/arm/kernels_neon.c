@@ -153,6 +153,7 @@ const rkm_kernel_set rkm_kernels_neon = {
     .softmax = softmax_neon,
     .swiglu = swiglu_neon,
     .geglu = geglu_neon,
+    .gelu = gelu_neon,
     .f32_to_f16 = f32_to_f16_neon,
     .f16_to_f32 = f16_to_f32_neon,
     .dot_f32_f16 = dot_f32_f16_neon,

@@ -1046,6 +1046,18 @@ N_INLINE float32x4_t n_gelu(float32x4_t x)
 N_GLU(N_FN(swiglu_), n_silu)
 N_GLU(N_FN(geglu_), n_gelu)
 
+static void N_FN(gelu_)(float *out, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, n_gelu(vld1q_f32(x + i)));
+    if (i < n) {
+        float t[4] = {0}, o[4];
+        for (int64_t k = i; k < n; k++) t[k - i] = x[k];
+        vst1q_f32(o, n_gelu(vld1q_f32(t)));
+        for (int64_t k = i; k < n; k++) out[k] = o[k - i];
+    }
+}
+
 static void N_FN(f32_to_f16_)(const float *x, rkm_f16 *y, int64_t n)
 {
     int64_t i = 0;

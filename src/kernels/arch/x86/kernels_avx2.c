@@ -571,6 +571,18 @@ static void geglu_avx2(float *out, const float *g, const float *u, int64_t n)
     });
 }
 
+static void gelu_avx2(float *out, const float *x, int64_t n)
+{
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 c0 = _mm256_set1_ps(0.79788456080286535587989211986876f), c1 = _mm256_set1_ps(0.044715f);
+    MAP8(n, {
+        __m256 xv = _mm256_maskload_ps(x + i, mask);
+        __m256 z = _mm256_mul_ps(_mm256_mul_ps(c0, xv), _mm256_fmadd_ps(_mm256_mul_ps(c1, xv), xv, one));
+        __m256 t = rkm_x86_tanh_ps(z);
+        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_mul_ps(half, xv), _mm256_add_ps(one, t)));
+    });
+}
+
 static void f32_to_f16_avx2(const float *x, rkm_f16 *y, int64_t n)
 {
     int64_t i = 0;
@@ -826,6 +838,7 @@ const rkm_kernel_set rkm_kernels_avx2 = {
     .softmax = softmax_avx2,
     .swiglu = swiglu_avx2,
     .geglu = geglu_avx2,
+    .gelu = gelu_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
     .f16_to_f32 = f16_to_f32_avx2,
     .dot_f32_f16 = dot_f32_f16_avx2,

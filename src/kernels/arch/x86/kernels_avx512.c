@@ -1,14 +1,99 @@
 /*
  * kernels_avx512.c - AVX-512 (F/BW/VL/DQ, without VNNI: Skylake-SP,
- * Cascade Lake without it enabled, ...) quantized matmuls; the body is
- * avx512_impl.h. The other entries come from the AVX2 set (dispatch.c
+ * Cascade Lake without it enabled, ...) quantized matmuls (the body is
+ * avx512_impl.h) and the float-weight matmuls (f32, f16, bf16; the VNNI
+ * set inherits them). The other entries come from the AVX2 set (dispatch.c
  * chains them). Stateless.
  */
 #define RKM_AVX512_VNNI 0
 #include "kernels/arch/x86/avx512_impl.h"
+#include "util/common.h"
 
 Z_DEFINE_MM(mm_q8_0_avx512, z_q8_0_tile)
 Z_DEFINE_MM(mm_q4_0_avx512, z_q4_0_tile)
+
+/* ----------------------------------------------------- f32 / f16 / bf16
+ * Float weights (the vision towers, f32/f16/bf16 text models): 4 weight
+ * rows by 4 activation rows of 16-lane FMAs, 8 loads for 16 FMAs (the
+ * AVX2 tile's 2 x 4 of 8 lanes needs 6 for 8); the last n_in % 16 values
+ * by masked loads. Activation rows in blocks of about 256 KiB as in the
+ * AVX2 set, so that a block stays in L2 while the weights stream past. */
+/* f16: 0 f32, 1 f16, 2 bf16; the lanes of mask only (the rest 0) */
+static inline __attribute__((always_inline)) __m512 zload_w16(const void *w, int64_t k, int f16, __mmask16 mask)
+{
+    if (f16 == 2)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, (const rkm_bf16 *)w + k)), 16));
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const rkm_f16 *)w + k));
+    return _mm512_maskz_loadu_ps(mask, (const float *)w + k);
+}
+
+static inline __attribute__((always_inline)) void z_fp_tile(const rkm_mm_args *a, int64_t r, int64_t i, const int RW,
+                                                            const int RX, const int f16)
+{
+    const int64_t n = a->n_in, n16 = n & ~(int64_t)15;
+    const void *w[4];
+    const float *x[4];
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++) w[rr] = (const char *)a->w + (r + rr) * a->w_row_bytes;
+#pragma GCC unroll 4
+    for (int c = 0; c < RX; c++) x[c] = a->x + (i + c) * n;
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) acc[rr][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n16; k += 16) {
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) {
+            const __m512 wv = zload_w16(w[rr], k, f16, 0xffff);
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) acc[rr][c] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[c] + k), acc[rr][c]);
+        }
+    }
+    if (n16 < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - n16)) - 1);
+#pragma GCC unroll 4
+        for (int rr = 0; rr < RW; rr++) {
+            const __m512 wv = zload_w16(w[rr], n16, f16, m);
+#pragma GCC unroll 4
+            for (int c = 0; c < RX; c++) acc[rr][c] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x[c] + n16), acc[rr][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < RW; rr++)
+#pragma GCC unroll 4
+        for (int c = 0; c < RX; c++) a->y[(i + c) * a->ldy + r + rr] = _mm512_reduce_add_ps(acc[rr][c]);
+}
+
+#define Z_FP_DEFINE_MM(NAME, F16)                                                               \
+    static void NAME(const rkm_mm_args *a, int64_t r0, int64_t r1)                              \
+    {                                                                                           \
+        int64_t r = r0;                                                                         \
+        if (a->m == 1) {                                                                        \
+            for (; r + 4 <= r1; r += 4) z_fp_tile(a, r, 0, 4, 1, F16);                          \
+            for (; r < r1; r++) z_fp_tile(a, r, 0, 1, 1, F16);                                  \
+            return;                                                                             \
+        }                                                                                       \
+        const int64_t bi = RKM_MAX((int64_t)4, ((int64_t)65536 / RKM_MAX(a->n_in, (int64_t)1)) & ~(int64_t)3); \
+        for (int64_t i0 = 0; i0 < a->m; i0 += bi) {                                             \
+            const int64_t i1 = RKM_MIN(a->m, i0 + bi);                                          \
+            for (r = r0; r + 4 <= r1; r += 4) {                                                 \
+                int64_t i = i0;                                                                 \
+                for (; i + 4 <= i1; i += 4) z_fp_tile(a, r, i, 4, 4, F16);                      \
+                for (; i < i1; i++) z_fp_tile(a, r, i, 4, 1, F16);                              \
+            }                                                                                   \
+            for (; r < r1; r++) {                                                               \
+                int64_t i = i0;                                                                 \
+                for (; i + 4 <= i1; i += 4) z_fp_tile(a, r, i, 1, 4, F16);                      \
+                for (; i < i1; i++) z_fp_tile(a, r, i, 1, 1, F16);                              \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+Z_FP_DEFINE_MM(mm_f32_avx512, 0)
+Z_FP_DEFINE_MM(mm_f16_avx512, 1)
+Z_FP_DEFINE_MM(mm_bf16_avx512, 2)
 
 /* The bandwidth probe's read (kernels_impl.h) with 512-bit loads; the
  * AVX-512 VNNI set inherits it. */
@@ -157,6 +242,9 @@ const rkm_kernel_set rkm_kernels_avx512 = {
     .name = "avx512",
     .mm_q8_0 = mm_q8_0_avx512,
     .mm_q4_0 = mm_q4_0_avx512,
+    .mm_f32 = mm_f32_avx512,
+    .mm_f16 = mm_f16_avx512,
+    .mm_bf16 = mm_bf16_avx512,
     .dot_f32_f16 = dot_f32_f16_avx512,
     .axpy_f16 = axpy_f16_avx512,
     .dot_f32_f16_rows = dot_f32_f16_rows_avx512,
