@@ -16,7 +16,11 @@
  *   slots' and the batch's published pointers (so that shutdown can cancel
  *   them) and the /api/ps summary. Everything else in the "worker only" block is
  *   touched by the worker thread alone. job->mu guards a job's output (see
- *   server.h). Lock order: engine->mu before job->mu.
+ *   server.h). Lock order: engine->mu before job->mu. The vision thread
+ *   (srv_venc, started with a model's tower) runs the tower on one image
+ *   the worker prepared and queued; venc.mu guards the hand-over, taken by
+ *   the worker possibly under engine->mu, never the other way round (the
+ *   thread drops venc.mu before it signals engine->cv).
  *
  * Prompt cache: each slot's session is an in-memory cache entry. A request
  * goes to the free slot whose tokens it continues for the longest prefix
