@@ -204,6 +204,13 @@ static rkm_image pattern(int w, int h, int seed)
 }
 
 /* The logits after the prompt, from a fresh session of m. */
+static float max_abs_diff(const float *a, const float *b, int n)
+{
+    float md = 0;
+    for (int i = 0; i < n; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    return md;
+}
+
 static int fresh_logits(rkm_model *m, const rkm_media_prompt *p, rkm_vision *v, rkm_pool *pool, float *out)
 {
     rkm_session_params sp;
@@ -290,15 +297,13 @@ static void test_media_prompt(void)
     float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
     CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
     CHECK(fresh_logits(m, &p2, v, pool, b) == 0);
-    float md = 0;
-    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    float md = max_abs_diff(a, b, nv);
     CHECK_MSG(md == 0, "logits of the follow-up differ from a fresh session's by %g", md);
     /* a cut into the image's rows goes back to its start, evaluated again */
     CHECK(rkm_session_truncate(s, p2.img[1].pos + 1) == 0);
     CHECK(rkm_media_prompt_eval(s, &p2, v, pool, &enc) == 0 && enc == 1);
     CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
-    md = 0;
-    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    md = max_abs_diff(a, b, nv);
     CHECK_MSG(md == 0, "logits after re-evaluating the image differ by %g", md);
     free(a);
     free(b);
@@ -350,8 +355,7 @@ static void test_media_qwen3vl(void)
     float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
     CHECK(rkm_session_eval(s, NULL, 0, a) == 0);
     CHECK(fresh_logits(m, &p2, v, pool, b) == 0);
-    float md = 0;
-    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    float md = max_abs_diff(a, b, nv);
     CHECK_MSG(md == 0, "logits of the follow-up differ from a fresh session's by %g", md);
     /* saved and loaded: the next tokens at the same positions */
     CHECK_MSG(rkm_session_save(s, sv) == 0, "%s", rkm_last_error());
@@ -359,8 +363,7 @@ static void test_media_qwen3vl(void)
     CHECK_EQ_INT(rkm_session_n_pos(t), rkm_session_n_pos(s));
     const int32_t more[3] = {11, 12, 13};
     CHECK(rkm_session_eval(s, more, 3, a) == 0 && rkm_session_eval(t, more, 3, b) == 0);
-    md = 0;
-    for (int i = 0; i < nv; i++) md = fmaxf(md, fabsf(a[i] - b[i]));
+    md = max_abs_diff(a, b, nv);
     CHECK_MSG(md == 0, "logits after a load differ by %g", md);
     free(a);
     free(b);

@@ -558,29 +558,24 @@ static void swiglu_avx2(float *out, const float *g, const float *u, int64_t n)
     });
 }
 
-static void geglu_avx2(float *out, const float *g, const float *u, int64_t n)
+/* gelu_tanh of 8 lanes: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) */
+AVX2_ALWAYS_INLINE __m256 gelu8(__m256 xv)
 {
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     const __m256 c0 = _mm256_set1_ps(0.79788456080286535587989211986876f), c1 = _mm256_set1_ps(0.044715f);
-    MAP8(n, {
-        __m256 xv = _mm256_maskload_ps(g + i, mask);
-        __m256 z = _mm256_mul_ps(_mm256_mul_ps(c0, xv), _mm256_fmadd_ps(_mm256_mul_ps(c1, xv), xv, one));
-        __m256 t = rkm_x86_tanh_ps(z);
-        __m256 gl = _mm256_mul_ps(_mm256_mul_ps(half, xv), _mm256_add_ps(one, t));
-        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(gl, _mm256_maskload_ps(u + i, mask)));
-    });
+    __m256 z = _mm256_mul_ps(_mm256_mul_ps(c0, xv), _mm256_fmadd_ps(_mm256_mul_ps(c1, xv), xv, one));
+    return _mm256_mul_ps(_mm256_mul_ps(half, xv), _mm256_add_ps(one, rkm_x86_tanh_ps(z)));
+}
+
+static void geglu_avx2(float *out, const float *g, const float *u, int64_t n)
+{
+    MAP8(n, _mm256_maskstore_ps(out + i, mask,
+                                _mm256_mul_ps(gelu8(_mm256_maskload_ps(g + i, mask)), _mm256_maskload_ps(u + i, mask))));
 }
 
 static void gelu_avx2(float *out, const float *x, int64_t n)
 {
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-    const __m256 c0 = _mm256_set1_ps(0.79788456080286535587989211986876f), c1 = _mm256_set1_ps(0.044715f);
-    MAP8(n, {
-        __m256 xv = _mm256_maskload_ps(x + i, mask);
-        __m256 z = _mm256_mul_ps(_mm256_mul_ps(c0, xv), _mm256_fmadd_ps(_mm256_mul_ps(c1, xv), xv, one));
-        __m256 t = rkm_x86_tanh_ps(z);
-        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_mul_ps(half, xv), _mm256_add_ps(one, t)));
-    });
+    MAP8(n, _mm256_maskstore_ps(out + i, mask, gelu8(_mm256_maskload_ps(x + i, mask))));
 }
 
 static void f32_to_f16_avx2(const float *x, rkm_f16 *y, int64_t n)
